@@ -1,0 +1,86 @@
+/*
+ * LUN backends: where a logical unit's blocks live.  A backend is a table of
+ * operations (like an SPDK bdev's function table) plus the geometry the SCSI
+ * layer reports.  I/O is asynchronous: submit() returns at once and the
+ * completion callback runs later on the same iothread, or inside submit()
+ * for backends that finish synchronously (ram, null).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_BACKEND_H
+#define VHOST_SCSI_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "iothread.h"
+
+enum backend_op {
+    BACKEND_READ,
+    BACKEND_WRITE,
+    BACKEND_FLUSH,          /* make completed writes durable */
+    BACKEND_DISCARD,        /* UNMAP: contents become zeros or undefined */
+    BACKEND_WRITE_ZEROES,   /* contents must read back as zeros */
+};
+
+struct backend_io {
+    enum backend_op op;
+    uint64_t offset;            /* bytes */
+    uint64_t len;               /* bytes; for READ/WRITE == iov_size(iov) */
+    const struct iovec *iov;    /* READ/WRITE only; points into guest memory */
+    unsigned iovcnt;
+    bool fua;                   /* WRITE: durable before completion */
+    struct iothread *thread;    /* the thread submitting (and completing) */
+    /* ret: 0 on success, -errno on failure (-EIO, -ENOSPC, -EAGAIN = retry) */
+    void (*complete)(struct backend_io *io, int ret);
+    void *opaque;
+    /* scratch for the backend, e.g. an iothread_uring_cb */
+    struct iothread_uring_cb uring_cb;
+    uint64_t backend_priv[4];
+};
+
+struct lun_backend;
+
+struct backend_ops {
+    const char *name;
+    /* Starts io; returns 0 (complete() will run) or -errno (it will not). */
+    int (*submit)(struct lun_backend *be, struct backend_io *io);
+    /* Optional: per-thread set-up/tear-down, called on that thread. */
+    int (*attach_thread)(struct lun_backend *be, struct iothread *t);
+    void (*detach_thread)(struct lun_backend *be, struct iothread *t);
+    /* Optional: the LUN answers INQUIRY from a remote target, etc. */
+    int (*passthrough_inquiry)(struct lun_backend *be, void *buf, unsigned len);
+    void (*close)(struct lun_backend *be);   /* frees be */
+};
+
+struct lun_backend {
+    const struct backend_ops *ops;
+    char *name;              /* for log lines, e.g. "file:/var/disk.img" */
+    uint64_t size;           /* bytes, a multiple of block_size */
+    uint32_t block_size;     /* 512 or 4096 */
+    bool read_only;
+    bool can_discard;        /* DISCARD supported */
+    bool write_cache;        /* backend has a volatile cache (FLUSH matters) */
+};
+
+/* Generic entry points; they check the op against the geometry. */
+int backend_submit(struct lun_backend *be, struct backend_io *io);
+void backend_close(struct lun_backend *be);
+
+/*
+ * Constructors (SPEC parsing lives in lun-spec.c).  All return 0 and set
+ * *out, or -errno with a logged reason.
+ */
+struct backend_file_opts {
+    const char *path;
+    bool read_only;
+    bool direct;             /* O_DIRECT */
+    uint32_t block_size;     /* 0: 512 (or the device's logical block size) */
+    uint64_t size;           /* 0: the file's or device's size */
+};
+int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out);
+int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+
+#endif

@@ -1,0 +1,99 @@
+/*
+ * An I/O thread: one epoll loop that owns a set of virtqueues, an io_uring
+ * for the backends it drives, and the fds of any network backends.  Work is
+ * batched per loop iteration: handlers queue backend I/O, and the thread
+ * submits the io_uring once and runs its flush hooks (publish used rings,
+ * signal call eventfds) once before it sleeps.  Other threads talk to an
+ * iothread only through iothread_run_sync().
+ *
+ * Poll modes: OFF sleeps in epoll_wait; ON spins on the pollers forever;
+ * ADAPTIVE spins for at most poll_ns after the last useful work, then arms
+ * notifications and sleeps, so a loaded host gets its CPU back.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_IOTHREAD_H
+#define VHOST_SCSI_IOTHREAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <liburing.h>
+
+struct iothread;
+
+enum iothread_poll_mode { IOTHREAD_POLL_OFF, IOTHREAD_POLL_ADAPTIVE, IOTHREAD_POLL_ON };
+
+typedef void iothread_fd_cb(void *opaque, uint32_t events);
+
+/*
+ * A completion for an io_uring request: embed it, set fn, and put its
+ * address in the SQE's user_data (io_uring_sqe_set_data).
+ */
+struct iothread_uring_cb {
+    void (*fn)(struct iothread_uring_cb *cb, int res);
+};
+
+/*
+ * A poller is called in poll mode on every loop iteration; it returns true
+ * if it found work.  set_notify(opaque, true) must re-arm the source's
+ * notifications (e.g. enable virtqueue kicks) and return true if work
+ * arrived meanwhile; set_notify(opaque, false) turns them off while polling.
+ */
+struct iothread_poller {
+    bool (*poll)(void *opaque);
+    bool (*set_notify)(void *opaque, bool enable);
+    void *opaque;
+};
+
+struct iothread_stats {
+    uint64_t wakeups;       /* returns from epoll_wait that found events */
+    uint64_t loops;         /* loop iterations */
+    uint64_t uring_submits; /* io_uring_submit calls */
+};
+
+/* Creates a thread context (not yet running).  uring_depth 0: no io_uring. */
+struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_depth);
+void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode,
+                       uint64_t poll_ns);
+/* Spawns the thread. */
+int iothread_start(struct iothread *t);
+/* Runs the loop in the calling thread until iothread_quit() (for main()). */
+void iothread_run(struct iothread *t);
+/* Asks the loop to return; safe from any thread and from signal handlers' loops. */
+void iothread_quit(struct iothread *t);
+/* Stops (if started), joins and frees. */
+void iothread_free(struct iothread *t);
+
+const char *iothread_name(const struct iothread *t);
+unsigned iothread_id(const struct iothread *t);
+bool iothread_is_current(const struct iothread *t);
+void iothread_get_stats(struct iothread *t, struct iothread_stats *st);
+
+/* fd handlers; call from the iothread itself (or before it starts). */
+int iothread_add_fd(struct iothread *t, int fd, uint32_t events,
+                    iothread_fd_cb *cb, void *opaque);
+int iothread_mod_fd(struct iothread *t, int fd, uint32_t events);
+void iothread_del_fd(struct iothread *t, int fd);
+
+/* Pollers and flush hooks; call from the iothread itself. Return a handle. */
+int iothread_add_poller(struct iothread *t, const struct iothread_poller *p);
+void iothread_del_poller(struct iothread *t, int handle);
+int iothread_add_flush(struct iothread *t, void (*fn)(void *opaque), void *opaque);
+void iothread_del_flush(struct iothread *t, int handle);
+
+/*
+ * Runs fn(opaque) on t and waits for it to return.  Runs it directly if
+ * called from t.  Used for queue start/stop and memory table changes.
+ */
+void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaque);
+
+/*
+ * Returns an SQE of this thread's ring (submitting first if the ring is
+ * full); the loop submits pending SQEs once per iteration.  NULL only if
+ * the thread has no ring.
+ */
+struct io_uring_sqe *iothread_get_sqe(struct iothread *t);
+/* Submits pending SQEs now (rarely needed; the loop does it). */
+int iothread_submit(struct iothread *t);
+
+#endif

@@ -1,0 +1,131 @@
+/*
+ * SCSI block device emulation (SPC-4 / SBC-3): decodes CDBs, answers the
+ * commands a LUN answers itself (INQUIRY, READ CAPACITY, MODE SENSE, ...)
+ * and turns data commands into backend I/O.  Transport-neutral: the
+ * virtio-scsi layer hands it a command with data iovecs and gets back SAM
+ * status, sense data and the byte counts transferred.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_SCSI_DISK_H
+#define VHOST_SCSI_SCSI_DISK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "backend.h"
+
+#define SCSI_SENSE_MAX 96
+#define SCSI_CDB_MAX 32
+
+/* SAM status codes */
+#define SAM_STAT_GOOD                 0x00
+#define SAM_STAT_CHECK_CONDITION      0x02
+#define SAM_STAT_BUSY                 0x08
+#define SAM_STAT_RESERVATION_CONFLICT 0x18
+#define SAM_STAT_TASK_SET_FULL        0x28
+#define SAM_STAT_TASK_ABORTED         0x40
+
+/* Sense keys */
+#define SENSE_NO_SENSE        0x0
+#define SENSE_RECOVERED_ERROR 0x1
+#define SENSE_NOT_READY       0x2
+#define SENSE_MEDIUM_ERROR    0x3
+#define SENSE_HARDWARE_ERROR  0x4
+#define SENSE_ILLEGAL_REQUEST 0x5
+#define SENSE_UNIT_ATTENTION  0x6
+#define SENSE_DATA_PROTECT    0x7
+#define SENSE_ABORTED_COMMAND 0xb
+#define SENSE_MISCOMPARE      0xe
+
+struct scsi_lun;
+
+struct scsi_lun_info {
+    const char *vendor;      /* 8 chars max; default "VHOSTSCS" */
+    const char *product;     /* 16 chars max; default from backend type */
+    const char *serial;      /* unit serial (VPD 0x80); default derived */
+    uint64_t naa_id;         /* low 60 bits of an NAA-5 id (VPD 0x83); 0: derived */
+};
+
+struct scsi_cmd {
+    /* Set by the transport before scsi_lun_exec(). */
+    const uint8_t *cdb;
+    unsigned cdb_len;                 /* bytes available in cdb (<= 32) */
+    const struct iovec *data_out;     /* initiator -> target (WRITE data) */
+    unsigned data_out_cnt;
+    const struct iovec *data_in;      /* target -> initiator (READ data) */
+    unsigned data_in_cnt;
+    uint64_t tag;
+    struct iothread *thread;          /* the thread executing the command */
+    void (*complete)(struct scsi_cmd *cmd);
+    void *opaque;
+
+    /* Results, valid in complete(). */
+    uint8_t status;                   /* SAM status */
+    uint8_t sense_len;
+    uint8_t sense[SCSI_SENSE_MAX];    /* fixed-format sense */
+    uint64_t data_in_xfer;            /* bytes written into data_in */
+    uint64_t data_out_xfer;           /* bytes consumed from data_out */
+
+    /* Private to scsi-disk.c. */
+    struct scsi_lun *lun;
+    struct backend_io bio;
+    uint64_t priv[8];
+    struct iovec iov_slice[8];
+};
+
+/* Takes ownership of be.  name is used in log lines ("lun0:3"). */
+struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
+                              const struct scsi_lun_info *info);
+void scsi_lun_free(struct scsi_lun *lun);
+struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
+const char *scsi_lun_name(const struct scsi_lun *lun);
+
+/*
+ * Executes a command.  complete() is called exactly once, possibly before
+ * this returns.  The data_in/data_out lengths are those of the buffers
+ * the initiator supplied; a CDB asking for more or less than that is
+ * handled as SPC/SAM say (residuals, or CHECK CONDITION for a write whose
+ * data is shorter than the CDB's transfer length).  Thread-safe: several
+ * iothreads may execute commands on one LUN at once.
+ */
+void scsi_lun_exec(struct scsi_lun *lun, struct scsi_cmd *cmd);
+
+/* Commands started and not yet completed, across all threads. */
+unsigned scsi_lun_inflight(struct scsi_lun *lun);
+
+/*
+ * Unit attention conditions, reported once to the next command (then
+ * cleared), except INQUIRY/REPORT LUNS/REQUEST SENSE which pass through
+ * (SPC-4 5.14 / SAM-5).  Power-on is pending after scsi_lun_new().
+ */
+enum scsi_ua {
+    SCSI_UA_POWER_ON,         /* 29h/00h POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+    SCSI_UA_LUN_RESET,        /* 29h/03h BUS DEVICE RESET FUNCTION OCCURRED */
+    SCSI_UA_NEXUS_LOSS,       /* 29h/07h I_T NEXUS LOSS OCCURRED */
+    SCSI_UA_CAPACITY_CHANGED, /* 2Ah/09h CAPACITY DATA HAS CHANGED */
+    SCSI_UA_REPORTED_LUNS_CHANGED, /* 3Fh/0Eh */
+};
+void scsi_lun_set_ua(struct scsi_lun *lun, enum scsi_ua ua);
+
+/*
+ * Waits (blocking the caller, never the LUN's iothreads) until every
+ * command in flight on the LUN has completed; used by LOGICAL UNIT RESET,
+ * ABORT TASK SET and I_T NEXUS RESET since backend I/O cannot be recalled.
+ */
+void scsi_lun_drain(struct scsi_lun *lun);
+
+/* Builds fixed-format sense (response code 70h) into cmd and sets status. */
+void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
+
+/*
+ * REPORT LUNS and well-known LUNs are answered by the target, not a LUN:
+ * given the list of LUN ids present on a target, fill data_in.  Used by
+ * virtio-scsi for the REPORT LUNS well-known LUN and for a missing LUN 0.
+ */
+void scsi_report_luns(struct scsi_cmd *cmd, const uint16_t *luns, unsigned n);
+/* Answers a command addressed to a LUN that does not exist (on a present target). */
+void scsi_no_lun_exec(struct scsi_cmd *cmd);
+
+#endif

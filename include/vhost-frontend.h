@@ -1,0 +1,98 @@
+/*
+ * A vhost front-end: the "host device" side of vhost that QEMU's
+ * vhost-scsi and vhost-user-scsi devices implement, as a library.  It owns
+ * a memfd region that stands in for guest RAM, builds split rings in it,
+ * creates kick and call eventfds (the call eventfd is what an irqfd would be
+ * in a VM), and drives a back-end over one of two transports:
+ *   - the kernel's /dev/vhost-scsi (ioctls from linux/vhost.h, SET_ENDPOINT
+ *     with a wwpn and tpgt), or
+ *   - a vhost-user socket (the same steps as vhost-user messages).
+ * On top it offers a small virtio-scsi API: submit a CDB with data buffers,
+ * submit TMFs, reap completions.  Used by vhost-scsi-bench and the tests.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VHOST_FRONTEND_H
+#define VHOST_SCSI_VHOST_FRONTEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/virtio_scsi.h>
+
+enum vfe_transport { VFE_VHOST_USER, VFE_VHOST_KERNEL };
+
+struct vfe_config {
+    enum vfe_transport transport;
+    const char *path;          /* socket path, or /dev/vhost-scsi (default) */
+    const char *wwpn;          /* kernel: SET_ENDPOINT target */
+    unsigned tpgt;             /* kernel: target portal group tag */
+    unsigned num_request_queues;   /* >= 1 */
+    unsigned queue_size;       /* ring entries, power of two (default 128) */
+    size_t mem_size;           /* shared "guest RAM" bytes (default 64 MiB) */
+    bool event_idx;            /* negotiate VIRTIO_RING_F_EVENT_IDX if offered */
+    bool indirect;             /* use indirect descriptors when offered */
+};
+
+struct vfe;
+
+/* A request as the caller sees it; buffers live in the front-end's memory. */
+struct vfe_req {
+    unsigned queue;            /* request queue index, 0-based (virtqueue 2+queue) */
+    uint8_t lun[8];
+    uint64_t tag;
+    uint8_t cdb[VIRTIO_SCSI_CDB_SIZE];
+    void *data;                /* from vfe_alloc(); NULL if no data */
+    uint32_t data_len;
+    bool data_in;              /* true: device writes data (READ) */
+    /* completion */
+    struct virtio_scsi_cmd_resp resp;
+    uint32_t used_len;
+    void *opaque;
+    void (*complete)(struct vfe_req *req);
+    /* private */
+    uint16_t head;
+    void *hdr;
+};
+
+/* Connects, negotiates, sets the memory table and starts all queues. */
+int vfe_open(const struct vfe_config *cfg, struct vfe **out);
+/* Stops the queues and disconnects; harmless to call twice or after a failed start. */
+void vfe_close(struct vfe *fe);
+int vfe_stop(struct vfe *fe);
+int vfe_start(struct vfe *fe);
+
+/* Allocates from the shared region (for data buffers); NULL when full. */
+void *vfe_alloc(struct vfe *fe, size_t len, size_t align);
+void vfe_free(struct vfe *fe, void *p);
+
+/* Makes a single-level LUN address (target 0..255, lun 0..16383). */
+void vfe_lun(uint8_t out[8], unsigned target, unsigned lun);
+
+/* Posts req on its queue (kicks unless batching); -EAGAIN if the ring is full. */
+int vfe_submit(struct vfe *fe, struct vfe_req *req);
+/* Kicks all queues with posted, not yet kicked requests. */
+void vfe_kick(struct vfe *fe);
+/*
+ * Reaps completions (calls req->complete for each); waits up to
+ * timeout_ms for the call eventfd when none is ready (-1: forever,
+ * 0: poll).  Returns the number reaped or -errno.
+ */
+int vfe_poll(struct vfe *fe, int timeout_ms);
+/* Submits and waits for one request: a convenience for tests. */
+int vfe_exec(struct vfe *fe, struct vfe_req *req, int timeout_ms);
+
+/* Task management on the control queue. */
+int vfe_tmf(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag,
+            uint8_t *response, int timeout_ms);
+
+struct vfe_stats {
+    uint64_t kicks;            /* kick eventfd writes */
+    uint64_t calls;            /* call eventfd signals received (reads with count) */
+    uint64_t completions;
+};
+void vfe_get_stats(struct vfe *fe, struct vfe_stats *st);
+int vfe_call_fd(struct vfe *fe, unsigned queue);
+uint64_t vfe_features(struct vfe *fe);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * The back-end side of one vhost-user connection: reads and answers the
+ * front-end's messages, keeps the memory table and the vring state, and
+ * tells the device (virtio-scsi) when a queue starts and must stop.  It
+ * knows nothing about SCSI.  All its functions run on one thread (the
+ * target's main loop); the device moves queues to its iothreads itself.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VHOST_USER_SERVER_H
+#define VHOST_SCSI_VHOST_USER_SERVER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "guest-mem.h"
+#include "virtqueue.h"
+#include "vhost-user-proto.h"
+
+#define VU_MAX_QUEUES 66   /* control + event + 64 request queues */
+
+struct vu_dev;
+
+struct vu_dev_ops {
+    /*
+     * A queue has everything it needs (memory, addresses, kick fd or
+     * polling, enabled): the device starts serving vq from its thread.
+     * Returns 0 or -errno (the queue then stays stopped and is logged).
+     */
+    int (*queue_start)(void *opaque, unsigned idx, struct virtqueue *vq);
+    /*
+     * The front-end stops the queue (GET_VRING_BASE, disable, reset,
+     * disconnect): the device must stop popping, complete or drain every
+     * request in flight and detach vq before returning; the server then
+     * reports vq->last_avail_idx.
+     */
+    void (*queue_stop)(void *opaque, unsigned idx, struct virtqueue *vq);
+    /*
+     * The memory table is about to change / has changed.  The server stops
+     * and restarts running queues around the change itself; these hooks
+     * are optional.
+     */
+    void (*mem_changed)(void *opaque);
+    /* Virtio-level reset (RESET_DEVICE, RESET_OWNER, SET_STATUS 0). */
+    void (*reset)(void *opaque);
+};
+
+struct vu_dev_config {
+    const char *name;          /* for log lines, e.g. "conn3" */
+    unsigned num_queues;       /* total: control + event + request queues */
+    uint64_t features;         /* device features to offer (VIRTIO_SCSI_F_*, ring features) */
+    uint64_t protocol_features;/* protocol features to offer; 0: the server's default set */
+    unsigned max_mem_slots;    /* reported by GET_MAX_MEM_SLOTS; 0: GUEST_MEM_MAX_REGIONS */
+    const struct vu_dev_ops *ops;
+    void *opaque;
+};
+
+/*
+ * Wraps a connected socket.  The server owns fd from now on (closes it in
+ * vu_dev_free).  Returns NULL on allocation failure only.
+ */
+struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg);
+void vu_dev_free(struct vu_dev *dev);   /* stops all queues, unmaps memory */
+
+int vu_dev_fd(const struct vu_dev *dev);
+
+/*
+ * Reads one message from the socket and handles it (answers it, if it
+ * needs an answer).  Returns 0 on success, -ECONNRESET when the peer
+ * closed the socket, or another -errno on a protocol violation; on any
+ * negative return the caller frees the device (the connection is over).
+ */
+int vu_dev_dispatch(struct vu_dev *dev);
+
+/* The device's view, for the device layer and tests. */
+const struct guest_mem *vu_dev_mem(const struct vu_dev *dev);
+struct virtqueue *vu_dev_queue(struct vu_dev *dev, unsigned idx);
+uint64_t vu_dev_features(const struct vu_dev *dev);   /* negotiated */
+bool vu_dev_queue_running(const struct vu_dev *dev, unsigned idx);
+
+/*
+ * A queue turned broken (malformed ring): tell the front-end through the
+ * queue's err eventfd (if any) and log.  Callable from the device.
+ */
+void vu_dev_queue_error(struct vu_dev *dev, unsigned idx);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * The device side of a split virtqueue (virtio 1.2, 2.7): popping descriptor
+ * chains from the available ring into iovecs, returning them on the used
+ * ring, and deciding when the driver must be notified (EVENT_IDX,
+ * NO_INTERRUPT, NOTIFY_ON_EMPTY).  Everything read from the rings is
+ * untrusted; a malformed ring marks the queue broken, it never crashes us.
+ *
+ * A virtqueue is owned by exactly one thread while it runs.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VIRTQUEUE_H
+#define VHOST_SCSI_VIRTQUEUE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/uio.h>
+#include <linux/virtio_ring.h>
+
+#include "guest-mem.h"
+#include "iov.h"
+
+/* Hard upper bound on iovecs for one request, independent of ring size. */
+#define VQ_MAX_SG 1024
+
+struct vq_elem {
+    uint16_t head;            /* index of the chain's head descriptor */
+    unsigned out_num;         /* device-readable iovecs (driver -> device) */
+    unsigned in_num;          /* device-writable iovecs (device -> driver) */
+    struct iovec *out_sg;     /* points into the caller's iov array */
+    struct iovec *in_sg;      /* points into the caller's iov array, after out_sg */
+    uint64_t out_len;         /* total bytes in out_sg */
+    uint64_t in_len;          /* total bytes in in_sg */
+};
+
+struct virtqueue {
+    const char *name;             /* for log lines, e.g. "vq2"; not owned */
+    unsigned index;
+    unsigned num;                 /* ring size, power of two, <= 32768 */
+    struct vring_desc *desc;
+    struct vring_avail *avail;
+    struct vring_used *used;
+    const struct guest_mem *mem;
+
+    uint16_t last_avail_idx;      /* next avail entry we will read */
+    uint16_t shadow_avail_idx;    /* last avail->idx we read */
+    uint16_t used_idx;            /* our copy of used->idx (incl. unpublished) */
+    uint16_t signalled_used;      /* used idx at the last notification */
+    bool signalled_used_valid;
+    bool event_idx;               /* VIRTIO_RING_F_EVENT_IDX negotiated */
+    bool indirect;                /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
+    bool notify_on_empty;         /* VIRTIO_F_NOTIFY_ON_EMPTY negotiated */
+    bool broken;                  /* malformed ring seen: stop serving */
+    unsigned inflight;            /* popped and not yet pushed */
+
+    int kick_fd;                  /* -1 if none (polling) */
+    int call_fd;                  /* -1 if none */
+    int err_fd;                   /* -1 if none */
+
+    uint64_t notifications;       /* call eventfd writes, for statistics */
+
+    /*
+     * Optional INFLIGHT_SHMFD tracking (vhost-user.rst, "Inflight I/O
+     * tracking", split-ring layout).  When set, vq_pop marks the head
+     * in flight and vq_fill/vq_flush clear it, so a restarted back-end can
+     * complete what a killed one had popped.
+     */
+    struct vhost_user_inflight_queue *inflight_region;
+    uint16_t *resubmit;           /* heads to hand out again before new ones */
+    unsigned resubmit_num;
+    uint64_t inflight_counter;
+};
+
+void vq_init(struct virtqueue *vq, unsigned index, const char *name);
+
+/*
+ * Sets up the ring from host pointers already translated by the caller
+ * (the vhost-user layer translates front-end addresses).  Checks alignment
+ * and that num is a power of two <= 32768.  features is the negotiated
+ * virtio feature set (EVENT_IDX, INDIRECT_DESC, NOTIFY_ON_EMPTY are used).
+ * base is the first avail index to process (SET_VRING_BASE).
+ */
+int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
+             void *desc, void *avail, void *used, uint64_t features,
+             uint16_t base);
+
+/*
+ * Pops the next available chain.  iov/max_iov is caller storage for the
+ * chain's buffers; elem's sg pointers point into it.
+ * Returns 1 when a chain was popped, 0 when the ring is empty, and a
+ * negative errno when the ring is malformed (vq->broken is then set and
+ * the reason logged once with the queue's name):
+ *   head or next index >= num, a loop or a chain longer than num (or longer
+ *   than an indirect table), an address outside guest memory, a zero-length
+ *   indirect table or one not a multiple of 16, nested indirect, a readable
+ *   descriptor after a writable one, more than max_iov buffers, the avail
+ *   index moving by more than num.
+ */
+int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
+           unsigned max_iov);
+
+/*
+ * Attaches an inflight tracking region of num descriptors (num must equal
+ * vq->num).  When restore is true, the region comes from a previous
+ * back-end instance: heads it marks in flight are handed out first by
+ * vq_pop (oldest counter first), and used_idx is reconciled as the spec
+ * describes.  Returns -EINVAL on a region that does not fit.
+ */
+struct vhost_user_inflight_queue;
+int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
+                    bool restore);
+
+/* Gives back the last popped chain without using it (e.g. out of resources). */
+void vq_unpop(struct virtqueue *vq);
+
+/* Writes a used element; not visible to the driver until vq_flush(). */
+void vq_fill(struct virtqueue *vq, uint16_t head, uint32_t len);
+
+/* Publishes filled used elements (with the required write barrier). */
+void vq_flush(struct virtqueue *vq);
+
+/* vq_fill + vq_flush. */
+void vq_push(struct virtqueue *vq, uint16_t head, uint32_t len);
+
+/* True if the driver asked to be notified of what was flushed so far. */
+bool vq_should_notify(struct virtqueue *vq);
+
+/* Writes the call eventfd if vq_should_notify(); returns true if it did. */
+bool vq_notify(struct virtqueue *vq);
+
+/*
+ * Turns driver->device notifications (kicks) off/on.  vq_enable_notify
+ * returns true if buffers became available meanwhile (caller must poll
+ * again to avoid a lost wake-up).
+ */
+void vq_disable_notify(struct virtqueue *vq);
+bool vq_enable_notify(struct virtqueue *vq);
+
+/* True if the avail ring holds entries we have not popped. */
+bool vq_has_avail(struct virtqueue *vq);
+
+#endif
