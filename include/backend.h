@@ -61,6 +61,7 @@ struct lun_backend {
     uint32_t block_size;     /* 512 or 4096 */
     bool read_only;
     bool can_discard;        /* DISCARD supported */
+    bool discard_zeroes;     /* discarded blocks read back as zeros (LBPRZ) */
     bool write_cache;        /* backend has a volatile cache (FLUSH matters) */
 };
 

@@ -32,6 +32,10 @@ struct vfe_config {
     size_t mem_size;           /* shared "guest RAM" bytes (default 64 MiB) */
     bool event_idx;            /* negotiate VIRTIO_RING_F_EVENT_IDX if offered */
     bool indirect;             /* use indirect descriptors when offered */
+    bool batch;                /* vfe_submit only posts; the caller calls vfe_kick */
+    bool add_mem_reg;          /* vhost-user: ADD_MEM_REG instead of SET_MEM_TABLE
+                                  when CONFIGURE_MEM_SLOTS is negotiated */
+    unsigned timeout_ms;       /* vhost-user reply timeout (default 10000) */
 };
 
 struct vfe;
@@ -47,12 +51,13 @@ struct vfe_req {
     bool data_in;              /* true: device writes data (READ) */
     /* completion */
     struct virtio_scsi_cmd_resp resp;
-    uint32_t used_len;
+    uint32_t used_len;         /* bytes the device wrote (used ring len) */
     void *opaque;
     void (*complete)(struct vfe_req *req);
     /* private */
     uint16_t head;
     void *hdr;
+    bool done;
 };
 
 /* Connects, negotiates, sets the memory table and starts all queues. */
@@ -90,6 +95,7 @@ struct vfe_stats {
     uint64_t kicks;            /* kick eventfd writes */
     uint64_t calls;            /* call eventfd signals received (reads with count) */
     uint64_t completions;
+    uint64_t events;           /* event queue buffers returned by the device */
 };
 void vfe_get_stats(struct vfe *fe, struct vfe_stats *st);
 int vfe_call_fd(struct vfe *fe, unsigned queue);

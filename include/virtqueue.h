@@ -51,7 +51,11 @@ struct virtqueue {
     bool indirect;                /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
     bool notify_on_empty;         /* VIRTIO_F_NOTIFY_ON_EMPTY negotiated */
     bool broken;                  /* malformed ring seen: stop serving */
+    bool notify_off;              /* vq_disable_notify() in effect */
     unsigned inflight;            /* popped and not yet pushed */
+    uint16_t flushed_used_idx;    /* used->idx as last published by vq_flush */
+    uint16_t last_head;           /* head of the last vq_pop, for vq_unpop */
+    bool last_from_resubmit;      /* ... and whether it came from resubmit[] */
 
     int kick_fd;                  /* -1 if none (polling) */
     int call_fd;                  /* -1 if none */
@@ -72,6 +76,9 @@ struct virtqueue {
 };
 
 void vq_init(struct virtqueue *vq, unsigned index, const char *name);
+
+/* Frees what vq_set_inflight(restore) allocated; the vq can be set up again. */
+void vq_cleanup(struct virtqueue *vq);
 
 /*
  * Sets up the ring from host pointers already translated by the caller
@@ -104,7 +111,10 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
  * vq->num).  When restore is true, the region comes from a previous
  * back-end instance: heads it marks in flight are handed out first by
  * vq_pop (oldest counter first), and used_idx is reconciled as the spec
- * describes.  Returns -EINVAL on a region that does not fit.
+ * describes.  Returns -EINVAL on a region that does not fit.  Call it after
+ * vq_setup(); on restore it replaces base with used->idx plus the number
+ * of in-flight heads (everything popped was either used or is in flight),
+ * and vq->inflight counts the heads still to resubmit.  NULL detaches.
  */
 struct vhost_user_inflight_queue;
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
@@ -131,7 +141,10 @@ bool vq_notify(struct virtqueue *vq);
 /*
  * Turns driver->device notifications (kicks) off/on.  vq_enable_notify
  * returns true if buffers became available meanwhile (caller must poll
- * again to avoid a lost wake-up).
+ * again to avoid a lost wake-up).  A caller that never disables kicks may
+ * simply pop until vq_pop returns 0 and then wait: with notifications on,
+ * an empty vq_pop re-arms EVENT_IDX (avail_event) and re-checks the ring
+ * behind a full barrier itself.
  */
 void vq_disable_notify(struct virtqueue *vq);
 bool vq_enable_notify(struct virtqueue *vq);

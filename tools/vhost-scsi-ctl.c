@@ -1,1 +1,304 @@
-int main(void) { return 1; } /* placeholder */
+/*
+ * vhost-scsi-ctl: administration of the in-kernel vhost-scsi target path.
+ * `vhost-scsi-ctl lio …` creates and removes LIO/tcm_vhost targets, LUNs and
+ * their backstores through configfs (hw/scsi/lio-configfs.c does the work),
+ * lists, saves and restores them, and prints the QEMU option that attaches
+ * a target to a VM.  Results go to stdout, diagnostics to stderr; exit code
+ * 0 on success, 1 when an operation failed, 2 on a usage error.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "lio-configfs.h"
+
+#define EXIT_USAGE 2
+
+static const char usage_text[] =
+    "Usage: vhost-scsi-ctl lio [--configfs DIR] [-v] COMMAND [ARGS] [OPTIONS]\n"
+    "\n"
+    "Configure the kernel vhost-scsi target (LIO tcm_vhost) through configfs.\n"
+    "On the default root the kernel modules (target_core_mod, target_core_file,\n"
+    "target_core_iblock, vhost_scsi) are loaded and configfs is mounted first.\n"
+    "\n"
+    "Commands:\n"
+    "  create [WWPN] [--tpgt N] [--nexus NAME]\n"
+    "                      create target/vhost/WWPN/tpgt_N with an I_T nexus;\n"
+    "                      without WWPN a random naa.5001405… is generated;\n"
+    "                      prints the WWPN\n"
+    "  delete WWPN [--force]\n"
+    "                      remove the target, its LUNs and the backstores it\n"
+    "                      created (refused while /dev/vhost-scsi is in use)\n"
+    "  lun add WWPN LUN SPEC [--tpgt N]\n"
+    "                      SPEC is file:PATH[,size=BYTES[K|M|G|T]] or block:DEV\n"
+    "  lun remove WWPN LUN [--tpgt N]\n"
+    "  list [--json]       show all vhost targets and LUNs\n"
+    "  save FILE           write the configuration as JSON\n"
+    "  restore FILE        create everything FILE describes\n"
+    "  qemu-args WWPN [--bus BUS] [--num-queues N]\n"
+    "                      print the QEMU -device option for the target\n"
+    "  generate-wwpn       print a random naa.5 WWPN\n"
+    "\n"
+    "Options:\n"
+    "  --configfs DIR      configfs root (default " LIO_CONFIGFS_DEFAULT ")\n"
+    "  --tpgt N            target portal group tag, 0..255 (default 1)\n"
+    "  -v, --verbose       also print informational messages\n"
+    "  -h, --help          this text\n"
+    "\n"
+    "All commands are idempotent.  Exit status: 0 success, 1 failure, 2 usage.\n";
+
+struct ctl {
+    const char *configfs;
+    unsigned tpgt;
+    bool tpgt_set;
+    const char *nexus;
+    const char *bus;
+    unsigned num_queues;
+    bool json;
+    bool force;
+    bool verbose;
+    const char *pos[8];
+    int npos;
+};
+
+static void log_handler(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                        gpointer data)
+{
+    const struct ctl *c = data;
+    if ((level & (G_LOG_LEVEL_INFO | G_LOG_LEVEL_DEBUG)) && !c->verbose) {
+        return;
+    }
+    /* Messages from the library are prefixed "lio: "; the tool name is enough. */
+    if (g_str_has_prefix(msg, "lio: ")) {
+        msg += 5;
+    }
+    fprintf(stderr, "vhost-scsi-ctl: %s%s\n",
+            level & (G_LOG_LEVEL_ERROR | G_LOG_LEVEL_CRITICAL | G_LOG_LEVEL_WARNING) ?
+            "error: " : "", msg);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "vhost-scsi-ctl: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'vhost-scsi-ctl lio --help'.\n");
+    return EXIT_USAGE;
+}
+
+static bool parse_uint(const char *s, unsigned max, unsigned *out)
+{
+    guint64 v;
+    if (!g_ascii_string_to_unsigned(s, 10, 0, max, &v, NULL)) {
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+/* Options may come anywhere; "--opt=value" and "--opt value" both work. */
+static int parse_args(struct ctl *c, int argc, char **argv)
+{
+    for (int i = 0; i < argc; i++) {
+        char *a = argv[i];
+        const char *val = NULL;
+        g_autofree char *name = NULL;
+        if (a[0] != '-' || !strcmp(a, "-")) {
+            if (c->npos == G_N_ELEMENTS(c->pos)) {
+                return usage_error("too many arguments at '%s'", a);
+            }
+            c->pos[c->npos++] = a;
+            continue;
+        }
+        char *eq = strchr(a, '=');
+        name = eq ? g_strndup(a, eq - a) : g_strdup(a);
+        if (eq) {
+            val = eq + 1;
+        }
+        bool takes = !strcmp(name, "--configfs") || !strcmp(name, "--tpgt") ||
+                     !strcmp(name, "--nexus") || !strcmp(name, "--bus") ||
+                     !strcmp(name, "--num-queues");
+        if (takes && !val) {
+            if (i + 1 >= argc) {
+                return usage_error("option %s needs a value", name);
+            }
+            val = argv[++i];
+        } else if (!takes && val) {
+            return usage_error("option %s takes no value", name);
+        }
+        if (!strcmp(name, "--configfs")) {
+            c->configfs = val;
+        } else if (!strcmp(name, "--tpgt")) {
+            if (!parse_uint(val, LIO_TPGT_MAX, &c->tpgt)) {
+                return usage_error("--tpgt '%s': expected 0..255", val);
+            }
+            c->tpgt_set = true;
+        } else if (!strcmp(name, "--nexus")) {
+            c->nexus = val;
+        } else if (!strcmp(name, "--bus")) {
+            c->bus = val;
+        } else if (!strcmp(name, "--num-queues")) {
+            if (!parse_uint(val, 1024, &c->num_queues) || !c->num_queues) {
+                return usage_error("--num-queues '%s': expected 1..1024", val);
+            }
+        } else if (!strcmp(name, "--json")) {
+            c->json = true;
+        } else if (!strcmp(name, "--force")) {
+            c->force = true;
+        } else if (!strcmp(name, "-v") || !strcmp(name, "--verbose")) {
+            c->verbose = true;
+        } else if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
+            fputs(usage_text, stdout);
+            exit(0);
+        } else {
+            return usage_error("unknown option %s", name);
+        }
+    }
+    return 0;
+}
+
+static int need_args(const struct ctl *c, int n, const char *cmd)
+{
+    if (c->npos != n) {
+        return usage_error("wrong number of arguments for '%s'", cmd);
+    }
+    return 0;
+}
+
+static int status(int ret)
+{
+    return ret < 0 ? 1 : 0;
+}
+
+static int open_lio(const struct ctl *c, struct lio **lio)
+{
+    struct lio_options o = { .configfs = c->configfs, .setup_kernel = true };
+    return lio_open(&o, lio);
+}
+
+static int cmd_lio(struct ctl *c)
+{
+    const char *cmd = c->pos[0];
+    struct lio *lio = NULL;
+    int ret;
+
+    if (!strcmp(cmd, "generate-wwpn")) {
+        char w[LIO_WWPN_MAX];
+        if ((ret = need_args(c, 1, cmd))) {
+            return ret;
+        }
+        ret = lio_wwpn_generate(w);
+        if (ret == 0) {
+            printf("%s\n", w);
+        }
+        return status(ret);
+    }
+    if (!strcmp(cmd, "qemu-args")) {
+        if ((ret = need_args(c, 2, cmd))) {
+            return ret;
+        }
+        if (!lio_wwpn_valid(c->pos[1])) {
+            return usage_error("invalid WWPN '%s'", c->pos[1]);
+        }
+        g_autofree char *s = lio_qemu_args(c->pos[1], c->bus, c->num_queues);
+        printf("%s\n", s);
+        return 0;
+    }
+
+    /* Check arity before touching the kernel. */
+    int want;
+    if (!strcmp(cmd, "create")) {
+        want = c->npos <= 2 ? c->npos : -1;
+    } else if (!strcmp(cmd, "delete") || !strcmp(cmd, "save") || !strcmp(cmd, "restore")) {
+        want = 2;
+    } else if (!strcmp(cmd, "list")) {
+        want = 1;
+    } else if (!strcmp(cmd, "lun")) {
+        if (c->npos < 2 || (strcmp(c->pos[1], "add") && strcmp(c->pos[1], "remove"))) {
+            return usage_error("'lun' needs 'add' or 'remove'%s", "");
+        }
+        want = !strcmp(c->pos[1], "add") ? 5 : 4;
+    } else {
+        return usage_error("unknown command '%s'", cmd);
+    }
+    if ((ret = need_args(c, want, cmd))) {
+        return ret;
+    }
+    const char *wwpn_arg = !strcmp(cmd, "lun") ? c->pos[2] :
+                           !strcmp(cmd, "create") || !strcmp(cmd, "delete") ? c->pos[1] : NULL;
+    if (wwpn_arg && !lio_wwpn_valid(wwpn_arg)) {
+        return usage_error("invalid WWPN '%s' (naa.5<15 hex>, naa.6<31 hex>, iqn.YYYY-MM.domain, "
+                           "eui.<16 hex>)", wwpn_arg);
+    }
+    unsigned lun = 0;
+    if (!strcmp(cmd, "lun") && !parse_uint(c->pos[3], LIO_LUN_MAX, &lun)) {
+        return usage_error("LUN '%s': expected 0..16383", c->pos[3]);
+    }
+
+    ret = open_lio(c, &lio);
+    if (ret < 0) {
+        return 1;
+    }
+    unsigned tpgt = c->tpgt_set ? c->tpgt : LIO_DEFAULT_TPGT;
+    if (!strcmp(cmd, "create")) {
+        char w[LIO_WWPN_MAX];
+        const char *wwpn = c->npos == 2 ? c->pos[1] : NULL;
+        if (!wwpn) {
+            ret = lio_wwpn_generate(w);
+            wwpn = w;
+        }
+        if (ret == 0) {
+            ret = lio_target_create(lio, wwpn, tpgt, c->nexus);
+        }
+        if (ret == 0) {
+            printf("%s\n", wwpn);
+        }
+    } else if (!strcmp(cmd, "delete")) {
+        ret = lio_target_delete(lio, c->pos[1], c->force);
+    } else if (!strcmp(cmd, "lun")) {
+        ret = !strcmp(c->pos[1], "add") ?
+              lio_lun_add(lio, c->pos[2], tpgt, lun, c->pos[4]) :
+              lio_lun_remove(lio, c->pos[2], tpgt, lun);
+    } else if (!strcmp(cmd, "list")) {
+        GPtrArray *targets;
+        ret = lio_list(lio, &targets);
+        if (ret == 0) {
+            g_autofree char *s = c->json ? lio_list_to_json(targets) : lio_list_to_text(targets);
+            fputs(s, stdout);
+            g_ptr_array_unref(targets);
+        }
+    } else if (!strcmp(cmd, "save")) {
+        ret = lio_save(lio, c->pos[1]);
+    } else {
+        ret = lio_restore(lio, c->pos[1]);
+    }
+    lio_close(lio);
+    return status(ret);
+}
+
+int main(int argc, char **argv)
+{
+    struct ctl c = { 0 };
+    g_log_set_default_handler(log_handler, &c);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK & ~G_LOG_LEVEL_CRITICAL);
+
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+        fputs(usage_text, argc < 2 ? stderr : stdout);
+        return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (strcmp(argv[1], "lio")) {
+        return usage_error("unknown command '%s' (only 'lio' exists)", argv[1]);
+    }
+    int ret = parse_args(&c, argc - 2, argv + 2);
+    if (ret) {
+        return ret;
+    }
+    if (c.npos == 0) {
+        return usage_error("missing command%s", "");
+    }
+    return cmd_lio(&c);
+}

@@ -1,1 +1,590 @@
-int main(void) { return 1; } /* placeholder */
+/*
+ * vhost-scsi-target: a vhost-user-scsi back-end daemon.  It listens on a
+ * UNIX socket (or an inherited one), serves the LUNs given with --lun to
+ * every front-end (QEMU's vhost-user-scsi-pci) that connects, and keeps
+ * listening after a front-end goes away.  The main thread runs the
+ * vhost-user conversations and the control/event queues; request queues
+ * run on --threads I/O threads.  Command-line conventions follow QEMU's
+ * vhost-user back-end rules (docs/interop/vhost-user.rst, "Backend
+ * program conventions").
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <linux/virtio_config.h>
+
+#include "iothread.h"
+#include "lun-map.h"
+#include "lun-spec.h"
+#include "vhost-user-server.h"
+#include "virtio-scsi.h"
+
+#define DEFAULT_SOCKET "vhost-scsi.sock"
+#define DEFAULT_LUN "0=ram:1G"
+
+struct target_opts {
+    char *socket_path;
+    int listen_fd;
+    GPtrArray *lun_args;
+    unsigned queues;
+    unsigned threads;
+    enum iothread_poll_mode poll;
+    uint64_t poll_ns;
+    char *socket_group;
+    GArray *allow_uids;
+    GArray *allow_gids;
+};
+
+struct target {
+    struct target_opts *opts;
+    struct lun_map luns;
+    struct iothread *main;
+    struct iothread **threads;
+    unsigned nthreads;
+    int listen_fd;
+    int signal_fd;
+    bool unlink_socket;
+    unsigned next_conn_id;
+    GList *conns;
+};
+
+struct conn {
+    struct target *tgt;
+    char name[32];
+    int fd;
+    struct vu_dev *vu;
+    struct vscsi_dev *vs;
+};
+
+static int conn_queue_start(void *opaque, unsigned idx, struct virtqueue *vq)
+{
+    struct conn *c = opaque;
+
+    return vscsi_queue_start(c->vs, idx, vq);
+}
+
+static void conn_queue_stop(void *opaque, unsigned idx, struct virtqueue *vq)
+{
+    struct conn *c = opaque;
+
+    vscsi_queue_stop(c->vs, idx, vq);
+}
+
+static void conn_reset(void *opaque)
+{
+    struct conn *c = opaque;
+
+    vscsi_dev_reset(c->vs);
+}
+
+static void conn_queue_broken(void *opaque, unsigned idx)
+{
+    struct conn *c = opaque;
+
+    vu_dev_queue_error(c->vu, idx);
+}
+
+static const struct vu_dev_ops conn_ops = {
+    .queue_start = conn_queue_start,
+    .queue_stop = conn_queue_stop,
+    .reset = conn_reset,
+};
+
+static void conn_free(struct conn *c)
+{
+    struct target *tgt = c->tgt;
+
+    iothread_del_fd(tgt->main, c->fd);
+    /* vu_dev_free stops the running queues through conn_ops first. */
+    vu_dev_free(c->vu);
+    vscsi_dev_free(c->vs);
+    tgt->conns = g_list_remove(tgt->conns, c);
+    g_message("%s: disconnected", c->name);
+    g_free(c);
+}
+
+static void conn_cb(void *opaque, uint32_t events)
+{
+    struct conn *c = opaque;
+    int ret = vu_dev_dispatch(c->vu);
+
+    if (ret < 0) {
+        if (ret != -ECONNRESET) {
+            g_warning("%s: closing connection: %s", c->name, g_strerror(-ret));
+        }
+        conn_free(c);
+    }
+}
+
+static bool peer_allowed(struct target *tgt, int fd, const char *name)
+{
+    struct target_opts *o = tgt->opts;
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+
+    if (!o->allow_uids->len && !o->allow_gids->len) {
+        return true;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        g_warning("%s: SO_PEERCRED: %s", name, g_strerror(errno));
+        return false;
+    }
+    for (guint i = 0; i < o->allow_uids->len; i++) {
+        if (g_array_index(o->allow_uids, uid_t, i) == cred.uid) {
+            return true;
+        }
+    }
+    for (guint i = 0; i < o->allow_gids->len; i++) {
+        if (g_array_index(o->allow_gids, gid_t, i) == cred.gid) {
+            return true;
+        }
+    }
+    g_warning("%s: refusing peer pid %d uid %u gid %u (not in --allow-uid/--allow-gid)",
+              name, cred.pid, cred.uid, cred.gid);
+    return false;
+}
+
+static void accept_cb(void *opaque, uint32_t events)
+{
+    struct target *tgt = opaque;
+    struct vu_dev_config cfg = { 0 };
+    struct vscsi_dev_config vcfg = { 0 };
+    struct timeval tv = { .tv_sec = 10 };
+    struct conn *c;
+    int fd = accept4(tgt->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+    if (fd < 0) {
+        if (errno != EAGAIN && errno != EINTR) {
+            g_warning("accept: %s", g_strerror(errno));
+        }
+        return;
+    }
+    c = g_new0(struct conn, 1);
+    c->tgt = tgt;
+    c->fd = fd;
+    snprintf(c->name, sizeof(c->name), "conn%u", ++tgt->next_conn_id);
+    if (!peer_allowed(tgt, fd, c->name)) {
+        close(fd);
+        g_free(c);
+        return;
+    }
+    /*
+     * A peer that stops in the middle of a message must not wedge the
+     * main loop, which serves every other connection's control path too.
+     */
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+
+    vcfg.name = c->name;
+    vcfg.luns = &tgt->luns;
+    vcfg.main_thread = tgt->main;
+    vcfg.threads = tgt->threads;
+    vcfg.nthreads = tgt->nthreads;
+    vcfg.num_request_queues = tgt->opts->queues;
+    vcfg.queue_broken = conn_queue_broken;
+    vcfg.opaque = c;
+    c->vs = vscsi_dev_new(&vcfg);
+
+    cfg.name = c->name;
+    cfg.num_queues = VSCSI_FIRST_REQ_QUEUE + tgt->opts->queues;
+    cfg.features = vscsi_dev_features();
+    cfg.ops = &conn_ops;
+    cfg.opaque = c;
+    c->vu = vu_dev_new(fd, &cfg);
+    if (!c->vu || iothread_add_fd(tgt->main, fd, EPOLLIN, conn_cb, c) < 0) {
+        vu_dev_free(c->vu);
+        vscsi_dev_free(c->vs);
+        g_free(c);
+        return;
+    }
+    tgt->conns = g_list_prepend(tgt->conns, c);
+    g_message("%s: front-end connected", c->name);
+}
+
+static void signal_cb(void *opaque, uint32_t events)
+{
+    struct target *tgt = opaque;
+    struct signalfd_siginfo si;
+
+    if (read(tgt->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+        g_message("signal %u: shutting down", si.ssi_signo);
+        iothread_quit(tgt->main);
+    }
+}
+
+static int listen_on(struct target *tgt, const char *path, const char *group)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct stat st;
+    mode_t old_umask;
+    int fd, ret;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        g_warning("socket path too long: %s", path);
+        return -ENAMETOOLONG;
+    }
+    strcpy(sa.sun_path, path);
+    /* Replace a stale socket from a previous run, never any other file. */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            g_warning("%s exists and is not a socket", path);
+            return -EEXIST;
+        }
+        unlink(path);
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        ret = -errno;
+        g_warning("socket: %s", g_strerror(errno));
+        return ret;
+    }
+    /* Created 0600: only the owner (and --socket-group) may attach. */
+    old_umask = umask(group ? 0117 : 0177);
+    ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old_umask);
+    if (ret < 0 || listen(fd, 16) < 0) {
+        ret = -errno;
+        g_warning("%s: %s", path, g_strerror(errno));
+        close(fd);
+        return ret;
+    }
+    if (group) {
+        struct group *gr = getgrnam(group);
+
+        if (!gr || chown(path, (uid_t)-1, gr->gr_gid) < 0) {
+            g_warning("%s: cannot give the socket to group %s", path, group);
+            close(fd);
+            unlink(path);
+            return -EINVAL;
+        }
+    }
+    tgt->unlink_socket = true;
+    return fd;
+}
+
+static int add_luns(struct target *tgt)
+{
+    GPtrArray *args = tgt->opts->lun_args;
+
+    for (guint i = 0; i < args->len; i++) {
+        const char *arg = g_ptr_array_index(args, i);
+        struct lun_spec spec;
+        struct lun_backend *be;
+        struct scsi_lun *lun;
+        char *err = NULL;
+        char name[32];
+        int ret;
+
+        ret = lun_spec_parse(arg, &spec, &err);
+        if (ret < 0) {
+            fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg, err ? err : g_strerror(-ret));
+            g_free(err);
+            return ret;
+        }
+        ret = lun_spec_open(&spec, &be);
+        if (ret < 0) {
+            fprintf(stderr, "vhost-scsi-target: --lun %s: cannot open: %s\n", arg,
+                    g_strerror(-ret));
+            lun_spec_clear(&spec);
+            return ret;
+        }
+        snprintf(name, sizeof(name), "lun%u:%u", spec.target, spec.lun);
+        lun = scsi_lun_new(be, name, NULL);
+        ret = lun ? lun_map_add(&tgt->luns, spec.target, spec.lun, lun) : -ENOMEM;
+        if (ret < 0) {
+            fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg,
+                    ret == -EEXIST ? "LUN given twice" : g_strerror(-ret));
+            lun_spec_clear(&spec);
+            return ret;
+        }
+        g_message("%s: %s, %" PRIu64 " bytes, %u-byte blocks%s", name, be->name, be->size,
+                  be->block_size, be->read_only ? ", read-only" : "");
+        lun_spec_clear(&spec);
+    }
+    return 0;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+"Usage: vhost-scsi-target [OPTIONS]\n"
+"A vhost-user-scsi back-end: serves SCSI LUNs to QEMU's vhost-user-scsi-pci.\n"
+"\n"
+"  --socket-path PATH    listen on this UNIX socket (default ./" DEFAULT_SOCKET ")\n"
+"  --fd N                use the inherited listening socket N (socket activation)\n"
+"  --lun ID=SPEC         add a LUN (repeatable); ID is LUN or TARGET:LUN\n"
+"                        SPEC: file:PATH[,ro][,direct][,block-size=512|4096][,size=BYTES]\n"
+"                              ram:SIZE | null:SIZE\n"
+"                        default without --lun: " DEFAULT_LUN "\n"
+"  --queues N            request queues to offer (default 4; QEMU's num_queues <= N)\n"
+"  --threads N           I/O threads serving them (default min(queues, CPUs))\n"
+"  --poll off|adaptive|on  request queue polling (default off)\n"
+"  --poll-us N           adaptive polling window in microseconds (default 50)\n"
+"  --socket-group NAME   make the socket 0660 and owned by this group\n"
+"  --allow-uid UID       accept only peers with this uid (repeatable)\n"
+"  --allow-gid GID       accept only peers with this gid (repeatable)\n"
+"  --print-capabilities  print the back-end capabilities as JSON and exit\n"
+"  -v, --verbose         log debug messages\n"
+"  -h, --help            this text\n");
+}
+
+static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
+{
+    char *end;
+    unsigned long v;
+
+    errno = 0;
+    v = strtoul(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        return -EINVAL;
+    }
+    *out = (unsigned)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct target_opts *o)
+{
+    enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
+           OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID };
+    static const struct option longopts[] = {
+        { "socket-path", required_argument, NULL, OPT_SOCKET },
+        { "fd", required_argument, NULL, OPT_FD },
+        { "lun", required_argument, NULL, OPT_LUN },
+        { "queues", required_argument, NULL, OPT_QUEUES },
+        { "threads", required_argument, NULL, OPT_THREADS },
+        { "poll", required_argument, NULL, OPT_POLL },
+        { "poll-us", required_argument, NULL, OPT_POLL_US },
+        { "print-capabilities", no_argument, NULL, OPT_CAPS },
+        { "socket-group", required_argument, NULL, OPT_GROUP },
+        { "allow-uid", required_argument, NULL, OPT_UID },
+        { "allow-gid", required_argument, NULL, OPT_GID },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 }
+    };
+    unsigned v;
+    int c;
+
+    while ((c = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+        switch (c) {
+        case OPT_SOCKET:
+            g_free(o->socket_path);
+            o->socket_path = g_strdup(optarg);
+            break;
+        case OPT_FD:
+            if (parse_uint(optarg, 0, INT32_MAX, &v) < 0) {
+                fprintf(stderr, "vhost-scsi-target: bad --fd '%s'\n", optarg);
+                return -EINVAL;
+            }
+            o->listen_fd = (int)v;
+            break;
+        case OPT_LUN:
+            g_ptr_array_add(o->lun_args, g_strdup(optarg));
+            break;
+        case OPT_QUEUES:
+            if (parse_uint(optarg, 1, VU_MAX_QUEUES - VSCSI_FIRST_REQ_QUEUE, &o->queues) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --queues must be 1..%d\n",
+                        VU_MAX_QUEUES - VSCSI_FIRST_REQ_QUEUE);
+                return -EINVAL;
+            }
+            break;
+        case OPT_THREADS:
+            if (parse_uint(optarg, 1, 256, &o->threads) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --threads must be 1..256\n");
+                return -EINVAL;
+            }
+            break;
+        case OPT_POLL:
+            if (!strcmp(optarg, "off")) {
+                o->poll = IOTHREAD_POLL_OFF;
+            } else if (!strcmp(optarg, "adaptive")) {
+                o->poll = IOTHREAD_POLL_ADAPTIVE;
+            } else if (!strcmp(optarg, "on")) {
+                o->poll = IOTHREAD_POLL_ON;
+            } else {
+                fprintf(stderr, "vhost-scsi-target: --poll takes off, adaptive or on\n");
+                return -EINVAL;
+            }
+            break;
+        case OPT_POLL_US:
+            if (parse_uint(optarg, 1, 1000000, &v) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --poll-us must be 1..1000000\n");
+                return -EINVAL;
+            }
+            o->poll_ns = (uint64_t)v * 1000;
+            break;
+        case OPT_CAPS:
+            printf("{\n  \"type\": \"scsi\"\n}\n");
+            exit(0);
+        case OPT_GROUP:
+            o->socket_group = g_strdup(optarg);
+            break;
+        case OPT_UID:
+        case OPT_GID:
+            if (parse_uint(optarg, 0, UINT32_MAX - 1, &v) < 0) {
+                fprintf(stderr, "vhost-scsi-target: bad id '%s'\n", optarg);
+                return -EINVAL;
+            }
+            if (c == OPT_UID) {
+                uid_t u = v;
+                g_array_append_val(o->allow_uids, u);
+            } else {
+                gid_t g = v;
+                g_array_append_val(o->allow_gids, g);
+            }
+            break;
+        case 'v':
+            g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            usage(stderr);
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "vhost-scsi-target: unexpected argument '%s'\n", argv[optind]);
+        return -EINVAL;
+    }
+    if (o->socket_path && o->listen_fd >= 0) {
+        fprintf(stderr, "vhost-scsi-target: --socket-path and --fd are exclusive\n");
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static void print_qemu_hint(const struct target *tgt, const char *path)
+{
+    char *abs = g_canonicalize_filename(path, NULL);
+
+    printf("vhost-scsi-target: serving %u LUN(s) on %s\n"
+           "Attach QEMU with:\n"
+           "  qemu-system-x86_64 -machine q35,memory-backend=mem -m 1G \\\n"
+           "    -object memory-backend-memfd,id=mem,size=1G,share=on \\\n"
+           "    -chardev socket,id=vus0,path=%s \\\n"
+           "    -device vhost-user-scsi-pci,chardev=vus0,num_queues=%u ...\n",
+           tgt->luns.n, abs, abs, tgt->opts->queues);
+    fflush(stdout);
+    g_free(abs);
+}
+
+int main(int argc, char **argv)
+{
+    struct target_opts opts = { .listen_fd = -1, .queues = 4,
+                                .poll = IOTHREAD_POLL_OFF };
+    struct target tgt = { .opts = &opts, .listen_fd = -1, .signal_fd = -1 };
+    const char *path;
+    sigset_t mask;
+    int ret = 1;
+
+    opts.lun_args = g_ptr_array_new_with_free_func(g_free);
+    opts.allow_uids = g_array_new(FALSE, FALSE, sizeof(uid_t));
+    opts.allow_gids = g_array_new(FALSE, FALSE, sizeof(gid_t));
+    if (parse_args(argc, argv, &opts) < 0) {
+        goto out;
+    }
+    if (!opts.lun_args->len) {
+        g_ptr_array_add(opts.lun_args, g_strdup(DEFAULT_LUN));
+    }
+    if (!opts.threads) {
+        opts.threads = MIN(opts.queues, (unsigned)MAX(1, sysconf(_SC_NPROCESSORS_ONLN)));
+    }
+    tgt.nthreads = MIN(opts.threads, opts.queues);
+
+    lun_map_init(&tgt.luns);
+    if (add_luns(&tgt) < 0) {
+        goto out;
+    }
+
+    signal(SIGPIPE, SIG_IGN);
+    sigemptyset(&mask);
+    sigaddset(&mask, SIGINT);
+    sigaddset(&mask, SIGTERM);
+    /* Blocked before any thread starts, so only the signalfd sees them. */
+    pthread_sigmask(SIG_BLOCK, &mask, NULL);
+    tgt.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+
+    tgt.main = iothread_new("vs-main", 0, 0);
+    tgt.threads = g_new0(struct iothread *, tgt.nthreads);
+    for (unsigned i = 0; i < tgt.nthreads; i++) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "vs-io%u", i);
+        tgt.threads[i] = iothread_new(name, i + 1, 256);
+        if (!tgt.threads[i]) {
+            goto out;
+        }
+        iothread_set_poll(tgt.threads[i], opts.poll, opts.poll_ns);
+        if (iothread_start(tgt.threads[i]) < 0) {
+            goto out;
+        }
+    }
+    if (!tgt.main || tgt.signal_fd < 0) {
+        goto out;
+    }
+
+    if (opts.listen_fd >= 0) {
+        tgt.listen_fd = opts.listen_fd;
+        path = NULL;
+    } else {
+        path = opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
+        tgt.listen_fd = listen_on(&tgt, path, opts.socket_group);
+        if (tgt.listen_fd < 0) {
+            goto out;
+        }
+    }
+    if (iothread_add_fd(tgt.main, tgt.listen_fd, EPOLLIN, accept_cb, &tgt) < 0 ||
+        iothread_add_fd(tgt.main, tgt.signal_fd, EPOLLIN, signal_cb, &tgt) < 0) {
+        goto out;
+    }
+    if (path) {
+        print_qemu_hint(&tgt, path);
+    }
+
+    iothread_run(tgt.main);
+    ret = 0;
+
+out:
+    while (tgt.conns) {
+        conn_free(tgt.conns->data);
+    }
+    for (unsigned i = 0; tgt.threads && i < tgt.nthreads; i++) {
+        iothread_free(tgt.threads[i]);
+    }
+    g_free(tgt.threads);
+    iothread_free(tgt.main);
+    if (tgt.listen_fd >= 0) {
+        close(tgt.listen_fd);
+    }
+    if (tgt.unlink_socket && opts.socket_path) {
+        unlink(opts.socket_path);
+    } else if (tgt.unlink_socket) {
+        unlink(DEFAULT_SOCKET);
+    }
+    if (tgt.signal_fd >= 0) {
+        close(tgt.signal_fd);
+    }
+    lun_map_clear(&tgt.luns);
+    g_ptr_array_free(opts.lun_args, TRUE);
+    g_array_free(opts.allow_uids, TRUE);
+    g_array_free(opts.allow_gids, TRUE);
+    g_free(opts.socket_path);
+    g_free(opts.socket_group);
+    return ret;
+}

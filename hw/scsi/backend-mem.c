@@ -1,1 +1,168 @@
-/* placeholder: not yet written */
+/*
+ * Memory backends.  ram: keeps the blocks in an anonymous MAP_NORESERVE
+ * mapping, so a large LUN costs only the pages actually written; discards
+ * give pages back with MADV_DONTNEED (they read back as zeros).  null:
+ * stores nothing, reads zeros and drops writes, for measuring the rest of
+ * the stack.  Both complete every request inside submit(); concurrent
+ * requests to overlapping ranges race like they would on a real disk.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "iov.h"
+
+struct mem_backend {
+    struct lun_backend be;
+    uint8_t *base;      /* NULL for null: */
+};
+
+static struct mem_backend *to_mem(struct lun_backend *be)
+{
+    return (struct mem_backend *)be;
+}
+
+/* Zeros [off, off+len): whole pages are returned to the kernel. */
+static void ram_zero(struct mem_backend *m, uint64_t off, uint64_t len)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t start = (off + page - 1) & ~(page - 1);
+    uint64_t end = (off + len) & ~(page - 1);
+
+    if (start >= end) {
+        memset(m->base + off, 0, len);
+        return;
+    }
+    memset(m->base + off, 0, start - off);
+    if (madvise(m->base + start, end - start, MADV_DONTNEED) < 0) {
+        memset(m->base + start, 0, end - start);
+    }
+    memset(m->base + end, 0, off + len - end);
+}
+
+static int ram_submit(struct lun_backend *be, struct backend_io *io)
+{
+    struct mem_backend *m = to_mem(be);
+
+    switch (io->op) {
+    case BACKEND_READ:
+        iov_from_buf(io->iov, io->iovcnt, 0, m->base + io->offset, io->len);
+        break;
+    case BACKEND_WRITE:
+        iov_to_buf(io->iov, io->iovcnt, 0, m->base + io->offset, io->len);
+        break;
+    case BACKEND_DISCARD:
+    case BACKEND_WRITE_ZEROES:
+        ram_zero(m, io->offset, io->len);
+        break;
+    case BACKEND_FLUSH:
+        break;
+    }
+    io->complete(io, 0);
+    return 0;
+}
+
+static int null_submit(struct lun_backend *be, struct backend_io *io)
+{
+    if (io->op == BACKEND_READ) {
+        iov_memset(io->iov, io->iovcnt, 0, 0, io->len);
+    }
+    io->complete(io, 0);
+    return 0;
+}
+
+static void mem_close(struct lun_backend *be)
+{
+    struct mem_backend *m = to_mem(be);
+
+    if (m->base) {
+        munmap(m->base, be->size);
+    }
+    g_free(be->name);
+    g_free(m);
+}
+
+static const struct backend_ops ram_ops = {
+    .name = "ram",
+    .submit = ram_submit,
+    .close = mem_close,
+};
+
+static const struct backend_ops null_ops = {
+    .name = "null",
+    .submit = null_submit,
+    .close = mem_close,
+};
+
+static int check_geometry(const char *kind, uint64_t size, uint32_t block_size)
+{
+    if (block_size < 512 || block_size > 4096 || (block_size & (block_size - 1))) {
+        g_warning("%s: block size %" PRIu32 " is not a power of two in 512..4096", kind,
+                  block_size);
+        return -EINVAL;
+    }
+    if (size == 0 || size % block_size) {
+        g_warning("%s: size %" PRIu64 " is not a non-zero multiple of the block size %" PRIu32,
+                  kind, size, block_size);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+static struct mem_backend *mem_new(const struct backend_ops *ops, uint64_t size,
+                                   uint32_t block_size)
+{
+    struct mem_backend *m = g_new0(struct mem_backend, 1);
+
+    m->be.ops = ops;
+    m->be.name = g_strdup_printf("%s:%" PRIu64, ops->name, size);
+    m->be.size = size;
+    m->be.block_size = block_size;
+    m->be.can_discard = true;
+    m->be.discard_zeroes = true;
+    m->be.write_cache = false;   /* nothing to flush: writes are final */
+    return m;
+}
+
+int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+{
+    struct mem_backend *m;
+    void *base;
+    int ret = check_geometry("ram", size, block_size);
+
+    if (ret < 0) {
+        return ret;
+    }
+    if (size > SIZE_MAX) {
+        return -EFBIG;
+    }
+    base = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        ret = -errno;
+        g_warning("ram: cannot map %" PRIu64 " bytes: %s", size, g_strerror(errno));
+        return ret;
+    }
+    m = mem_new(&ram_ops, size, block_size);
+    m->base = base;
+    *out = &m->be;
+    return 0;
+}
+
+int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+{
+    int ret = check_geometry("null", size, block_size);
+
+    if (ret < 0) {
+        return ret;
+    }
+    *out = &mem_new(&null_ops, size, block_size)->be;
+    return 0;
+}

@@ -1,1 +1,83 @@
-/* placeholder: not yet written */
+/*
+ * Generic backend entry points.  backend_submit() is the one place where an
+ * I/O request is checked against the LUN's geometry before a backend sees
+ * it, so backends can trust offsets, lengths and alignment; a failure here
+ * is a bug in the caller (the SCSI layer checks guest values first), and is
+ * logged as such.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+
+#include <glib.h>
+
+#include "backend.h"
+
+static const char *op_name(enum backend_op op)
+{
+    switch (op) {
+    case BACKEND_READ: return "read";
+    case BACKEND_WRITE: return "write";
+    case BACKEND_FLUSH: return "flush";
+    case BACKEND_DISCARD: return "discard";
+    case BACKEND_WRITE_ZEROES: return "write-zeroes";
+    }
+    return "unknown op";
+}
+
+static int reject(const struct lun_backend *be, const struct backend_io *io, int err,
+                  const char *why)
+{
+    g_warning("%s: %s of %" PRIu64 " bytes at %" PRIu64 " rejected: %s", be->name,
+              op_name(io->op), io->len, io->offset, why);
+    return err;
+}
+
+int backend_submit(struct lun_backend *be, struct backend_io *io)
+{
+    uint64_t total = 0;
+
+    if (!io->complete) {
+        return reject(be, io, -EINVAL, "no completion callback");
+    }
+    switch (io->op) {
+    case BACKEND_FLUSH:
+        return be->ops->submit(be, io);
+    case BACKEND_READ:
+    case BACKEND_WRITE:
+        for (unsigned i = 0; i < io->iovcnt; i++) {
+            total += io->iov[i].iov_len;
+        }
+        if (total != io->len) {
+            return reject(be, io, -EINVAL, "length differs from the iovec size");
+        }
+        break;
+    case BACKEND_DISCARD:
+        if (!be->can_discard) {
+            return -EOPNOTSUPP;     /* a capability answer, not a bug */
+        }
+        break;
+    case BACKEND_WRITE_ZEROES:
+        break;
+    default:
+        return reject(be, io, -EINVAL, "unknown operation");
+    }
+    if (io->op != BACKEND_READ && be->read_only) {
+        return reject(be, io, -EROFS, "read-only backend");
+    }
+    if (io->offset % be->block_size || io->len % be->block_size) {
+        return reject(be, io, -EINVAL, "not block aligned");
+    }
+    if (io->offset > be->size || io->len > be->size - io->offset) {
+        return reject(be, io, -EINVAL, "beyond the end of the device");
+    }
+    return be->ops->submit(be, io);
+}
+
+void backend_close(struct lun_backend *be)
+{
+    if (be) {
+        be->ops->close(be);
+    }
+}

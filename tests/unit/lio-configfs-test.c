@@ -1,2 +1,589 @@
+/*
+ * Unit tests for hw/scsi/lio-configfs.c, run against a temporary directory
+ * standing in for /sys/kernel/config: they check the tree and attribute
+ * files each operation leaves behind (what the kernel would be told), that
+ * repeating an operation changes nothing, that bad names, LUN ids and specs
+ * are refused with the right errno and a message, and that save/delete/
+ * restore round-trips.  The kernel side itself is covered by
+ * tests/guest/kernel-vhost-test.sh.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <glib.h>
-int main(int argc, char **argv) { g_test_init(&argc, &argv, NULL); return g_test_run(); }
+#include <glib/gstdio.h>
+
+#include "lio-configfs.h"
+
+#define WWPN "naa.5001405aaaaaaaaa"
+#define WWPN2 "naa.5001405bbbbbbbbb"
+#define BS0 "vs-naa_5001405aaaaaaaaa-t1-l0"
+
+struct fx {
+    char *dir;                 /* scratch: root/ is the fake configfs */
+    char *root;
+    struct lio *lio;
+};
+
+static void rm_rf(const char *p)
+{
+    GDir *d = g_dir_open(p, 0, NULL);
+    const char *n;
+    while (d && (n = g_dir_read_name(d))) {
+        g_autofree char *c = g_build_filename(p, n, NULL);
+        if (g_file_test(c, G_FILE_TEST_IS_DIR) && !g_file_test(c, G_FILE_TEST_IS_SYMLINK)) {
+            rm_rf(c);
+        } else {
+            unlink(c);
+        }
+    }
+    if (d) {
+        g_dir_close(d);
+    }
+    rmdir(p);
+}
+
+static void fx_setup(struct fx *f, gconstpointer data)
+{
+    f->dir = g_dir_make_tmp("lio-test-XXXXXX", NULL);
+    g_assert_nonnull(f->dir);
+    f->root = g_build_filename(f->dir, "configfs", NULL);
+    g_assert_cmpint(g_mkdir(f->root, 0755), ==, 0);
+    struct lio_options o = { .configfs = f->root, .setup_kernel = true };
+    g_assert_cmpint(lio_open(&o, &f->lio), ==, 0);
+    g_assert_false(lio_is_configfs(f->lio));
+}
+
+static void fx_teardown(struct fx *f, gconstpointer data)
+{
+    lio_close(f->lio);
+    rm_rf(f->dir);
+    g_free(f->dir);
+    g_free(f->root);
+}
+
+/* Path under the fake configfs root. */
+static char *cf(struct fx *f, const char *rel)
+{
+    return g_build_filename(f->root, rel, NULL);
+}
+
+static char *scratch(struct fx *f, const char *name)
+{
+    return g_build_filename(f->dir, name, NULL);
+}
+
+static char *slurp(const char *path)
+{
+    char *s = NULL;
+    g_assert_true(g_file_get_contents(path, &s, NULL, NULL));
+    return s;
+}
+
+static bool exists(struct fx *f, const char *rel)
+{
+    g_autofree char *p = cf(f, rel);
+    return g_file_test(p, G_FILE_TEST_EXISTS) || g_file_test(p, G_FILE_TEST_IS_SYMLINK);
+}
+
+static unsigned count_entries(struct fx *f, const char *rel)
+{
+    g_autofree char *p = cf(f, rel);
+    GDir *d = g_dir_open(p, 0, NULL);
+    unsigned n = 0;
+    while (d && g_dir_read_name(d)) {
+        n++;
+    }
+    if (d) {
+        g_dir_close(d);
+    }
+    return n;
+}
+
+static void expect_warning(const char *pattern)
+{
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, pattern);
+}
+
+static void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const char *name,
+                         const char *size)
+{
+    g_autofree char *img = scratch(f, name);
+    g_autofree char *spec = g_strdup_printf("file:%s,size=%s", img, size);
+    g_assert_cmpint(lio_lun_add(f->lio, wwpn, 1, lun, spec), ==, 0);
+}
+
+/* ------------------------------------------------------------------ names */
+
+static void test_wwpn_validation(void)
+{
+    static const char *const good[] = {
+        "naa.5001405aaaaaaaaa", "naa.60014050123456789abcdef012345678",
+        "iqn.2003-01.org.linux-iscsi.host:sn.1234", "iqn.2024-12.com.example",
+        "eui.0123456789abcdef",
+    };
+    static const char *const bad[] = {
+        "", "naa.", "naa.5001405aaaaaaaa", "naa.5001405aaaaaaaaaa", "naa.1001405aaaaaaaaa",
+        "naa.5001405AAAAAAAAA", "naa.5001405aaaaaaaaz", "naa.6001405aaaaaaaaa",
+        "iqn.2003-1.org.x", "iqn.2003-01", "iqn.2003-01.", "iqn.2003-01.Org.x",
+        "iqn.2003-01.org x", "eui.0123", "wwn.5001405aaaaaaaaa", "5001405aaaaaaaaa",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(good); i++) {
+        g_assert_true(lio_wwpn_valid(good[i]));
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        if (lio_wwpn_valid(bad[i])) {
+            g_error("'%s' accepted as a WWPN", bad[i]);
+        }
+    }
+    g_autofree char *huge = g_strdup_printf("iqn.2003-01.org.%0*d", LIO_WWPN_MAX, 0);
+    g_assert_false(lio_wwpn_valid(huge));
+}
+
+static void test_wwpn_generated_names_are_valid_and_random(void)
+{
+    char a[LIO_WWPN_MAX], b[LIO_WWPN_MAX];
+    g_assert_cmpint(lio_wwpn_generate(a), ==, 0);
+    g_assert_cmpint(lio_wwpn_generate(b), ==, 0);
+    g_assert_true(lio_wwpn_valid(a));
+    g_assert_true(g_str_has_prefix(a, "naa.5001405"));
+    g_assert_cmpstr(a, !=, b);
+}
+
+/* ---------------------------------------------------------------- targets */
+
+static void test_create_makes_tpgt_with_nexus(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autofree char *np = cf(f, "target/vhost/" WWPN "/tpgt_1/nexus");
+    g_autofree char *nexus = slurp(np);
+    g_assert_true(lio_wwpn_valid(nexus));
+    g_assert_true(g_str_has_prefix(nexus, "naa."));
+    g_assert_cmpstr(nexus, !=, WWPN);
+
+    /* Again: nothing changes, in particular not the nexus. */
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autofree char *again = slurp(np);
+    g_assert_cmpstr(again, ==, nexus);
+    g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 1);
+}
+
+static void test_create_with_explicit_nexus_and_tpgt(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ccccccccc"), ==, 0);
+    g_autofree char *np = cf(f, "target/vhost/" WWPN "/tpgt_7/nexus");
+    g_autofree char *nexus = slurp(np);
+    g_assert_cmpstr(nexus, ==, "naa.5001405ccccccccc");
+}
+
+static void test_create_iqn_target_gets_iqn_nexus(struct fx *f, gconstpointer d)
+{
+    const char *w = "iqn.2024-12.com.example:vm1";
+    g_assert_cmpint(lio_target_create(f->lio, w, 1, NULL), ==, 0);
+    g_autofree char *np = cf(f, "target/vhost/iqn.2024-12.com.example:vm1/tpgt_1/nexus");
+    g_autofree char *nexus = slurp(np);
+    g_assert_true(g_str_has_prefix(nexus, "iqn."));
+    g_assert_true(lio_wwpn_valid(nexus));
+}
+
+static void test_create_rejects_bad_input(struct fx *f, gconstpointer d)
+{
+    expect_warning("*invalid WWPN 'naa.123'*");
+    g_assert_cmpint(lio_target_create(f->lio, "naa.123", 1, NULL), ==, -EINVAL);
+    expect_warning("*TPGT 256 out of range*");
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 256, NULL), ==, -ERANGE);
+    expect_warning("*accepts only naa. and iqn.*");
+    g_assert_cmpint(lio_target_create(f->lio, "eui.0123456789abcdef", 1, NULL), ==, -EINVAL);
+    expect_warning("*nexus 'iqn.2024-12.com.x'*prefix naa.*");
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "iqn.2024-12.com.x"), ==, -EINVAL);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
+}
+
+static void test_open_missing_root_fails(void)
+{
+    struct lio *lio = NULL;
+    struct lio_options o = { .configfs = "/nonexistent/configfs" };
+    expect_warning("*/nonexistent/configfs is not a directory*");
+    g_assert_cmpint(lio_open(&o, &lio), ==, -ENOENT);
+    g_test_assert_expected_messages();
+    g_assert_null(lio);
+}
+
+/* ------------------------------------------------------------------- LUNs */
+
+static void test_lun_add_file_creates_backstore_and_link(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "disk0.img", "16M");
+
+    g_autofree char *img = scratch(f, "disk0.img");
+    struct stat st;
+    g_assert_cmpint(stat(img, &st), ==, 0);
+    g_assert_cmpint(st.st_size, ==, 16 << 20);
+
+    g_autofree char *ctl = cf(f, "target/core/fileio_0/" BS0 "/control");
+    g_autofree char *control = slurp(ctl);
+    g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=16777216", img);
+    g_assert_cmpstr(control, ==, want);
+    g_autofree char *en = cf(f, "target/core/fileio_0/" BS0 "/enable");
+    g_autofree char *enable = slurp(en);
+    g_assert_cmpstr(enable, ==, "1");
+    g_autofree char *up = cf(f, "target/core/fileio_0/" BS0 "/udev_path");
+    g_autofree char *udev = slurp(up);
+    g_assert_cmpstr(udev, ==, img);
+
+    g_autofree char *link = cf(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/" BS0);
+    g_autofree char *to = g_file_read_link(link, NULL);
+    g_autofree char *bs = cf(f, "target/core/fileio_0/" BS0);
+    g_assert_cmpstr(to, ==, bs);
+}
+
+static void test_lun_add_is_idempotent(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "disk0.img", "1M");
+    add_file_lun(f, WWPN, 0, "disk0.img", "1M");
+    /* Same file, size taken from the file this time: still the same LUN. */
+    g_autofree char *img = scratch(f, "disk0.img");
+    g_autofree char *spec = g_strdup_printf("file:%s", img);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
+    g_assert_cmpuint(count_entries(f, "target/vhost/" WWPN "/tpgt_1/lun"), ==, 1);
+    g_assert_cmpuint(count_entries(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0"), ==, 1);
+}
+
+static void test_lun_add_existing_file_takes_its_size(struct fx *f, gconstpointer d)
+{
+    g_autofree char *img = scratch(f, "existing.img");
+    g_autofree char *data = g_malloc0(8192);
+    g_assert_true(g_file_set_contents(img, data, 8192, NULL));
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autofree char *spec = g_strdup_printf("file:%s", img);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 3, spec), ==, 0);
+    g_autofree char *ctl = cf(f, "target/core/fileio_0/vs-naa_5001405aaaaaaaaa-t1-l3/control");
+    g_autofree char *control = slurp(ctl);
+    g_assert_true(g_str_has_suffix(control, ",fd_dev_size=8192"));
+}
+
+static void test_lun_add_conflicts(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "disk0.img", "1M");
+    g_autofree char *img0 = scratch(f, "disk0.img");
+    g_autofree char *img1 = scratch(f, "disk1.img");
+    g_autofree char *spec0 = g_strdup_printf("file:%s", img0);
+    g_autofree char *spec1 = g_strdup_printf("file:%s,size=1M", img1);
+
+    expect_warning("*LUN 0 already exists and maps core/fileio_0/" BS0 ", not *disk1.img*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec1), ==, -EEXIST);
+    expect_warning("*disk0.img is busy: it already backs backstore core/fileio_0/" BS0 "*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 1, spec0), ==, -EBUSY);
+    g_test_assert_expected_messages();
+    g_assert_false(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
+}
+
+static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
+{
+    g_autofree char *img = scratch(f, "d.img");
+    g_autofree char *ok = g_strdup_printf("file:%s,size=1M", img);
+    g_autofree char *odd = g_strdup_printf("file:%s,size=1000", img);
+    g_autofree char *nosize = g_strdup_printf("file:%s", img);
+    g_autofree char *notblk = g_strdup_printf("block:%s", f->dir);
+
+    expect_warning("*target " WWPN " tpgt 1 does not exist*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, ok), ==, -ENOENT);
+    g_test_assert_expected_messages();
+
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    expect_warning("*LUN 16384 out of range 0..16383*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 16384, ok), ==, -ERANGE);
+    expect_warning("*expected file:PATH*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "rd:foo"), ==, -EINVAL);
+    expect_warning("*path must be absolute*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:rel.img,size=1M"), ==, -EINVAL);
+    expect_warning("*path must be absolute*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a=b,size=1M"), ==, -EINVAL);
+    expect_warning("*size must be a multiple of 512*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, odd), ==, -EINVAL);
+    expect_warning("*only file LUNs take*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "block:/dev/sda,size=1M"), ==, -EINVAL);
+    expect_warning("*does not exist (give ,size=BYTES*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, nosize), ==, -ENOENT);
+    expect_warning("*is not a block device*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, notblk), ==, -ENODEV);
+    expect_warning("*invalid WWPN*");
+    g_assert_cmpint(lio_lun_add(f->lio, "naa.zz", 1, 0, ok), ==, -EINVAL);
+    g_test_assert_expected_messages();
+
+    /* Nothing was half-created by any of the refusals. */
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/vhost/" WWPN "/tpgt_1/lun"), ==, 0);
+    g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
+}
+
+static void test_lun_remove_deletes_backstore_and_is_idempotent(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "disk0.img", "1M");
+    add_file_lun(f, WWPN, 1, "disk1.img", "1M");
+    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0), ==, 0);
+    g_assert_false(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0"));
+    g_assert_false(exists(f, "target/core/fileio_0"));
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
+    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0), ==, 0);
+    /* The backing file is the user's data: never deleted. */
+    g_autofree char *img = scratch(f, "disk0.img");
+    g_assert_true(g_file_test(img, G_FILE_TEST_IS_REGULAR));
+    /* The freed HBA index is reused. */
+    add_file_lun(f, WWPN, 2, "disk2.img", "1M");
+    g_assert_true(exists(f, "target/core/fileio_0/vs-naa_5001405aaaaaaaaa-t1-l2"));
+}
+
+/* --------------------------------------------------------------- delete */
+
+static void test_delete_with_luns_leaves_clean_tree(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 2, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "a.img", "1M");
+    add_file_lun(f, WWPN, 5, "b.img", "1M");
+    add_file_lun(f, WWPN2, 0, "c.img", "1M");
+    g_autofree char *img = scratch(f, "d.img");
+    g_autofree char *spec = g_strdup_printf("file:%s,size=1M", img);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 2, 0, spec), ==, 0);
+
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_false(exists(f, "target/vhost/" WWPN));
+    /* Only the other target's backstore is left. */
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
+    g_assert_true(exists(f, "target/core/fileio_2/vs-naa_5001405bbbbbbbbb-t1-l0"));
+    g_assert_true(exists(f, "target/vhost/" WWPN2 "/tpgt_1/lun/lun_0"));
+
+    /* Deleting what is gone is fine. */
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+}
+
+static void test_delete_keeps_foreign_backstores(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    /* A backstore made by someone else (targetcli), linked by hand. */
+    g_autofree char *so = cf(f, "target/core/rd_mcp_0/ramdisk");
+    g_assert_cmpint(g_mkdir_with_parents(so, 0755), ==, 0);
+    g_autofree char *ld = cf(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_4");
+    g_assert_cmpint(g_mkdir(ld, 0755), ==, 0);
+    g_autofree char *link = g_build_filename(ld, "0a1b2c3d", NULL);
+    g_assert_cmpint(symlink(so, link), ==, 0);
+
+    GPtrArray *targets;
+    g_assert_cmpint(lio_list(f->lio, &targets), ==, 0);
+    struct lio_target *t = targets->pdata[0];
+    struct lio_lun *l = t->luns->pdata[0];
+    g_assert_cmpuint(l->lun, ==, 4);
+    g_assert_cmpint(l->type, ==, LIO_LUN_OTHER);
+    g_assert_cmpstr(l->backstore, ==, "rd_mcp_0/ramdisk");
+    g_assert_false(l->owned);
+    g_ptr_array_unref(targets);
+
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_false(exists(f, "target/vhost/" WWPN));
+    g_assert_true(exists(f, "target/core/rd_mcp_0/ramdisk"));
+}
+
+static void test_delete_refuses_when_backstore_shared(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "a.img", "1M");
+    add_file_lun(f, WWPN, 1, "b.img", "1M");
+    /* Someone linked our LUN 0 backstore into another target too. */
+    g_autofree char *ld = cf(f, "target/vhost/" WWPN2 "/tpgt_1/lun/lun_9");
+    g_assert_cmpint(g_mkdir(ld, 0755), ==, 0);
+    g_autofree char *link = g_build_filename(ld, "x", NULL);
+    g_autofree char *so = cf(f, "target/core/fileio_0/" BS0);
+    g_assert_cmpint(symlink(so, link), ==, 0);
+
+    expect_warning("*backstore core/fileio_0/" BS0 " of " WWPN " LUN 0 is busy*lun_9*");
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, -EBUSY);
+    g_test_assert_expected_messages();
+    /* The refusal came before any change. */
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/" BS0));
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 2);
+
+    expect_warning("*is busy*");
+    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0), ==, -EBUSY);
+    g_test_assert_expected_messages();
+}
+
+/* ---------------------------------------------------- list, save, restore */
+
+static void test_list_reports_targets_and_luns(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, "naa.5001405ddddddddd"), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "naa.5001405ccccccccc"), ==, 0);
+    add_file_lun(f, WWPN, 2, "b.img", "2M");
+    add_file_lun(f, WWPN, 0, "a.img", "1M");
+
+    GPtrArray *targets;
+    g_assert_cmpint(lio_list(f->lio, &targets), ==, 0);
+    g_assert_cmpuint(targets->len, ==, 2);
+    struct lio_target *t = targets->pdata[0];
+    g_assert_cmpstr(t->wwpn, ==, WWPN);          /* sorted */
+    g_assert_cmpuint(t->tpgt, ==, 1);
+    g_assert_cmpstr(t->nexus, ==, "naa.5001405ccccccccc");
+    g_assert_cmpuint(t->luns->len, ==, 2);
+    struct lio_lun *l0 = t->luns->pdata[0], *l2 = t->luns->pdata[1];
+    g_assert_cmpuint(l0->lun, ==, 0);
+    g_assert_cmpuint(l2->lun, ==, 2);
+    g_assert_cmpint(l2->type, ==, LIO_LUN_FILE);
+    g_assert_cmpuint(l2->size, ==, 2 << 20);
+    g_assert_true(l2->owned);
+    g_autofree char *b = scratch(f, "b.img");
+    g_assert_cmpstr(l2->path, ==, b);
+
+    g_autofree char *text = lio_list_to_text(targets);
+    g_assert_nonnull(strstr(text, WWPN " tpgt 1 nexus naa.5001405ccccccccc\n"));
+    g_autofree char *line = g_strdup_printf("  lun 2     file  %s size 2097152 backstore core/", b);
+    g_assert_nonnull(strstr(text, line));
+
+    g_autofree char *json = lio_list_to_json(targets);
+    GPtrArray *parsed;
+    g_assert_cmpint(lio_config_parse(json, &parsed), ==, 0);
+    g_assert_cmpuint(parsed->len, ==, 2);
+    struct lio_target *p = parsed->pdata[0];
+    struct lio_lun *pl = p->luns->pdata[1];
+    g_assert_cmpstr(p->nexus, ==, t->nexus);
+    g_assert_cmpuint(pl->size, ==, l2->size);
+    g_assert_cmpstr(pl->path, ==, l2->path);
+    g_ptr_array_unref(parsed);
+    g_ptr_array_unref(targets);
+}
+
+static void test_save_delete_restore_round_trip(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 3, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "a.img", "1M");
+    add_file_lun(f, WWPN, 7, "b.img", "4M");
+    g_autofree char *file = scratch(f, "saved.json");
+    g_assert_cmpint(lio_save(f->lio, file), ==, 0);
+    g_autofree char *saved = slurp(file);
+
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
+
+    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    g_autofree char *again = scratch(f, "again.json");
+    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
+    g_autofree char *resaved = slurp(again);
+    g_assert_cmpstr(resaved, ==, saved);
+
+    /* Restoring on top of the same state changes nothing. */
+    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
+    g_autofree char *third = slurp(again);
+    g_assert_cmpstr(third, ==, saved);
+}
+
+static void test_config_parser_is_strict(void)
+{
+    static const char *const bad[] = {
+        "",
+        "[]",
+        "{\"version\": 1}",
+        "{\"version\": 2, \"targets\": []}",
+        "{\"version\": 1, \"targets\": [], \"extra\": 0}",
+        "{\"version\": 1, \"targets\": []} x",
+        "{\"version\": 1, \"version\": 1, \"targets\": []}",
+        "{\"version\": 1.0, \"targets\": []}",
+        "{\"version\": 01, \"targets\": []}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.1\", \"tpgt\": 1, \"nexus\": \"\", "
+        "\"luns\": []}]}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.5001405aaaaaaaaa\", \"tpgt\": 300, "
+        "\"nexus\": \"\", \"luns\": []}]}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.5001405aaaaaaaaa\", \"tpgt\": \"1\", "
+        "\"nexus\": \"\", \"luns\": []}]}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.5001405aaaaaaaaa\", \"tpgt\": 1, "
+        "\"nexus\": \"\", \"luns\": [{\"lun\": 99999, \"type\": \"file\", \"path\": \"/x\", "
+        "\"size\": 512, \"backstore\": \"\"}]}]}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.5001405aaaaaaaaa\", \"tpgt\": 1, "
+        "\"nexus\": \"\", \"luns\": [{\"lun\": 0, \"type\": \"rd\", \"path\": \"/x\", "
+        "\"size\": 512, \"backstore\": \"\"}]}]}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.5001405\\u0000aaaaaaaa\", \"tpgt\": 1, "
+        "\"nexus\": \"\", \"luns\": []}]}",
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"naa.5001405aaaaaaaaa\", \"tpgt\": 1, "
+        "\"nexus\": \"\", \"luns\": [}]}",
+        "{\"version\": 1, \"targets\": \"\\q\"}",
+        "{\"version\": 1, \"targets\": [[[[[[[[[[[[]]]]]]]]]]]]}",
+    };
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        GPtrArray *out = NULL;
+        expect_warning("*configuration rejected at byte*");
+        if (lio_config_parse(bad[i], &out) != -EINVAL) {
+            g_error("accepted: %s", bad[i]);
+        }
+        g_test_assert_expected_messages();
+        g_assert_null(out);
+    }
+    GPtrArray *out = NULL;
+    const char *good = " {\"targets\": [{\"luns\": [], \"nexus\": \"\", \"tpgt\": 0, "
+                       "\"wwpn\": \"iqn.2024-12.com.ex\\u0061mple\"}], \"version\": 1}\n";
+    g_assert_cmpint(lio_config_parse(good, &out), ==, 0);
+    g_assert_cmpuint(out->len, ==, 1);
+    g_assert_cmpstr(((struct lio_target *)out->pdata[0])->wwpn, ==, "iqn.2024-12.com.example");
+    g_ptr_array_unref(out);
+}
+
+static void test_restore_missing_file_fails(struct fx *f, gconstpointer d)
+{
+    g_autofree char *file = scratch(f, "nope.json");
+    expect_warning("*reading*nope.json failed*");
+    g_assert_cmpint(lio_restore(f->lio, file), ==, -ENOENT);
+    g_test_assert_expected_messages();
+}
+
+static void test_qemu_args(void)
+{
+    g_autofree char *a = lio_qemu_args(WWPN, NULL, 0);
+    g_assert_cmpstr(a, ==, "-device vhost-scsi-pci,wwpn=" WWPN);
+    g_autofree char *b = lio_qemu_args(WWPN, "pcie.0", 4);
+    g_assert_cmpstr(b, ==, "-device vhost-scsi-pci,wwpn=" WWPN ",bus=pcie.0,num_queues=4");
+}
+
+#define ADD(name, fn) g_test_add(name, struct fx, NULL, fx_setup, fn, fx_teardown)
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/lio/wwpn/validation", test_wwpn_validation);
+    g_test_add_func("/lio/wwpn/generated", test_wwpn_generated_names_are_valid_and_random);
+    g_test_add_func("/lio/open/missing-root", test_open_missing_root_fails);
+    ADD("/lio/create/tpgt-and-nexus", test_create_makes_tpgt_with_nexus);
+    ADD("/lio/create/explicit-nexus", test_create_with_explicit_nexus_and_tpgt);
+    ADD("/lio/create/iqn", test_create_iqn_target_gets_iqn_nexus);
+    ADD("/lio/create/bad-input", test_create_rejects_bad_input);
+    ADD("/lio/lun/add-file", test_lun_add_file_creates_backstore_and_link);
+    ADD("/lio/lun/add-idempotent", test_lun_add_is_idempotent);
+    ADD("/lio/lun/add-existing-file", test_lun_add_existing_file_takes_its_size);
+    ADD("/lio/lun/add-conflicts", test_lun_add_conflicts);
+    ADD("/lio/lun/add-bad-input", test_lun_add_rejects_bad_input);
+    ADD("/lio/lun/remove", test_lun_remove_deletes_backstore_and_is_idempotent);
+    ADD("/lio/delete/clean-tree", test_delete_with_luns_leaves_clean_tree);
+    ADD("/lio/delete/foreign-backstore", test_delete_keeps_foreign_backstores);
+    ADD("/lio/delete/shared-backstore", test_delete_refuses_when_backstore_shared);
+    ADD("/lio/list", test_list_reports_targets_and_luns);
+    ADD("/lio/save-restore", test_save_delete_restore_round_trip);
+    ADD("/lio/restore/missing-file", test_restore_missing_file_fails);
+    g_test_add_func("/lio/config/strict-parser", test_config_parser_is_strict);
+    g_test_add_func("/lio/qemu-args", test_qemu_args);
+    return g_test_run();
+}

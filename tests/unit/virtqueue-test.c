@@ -1,2 +1,1131 @@
+/*
+ * Specification of the device side of a split virtqueue
+ * (hw/virtio/virtqueue.c).  Each test plays the driver by hand: it writes
+ * descriptors and ring entries into a buffer registered as guest memory and
+ * checks what the device pops, what it publishes on the used ring, when it
+ * interrupts the driver, when it asks for kicks, and what it records for a
+ * restarted back-end.  Every validation rule has a malformed ring of its
+ * own; a malformed ring must fail the queue once, loudly, and then stay
+ * silent.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <glib.h>
-int main(int argc, char **argv) { g_test_init(&argc, &argv, NULL); return g_test_run(); }
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "guest-mem.h"
+#include "vhost-user-proto.h"
+#include "virtqueue.h"
+
+/*
+ * Guest physical layout: main RAM [RAM_GPA, +1 MiB) directly followed by a
+ * second region [HI_GPA, +64 KiB) (a buffer may straddle both), then a hole.
+ */
+#define RAM_GPA      0x100000ull
+#define RAM_SIZE     0x100000ull
+#define HI_GPA       (RAM_GPA + RAM_SIZE)
+#define HI_SIZE      0x10000ull
+#define HOLE_GPA     (HI_GPA + HI_SIZE)
+
+#define QSZ          8
+#define DESC_OFF     0x0000
+#define AVAIL_OFF    0x1000
+#define USED_OFF     0x2000
+#define INDIRECT_OFF 0x8000
+#define DATA_OFF     0x10000
+
+#define F_EVENT_IDX  (1ull << VIRTIO_RING_F_EVENT_IDX)
+#define F_INDIRECT   (1ull << VIRTIO_RING_F_INDIRECT_DESC)
+#define F_ON_EMPTY   (1ull << VIRTIO_F_NOTIFY_ON_EMPTY)
+
+#define VQ_NAME "test-vq"
+
+struct tguest {
+    struct guest_mem mem;
+    uint8_t *ram, *hi;
+    struct vring_desc *desc;
+    struct vring_avail *avail;
+    struct vring_used *used;
+    uint16_t avail_idx;           /* the driver's next avail index */
+    struct virtqueue vq;
+    struct vq_elem elem;
+    struct iovec iov[VQ_MAX_SG];
+};
+
+static uint64_t ram_gpa(uint64_t off)
+{
+    return RAM_GPA + off;
+}
+
+/* Data buffer k: 4 KiB apart so every buffer has its own address. */
+static uint64_t data_gpa(unsigned k)
+{
+    return RAM_GPA + DATA_OFF + k * 0x1000ull;
+}
+
+static void *host_of(struct tguest *t, uint64_t gpa)
+{
+    if (gpa >= HI_GPA) {
+        return t->hi + (gpa - HI_GPA);
+    }
+    return t->ram + (gpa - RAM_GPA);
+}
+
+/* (Re)starts the device side on the rings, like a new back-end instance. */
+static void tguest_setup(struct tguest *t, uint64_t features, uint16_t base)
+{
+    if (t->vq.call_fd >= 0) {
+        close(t->vq.call_fd);
+    }
+    vq_cleanup(&t->vq);
+    vq_init(&t->vq, 0, VQ_NAME);
+    g_assert_cmpint(vq_setup(&t->vq, &t->mem, QSZ, t->desc, t->avail, t->used, features,
+                             base), ==, 0);
+    t->vq.call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    g_assert_cmpint(t->vq.call_fd, >=, 0);
+}
+
+static struct tguest *tguest_new(uint64_t features)
+{
+    struct tguest *t = g_new0(struct tguest, 1);
+    struct guest_mem_region lo = {
+        .gpa = RAM_GPA, .size = RAM_SIZE, .uva = 0x7f0000000000, .fd = -1,
+    };
+    struct guest_mem_region hi = {
+        .gpa = HI_GPA, .size = HI_SIZE, .uva = 0x7f1000000000, .fd = -1,
+    };
+
+    t->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    t->hi = mmap(NULL, HI_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    g_assert_true(t->ram != MAP_FAILED && t->hi != MAP_FAILED);
+    lo.host = t->ram;
+    hi.host = t->hi;
+    guest_mem_init(&t->mem);
+    g_assert_cmpint(guest_mem_add(&t->mem, &lo), ==, 0);
+    g_assert_cmpint(guest_mem_add(&t->mem, &hi), ==, 0);
+
+    t->desc = (void *)(t->ram + DESC_OFF);
+    t->avail = (void *)(t->ram + AVAIL_OFF);
+    t->used = (void *)(t->ram + USED_OFF);
+    t->vq.call_fd = -1;
+    tguest_setup(t, features, 0);
+    return t;
+}
+
+static void tguest_free(struct tguest *t)
+{
+    close(t->vq.call_fd);
+    vq_cleanup(&t->vq);
+    guest_mem_clear(&t->mem);
+    munmap(t->ram, RAM_SIZE);
+    munmap(t->hi, HI_SIZE);
+    g_free(t);
+}
+
+static void set_desc(struct vring_desc *table, unsigned i, uint64_t addr, uint32_t len,
+                     uint16_t flags, uint16_t next)
+{
+    table[i].addr = addr;
+    table[i].len = len;
+    table[i].flags = flags;
+    table[i].next = next;
+}
+
+/* The driver publishes head; avail->idx is written last, with release order. */
+static void make_avail(struct tguest *t, uint16_t head)
+{
+    t->avail->ring[t->avail_idx % QSZ] = head;
+    t->avail_idx++;
+    __atomic_store_n(&t->avail->idx, t->avail_idx, __ATOMIC_RELEASE);
+}
+
+/* A one-descriptor writable request at head. */
+static void make_simple(struct tguest *t, uint16_t head)
+{
+    set_desc(t->desc, head, data_gpa(head), 512, VRING_DESC_F_WRITE, 0);
+    make_avail(t, head);
+}
+
+static int pop(struct tguest *t)
+{
+    return vq_pop(&t->vq, &t->elem, t->iov, VQ_MAX_SG);
+}
+
+static uint16_t *used_event(struct tguest *t)
+{
+    return &t->avail->ring[QSZ];
+}
+
+static uint16_t avail_event(struct tguest *t)
+{
+    return *(uint16_t *)((uint8_t *)t->used + offsetof(struct vring_used, ring) +
+                         QSZ * sizeof(struct vring_used_elem));
+}
+
+/* How many interrupts the device raised since the last call. */
+static uint64_t calls(struct tguest *t)
+{
+    uint64_t n = 0;
+
+    if (read(t->vq.call_fd, &n, sizeof(n)) != sizeof(n)) {
+        g_assert_cmpint(errno, ==, EAGAIN);
+        return 0;
+    }
+    return n;
+}
+
+/*
+ * The next pop must fail with err and log one warning naming the queue;
+ * afterwards the queue is broken and pops fail with -EIO without logging
+ * (an unexpected warning would abort the test).
+ */
+static void assert_pop_breaks(struct tguest *t, int err, const char *why)
+{
+    char *pattern = g_strdup_printf(VQ_NAME ": malformed virtqueue*%s*", why);
+
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, pattern);
+    g_assert_cmpint(pop(t), ==, err);
+    g_test_assert_expected_messages();
+    g_free(pattern);
+    g_assert_true(t->vq.broken);
+    g_assert_cmpint(pop(t), ==, -EIO);
+    g_assert_cmpint(pop(t), ==, -EIO);
+}
+
+/* --- setup --- */
+
+static void test_setup_validation(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct virtqueue vq;
+    uint8_t outside[64];
+
+    vq_init(&vq, 1, "setup-vq");
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq: ring size 0*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, 0, t->desc, t->avail, t->used, 0, 0), ==, -EINVAL);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq: ring size 6*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, 6, t->desc, t->avail, t->used, 0, 0), ==, -EINVAL);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq: ring size 65536*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, 65536, t->desc, t->avail, t->used, 0, 0), ==,
+                    -EINVAL);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq: misaligned*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, QSZ, t->ram + 8, t->avail, t->used, 0, 0), ==,
+                    -EINVAL);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq: misaligned*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, QSZ, t->desc, t->ram + AVAIL_OFF + 1, t->used, 0,
+                             0), ==, -EINVAL);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq: misaligned*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, QSZ, t->desc, t->avail, t->ram + USED_OFF + 2, 0,
+                             0), ==, -EINVAL);
+    /* A ring that is not guest memory, or runs off the end of it. */
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq:*not inside guest*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, QSZ, t->desc, t->avail,
+                             (void *)((uintptr_t)(outside + 3) & ~(uintptr_t)3), 0, 0), ==,
+                    -EFAULT);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "setup-vq:*not inside guest*");
+    g_assert_cmpint(vq_setup(&vq, &t->mem, QSZ, t->ram + RAM_SIZE - 64, t->avail, t->used, 0,
+                             0), ==, -EFAULT);
+    g_test_assert_expected_messages();
+
+    /* The largest ring size is accepted. */
+    g_assert_cmpint(vq_setup(&vq, &t->mem, 32768, t->ram, t->ram + 0x80000,
+                             t->ram + 0x92000, 0, 0), ==, 0);
+    vq_cleanup(&vq);
+    tguest_free(t);
+}
+
+static void test_setup_turns_kicks_on(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    /* A previous back-end left kicks off and the used index at 5. */
+    t->used->flags = VRING_USED_F_NO_NOTIFY;
+    t->used->idx = 5;
+    tguest_setup(t, F_EVENT_IDX, 7);
+    g_assert_cmpuint(t->used->flags & VRING_USED_F_NO_NOTIFY, ==, 0);
+    g_assert_cmpuint(avail_event(t), ==, 7);
+    g_assert_cmpuint(t->vq.used_idx, ==, 5);
+    g_assert_cmpuint(t->vq.last_avail_idx, ==, 7);
+    tguest_free(t);
+}
+
+/* --- popping well-formed chains --- */
+
+static void test_pop_empty(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    g_assert_false(vq_has_avail(&t->vq));
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_false(t->vq.broken);
+    tguest_free(t);
+}
+
+static void test_pop_direct_chain(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    /* Two readable then two writable descriptors, linked out of order: 3-5-1-7. */
+    set_desc(t->desc, 3, data_gpa(0), 10, VRING_DESC_F_NEXT, 5);
+    set_desc(t->desc, 5, data_gpa(1) + 3, 6, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, data_gpa(2), 100, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 7);
+    set_desc(t->desc, 7, data_gpa(3), 28, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 3);
+
+    g_assert_true(vq_has_avail(&t->vq));
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 3);
+    g_assert_cmpuint(t->elem.out_num, ==, 2);
+    g_assert_cmpuint(t->elem.in_num, ==, 2);
+    g_assert_cmpuint(t->elem.out_len, ==, 16);
+    g_assert_cmpuint(t->elem.in_len, ==, 128);
+    g_assert_true(t->elem.out_sg == t->iov);
+    g_assert_true(t->elem.in_sg == t->iov + 2);
+    g_assert_true(t->elem.out_sg[0].iov_base == host_of(t, data_gpa(0)));
+    g_assert_cmpuint(t->elem.out_sg[0].iov_len, ==, 10);
+    g_assert_true(t->elem.out_sg[1].iov_base == host_of(t, data_gpa(1) + 3));
+    g_assert_cmpuint(t->elem.out_sg[1].iov_len, ==, 6);
+    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(2)));
+    g_assert_cmpuint(t->elem.in_sg[0].iov_len, ==, 100);
+    g_assert_true(t->elem.in_sg[1].iov_base == host_of(t, data_gpa(3)));
+    g_assert_cmpuint(t->elem.in_sg[1].iov_len, ==, 28);
+    g_assert_cmpuint(t->vq.inflight, ==, 1);
+
+    g_assert_false(vq_has_avail(&t->vq));
+    g_assert_cmpint(pop(t), ==, 0);
+    tguest_free(t);
+}
+
+static void test_pop_in_avail_order(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_simple(t, 6);
+    make_simple(t, 2);
+    make_simple(t, 4);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 6);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 2);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 4);
+    g_assert_cmpuint(t->elem.out_num, ==, 0);
+    g_assert_cmpuint(t->elem.in_num, ==, 1);
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_cmpuint(t->vq.inflight, ==, 3);
+    tguest_free(t);
+}
+
+/* The 16-bit free-running indexes wrap from 65535 to 0. */
+static void test_pop_across_index_wrap(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    t->used->idx = 65534;
+    t->avail->idx = 65534;
+    t->avail_idx = 65534;
+    tguest_setup(t, 0, 65534);
+    for (unsigned i = 0; i < 4; i++) {
+        make_simple(t, i);
+    }
+    g_assert_cmpuint(t->avail->idx, ==, 2);
+    for (unsigned i = 0; i < 4; i++) {
+        g_assert_cmpint(pop(t), ==, 1);
+        g_assert_cmpuint(t->elem.head, ==, i);
+        vq_push(&t->vq, i, 1);
+    }
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_cmpuint(t->used->idx, ==, 2);
+    /* Entries 65534, 65535, 0, 1 land in ring slots 6, 7, 0, 1. */
+    g_assert_cmpuint(t->used->ring[6].id, ==, 0);
+    g_assert_cmpuint(t->used->ring[7].id, ==, 1);
+    g_assert_cmpuint(t->used->ring[0].id, ==, 2);
+    g_assert_cmpuint(t->used->ring[1].id, ==, 3);
+    tguest_free(t);
+}
+
+static void test_pop_zero_length_descriptor(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, data_gpa(0), 8, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, HOLE_GPA, 0, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 2);
+    set_desc(t->desc, 2, data_gpa(2), 8, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.out_num, ==, 1);
+    g_assert_cmpuint(t->elem.in_num, ==, 1);
+    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(2)));
+    tguest_free(t);
+}
+
+static void test_pop_indirect_chain(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+
+    set_desc(table, 0, data_gpa(0), 51, VRING_DESC_F_NEXT, 2);
+    set_desc(table, 2, data_gpa(1), 96, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 1);
+    set_desc(table, 1, data_gpa(2), 4096, VRING_DESC_F_WRITE, 0);
+    set_desc(t->desc, 4, ram_gpa(INDIRECT_OFF), 3 * sizeof(struct vring_desc),
+             VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 4);
+
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 4);
+    g_assert_cmpuint(t->elem.out_num, ==, 1);
+    g_assert_cmpuint(t->elem.in_num, ==, 2);
+    g_assert_cmpuint(t->elem.out_len, ==, 51);
+    g_assert_cmpuint(t->elem.in_len, ==, 96 + 4096);
+    g_assert_true(t->elem.out_sg[0].iov_base == host_of(t, data_gpa(0)));
+    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(1)));
+    g_assert_true(t->elem.in_sg[1].iov_base == host_of(t, data_gpa(2)));
+    g_assert_cmpuint(t->elem.in_sg[1].iov_len, ==, 4096);
+    tguest_free(t);
+}
+
+/* Descriptors in the main table may precede the indirect one that ends the chain. */
+static void test_pop_direct_then_indirect(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+
+    set_desc(table, 0, data_gpa(1), 32, VRING_DESC_F_WRITE, 0);
+    set_desc(t->desc, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, ram_gpa(INDIRECT_OFF), sizeof(struct vring_desc),
+             VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.out_num, ==, 1);
+    g_assert_cmpuint(t->elem.in_num, ==, 1);
+    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(1)));
+    tguest_free(t);
+}
+
+/* Guest RAM is often two regions; one descriptor may cover both. */
+static void test_pop_buffer_straddling_regions(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, HI_GPA - 100, 300, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.in_num, ==, 2);
+    g_assert_cmpuint(t->elem.in_len, ==, 300);
+    g_assert_true(t->elem.in_sg[0].iov_base == t->ram + RAM_SIZE - 100);
+    g_assert_cmpuint(t->elem.in_sg[0].iov_len, ==, 100);
+    g_assert_true(t->elem.in_sg[1].iov_base == t->hi);
+    g_assert_cmpuint(t->elem.in_sg[1].iov_len, ==, 200);
+    tguest_free(t);
+}
+
+/* --- malformed rings: one rule each --- */
+
+static void test_bad_head_index(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_avail(t, QSZ);
+    assert_pop_breaks(t, -EINVAL, "holds head 8, ring size 8");
+    /* A broken queue offers nothing and ignores completions. */
+    g_assert_false(vq_has_avail(&t->vq));
+    vq_push(&t->vq, 0, 1);
+    g_assert_cmpuint(t->used->idx, ==, 0);
+    g_assert_false(vq_notify(&t->vq));
+    tguest_free(t);
+}
+
+static void test_bad_next_index(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, QSZ + 100);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EINVAL, "descriptor index 108 out of range");
+    tguest_free(t);
+}
+
+static void test_loop(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    /* 0 -> 1 -> 2 -> 1: zero-length buffers so only the count limit stops it. */
+    set_desc(t->desc, 0, data_gpa(0), 0, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, data_gpa(1), 0, VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 2, data_gpa(2), 0, VRING_DESC_F_NEXT, 1);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -ELOOP, "loops");
+    tguest_free(t);
+}
+
+static void test_buffer_outside_memory(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    /* Starts in the second region and runs into the hole after it. */
+    set_desc(t->desc, 0, HOLE_GPA - 16, 32, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EFAULT, "outside guest memory");
+    tguest_free(t);
+}
+
+static void test_buffer_address_wraps(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, UINT64_MAX - 8, 32, 0, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EFAULT, "outside guest memory");
+    tguest_free(t);
+}
+
+static void test_indirect_not_negotiated(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, ram_gpa(INDIRECT_OFF), 16, VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EINVAL, "INDIRECT_DESC was not negotiated");
+    tguest_free(t);
+}
+
+static void test_indirect_bad_length(void)
+{
+    static const uint32_t lens[] = { 0, 17, 8 };
+
+    for (unsigned k = 0; k < G_N_ELEMENTS(lens); k++) {
+        struct tguest *t = tguest_new(F_INDIRECT);
+
+        set_desc(t->desc, 0, ram_gpa(INDIRECT_OFF), lens[k], VRING_DESC_F_INDIRECT, 0);
+        make_avail(t, 0);
+        assert_pop_breaks(t, -EINVAL, "empty or not a multiple of 16");
+        tguest_free(t);
+    }
+}
+
+static void test_indirect_table_outside_memory(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+
+    /* A table must be in one region: this one straddles the hole. */
+    set_desc(t->desc, 0, HOLE_GPA - 16, 32, VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EFAULT, "indirect table*not in guest memory");
+    tguest_free(t);
+}
+
+static void test_nested_indirect(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+
+    set_desc(table, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, 1);
+    set_desc(table, 1, ram_gpa(INDIRECT_OFF), 32, VRING_DESC_F_INDIRECT, 0);
+    set_desc(t->desc, 0, ram_gpa(INDIRECT_OFF), 32, VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EINVAL, "nested indirect");
+    tguest_free(t);
+}
+
+static void test_indirect_loop(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+
+    set_desc(table, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, 1);
+    set_desc(table, 1, data_gpa(1), 16, VRING_DESC_F_NEXT, 0);
+    set_desc(t->desc, 0, ram_gpa(INDIRECT_OFF), 2 * sizeof(struct vring_desc),
+             VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -ELOOP, "longer than its indirect table (2)");
+    tguest_free(t);
+}
+
+static void test_indirect_next_out_of_table(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+
+    /* Index 2 would be valid in the main ring but not in a 2-entry table. */
+    set_desc(table, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 0, ram_gpa(INDIRECT_OFF), 2 * sizeof(struct vring_desc),
+             VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EINVAL, "indirect descriptor index 2 out of range (2 entries)");
+    tguest_free(t);
+}
+
+static void test_readable_after_writable(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, data_gpa(0), 16, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 1);
+    set_desc(t->desc, 1, data_gpa(1), 16, 0, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EINVAL, "readable descriptor after a writable");
+    tguest_free(t);
+}
+
+/* The rule spans the main chain and the indirect table it ends with. */
+static void test_readable_after_writable_across_indirect(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+
+    set_desc(table, 0, data_gpa(1), 16, 0, 0);
+    set_desc(t->desc, 0, data_gpa(0), 16, VRING_DESC_F_NEXT | VRING_DESC_F_WRITE, 1);
+    set_desc(t->desc, 1, ram_gpa(INDIRECT_OFF), 16, VRING_DESC_F_INDIRECT, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EINVAL, "readable descriptor after a writable");
+    tguest_free(t);
+}
+
+static void test_too_many_buffers(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    /* Three descriptors, the last straddling two regions: four iovecs. */
+    set_desc(t->desc, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, data_gpa(1), 16, VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 2, HI_GPA - 8, 16, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    make_avail(t, 0);
+    g_assert_cmpint(vq_pop(&t->vq, &t->elem, t->iov, 4), ==, 1);
+    g_assert_cmpuint(t->elem.in_num, ==, 2);
+
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          VQ_NAME ": malformed*needs more than 3 buffers");
+    g_assert_cmpint(vq_pop(&t->vq, &t->elem, t->iov, 3), ==, -ENOBUFS);
+    g_test_assert_expected_messages();
+    g_assert_true(t->vq.broken);
+    tguest_free(t);
+}
+
+static void test_avail_index_jump(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    /* The driver claims QSZ + 1 new entries: it cannot have made them. */
+    t->avail->idx = QSZ + 1;
+    g_assert_true(vq_has_avail(&t->vq));
+    assert_pop_breaks(t, -EINVAL, "avail index moved from 0 to 9, more than the ring size 8");
+    tguest_free(t);
+}
+
+static void test_avail_index_backwards(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_simple(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    t->avail->idx = 0;
+    assert_pop_breaks(t, -EINVAL, "avail index moved from 1 to 0");
+    tguest_free(t);
+}
+
+/* A full ring (exactly num new entries) is fine. */
+static void test_avail_full_ring(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    for (unsigned i = 0; i < QSZ; i++) {
+        make_simple(t, i);
+    }
+    for (unsigned i = 0; i < QSZ; i++) {
+        g_assert_cmpint(pop(t), ==, 1);
+    }
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_cmpuint(t->vq.inflight, ==, QSZ);
+    tguest_free(t);
+}
+
+/* --- used ring --- */
+
+static void test_fill_then_flush_publishes_once(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    for (unsigned i = 0; i < 3; i++) {
+        make_simple(t, i);
+        g_assert_cmpint(pop(t), ==, 1);
+    }
+    vq_fill(&t->vq, 2, 200);
+    vq_fill(&t->vq, 0, 0);
+    vq_fill(&t->vq, 1, 100);
+    /* Filled elements are not visible before the flush. */
+    g_assert_cmpuint(t->used->idx, ==, 0);
+    g_assert_cmpuint(t->vq.inflight, ==, 0);
+    vq_flush(&t->vq);
+    g_assert_cmpuint(t->used->idx, ==, 3);
+    g_assert_cmpuint(t->used->ring[0].id, ==, 2);
+    g_assert_cmpuint(t->used->ring[0].len, ==, 200);
+    g_assert_cmpuint(t->used->ring[1].id, ==, 0);
+    g_assert_cmpuint(t->used->ring[1].len, ==, 0);
+    g_assert_cmpuint(t->used->ring[2].id, ==, 1);
+    g_assert_cmpuint(t->used->ring[2].len, ==, 100);
+    /* A flush with nothing filled changes nothing. */
+    vq_flush(&t->vq);
+    g_assert_cmpuint(t->used->idx, ==, 3);
+    tguest_free(t);
+}
+
+static void test_unpop(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_simple(t, 5);
+    make_simple(t, 6);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 5);
+    vq_unpop(&t->vq);
+    g_assert_cmpuint(t->vq.inflight, ==, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 5);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 6);
+    tguest_free(t);
+}
+
+/* --- interrupts (device -> driver) --- */
+
+/* Completes n popped requests one at a time; returns the completions that notified. */
+static unsigned complete_one_by_one(struct tguest *t, unsigned n, unsigned *which)
+{
+    unsigned notified = 0;
+
+    for (unsigned i = 0; i < n; i++) {
+        make_simple(t, i);
+        g_assert_cmpint(pop(t), ==, 1);
+        vq_push(&t->vq, t->elem.head, 1);
+        if (vq_notify(&t->vq)) {
+            which[notified++] = i + 1;
+        }
+    }
+    return notified;
+}
+
+static void test_event_idx_notifies_when_used_event_passed(void)
+{
+    struct tguest *t = tguest_new(F_EVENT_IDX);
+    unsigned which[8];
+
+    /* The first completion always notifies: the device knows nothing yet. */
+    make_simple(t, 7);
+    g_assert_cmpint(pop(t), ==, 1);
+    vq_push(&t->vq, 7, 1);
+    *used_event(t) = 0;
+    g_assert_true(vq_notify(&t->vq));
+    g_assert_cmpuint(calls(t), ==, 1);
+
+    /* used->idx is 1; the driver wants an interrupt once entry 4 is used (idx 5). */
+    *used_event(t) = 4;
+    g_assert_cmpuint(complete_one_by_one(t, 6, which), ==, 1);
+    g_assert_cmpuint(which[0], ==, 4);
+    g_assert_cmpuint(calls(t), ==, 1);
+    g_assert_cmpuint(t->vq.notifications, ==, 2);
+    tguest_free(t);
+}
+
+static void test_event_idx_batch_crossing_used_event(void)
+{
+    struct tguest *t = tguest_new(F_EVENT_IDX);
+
+    g_assert_true(vq_notify(&t->vq));     /* first decision: always */
+    for (unsigned i = 0; i < 4; i++) {
+        make_simple(t, i);
+        g_assert_cmpint(pop(t), ==, 1);
+    }
+    *used_event(t) = 2;
+    vq_fill(&t->vq, 0, 1);
+    vq_fill(&t->vq, 1, 1);
+    /* Filled but unpublished entries never interrupt. */
+    g_assert_false(vq_notify(&t->vq));
+    vq_fill(&t->vq, 2, 1);
+    vq_fill(&t->vq, 3, 1);
+    vq_flush(&t->vq);
+    /* One batch 0..4 passing used_event 2: one interrupt, and no repeat. */
+    g_assert_true(vq_notify(&t->vq));
+    g_assert_false(vq_notify(&t->vq));
+    /* used_event behind everything: the driver does not want more. */
+    *used_event(t) = 1;
+    make_simple(t, 4);
+    g_assert_cmpint(pop(t), ==, 1);
+    vq_push(&t->vq, 4, 1);
+    g_assert_false(vq_notify(&t->vq));
+    g_assert_cmpuint(calls(t), ==, 2);
+    tguest_free(t);
+}
+
+static void test_no_interrupt_flag(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_simple(t, 0);
+    make_simple(t, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+
+    t->avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
+    vq_push(&t->vq, 0, 1);
+    g_assert_false(vq_notify(&t->vq));
+    t->avail->flags = 0;
+    vq_push(&t->vq, 1, 1);
+    g_assert_true(vq_notify(&t->vq));
+    /* Nothing new was used since: no interrupt even with the flag clear. */
+    g_assert_false(vq_notify(&t->vq));
+    g_assert_cmpuint(calls(t), ==, 1);
+    tguest_free(t);
+}
+
+static void test_notify_on_empty(void)
+{
+    struct tguest *t = tguest_new(F_ON_EMPTY);
+
+    t->avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
+    make_simple(t, 0);
+    make_simple(t, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    vq_push(&t->vq, 0, 1);
+    /* Suppressed while a request is still outstanding... */
+    g_assert_false(vq_notify(&t->vq));
+    vq_push(&t->vq, 1, 1);
+    /* ...but the queue going empty interrupts despite NO_INTERRUPT. */
+    g_assert_true(vq_notify(&t->vq));
+    g_assert_cmpuint(calls(t), ==, 1);
+
+    /* Without the feature, the same sequence stays silent. */
+    tguest_free(t);
+    t = tguest_new(0);
+    t->avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
+    make_simple(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    vq_push(&t->vq, 0, 1);
+    g_assert_false(vq_notify(&t->vq));
+    tguest_free(t);
+}
+
+static void test_notify_without_call_fd(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    close(t->vq.call_fd);
+    t->vq.call_fd = -1;
+    make_simple(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    vq_push(&t->vq, 0, 1);
+    g_assert_true(vq_should_notify(&t->vq));
+    g_assert_false(vq_notify(&t->vq));
+    g_assert_cmpuint(t->vq.notifications, ==, 0);
+    t->vq.call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    tguest_free(t);
+}
+
+/* --- kicks (driver -> device) --- */
+
+static void test_kick_flags_and_enable_race(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    vq_disable_notify(&t->vq);
+    g_assert_cmpuint(t->used->flags & VRING_USED_F_NO_NOTIFY, !=, 0);
+    /* Nothing arrived while kicks were off: safe to sleep. */
+    g_assert_false(vq_enable_notify(&t->vq));
+    g_assert_cmpuint(t->used->flags & VRING_USED_F_NO_NOTIFY, ==, 0);
+
+    /* A buffer added while kicks were off (so no kick came) must be reported. */
+    vq_disable_notify(&t->vq);
+    make_simple(t, 3);
+    g_assert_true(vq_enable_notify(&t->vq));
+    g_assert_cmpuint(t->used->flags & VRING_USED_F_NO_NOTIFY, ==, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_false(vq_enable_notify(&t->vq));
+    tguest_free(t);
+}
+
+static void test_kick_event_idx(void)
+{
+    struct tguest *t = tguest_new(F_EVENT_IDX);
+
+    /* EVENT_IDX never uses the flag. */
+    vq_disable_notify(&t->vq);
+    g_assert_cmpuint(t->used->flags, ==, 0);
+    make_simple(t, 0);
+    make_simple(t, 1);
+    /* Polling with kicks off does not move avail_event. */
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_cmpuint(avail_event(t), ==, 0);
+
+    make_simple(t, 2);
+    g_assert_true(vq_enable_notify(&t->vq));
+    g_assert_cmpint(pop(t), ==, 1);
+    /* Kicks on: an empty pop asks for a kick at the next entry (index 3). */
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_cmpuint(avail_event(t), ==, 3);
+    g_assert_false(vq_enable_notify(&t->vq));
+    g_assert_cmpuint(avail_event(t), ==, 3);
+    /* The driver kicks iff the entry it adds crosses avail_event. */
+    g_assert_true(vring_need_event(avail_event(t), 4, 3));
+    tguest_free(t);
+}
+
+/* --- inflight tracking for back-end restarts --- */
+
+static struct vhost_user_inflight_queue *inflight_region_new(unsigned num)
+{
+    struct vhost_user_inflight_queue *q =
+        g_malloc0(sizeof(*q) + num * sizeof(struct vhost_user_inflight_desc));
+
+    q->desc_num = num;
+    return q;
+}
+
+static void test_inflight_pop_marks_flush_clears(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    make_simple(t, 4);
+    make_simple(t, 2);
+    make_simple(t, 6);
+    for (unsigned i = 0; i < 3; i++) {
+        g_assert_cmpint(pop(t), ==, 1);
+    }
+    g_assert_cmpuint(q->desc[4].inflight, ==, 1);
+    g_assert_cmpuint(q->desc[2].inflight, ==, 1);
+    g_assert_cmpuint(q->desc[6].inflight, ==, 1);
+    g_assert_cmpuint(q->desc[0].inflight, ==, 0);
+    /* Counters follow pop order. */
+    g_assert_cmpuint(q->desc[4].counter, <, q->desc[2].counter);
+    g_assert_cmpuint(q->desc[2].counter, <, q->desc[6].counter);
+
+    /* A batch of two is linked from last_batch_head and cleared on flush. */
+    vq_fill(&t->vq, 6, 1);
+    vq_fill(&t->vq, 4, 1);
+    g_assert_cmpuint(q->last_batch_head, ==, 4);
+    g_assert_cmpuint(q->desc[4].next, ==, 6);
+    g_assert_cmpuint(q->desc[6].inflight, ==, 1);
+    vq_flush(&t->vq);
+    g_assert_cmpuint(q->desc[6].inflight, ==, 0);
+    g_assert_cmpuint(q->desc[4].inflight, ==, 0);
+    g_assert_cmpuint(q->desc[2].inflight, ==, 1);
+    g_assert_cmpuint(q->used_idx, ==, 2);
+
+    /* Unpopping gives the head back: it is no longer in flight. */
+    make_simple(t, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(q->desc[1].inflight, ==, 1);
+    vq_unpop(&t->vq);
+    g_assert_cmpuint(q->desc[1].inflight, ==, 0);
+    tguest_free(t);
+    g_free(q);
+}
+
+/* A new instance takes over the rings and region the old one left behind. */
+static void restart(struct tguest *t, struct vhost_user_inflight_queue *q)
+{
+    /* QEMU sets the base to used->idx when the back-end died. */
+    tguest_setup(t, 0, t->used->idx);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, VQ_NAME ": resubmitting*");
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, true), ==, 0);
+    g_test_assert_expected_messages();
+}
+
+static void test_inflight_restore_resubmits_oldest_first(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+    uint64_t newest;
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    make_simple(t, 5);
+    make_simple(t, 1);
+    make_simple(t, 3);
+    make_simple(t, 0);
+    for (unsigned i = 0; i < 4; i++) {
+        g_assert_cmpint(pop(t), ==, 1);
+    }
+    vq_push(&t->vq, 1, 1);
+    /* The driver queued one more the old instance never saw. */
+    make_simple(t, 7);
+    newest = q->desc[0].counter;
+
+    restart(t, q);
+    /* used idx 1 + three in flight: new work starts at avail index 4. */
+    g_assert_cmpuint(t->vq.last_avail_idx, ==, 4);
+    g_assert_cmpuint(t->vq.inflight, ==, 3);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 5);
+    g_assert_cmpuint(t->elem.in_num, ==, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 3);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 7);
+    /* The counter continues after the old instance's newest. */
+    g_assert_cmpuint(q->desc[7].counter, >, newest);
+    g_assert_cmpint(pop(t), ==, 0);
+    g_assert_cmpuint(t->vq.inflight, ==, 4);
+
+    for (unsigned h = 0; h < QSZ; h++) {
+        if (q->desc[h].inflight) {
+            vq_fill(&t->vq, h, 1);
+        }
+    }
+    vq_flush(&t->vq);
+    g_assert_cmpuint(t->used->idx, ==, 5);
+    g_assert_cmpuint(t->vq.inflight, ==, 0);
+    for (unsigned h = 0; h < QSZ; h++) {
+        g_assert_cmpuint(q->desc[h].inflight, ==, 0);
+    }
+    tguest_free(t);
+    g_free(q);
+}
+
+/* The old instance died after publishing a batch but before clearing it. */
+static void test_inflight_restore_after_torn_batch(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    for (unsigned i = 0; i < 4; i++) {
+        make_simple(t, i);
+        g_assert_cmpint(pop(t), ==, 1);
+    }
+    vq_fill(&t->vq, 1, 1);
+    vq_fill(&t->vq, 2, 1);
+    /* vq_flush's used->idx store happened; the inflight marks were not cleared. */
+    t->used->idx = 2;
+    g_assert_cmpuint(q->used_idx, ==, 0);
+    g_assert_cmpuint(q->desc[1].inflight, ==, 1);
+
+    restart(t, q);
+    g_assert_cmpuint(q->used_idx, ==, 2);
+    g_assert_cmpuint(q->desc[1].inflight, ==, 0);
+    g_assert_cmpuint(q->desc[2].inflight, ==, 0);
+    g_assert_cmpuint(t->vq.inflight, ==, 2);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 3);
+    g_assert_cmpint(pop(t), ==, 0);
+    tguest_free(t);
+    g_free(q);
+}
+
+static void test_inflight_unpop_resubmitted(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    make_simple(t, 6);
+    g_assert_cmpint(pop(t), ==, 1);
+    restart(t, q);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 6);
+    vq_unpop(&t->vq);
+    g_assert_cmpuint(q->desc[6].inflight, ==, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 6);
+    g_assert_cmpint(pop(t), ==, 0);
+    tguest_free(t);
+    g_free(q);
+}
+
+static void test_inflight_region_mismatch(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ * 2);
+
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          VQ_NAME ": inflight region has 16 descriptors, ring has 8");
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, true), ==, -EINVAL);
+    g_test_assert_expected_messages();
+    g_assert_null(t->vq.inflight_region);
+    tguest_free(t);
+    g_free(q);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+
+    g_test_add_func("/virtqueue/setup/rejects-bad-size-alignment-placement",
+                    test_setup_validation);
+    g_test_add_func("/virtqueue/setup/turns-kicks-on-and-resumes-used-idx",
+                    test_setup_turns_kicks_on);
+
+    g_test_add_func("/virtqueue/pop/empty-ring", test_pop_empty);
+    g_test_add_func("/virtqueue/pop/direct-chain", test_pop_direct_chain);
+    g_test_add_func("/virtqueue/pop/in-avail-ring-order", test_pop_in_avail_order);
+    g_test_add_func("/virtqueue/pop/across-16-bit-index-wrap", test_pop_across_index_wrap);
+    g_test_add_func("/virtqueue/pop/zero-length-descriptor-has-no-iovec",
+                    test_pop_zero_length_descriptor);
+    g_test_add_func("/virtqueue/pop/indirect-chain", test_pop_indirect_chain);
+    g_test_add_func("/virtqueue/pop/direct-then-indirect", test_pop_direct_then_indirect);
+    g_test_add_func("/virtqueue/pop/buffer-straddling-two-regions",
+                    test_pop_buffer_straddling_regions);
+    g_test_add_func("/virtqueue/pop/full-ring", test_avail_full_ring);
+
+    g_test_add_func("/virtqueue/malformed/head-out-of-range", test_bad_head_index);
+    g_test_add_func("/virtqueue/malformed/next-out-of-range", test_bad_next_index);
+    g_test_add_func("/virtqueue/malformed/loop", test_loop);
+    g_test_add_func("/virtqueue/malformed/buffer-into-hole", test_buffer_outside_memory);
+    g_test_add_func("/virtqueue/malformed/buffer-address-wraps", test_buffer_address_wraps);
+    g_test_add_func("/virtqueue/malformed/indirect-not-negotiated",
+                    test_indirect_not_negotiated);
+    g_test_add_func("/virtqueue/malformed/indirect-length-zero-or-not-16n",
+                    test_indirect_bad_length);
+    g_test_add_func("/virtqueue/malformed/indirect-table-outside-memory",
+                    test_indirect_table_outside_memory);
+    g_test_add_func("/virtqueue/malformed/nested-indirect", test_nested_indirect);
+    g_test_add_func("/virtqueue/malformed/indirect-loop", test_indirect_loop);
+    g_test_add_func("/virtqueue/malformed/indirect-next-out-of-table",
+                    test_indirect_next_out_of_table);
+    g_test_add_func("/virtqueue/malformed/readable-after-writable",
+                    test_readable_after_writable);
+    g_test_add_func("/virtqueue/malformed/readable-after-writable-across-indirect",
+                    test_readable_after_writable_across_indirect);
+    g_test_add_func("/virtqueue/malformed/more-than-max-iov", test_too_many_buffers);
+    g_test_add_func("/virtqueue/malformed/avail-index-jumps", test_avail_index_jump);
+    g_test_add_func("/virtqueue/malformed/avail-index-backwards", test_avail_index_backwards);
+
+    g_test_add_func("/virtqueue/used/fill-then-flush-publishes-once",
+                    test_fill_then_flush_publishes_once);
+    g_test_add_func("/virtqueue/used/unpop", test_unpop);
+
+    g_test_add_func("/virtqueue/interrupt/event-idx-used-event",
+                    test_event_idx_notifies_when_used_event_passed);
+    g_test_add_func("/virtqueue/interrupt/event-idx-batch", test_event_idx_batch_crossing_used_event);
+    g_test_add_func("/virtqueue/interrupt/no-interrupt-flag", test_no_interrupt_flag);
+    g_test_add_func("/virtqueue/interrupt/notify-on-empty", test_notify_on_empty);
+    g_test_add_func("/virtqueue/interrupt/no-call-fd", test_notify_without_call_fd);
+
+    g_test_add_func("/virtqueue/kick/flags-and-enable-race", test_kick_flags_and_enable_race);
+    g_test_add_func("/virtqueue/kick/event-idx-avail-event", test_kick_event_idx);
+
+    g_test_add_func("/virtqueue/inflight/pop-marks-flush-clears",
+                    test_inflight_pop_marks_flush_clears);
+    g_test_add_func("/virtqueue/inflight/restore-resubmits-oldest-first",
+                    test_inflight_restore_resubmits_oldest_first);
+    g_test_add_func("/virtqueue/inflight/restore-after-torn-batch",
+                    test_inflight_restore_after_torn_batch);
+    g_test_add_func("/virtqueue/inflight/unpop-resubmitted", test_inflight_unpop_resubmitted);
+    g_test_add_func("/virtqueue/inflight/region-size-mismatch", test_inflight_region_mismatch);
+    return g_test_run();
+}

@@ -1,0 +1,134 @@
+/*
+ * Private state of the vhost front-end library, shared between the
+ * transport-independent core (vhost-frontend.c: memory, rings, virtio-scsi
+ * requests) and the two transports (vhost-frontend-user.c for a
+ * vhost-user socket, vhost-frontend-kernel.c for /dev/vhost-scsi).  A
+ * transport only moves the setup steps to the back-end; it never touches
+ * the rings.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VHOST_FRONTEND_INT_H
+#define VHOST_SCSI_VHOST_FRONTEND_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <linux/virtio_ring.h>
+#include <linux/virtio_scsi.h>
+
+#include "vhost-frontend.h"
+
+/* Where our "guest RAM" sits in the guest-physical space we describe. */
+#define VFE_GPA_BASE 0x100000000ull
+
+/* Per-descriptor-head scratch in shared memory: header, response, indirect table. */
+struct vfe_slot_mem {
+    struct vring_desc indirect[4];     /* first: descriptor tables are 16-byte aligned */
+    union {
+        struct virtio_scsi_cmd_req cmd;
+        struct virtio_scsi_ctrl_tmf_req tmf;
+    } req;
+    union {
+        struct virtio_scsi_cmd_resp cmd;
+        struct virtio_scsi_ctrl_tmf_resp tmf;
+        struct virtio_scsi_event event;
+    } resp;
+} __attribute__((aligned(16)));
+
+/* Private bookkeeping for one in-flight chain, indexed by its head. */
+struct vfe_slot {
+    struct vfe_req *req;     /* request queues; NULL for control/event */
+    uint16_t ndesc;          /* ring descriptors the chain uses */
+    bool busy;
+    bool done;               /* control queue: completion seen */
+    uint32_t len;
+};
+
+struct vfe_queue {
+    unsigned index;              /* virtqueue index: 0 control, 1 event, 2+ requests */
+    char name[16];
+    unsigned num;
+    struct vring_desc *desc;
+    struct vring_avail *avail;
+    struct vring_used *used;
+    struct vfe_slot_mem *slot_mem;
+    struct vfe_slot *slots;
+    uint16_t *next;              /* private descriptor chaining (free list and chains) */
+    uint16_t free_head;
+    unsigned num_free;
+    uint16_t avail_idx;          /* our copy of avail->idx */
+    uint16_t kick_old;           /* avail idx at the last kick decision */
+    uint16_t last_used;          /* next used entry we will read */
+    uint16_t base;               /* ring base to give the back-end on start */
+    unsigned inflight;
+    bool broken;
+    int kick_fd;
+    int call_fd;
+};
+
+struct vfe;
+
+struct vfe_transport_ops {
+    const char *name;
+    /* Opens the connection and negotiates; sets fe->features and checks the queue count. */
+    int (*connect)(struct vfe *fe);
+    int (*set_mem)(struct vfe *fe);
+    int (*start_queue)(struct vfe *fe, struct vfe_queue *q);
+    int (*start_done)(struct vfe *fe);      /* optional: after all queues */
+    int (*stop_begin)(struct vfe *fe);      /* optional: before GET_VRING_BASE */
+    int (*get_base)(struct vfe *fe, struct vfe_queue *q, uint16_t *base);
+    void (*disconnect)(struct vfe *fe);
+    /* fd that turns readable/hung-up when the back-end goes away; -1 if none */
+    int (*watch_fd)(struct vfe *fe);
+};
+
+struct vfe_extent {
+    size_t off;
+    size_t len;
+};
+
+struct vfe {
+    struct vfe_config cfg;
+    char *path;
+    char *wwpn;
+    const struct vfe_transport_ops *ops;
+    int fd;                      /* socket or /dev/vhost-scsi */
+    uint64_t features;           /* negotiated virtio features */
+    uint64_t protocol_features;  /* vhost-user: negotiated */
+    bool reply_ack;
+    bool connected;
+    bool started;
+    bool dead;                   /* the back-end went away: no more messages */
+    bool mem_added;              /* vhost-user: ADD_MEM_REG done on this connection */
+
+    int mem_fd;
+    uint8_t *mem;
+    size_t mem_size;
+
+    unsigned num_queues;         /* 2 + num_request_queues */
+    struct vfe_queue *queues;
+
+    /* data heap: sorted free extents and a map of live allocations */
+    size_t heap_off;
+    struct vfe_extent *free_ext;
+    unsigned n_free_ext, cap_free_ext;
+    void *allocs;                /* GHashTable: offset -> length */
+
+    struct vfe_stats stats;
+    struct pollfd *pfds;
+};
+
+static inline uint64_t vfe_gpa(const struct vfe *fe, const void *p)
+{
+    return VFE_GPA_BASE + (uint64_t)((const uint8_t *)p - fe->mem);
+}
+
+static inline bool vfe_has(const struct vfe *fe, unsigned bit)
+{
+    return fe->features & (1ull << bit);
+}
+
+extern const struct vfe_transport_ops vfe_user_ops;
+extern const struct vfe_transport_ops vfe_kernel_ops;
+
+#endif

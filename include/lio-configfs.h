@@ -1,0 +1,104 @@
+/*
+ * Kernel target (LIO) configuration for the in-kernel vhost-scsi fabric
+ * (tcm_vhost), done through configfs the way targetcli would: fileio and
+ * iblock backstores under target/core, and target/vhost/WWPN/tpgt_N with an
+ * I_T nexus and LUN symlinks.  The configfs root is a parameter so the same
+ * code runs against a plain directory tree in unit tests; on a plain tree the
+ * files the kernel would create are created instead and directories are
+ * removed recursively.  Configurations can be saved to and restored from a
+ * small JSON file.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_LIO_CONFIGFS_H
+#define VHOST_SCSI_LIO_CONFIGFS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <glib.h>
+
+#define LIO_CONFIGFS_DEFAULT "/sys/kernel/config"
+#define LIO_WWPN_MAX 224           /* TRANSPORT_IQN_LEN in the kernel */
+#define LIO_TPGT_MAX 255           /* vhost-scsi: tpgt < VHOST_SCSI_MAX_TARGET */
+#define LIO_LUN_MAX 16383          /* virtio-scsi single-level LUN range */
+#define LIO_DEFAULT_TPGT 1
+
+struct lio;
+
+struct lio_options {
+    const char *configfs;      /* root; NULL: LIO_CONFIGFS_DEFAULT */
+    /*
+     * Load the kernel modules and mount configfs; only ever done when the
+     * root is LIO_CONFIGFS_DEFAULT, whatever this says.
+     */
+    bool setup_kernel;
+};
+
+enum lio_lun_type { LIO_LUN_FILE, LIO_LUN_BLOCK, LIO_LUN_OTHER };
+
+struct lio_lun {
+    unsigned lun;
+    enum lio_lun_type type;
+    char *path;                /* file or device (udev_path); may be "" */
+    uint64_t size;             /* bytes; 0 if unknown */
+    char *backstore;           /* relative to target/core, e.g. fileio_0/x */
+    bool owned;                /* backstore created (and deleted) by us */
+};
+
+struct lio_target {
+    char *wwpn;
+    unsigned tpgt;
+    char *nexus;               /* "" when no nexus */
+    GPtrArray *luns;           /* struct lio_lun *, sorted by lun */
+};
+
+/* Opens a configfs root (setting up the kernel side if asked); -errno. */
+int lio_open(const struct lio_options *opts, struct lio **out);
+void lio_close(struct lio *lio);
+/* True when the root is a real configfs mount (not a plain directory). */
+bool lio_is_configfs(const struct lio *lio);
+
+bool lio_wwpn_valid(const char *wwpn);
+/* Random naa.5 name from /dev/urandom; out must hold LIO_WWPN_MAX bytes. */
+int lio_wwpn_generate(char *out);
+
+/*
+ * Creates target/vhost/WWPN/tpgt_N with a nexus (generated if NULL).
+ * Idempotent: an existing target with a nexus is left as it is.
+ */
+int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt,
+                      const char *nexus);
+/*
+ * Removes the target: LUN links, LUN dirs, nexus, tpgts, the WWPN and the
+ * backstores created by lio_lun_add.  A missing WWPN is not an error.
+ * -EBUSY if a vhost device still uses it (unless force) or a backstore of
+ * it is linked elsewhere.
+ */
+int lio_target_delete(struct lio *lio, const char *wwpn, bool force);
+
+/*
+ * spec: "file:PATH[,size=BYTES]" (file created/extended when size is given)
+ * or "block:DEV".  Idempotent for the same spec; -EEXIST if the LUN maps
+ * something else, -EBUSY if the file/device already backs another backstore.
+ */
+int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                const char *spec);
+/* Unlinks the LUN and deletes its backstore if ours; missing LUN is fine. */
+int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun);
+
+/* All vhost targets (GPtrArray of struct lio_target *, owns them). */
+int lio_list(struct lio *lio, GPtrArray **out);
+void lio_target_free(struct lio_target *t);
+
+char *lio_list_to_json(GPtrArray *targets);
+char *lio_list_to_text(GPtrArray *targets);
+int lio_save(struct lio *lio, const char *file);
+/* Creates every target and LUN in file (idempotently). */
+int lio_restore(struct lio *lio, const char *file);
+/* Parses a saved configuration (strict); -EINVAL with a warning on errors. */
+int lio_config_parse(const char *json, GPtrArray **out);
+
+/* "-device vhost-scsi-pci,wwpn=WWPN,bus=BUS" (bus NULL: omitted). */
+char *lio_qemu_args(const char *wwpn, const char *bus, unsigned num_queues);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * LUN specifications from the command line: "ID=SPEC" where ID is "LUN" or
+ * "TARGET:LUN" and SPEC names a backend and its options, e.g.
+ * "0:1=file:/var/disk.img,direct,block-size=4096" or "2=ram:64M".  Parsing is
+ * strict (unknown or repeated options, bad numbers and sizes that are not a
+ * whole number of blocks are errors) so a typo never silently becomes a
+ * default.  Parsing and opening are separate steps so a tool can check all
+ * its arguments before it touches any file.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_LUN_SPEC_H
+#define VHOST_SCSI_LUN_SPEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+#define LUN_SPEC_MAX_TARGET 255
+#define LUN_SPEC_MAX_LUN    16383
+
+enum lun_spec_kind {
+    LUN_SPEC_FILE,      /* file:PATH[,ro][,direct][,block-size=N][,size=SIZE] */
+    LUN_SPEC_RAM,       /* ram:SIZE[,ro][,block-size=N] */
+    LUN_SPEC_NULL,      /* null:SIZE[,ro][,block-size=N] */
+    LUN_SPEC_ISCSI,     /* iscsi://...: recognised, not yet openable */
+};
+
+struct lun_spec {
+    unsigned target;        /* 0 when ID had no "TARGET:" part */
+    unsigned lun;
+    enum lun_spec_kind kind;
+    char *path;             /* FILE: the path (",," unescaped); ISCSI: the URL */
+    bool ro;
+    bool direct;            /* FILE only */
+    uint32_t block_size;    /* 0: the backend's default */
+    uint64_t size;          /* bytes; FILE: 0 means the file's size */
+};
+
+/*
+ * Parses arg into *out (which the caller then owns: lun_spec_clear()).
+ * Returns 0, or -EINVAL and sets *errmsg (if errmsg is not NULL) to a
+ * g_malloc'd message naming the offending text; *out is then left cleared.
+ */
+int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg);
+
+/* Opens the backend s describes.  -ENOTSUP for iSCSI until it is added. */
+int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
+
+void lun_spec_clear(struct lun_spec *s);
+
+/*
+ * Parses a byte count: decimal digits with an optional binary suffix
+ * K, M, G or T (either case).  Returns 0 or -EINVAL (also on overflow).
+ */
+int lun_spec_parse_size(const char *str, uint64_t *out);
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * The virtio-scsi device model on the back-end side (virtio 1.2, 5.6): it
+ * serves the control, event and request virtqueues of one front-end
+ * connection, turning each request into a SCSI command on a LUN of the
+ * shared lun_map.  Request queues run on iothreads (queue i on thread
+ * i mod nthreads); the control and event queues run on the main thread.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VIRTIO_SCSI_H
+#define VHOST_SCSI_VIRTIO_SCSI_H
+
+#include <stdint.h>
+
+#include "iothread.h"
+#include "lun-map.h"
+#include "virtqueue.h"
+
+#define VSCSI_CTRL_QUEUE 0
+#define VSCSI_EVENT_QUEUE 1
+#define VSCSI_FIRST_REQ_QUEUE 2
+
+struct vscsi_dev;
+
+struct vscsi_dev_config {
+    const char *name;               /* for log lines ("conn1") */
+    const struct lun_map *luns;     /* shared, must outlive the device */
+    struct iothread *main_thread;   /* control and event queues */
+    struct iothread **threads;      /* request queue threads */
+    unsigned nthreads;
+    unsigned num_request_queues;
+    /* Called (on the queue's thread) when a queue's ring turns out malformed. */
+    void (*queue_broken)(void *opaque, unsigned idx);
+    void *opaque;
+};
+
+struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg);
+/* Stops every queue (draining it) and frees. */
+void vscsi_dev_free(struct vscsi_dev *dev);
+
+/* Virtio device features this model offers (besides ring/transport bits). */
+uint64_t vscsi_dev_features(void);
+
+/* vu_dev_ops-compatible hooks (called on the main thread). */
+int vscsi_queue_start(struct vscsi_dev *dev, unsigned idx, struct virtqueue *vq);
+void vscsi_queue_stop(struct vscsi_dev *dev, unsigned idx, struct virtqueue *vq);
+void vscsi_dev_reset(struct vscsi_dev *dev);
+
+/*
+ * Decodes a virtio-scsi LUN field.  Returns 0 and sets target/lun, 1 for
+ * the REPORT LUNS well-known LUN of target, or -EINVAL for an address this
+ * device does not use (the request then gets BAD_TARGET).
+ */
+int vscsi_decode_lun(const uint8_t lun[8], unsigned *target, unsigned *lun_id);
+
+#endif

@@ -1,0 +1,45 @@
+#!/bin/bash
+# The whole test suite (`make check`): an optimised build and an
+# AddressSanitizer+UBSan build; unit, protocol and qtest suites run under
+# the sanitizers, guest tests (QEMU booting Linux) with the optimised
+# binaries.  Ends with the line "N passed, N failed".
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+bash scripts/build.sh build release || exit 1
+bash scripts/build.sh build-asan asan || exit 1
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export MALLOC_PERTURB_=0
+
+rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+meson test -C build-asan --no-rebuild --print-errorlogs \
+    --suite unit --suite protocol --suite qtest --suite fuzz
+meson test -C build --no-rebuild --print-errorlogs --suite guest --num-processes 1
+
+python3 - build-asan/meson-logs/testlog.json build/meson-logs/testlog.json <<'PY'
+import json, sys
+passed = failed = skipped = 0
+for path in sys.argv[1:]:
+    try:
+        lines = open(path).read().splitlines()
+    except FileNotFoundError:
+        continue
+    for line in lines:
+        if not line.strip():
+            continue
+        r = json.loads(line)
+        res = r.get("result")
+        tag = path.split("/")[0]
+        if res in ("OK", "EXPECTEDFAIL"):
+            passed += 1
+        elif res == "SKIP":
+            skipped += 1
+        else:
+            failed += 1
+            print(f"FAILED: [{tag}] {r.get('name')} ({res})")
+print(f"{passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed or passed == 0 else 0)
+PY

@@ -1,0 +1,137 @@
+#!/bin/bash
+# `make demo`: builds the project, serves a 1 GiB sparse file through
+# vhost-scsi-target to a Linux guest on `-device vhost-user-scsi-pci`, and in
+# the same guest run puts QEMU's own virtio-scsi-pci + scsi-hd (io_uring,
+# iothread, O_DIRECT like the target's `direct` LUN) on an identical file.
+# The guest runs the same fio jobs on both (4k randwrite and randread at
+# QD16, time based, then a sized randwrite with crc32c verify); the figures
+# are printed as a table and written to out/demo-results.txt.
+# Exits non-zero if anything fails (build, target, guest, fio, verify).
+#
+# Environment: BUILD_DIR (default build), DEMO_RUNTIME (seconds per timed
+# job, default 15), DEMO_VERIFY_SIZE (default 64M), DEMO_SKIP_DEPS=1 to skip
+# scripts/install-deps.sh, DEMO_KEEP=1 to keep the work directory.
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+set -euo pipefail
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC"
+BUILD_DIR=${BUILD_DIR:-build}
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
+RUNTIME=${DEMO_RUNTIME:-15}
+VSIZE=${DEMO_VERIFY_SIZE:-64M}
+OUT_DIR=$SRC/out
+RESULTS=$OUT_DIR/demo-results.txt
+say() { echo "== $*"; }
+
+if [ -z "${DEMO_SKIP_DEPS:-}" ]; then
+    say "checking packages"
+    bash "$SRC/scripts/install-deps.sh"
+fi
+
+say "building in $BUILD_DIR"
+[ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" >/dev/null
+ninja -C "$BUILD_DIR" >/dev/null || ninja -C "$BUILD_DIR"
+TARGET=$BUILD_DIR/tools/vhost-scsi-target
+[ -x "$TARGET" ] || { echo "demo: $TARGET missing after the build" >&2; exit 1; }
+
+mkdir -p "$OUT_DIR"
+WORK=$(mktemp -d "$OUT_DIR/demo-work.XXXXXX")
+TARGET_PID=""
+cleanup() {
+    if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
+        kill "$TARGET_PID" 2>/dev/null || true
+        wait "$TARGET_PID" 2>/dev/null || true
+    fi
+    if [ -n "${DEMO_KEEP:-}" ]; then echo "demo: work directory kept: $WORK"
+    else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+say "guest image"
+INITRD=$BUILD_DIR/guest-images/demo.cpio
+"$SRC/scripts/mkinitramfs.sh" --out "$INITRD" --init-script "$SRC/tests/guest/demo-fio.sh"
+
+# Two identical sparse files so neither device sees the other's data.
+truncate -s 1G "$WORK/target.img" "$WORK/qemu.img"
+
+say "starting vhost-scsi-target"
+SOCK=$WORK/vhost-scsi.sock
+"$TARGET" --socket-path "$SOCK" --lun "0=file:$WORK/target.img,direct" --queues 2 \
+    >"$WORK/target.log" 2>&1 &
+TARGET_PID=$!
+for _ in $(seq 100); do
+    [ -S "$SOCK" ] && break
+    kill -0 "$TARGET_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if ! [ -S "$SOCK" ] || ! kill -0 "$TARGET_PID" 2>/dev/null; then
+    echo "demo: the target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1
+fi
+
+# Fixed PCI slots let the guest tell the two controllers apart.
+VUS_PCI=0000:00:04.0 QEMU_PCI=0000:00:05.0
+QEMU_ARGS=(
+    -chardev "socket,id=vus0,path=$SOCK"
+    -device vhost-user-scsi-pci,chardev=vus0,num_queues=2,addr=04.0
+    -object iothread,id=io0
+    -device virtio-scsi-pci,id=vs0,num_queues=2,iothread=io0,addr=05.0
+    -blockdev "driver=file,filename=$WORK/qemu.img,node-name=q0,aio=io_uring,cache.direct=on,discard=unmap"
+    -device scsi-hd,bus=vs0.0,drive=q0
+)
+say "booting the guest (TCG; fio: ${RUNTIME}s per timed job, $VSIZE verify job)"
+LOG=$WORK/guest.log
+rc=0
+"$SRC/tests/guest/run-qemu.sh" --initrd "$INITRD" --log "$LOG" --timeout 600 \
+    --append "guest.devs=vhost-user-scsi@$VUS_PCI,qemu-virtio-scsi@$QEMU_PCI guest.runtime=$RUNTIME guest.verify_size=$VSIZE" \
+    -- "${QEMU_ARGS[@]}" || rc=$?
+tr -d '\r' <"$LOG" | grep -a '^# ' || true
+
+mapfile -t RES < <(tr -d '\r' <"$LOG" | grep -a '^DEMO-RESULT: ' | sed 's/^DEMO-RESULT: //')
+field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
+cell() {  # cell DEV JOB -> "IOPS MiB/s lat p99" or the error
+    local r
+    for r in "${RES[@]+"${RES[@]}"}"; do
+        [ "$(field dev "$r")" = "$1" ] && [ "$(field job "$r")" = "$2" ] || continue
+        if [ "$(field err "$r")" != 0 ]; then echo "ERROR ($(field err "$r"))"; return; fi
+        if [ -n "$(field verify "$r")" ]; then echo "verify $(field verify "$r")"; return; fi
+        printf '%7s IOPS %7.1f MiB/s %6s us avg %6s us p99' "$(field iops "$r")" \
+            "$(echo "$(field bw_kib "$r")" | awk '{ print $1 / 1024 }')" \
+            "$(field lat_us "$r")" "$(field p99_us "$r")"
+        return
+    done
+    echo "missing"
+}
+
+{
+    echo "vhost-scsi demo, $(date -u '+%Y-%m-%d %H:%M UTC'), $(qemu-system-x86_64 --version | head -n1)"
+    echo "guest: Linux under TCG (-smp 2, 1G), 1 GiB sparse file per device, O_DIRECT on the host"
+    echo "fio: libaio, direct=1, bs=4k, iodepth=16, ${RUNTIME}s time_based (+2s ramp); verify: ${VSIZE} randwrite, crc32c"
+    echo
+    printf '%-22s | %-52s | %-52s\n' "job" "vhost-scsi-target (vhost-user-scsi-pci)" \
+        "QEMU virtio-scsi-pci + scsi-hd (io_uring, iothread)"
+    printf -- '-%.0s' $(seq 132); echo
+    for job in randwrite-4k-qd16 randread-4k-qd16 "verify-$VSIZE"; do
+        printf '%-22s | %-52s | %-52s\n' "$job" "$(cell vhost-user-scsi "$job")" \
+            "$(cell qemu-virtio-scsi "$job")"
+    done
+    echo
+    echo "Under TCG every guest instruction is emulated, so the absolute figures are"
+    echo "small; the comparison between the two columns is what the demo shows."
+} >"$RESULTS"
+cat "$RESULTS"
+
+status=0
+if [ "$rc" != 0 ]; then
+    echo "demo: the guest run failed (status $rc); console log:" >&2
+    tr -d '\r' <"$LOG" | tail -n 40 >&2
+    status=1
+fi
+if ! kill -0 "$TARGET_PID" 2>/dev/null; then
+    echo "demo: vhost-scsi-target died; its log:" >&2; tail -n 40 "$WORK/target.log" >&2
+    status=1
+fi
+if grep -q 'ERROR\|missing\|FAIL' "$RESULTS"; then status=1; fi
+say "results written to $RESULTS"
+exit $status

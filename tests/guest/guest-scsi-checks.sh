@@ -1,0 +1,226 @@
+#!/bin/sh
+# Runs inside the guest as /test.sh (busybox sh): checks what a Linux
+# virtio-scsi initiator sees of two LUNs on one SCSI host and prints one TAP
+# line per check.  Expected geometry comes from the kernel command line
+# (exported by /init): GUEST_LUN0_BYTES, GUEST_LUN0_BS, GUEST_LUN1_BYTES,
+# GUEST_LUN1_BS; GUEST_DISCARD_LUN names the LUN that must accept UNMAP.
+# GUEST_PHASE=1 runs everything, including a driver unbind/rebind (a virtio
+# device reset that stops and restarts the back-end's queues) while I/O is in
+# flight; GUEST_PHASE=2 (a second boot against the same back-end) checks the
+# LUNs attach again and that the marker written in phase 1 survived.
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+
+N=0
+FAILED=0
+PHASE=${GUEST_PHASE:-1}
+DISCARD_LUN=${GUEST_DISCARD_LUN:-1}
+FIO_SIZE=${GUEST_FIO_SIZE:-64M}
+# In 4 KiB blocks: 24 MiB into LUN 0, past the 16M verify jobs and before the
+# in-flight job (which starts at 32 MiB), so nothing else writes there.
+MARKER_SEEK=6144
+# busybox sh runs its own applets before searching PATH, and it has a
+# blkdiscard of its own: the util-linux one is called by absolute path.
+
+pass() { N=$((N + 1)); echo "ok $N - $*"; }
+fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
+diag() { sed 's/^/# /' "$@"; }
+
+# check DESCRIPTION COMMAND...: run the command, pass/fail on its status,
+# show its output as TAP diagnostics when it fails.
+check() {
+    desc=$1; shift
+    if "$@" >/tmp/check.out 2>&1; then
+        pass "$desc"
+    else
+        fail "$desc"
+        diag /tmp/check.out
+    fi
+}
+
+# Prints the sdX name of LUN $1 on the (only) virtio-scsi host, or nothing.
+disk_of_lun() {
+    for d in /sys/class/scsi_disk/*:*:*:"$1"; do
+        [ -d "$d/device/block" ] || continue
+        ls "$d/device/block" | head -n 1
+        return
+    done
+}
+
+# Waits up to $2 seconds (default 30) for LUN $1 to get a block device;
+# device scanning and sd attachment are asynchronous.
+wait_disk() {
+    i=0
+    while [ $i -lt $((${2:-30} * 10)) ]; do
+        dev=$(disk_of_lun "$1")
+        if [ -n "$dev" ] && [ -b "/dev/$dev" ]; then echo "$dev"; return 0; fi
+        usleep 100000
+        i=$((i + 1))
+    done
+    return 1
+}
+
+expect_eq() {  # expect_eq DESC ACTUAL EXPECTED
+    if [ "$2" = "$3" ]; then pass "$1 ($2)"; else fail "$1: got '$2', expected '$3'"; fi
+}
+
+check_geometry() {  # check_geometry LUN DEV BYTES BS
+    lun=$1 dev=$2 bytes=$3 bs=$4
+    # /sys/block/X/size counts 512-byte sectors whatever the block size.
+    expect_eq "lun$lun $dev capacity in 512-byte sectors" \
+        "$(cat /sys/block/$dev/size)" "$((bytes / 512))"
+    expect_eq "lun$lun $dev logical block size" \
+        "$(cat /sys/block/$dev/queue/logical_block_size)" "$bs"
+}
+
+sg_checks() {  # sg_checks LUN DEV BYTES BS
+    lun=$1 dev=$2 bytes=$3 bs=$4
+    if sg_inq "/dev/$dev" >/tmp/inq.$lun 2>&1 &&
+       grep -q 'PDT=0 ' /tmp/inq.$lun &&
+       grep -q 'Vendor identification: *[^ ]' /tmp/inq.$lun; then
+        pass "lun$lun sg_inq: direct-access device, $(grep 'Vendor identification' /tmp/inq.$lun | tr -s ' ')"
+    else
+        fail "lun$lun sg_inq"
+        diag /tmp/inq.$lun
+    fi
+    if sg_vpd -p 0x83 "/dev/$dev" >/tmp/vpd83.$lun 2>&1 &&
+       grep -q 'designator type:' /tmp/vpd83.$lun; then
+        pass "lun$lun sg_vpd -p 0x83 has a designator"
+    else
+        fail "lun$lun sg_vpd -p 0x83"
+        diag /tmp/vpd83.$lun
+    fi
+    if sg_readcap "/dev/$dev" >/tmp/rc.$lun 2>&1; then
+        nblk=$(sed -n 's/.*Number of logical blocks=\([0-9]*\).*/\1/p' /tmp/rc.$lun)
+        blen=$(sed -n 's/.*Logical block length=\([0-9]*\) bytes.*/\1/p' /tmp/rc.$lun)
+        if [ -n "$nblk" ] && [ "$((nblk * blen))" = "$bytes" ] && [ "$blen" = "$bs" ]; then
+            pass "lun$lun sg_readcap: $nblk blocks of $blen bytes"
+        else
+            fail "lun$lun sg_readcap: ${nblk:-?} blocks of ${blen:-?} bytes, expected $bytes bytes in $bs-byte blocks"
+            diag /tmp/rc.$lun
+        fi
+    else
+        fail "lun$lun sg_readcap"
+        diag /tmp/rc.$lun
+    fi
+}
+
+fio_verify() {  # fio_verify DESC DEV SIZE
+    # A sized job: fio 3.33 skips the verify phase of time_based jobs.
+    if fio --name=verify --filename="/dev/$2" --direct=1 --ioengine=libaio \
+           --iodepth=16 --rw=randwrite --bs=4k --size="$3" --verify=crc32c \
+           --verify_fatal=1 --do_verify=1 --group_reporting \
+           --output-format=terse --terse-version=3 >/tmp/fio.out 2>&1 &&
+       ! grep -qi 'verify.*bad\|crc32c.*wanted' /tmp/fio.out; then
+        pass "$1"
+    else
+        fail "$1"
+        diag /tmp/fio.out
+    fi
+}
+
+write_marker() {
+    dd if=/dev/urandom of=/tmp/marker bs=4096 count=16 2>/dev/null &&
+    dd if=/tmp/marker of="/dev/$1" bs=4096 seek=$MARKER_SEEK conv=fsync 2>/dev/null &&
+    md5sum </tmp/marker | cut -d' ' -f1 >/tmp/marker.md5
+}
+
+read_marker() {
+    dd if="/dev/$1" bs=4096 skip=$MARKER_SEEK count=16 2>/dev/null | md5sum | cut -d' ' -f1
+}
+
+# Sector count completed on DEV so far (reads + writes), from /sys/block/X/stat.
+io_done() { awk '{ print $1 + $5 }' "/sys/block/$1/stat"; }
+
+vdev_of() {  # the virtioN device that hosts DEV
+    p=$(readlink -f "/sys/block/$1/device")
+    while [ "$p" != / ]; do
+        case "${p##*/}" in virtio[0-9]*) echo "${p##*/}"; return ;; esac
+        p=${p%/*}
+    done
+}
+
+# ---------------------------------------------------------------------------
+
+echo "# guest: $(uname -r), phase $PHASE"
+D0=$(wait_disk 0) && pass "lun0 attached as $D0" || fail "lun0 attached"
+D1=$(wait_disk 1) && pass "lun1 attached as $D1" || fail "lun1 attached"
+
+if [ "$PHASE" = 2 ]; then
+    if [ -n "$D0" ]; then
+        check_geometry 0 "$D0" "$GUEST_LUN0_BYTES" "$GUEST_LUN0_BS"
+        expect_eq "lun0 data written before the reconnect is still there" \
+            "$(read_marker "$D0")" "$GUEST_MARKER_MD5"
+        fio_verify "lun0 fio write+verify after the reconnect" "$D0" 16M
+    fi
+    echo "1..$N"
+    exit $((FAILED > 0))
+fi
+
+for lun in 0 1; do
+    eval dev=\$D$lun
+    [ -n "$dev" ] || continue
+    eval bytes=\$GUEST_LUN${lun}_BYTES bs=\$GUEST_LUN${lun}_BS
+    check_geometry $lun "$dev" "$bytes" "$bs"
+    sg_checks $lun "$dev" "$bytes" "$bs"
+done
+if [ -n "$D0" ] && [ -n "$D1" ]; then
+    if cmp -s /tmp/vpd83.0 /tmp/vpd83.1; then
+        fail "lun0 and lun1 report different device identifiers"
+    else
+        pass "lun0 and lun1 report different device identifiers"
+    fi
+fi
+
+for lun in 0 1; do
+    eval dev=\$D$lun
+    [ -n "$dev" ] && fio_verify "lun$lun fio randwrite $FIO_SIZE + crc32c verify" "$dev" "$FIO_SIZE"
+done
+
+eval DD=\$D$DISCARD_LUN
+if [ -n "$DD" ]; then
+    mode=$(cat /sys/class/scsi_disk/*:*:*:"$DISCARD_LUN"/provisioning_mode 2>/dev/null)
+    expect_eq "lun$DISCARD_LUN provisioning mode is UNMAP" "$mode" unmap
+    check "lun$DISCARD_LUN blkdiscard (UNMAP) of the whole LUN" /usr/sbin/blkdiscard -v "/dev/$DD"
+    fio_verify "lun$DISCARD_LUN fio write+verify after discard" "$DD" 16M
+fi
+
+# Device reset with requests in flight: unbinding virtio_scsi resets the
+# virtio device (QEMU stops the vhost-user back-end's rings), rebinding
+# re-negotiates features and restarts them.
+if [ -n "$D0" ]; then
+    check "lun0 marker written" write_marker "$D0"
+    echo "GUEST-MARKER: $(cat /tmp/marker.md5)"
+    VDEV=$(vdev_of "$D0")
+    fio --name=inflight --filename="/dev/$D0" --direct=1 --ioengine=libaio \
+        --iodepth=32 --rw=randrw --bs=4k --offset=32M --size=128M --time_based --runtime=60 \
+        >/tmp/inflight.out 2>&1 &
+    FIO_PID=$!
+    base=$(io_done "$D0")
+    i=0
+    while [ "$(io_done "$D0")" -lt $((base + 2000)) ] && [ $i -lt 300 ]; do
+        usleep 100000; i=$((i + 1))
+    done
+    if [ "$(io_done "$D0")" -ge $((base + 2000)) ]; then
+        pass "I/O in flight on lun0 before the reset"
+    else
+        fail "I/O in flight on lun0 before the reset"
+    fi
+    check "unbind virtio_scsi from $VDEV (device reset)" \
+        sh -c "echo $VDEV > /sys/bus/virtio/drivers/virtio_scsi/unbind"
+    # The in-flight job ends with errors once the disk is gone.
+    wait $FIO_PID
+    if [ ! -e "/sys/block/$D0" ]; then pass "lun0 gone after unbind"; else fail "lun0 gone after unbind"; fi
+    check "rebind virtio_scsi to $VDEV" \
+        sh -c "echo $VDEV > /sys/bus/virtio/drivers/virtio_scsi/bind"
+    D0=$(wait_disk 0) && pass "lun0 attached again as $D0" || fail "lun0 attached again"
+    D1=$(wait_disk 1) && pass "lun1 attached again as $D1" || fail "lun1 attached again"
+    if [ -n "$D0" ]; then
+        expect_eq "lun0 marker survives the reset" "$(read_marker "$D0")" "$(cat /tmp/marker.md5)"
+        fio_verify "lun0 fresh fio write+verify after the reset" "$D0" 16M
+    fi
+    [ -n "$D1" ] && fio_verify "lun1 fresh fio write+verify after the reset" "$D1" 16M
+fi
+
+echo "1..$N"
+exit $((FAILED > 0))

@@ -1,0 +1,96 @@
+#!/bin/sh
+# Runs inside the kernel-vhost test guest as /test.sh (busybox sh): sets up
+# an LIO vhost target with `vhost-scsi-ctl lio` (it loads the modules with
+# libkmod and mounts configfs itself), a fileio LUN on tmpfs and an iblock
+# LUN on the virtio-scsi disk QEMU gives the guest, drives it through
+# /dev/vhost-scsi with kernel-vhost-probe, then deletes, restores and deletes
+# again, checking configfs is left clean.  Prints TAP lines (numbered by the
+# host script that relays them); exit status = number of failures.
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+
+CF=/sys/kernel/config
+FILE_BYTES=${GUEST_FILE_BYTES:-8388608}
+FAILED=0
+ok() { echo "ok - $*"; }
+notok() { echo "not ok - $*"; FAILED=$((FAILED + 1)); }
+t() {  # t DESCRIPTION COMMAND...: passes when the command succeeds
+    d=$1; shift
+    if out=$("$@" 2>&1); then ok "$d"; else notok "$d"; echo "$out" | sed 's/^/# /'; fi
+}
+tfail() {  # tfail DESCRIPTION COMMAND...: passes when the command fails (exit 1)
+    d=$1; shift
+    out=$("$@" 2>&1); rc=$?
+    if [ $rc = 1 ]; then ok "$d"; else notok "$d (exit $rc)"; fi
+    echo "$out" | sed 's/^/# stderr: /'
+}
+# No target dirs and no backstore of ours may remain.
+clean() {
+    [ -z "$(ls "$CF/target/vhost" 2>/dev/null | grep -v '^version$')" ] &&
+        [ -z "$(ls "$CF/target/core" 2>/dev/null | grep -E '^(fileio|iblock)_')" ]
+}
+
+# The block LUN: the first SCSI disk (QEMU's scsi-hd); the scan is async.
+i=0
+while [ ! -e /sys/block/sda ] && [ $i -lt 300 ]; do usleep 100000; i=$((i + 1)); done
+BLK=/dev/sda
+BLK_BYTES=$(( $(cat /sys/block/sda/size 2>/dev/null || echo 0) * 512 ))
+[ "$BLK_BYTES" -gt 0 ] && ok "block device $BLK ($BLK_BYTES bytes)" || notok "no /dev/sda"
+
+W=$(vhost-scsi-ctl lio create 2>/tmp/err); rc=$?
+if [ $rc = 0 ] && [ -d "$CF/target/vhost/$W/tpgt_1" ]; then
+    ok "lio create made $W (modules loaded, configfs mounted)"
+else
+    notok "lio create (exit $rc)"; sed 's/^/# /' /tmp/err; exit 1
+fi
+[ -c /dev/vhost-scsi ] && ok "/dev/vhost-scsi exists" || notok "/dev/vhost-scsi missing"
+NEXUS=$(cat "$CF/target/vhost/$W/tpgt_1/nexus")
+t "lio create again is a no-op" vhost-scsi-ctl lio create "$W"
+[ "$(cat "$CF/target/vhost/$W/tpgt_1/nexus")" = "$NEXUS" ] &&
+    ok "nexus kept: $NEXUS" || notok "nexus changed"
+
+t "lun add 0 fileio on tmpfs" vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/lun0.img,size=$FILE_BYTES"
+t "lun add 1 iblock on $BLK" vhost-scsi-ctl lio lun add "$W" 1 "block:$BLK"
+t "lun add 0 again is a no-op" vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/lun0.img,size=$FILE_BYTES"
+tfail "lun add 0 with another file is refused" \
+    vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/other.img,size=1M"
+tfail "lun add of a file already backing a LUN is refused" \
+    vhost-scsi-ctl lio lun add "$W" 2 "file:/tmp/lun0.img"
+tfail "lun add 16384 is refused" vhost-scsi-ctl lio lun add "$W" 16384 "file:/tmp/x.img,size=1M"
+vhost-scsi-ctl lio list | sed 's/^/# /'
+if vhost-scsi-ctl lio list --json | grep -q "\"path\": \"$BLK\", \"size\": $BLK_BYTES"; then
+    ok "list --json reports the iblock LUN with its size"
+else
+    notok "list --json"
+fi
+t "save" vhost-scsi-ctl lio save /tmp/saved.json
+
+# The probe holds the endpoint while it asks vhost-scsi-ctl to delete.
+kernel-vhost-probe --wwpn "$W" --tpgt 1 --queues 2 --depth 8 \
+    --lun "0:FILEIO:$FILE_BYTES" --lun "1:IBLOCK:$BLK_BYTES" \
+    --busy-cmd "vhost-scsi-ctl lio delete $W" 2>/tmp/probe.err
+rc=$?
+sed 's/^/# probe: /' /tmp/probe.err
+[ $rc = 0 ] && ok "kernel-vhost-probe passed" || notok "kernel-vhost-probe (exit $rc)"
+[ -d "$CF/target/vhost/$W/tpgt_1/lun/lun_1" ] && ok "refused delete left the target intact" ||
+    notok "target damaged by the refused delete"
+
+t "lio delete" vhost-scsi-ctl lio delete "$W"
+clean && ok "configfs clean after delete" || { notok "configfs not clean"; find "$CF/target" | sed 's/^/# /'; }
+t "lio delete again is a no-op" vhost-scsi-ctl lio delete "$W"
+
+t "restore" vhost-scsi-ctl lio restore /tmp/saved.json
+vhost-scsi-ctl lio save /tmp/resaved.json
+cmp -s /tmp/saved.json /tmp/resaved.json && ok "restored configuration equals the saved one" ||
+    { notok "restored configuration differs"; diff /tmp/saved.json /tmp/resaved.json | sed 's/^/# /'; }
+# Data written by the probe survived the delete/restore cycle.
+kernel-vhost-probe --wwpn "$W" --queues 1 --depth 4 --read-only --lun "0:FILEIO:$FILE_BYTES" \
+    >/tmp/probe2.out 2>&1
+grep -q "^ok .* LUN 0 read-back+compare" /tmp/probe2.out &&
+    ok "restored LUN 0 serves the data written before" ||
+    { notok "restored LUN 0 data"; sed 's/^/# /' /tmp/probe2.out; }
+t "final lio delete" vhost-scsi-ctl lio delete "$W"
+clean && ok "configfs clean at the end" || { notok "configfs not clean at the end"; find "$CF/target" | sed 's/^/# /'; }
+vhost-scsi-ctl lio list | grep -q "no vhost targets" && ok "list shows no targets" ||
+    notok "list after delete"
+exit $FAILED

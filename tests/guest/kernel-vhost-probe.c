@@ -1,0 +1,505 @@
+/*
+ * Runs inside a test guest against the kernel's /dev/vhost-scsi, through the
+ * project's vhost front-end library (VFE_VHOST_KERNEL), and prints TAP: for
+ * each LUN INQUIRY, READ CAPACITY(16), a write/read-back/compare of the whole
+ * LUN with several requests in flight spread over the request queues, sense
+ * data for an out-of-range read and a LUN reset with I/O in flight; then
+ * REPORT LUNS, the answers for an unmapped LUN and an unknown target, and an
+ * optional command that must fail while the endpoint is held (vhost-scsi-ctl
+ * refusing to delete a target in use).  Exit status 0 iff every check passed.
+ *
+ * Usage: kernel-vhost-probe --wwpn WWPN [--tpgt N] [--queues N] [--depth N]
+ *        [--chunk BYTES] --lun ID:KIND:BYTES ... [--busy-cmd CMD] [--read-only]
+ *   KIND is the expected INQUIRY product prefix (e.g. FILEIO, IBLOCK);
+ *   --read-only only reads and compares what an earlier run wrote.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include <glib.h>
+#include <linux/virtio_scsi.h>
+
+#include "vhost-frontend.h"
+
+#define TIMEOUT_MS 60000
+#define MAX_LUNS 8
+#define SENSE_ILLEGAL_REQUEST 0x5
+#define SENSE_UNIT_ATTENTION 0x6
+
+struct lun_under_test {
+    unsigned id;
+    char kind[17];
+    uint64_t bytes;
+};
+
+struct probe {
+    struct vfe *fe;
+    unsigned tpgt;
+    unsigned queues;
+    unsigned depth;
+    uint32_t chunk;
+    unsigned n;                /* TAP counter */
+    unsigned failed;
+    uint64_t tag;
+};
+
+static void check(struct probe *p, bool ok, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
+static void check(struct probe *p, bool ok, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    g_autofree char *msg = g_strdup_vprintf(fmt, ap);
+    va_end(ap);
+    p->n++;
+    if (!ok) {
+        p->failed++;
+    }
+    printf("%sok %u - %s\n", ok ? "" : "not ", p->n, msg);
+}
+
+static void put_be32(uint8_t *b, uint32_t v)
+{
+    b[0] = v >> 24; b[1] = v >> 16; b[2] = v >> 8; b[3] = v;
+}
+
+static void put_be64(uint8_t *b, uint64_t v)
+{
+    put_be32(b, v >> 32);
+    put_be32(b + 4, v);
+}
+
+static uint32_t get_be32(const uint8_t *b)
+{
+    return (uint32_t)b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3];
+}
+
+static uint64_t get_be64(const uint8_t *b)
+{
+    return (uint64_t)get_be32(b) << 32 | get_be32(b + 4);
+}
+
+/* Issues one command and waits; returns the vfe status, fills req. */
+static int exec_cmd(struct probe *p, struct vfe_req *req, unsigned target, unsigned lun,
+                    const uint8_t *cdb, size_t cdb_len, void *buf, uint32_t len, bool in)
+{
+    memset(req, 0, sizeof(*req));
+    vfe_lun(req->lun, target, lun);
+    req->tag = ++p->tag;
+    memcpy(req->cdb, cdb, cdb_len);
+    req->data = buf;
+    req->data_len = len;
+    req->data_in = in;
+    return vfe_exec(p->fe, req, TIMEOUT_MS);
+}
+
+static bool good(const struct vfe_req *r)
+{
+    return r->resp.response == VIRTIO_SCSI_S_OK && r->resp.status == 0;
+}
+
+static void sense_of(const struct vfe_req *r, uint8_t *key, uint8_t *asc)
+{
+    const uint8_t *s = r->resp.sense;
+    *key = *asc = 0;
+    if (r->resp.sense_len < 3) {
+        return;
+    }
+    if ((s[0] & 0x7f) >= 0x72) {        /* descriptor format */
+        *key = s[1] & 0xf;
+        *asc = s[2];
+    } else if (r->resp.sense_len >= 13) {
+        *key = s[2] & 0xf;
+        *asc = s[12];
+    }
+}
+
+static void probe_inquiry(struct probe *p, const struct lun_under_test *l, uint8_t *buf)
+{
+    uint8_t cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
+    struct vfe_req r;
+    memset(buf, 0, 96);
+    int ret = exec_cmd(p, &r, p->tpgt, l->id, cdb, sizeof(cdb), buf, 96, true);
+    char vendor[9] = { 0 }, product[17] = { 0 };
+    memcpy(vendor, buf + 8, 8);
+    memcpy(product, buf + 16, 16);
+    check(p, ret == 0 && good(&r) && (buf[0] & 0x1f) == 0 && !strcmp(vendor, "LIO-ORG ") &&
+          g_str_has_prefix(product, l->kind),
+          "LUN %u INQUIRY: disk, vendor '%s' product '%s' (want LIO-ORG/%s)",
+          l->id, vendor, product, l->kind);
+}
+
+static uint64_t probe_capacity(struct probe *p, const struct lun_under_test *l, uint8_t *buf)
+{
+    uint8_t cdb[16] = { 0x9e, 0x10 };
+    put_be32(cdb + 10, 32);
+    struct vfe_req r;
+    memset(buf, 0, 32);
+    int ret = exec_cmd(p, &r, p->tpgt, l->id, cdb, sizeof(cdb), buf, 32, true);
+    uint64_t blocks = get_be64(buf) + 1;
+    uint32_t bs = get_be32(buf + 8);
+    check(p, ret == 0 && good(&r) && bs == 512 && blocks * bs == l->bytes,
+          "LUN %u READ CAPACITY(16): %" PRIu64 " blocks of %u (want %" PRIu64 " bytes)",
+          l->id, blocks, bs, l->bytes);
+    return bs == 512 ? blocks : 0;
+}
+
+struct slot {
+    struct vfe_req req;
+    uint8_t *buf;
+    uint64_t off;
+    bool busy;
+    bool done;
+};
+
+static void slot_done(struct vfe_req *req)
+{
+    ((struct slot *)req->opaque)->done = true;
+}
+
+static void fill(uint8_t *buf, uint32_t len, unsigned lun, uint64_t off)
+{
+    for (uint32_t i = 0; i < len; i += 8) {
+        uint64_t v = ((uint64_t)lun << 56) ^ (off + i) ^ 0x5a5aa5a5c3c33c3cull;
+        memcpy(buf + i, &v, 8);
+    }
+}
+
+/*
+ * Streams the whole LUN with `depth` requests in flight, round-robin over
+ * the request queues; reads are compared with the pattern as they land.
+ */
+static void probe_stream(struct probe *p, const struct lun_under_test *l, bool write,
+                         struct slot *slots)
+{
+    uint64_t next = 0, done_bytes = 0, mismatch_at = UINT64_MAX;
+    unsigned inflight = 0, errors = 0, per_queue[16] = { 0 }, seq = 0;
+    uint8_t *expect = g_malloc(p->chunk);
+    bool stuck = false;
+
+    /* After an error nothing new is posted, but what is in flight drains. */
+    while (((next < l->bytes && !errors) || inflight) && !stuck) {
+        for (unsigned i = 0; i < p->depth && next < l->bytes && !errors; i++) {
+            struct slot *s = &slots[i];
+            if (s->busy) {
+                continue;
+            }
+            uint32_t len = MIN((uint64_t)p->chunk, l->bytes - next);
+            uint8_t cdb[16] = { write ? 0x8a : 0x88 };
+            put_be64(cdb + 2, next / 512);
+            put_be32(cdb + 10, len / 512);
+            memset(&s->req, 0, sizeof(s->req));
+            s->req.queue = seq++ % p->queues;
+            vfe_lun(s->req.lun, p->tpgt, l->id);
+            s->req.tag = ++p->tag;
+            memcpy(s->req.cdb, cdb, sizeof(cdb));
+            s->req.data = s->buf;
+            s->req.data_len = len;
+            s->req.data_in = !write;
+            s->req.opaque = s;
+            s->req.complete = slot_done;
+            if (write) {
+                fill(s->buf, len, l->id, next);
+            } else {
+                memset(s->buf, 0, len);
+            }
+            s->off = next;
+            s->done = false;
+            if (vfe_submit(p->fe, &s->req) < 0) {
+                errors++;
+                break;
+            }
+            s->busy = true;
+            inflight++;
+            per_queue[s->req.queue % 16]++;
+            next += len;
+        }
+        int r = vfe_poll(p->fe, TIMEOUT_MS);
+        if (r <= 0) {
+            stuck = true;
+            break;
+        }
+        for (unsigned i = 0; i < p->depth; i++) {
+            struct slot *s = &slots[i];
+            if (!s->busy || !s->done) {
+                continue;
+            }
+            s->busy = false;
+            inflight--;
+            if (!good(&s->req)) {
+                errors++;
+                continue;
+            }
+            if (!write) {
+                fill(expect, s->req.data_len, l->id, s->off);
+                if (memcmp(expect, s->buf, s->req.data_len) && mismatch_at == UINT64_MAX) {
+                    mismatch_at = s->off;
+                }
+            }
+            done_bytes += s->req.data_len;
+        }
+    }
+    g_free(expect);
+    bool spread = p->queues < 2 || (per_queue[0] && per_queue[1]);
+    check(p, !stuck && !errors && done_bytes == l->bytes && mismatch_at == UINT64_MAX && spread,
+          "LUN %u %s of all %" PRIu64 " bytes, %u in flight, %u/%u requests on queues 0/1%s%s",
+          l->id, write ? "write" : "read-back+compare", l->bytes, p->depth, per_queue[0],
+          per_queue[1], stuck ? " (TIMED OUT)" : errors ? " (ERRORS)" : "",
+          mismatch_at != UINT64_MAX ? " (MISCOMPARE)" : "");
+}
+
+static void probe_sense(struct probe *p, const struct lun_under_test *l, uint64_t blocks,
+                        uint8_t *buf)
+{
+    uint8_t cdb[16] = { 0x88 };
+    put_be64(cdb + 2, blocks);
+    put_be32(cdb + 10, 1);
+    struct vfe_req r;
+    int ret = exec_cmd(p, &r, p->tpgt, l->id, cdb, sizeof(cdb), buf, 512, true);
+    uint8_t key, asc;
+    sense_of(&r, &key, &asc);
+    check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_OK && r.resp.status == 2 &&
+          key == SENSE_ILLEGAL_REQUEST && asc == 0x21,
+          "LUN %u READ past the end: CHECK CONDITION, sense key %#x ASC %#x (want 0x5/0x21)",
+          l->id, key, asc);
+}
+
+static void probe_reset(struct probe *p, const struct lun_under_test *l, struct slot *slots)
+{
+    unsigned posted = 0;
+    for (unsigned i = 0; i < p->depth; i++) {
+        struct slot *s = &slots[i];
+        uint8_t cdb[16] = { 0x88 };
+        uint32_t len = MIN((uint64_t)p->chunk, l->bytes);
+        put_be64(cdb + 2, 0);
+        put_be32(cdb + 10, len / 512);
+        memset(&s->req, 0, sizeof(s->req));
+        s->req.queue = i % p->queues;
+        vfe_lun(s->req.lun, p->tpgt, l->id);
+        s->req.tag = ++p->tag;
+        memcpy(s->req.cdb, cdb, sizeof(cdb));
+        s->req.data = s->buf;
+        s->req.data_len = len;
+        s->req.data_in = true;
+        s->req.opaque = s;
+        s->req.complete = slot_done;
+        s->done = false;
+        if (vfe_submit(p->fe, &s->req) == 0) {
+            s->busy = true;
+            posted++;
+        }
+    }
+    uint8_t lun[8], resp = 0xff;
+    vfe_lun(lun, p->tpgt, l->id);
+    int ret = vfe_tmf(p->fe, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, ++p->tag, &resp,
+                      TIMEOUT_MS);
+    /* Every request posted before the reset must come back, whatever its fate. */
+    unsigned back = 0;
+    bool stuck = false;
+    while (!stuck) {
+        back = 0;
+        for (unsigned i = 0; i < p->depth; i++) {
+            if (slots[i].busy && slots[i].done) {
+                back++;
+            }
+        }
+        if (back == posted) {
+            break;
+        }
+        stuck = vfe_poll(p->fe, TIMEOUT_MS) <= 0;
+    }
+    for (unsigned i = 0; i < p->depth; i++) {
+        slots[i].busy = false;
+    }
+    check(p, ret == 0 && (resp == VIRTIO_SCSI_S_FUNCTION_SUCCEEDED ||
+                          resp == VIRTIO_SCSI_S_OK) && back == posted,
+          "LUN %u LOGICAL UNIT RESET with %u reads in flight: tmf %d response %u, %u came back",
+          l->id, posted, ret, resp, back);
+
+    /* A unit attention may report the reset once; then the LUN is ready. */
+    uint8_t tur[6] = { 0 };
+    struct vfe_req r;
+    uint8_t key = 0, asc;
+    bool ready = false;
+    for (int i = 0; i < 3 && !ready; i++) {
+        ret = exec_cmd(p, &r, p->tpgt, l->id, tur, sizeof(tur), NULL, 0, false);
+        sense_of(&r, &key, &asc);
+        ready = ret == 0 && good(&r);
+        if (!ready && !(ret == 0 && r.resp.status == 2 && key == SENSE_UNIT_ATTENTION)) {
+            break;
+        }
+    }
+    check(p, ready, "LUN %u ready after the reset (TEST UNIT READY)", l->id);
+}
+
+static void probe_report_luns(struct probe *p, const struct lun_under_test *luns, unsigned n,
+                              uint8_t *buf)
+{
+    uint8_t cdb[12] = { 0xa0 };
+    put_be32(cdb + 6, 4096);
+    struct vfe_req r;
+    memset(buf, 0, 4096);
+    int ret = exec_cmd(p, &r, p->tpgt, luns[0].id, cdb, sizeof(cdb), buf, 4096, true);
+    uint32_t len = get_be32(buf);
+    unsigned found = 0, listed = MIN(len, 4088u) / 8;
+    GString *ids = g_string_new("");
+    for (unsigned i = 0; i < listed; i++) {
+        const uint8_t *e = buf + 8 + 8 * i;
+        unsigned id = ((e[0] & 0x3f) << 8) | e[1];
+        g_string_append_printf(ids, " %u", id);
+        for (unsigned k = 0; k < n; k++) {
+            found += luns[k].id == id;
+        }
+    }
+    check(p, ret == 0 && good(&r) && listed == n && found == n,
+          "REPORT LUNS lists exactly the configured LUNs:%s", ids->str);
+    g_string_free(ids, TRUE);
+}
+
+static void probe_unmapped(struct probe *p)
+{
+    uint8_t tur[6] = { 0 };
+    struct vfe_req r;
+    int ret = exec_cmd(p, &r, p->tpgt, 99, tur, sizeof(tur), NULL, 0, false);
+    uint8_t key, asc;
+    sense_of(&r, &key, &asc);
+    check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_OK && r.resp.status == 2 &&
+          key == SENSE_ILLEGAL_REQUEST && asc == 0x25,
+          "unmapped LUN 99: CHECK CONDITION sense %#x/ASC %#x (want 0x5/0x25)", key, asc);
+
+    unsigned other = (p->tpgt + 1) % 256;
+    ret = exec_cmd(p, &r, other, 0, tur, sizeof(tur), NULL, 0, false);
+    check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_BAD_TARGET,
+          "target %u (no such tpgt): response %u (want BAD_TARGET %u)", other,
+          r.resp.response, VIRTIO_SCSI_S_BAD_TARGET);
+}
+
+static bool parse_lun(const char *s, struct lun_under_test *l)
+{
+    g_auto(GStrv) f = g_strsplit(s, ":", 3);
+    guint64 id, bytes;
+    if (g_strv_length(f) != 3 || !g_ascii_string_to_unsigned(f[0], 10, 0, 16383, &id, NULL) ||
+        !g_ascii_string_to_unsigned(f[2], 10, 512, G_MAXUINT64, &bytes, NULL) ||
+        bytes % 512 || strlen(f[1]) > 16) {
+        return false;
+    }
+    l->id = id;
+    l->bytes = bytes;
+    g_strlcpy(l->kind, f[1], sizeof(l->kind));
+    return true;
+}
+
+int main(int argc, char **argv)
+{
+    struct probe p = { .tpgt = 1, .queues = 2, .depth = 8, .chunk = 65536 };
+    struct lun_under_test luns[MAX_LUNS];
+    unsigned nluns = 0;
+    const char *wwpn = NULL, *busy_cmd = NULL;
+    bool read_only = false;
+
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        guint64 n;
+        bool ok = v != NULL;
+        if (!strcmp(a, "--read-only")) {
+            read_only = true;
+            continue;
+        }
+        if (!strcmp(a, "--wwpn") && v) {
+            wwpn = v;
+        } else if (!strcmp(a, "--busy-cmd") && v) {
+            busy_cmd = v;
+        } else if (!strcmp(a, "--lun") && v) {
+            ok = nluns < MAX_LUNS && parse_lun(v, &luns[nluns++]);
+        } else if (!strcmp(a, "--tpgt") && v) {
+            ok = g_ascii_string_to_unsigned(v, 10, 0, 255, &n, NULL);
+            p.tpgt = n;
+        } else if (!strcmp(a, "--queues") && v) {
+            ok = g_ascii_string_to_unsigned(v, 10, 1, 16, &n, NULL);
+            p.queues = n;
+        } else if (!strcmp(a, "--depth") && v) {
+            ok = g_ascii_string_to_unsigned(v, 10, 1, 64, &n, NULL);
+            p.depth = n;
+        } else if (!strcmp(a, "--chunk") && v) {
+            ok = g_ascii_string_to_unsigned(v, 10, 512, 1 << 20, &n, NULL) && n % 512 == 0;
+            p.chunk = n;
+        } else {
+            ok = false;
+        }
+        if (!ok) {
+            fprintf(stderr, "kernel-vhost-probe: bad argument %s %s\n", a, v ? v : "");
+            return 2;
+        }
+        i++;
+    }
+    if (!wwpn || !nluns) {
+        fprintf(stderr, "usage: kernel-vhost-probe --wwpn WWPN --lun ID:KIND:BYTES ...\n");
+        return 2;
+    }
+
+    struct vfe_config cfg = {
+        .transport = VFE_VHOST_KERNEL, .path = "/dev/vhost-scsi", .wwpn = wwpn,
+        .tpgt = p.tpgt, .num_request_queues = p.queues, .queue_size = 128,
+    };
+    int ret = vfe_open(&cfg, &p.fe);
+    check(&p, ret == 0, "open /dev/vhost-scsi and SET_ENDPOINT %s (%d)", wwpn, ret);
+    if (ret < 0) {
+        printf("1..%u\n", p.n);
+        return 1;
+    }
+    uint8_t *buf = vfe_alloc(p.fe, 4096, 4096);
+    struct slot *slots = g_new0(struct slot, p.depth);
+    for (unsigned i = 0; i < p.depth; i++) {
+        slots[i].buf = vfe_alloc(p.fe, p.chunk, 4096);
+        g_assert(slots[i].buf);
+    }
+    g_assert(buf);
+
+    for (unsigned i = 0; i < nluns; i++) {
+        probe_inquiry(&p, &luns[i], buf);
+        uint64_t blocks = probe_capacity(&p, &luns[i], buf);
+        if (!read_only) {
+            probe_stream(&p, &luns[i], true, slots);
+        }
+        probe_stream(&p, &luns[i], false, slots);
+        if (read_only) {
+            continue;
+        }
+        if (blocks) {
+            probe_sense(&p, &luns[i], blocks, buf);
+        }
+        probe_reset(&p, &luns[i], slots);
+    }
+    if (!read_only) {
+        probe_report_luns(&p, luns, nluns, buf);
+        probe_unmapped(&p);
+    }
+
+    if (busy_cmd) {
+        int st = system(busy_cmd);
+        check(&p, st != -1 && WIFEXITED(st) && WEXITSTATUS(st) != 0,
+              "while the endpoint is held, '%s' fails (exit %d)", busy_cmd,
+              st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    }
+
+    struct vfe_stats st;
+    vfe_get_stats(p.fe, &st);
+    printf("# kicks %" PRIu64 " calls %" PRIu64 " completions %" PRIu64 "\n",
+           st.kicks, st.calls, st.completions);
+    for (unsigned i = 0; i < p.depth; i++) {
+        vfe_free(p.fe, slots[i].buf);
+    }
+    vfe_free(p.fe, buf);
+    g_free(slots);
+    ret = vfe_stop(p.fe);
+    check(&p, ret == 0, "CLEAR_ENDPOINT and stop (%d)", ret);
+    vfe_close(p.fe);
+    printf("1..%u\n", p.n);
+    return p.failed ? 1 : 0;
+}

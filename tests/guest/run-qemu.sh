@@ -1,0 +1,93 @@
+#!/bin/bash
+# Boots the Debian guest kernel with an initramfs from scripts/mkinitramfs.sh
+# under TCG, with shareable memfd guest RAM (vhost-user needs it), optional
+# vhost-user-scsi devices, a hard timeout, and the console captured to a log.
+# The exit status is the guest's: the N of the `GUEST-EXIT: N` line /init
+# prints, 124 on timeout, 125 if QEMU stopped without that line.
+#
+# Usage: tests/guest/run-qemu.sh --initrd CPIO --log FILE [options] [-- QEMU ARGS]
+#   --initrd CPIO        initramfs (required)
+#   --log FILE           console + QEMU stderr (required)
+#   --timeout SECS       hard limit for the whole run (default 240)
+#   --append "ARGS"      extra kernel command line (e.g. guest.x=1)
+#   --vhost-user-scsi S  add `-device vhost-user-scsi-pci` on socket S
+#                        (repeatable: each gets its own chardev)
+#   --num-queues N       request queues of each vhost-user-scsi device (2)
+#   --kernel FILE        guest kernel (default: newest /boot/vmlinuz-*)
+#   --mem SIZE           guest RAM (1G); --smp N  vCPUs (2)
+#   --console            also copy the console to stdout while it runs
+#   --qemu BIN           QEMU binary (default: $QEMU or qemu-system-x86_64)
+# Everything after `--` is passed to QEMU unchanged (e.g. a virtio-scsi-pci
+# with scsi-hd disks to compare against QEMU's own device model).
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+set -euo pipefail
+
+usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+
+INITRD="" LOG="" TIMEOUT=240 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
+QEMU_BIN=${QEMU:-qemu-system-x86_64}
+SOCKS=()
+EXTRA=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --initrd) INITRD=$2; shift 2 ;;
+    --log) LOG=$2; shift 2 ;;
+    --timeout) TIMEOUT=$2; shift 2 ;;
+    --append) APPEND="$APPEND $2"; shift 2 ;;
+    --vhost-user-scsi) SOCKS+=("$2"); shift 2 ;;
+    --num-queues) NUMQ=$2; shift 2 ;;
+    --kernel) KERNEL=$2; shift 2 ;;
+    --mem) MEM=$2; shift 2 ;;
+    --smp) SMP=$2; shift 2 ;;
+    --console) CONSOLE=1; shift ;;
+    --qemu) QEMU_BIN=$2; shift 2 ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -h|--help) usage ;;
+    *) echo "run-qemu: unknown option $1" >&2; usage ;;
+    esac
+done
+[ -n "$INITRD" ] && [ -n "$LOG" ] || usage
+[ -r "$INITRD" ] || { echo "run-qemu: initrd $INITRD not readable" >&2; exit 2; }
+if [ -z "$KERNEL" ]; then
+    KERNEL=$(ls -1 /boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1 || true)
+    [ -n "$KERNEL" ] || { echo "run-qemu: no /boot/vmlinuz-*" >&2; exit 2; }
+fi
+
+args=(-machine q35,memory-backend=mem -accel tcg -cpu max -m "$MEM" -smp "$SMP"
+      -object "memory-backend-memfd,id=mem,size=$MEM,share=on"
+      -nographic -no-reboot -nic none
+      -kernel "$KERNEL" -initrd "$INITRD"
+      -append "console=ttyS0 quiet panic=-1$APPEND")
+i=0
+for s in ${SOCKS[@]+"${SOCKS[@]}"}; do
+    args+=(-chardev "socket,id=vus$i,path=$s"
+           -device "vhost-user-scsi-pci,id=vscsi$i,chardev=vus$i,num_queues=$NUMQ")
+    i=$((i + 1))
+done
+args+=(${EXTRA[@]+"${EXTRA[@]}"})
+
+mkdir -p "$(dirname "$LOG")"
+echo "+ $QEMU_BIN ${args[*]}" >"$LOG"
+rc=0
+if [ "$CONSOLE" = 1 ]; then
+    # -nographic multiplexes the console on stdio; stdin stays closed so no
+    # escape sequence can reach the monitor.
+    timeout -k 5 "$TIMEOUT" "$QEMU_BIN" "${args[@]}" </dev/null 2>&1 |
+        tee -a "$LOG" || true
+    rc=${PIPESTATUS[0]}
+else
+    timeout -k 5 "$TIMEOUT" "$QEMU_BIN" "${args[@]}" </dev/null >>"$LOG" 2>&1 || rc=$?
+fi
+
+# The serial console ends lines with CR LF.
+exit_line=$(tr -d '\r' <"$LOG" | grep -a -m1 '^GUEST-EXIT: [0-9]*$' || true)
+if [ -n "$exit_line" ]; then
+    exit "${exit_line#GUEST-EXIT: }"
+fi
+if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "run-qemu: guest timed out after ${TIMEOUT}s (log: $LOG)" >&2
+    exit 124
+fi
+echo "run-qemu: QEMU exited ($rc) without GUEST-EXIT (log: $LOG)" >&2
+exit 125

@@ -1,0 +1,195 @@
+#!/bin/bash
+# End-to-end guest test of vhost-scsi-target: starts the target with a file
+# LUN and a ram LUN, boots a Linux guest on `-device vhost-user-scsi-pci`
+# under TCG, and has the guest (tests/guest/guest-scsi-checks.sh) check
+# geometry, INQUIRY/VPD 0x83/READ CAPACITY, fio write+verify, UNMAP and a
+# device reset with I/O in flight.  Then it checks the target survived QEMU
+# going away and serves a second guest that finds phase-1 data intact.
+# Prints TAP (one line per check, plan at the end); exits non-zero on failure.
+#
+# Usage: tests/guest/vhost-user-guest-test.sh [options]
+#   --peer target|qemu  back-end under test (default $GUEST_TEST_PEER or
+#                       target); `qemu` uses QEMU's own virtio-scsi-pci +
+#                       scsi-hd instead, to check the test itself
+#   --build-dir DIR     meson build dir (default $BUILD_DIR or build)
+#   --lun0-bytes N      size of the file LUN (default 512M; >= 160M)
+#   --lun1-bytes N      size of the ram LUN (default 256M)
+#   --lun0-bs N / --lun1-bs N   expected logical block size (default 512)
+#   --lun0-spec S / --lun1-spec S  override the target's --lun specs
+#   --fio-size S        size of the phase-1 verify jobs (default 64M)
+#   --no-reconnect      skip the second boot
+#   --keep              keep the work directory (logs, images)
+#   --console           show the guest console while it runs
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+PEER=${GUEST_TEST_PEER:-target}
+BUILD_DIR=${BUILD_DIR:-build}
+LUN0_BYTES=512M LUN1_BYTES=256M LUN0_BS=512 LUN1_BS=512
+LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=()
+
+usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --peer) PEER=$2; shift 2 ;;
+    --build-dir) BUILD_DIR=$2; shift 2 ;;
+    --lun0-bytes) LUN0_BYTES=$2; shift 2 ;;
+    --lun1-bytes) LUN1_BYTES=$2; shift 2 ;;
+    --lun0-bs) LUN0_BS=$2; shift 2 ;;
+    --lun1-bs) LUN1_BS=$2; shift 2 ;;
+    --lun0-spec) LUN0_SPEC=$2; shift 2 ;;
+    --lun1-spec) LUN1_SPEC=$2; shift 2 ;;
+    --fio-size) FIO_SIZE=$2; shift 2 ;;
+    --no-reconnect) RECONNECT=0; shift ;;
+    --keep) KEEP=1; shift ;;
+    --console) CONSOLE=(--console); shift ;;
+    -h|--help) usage ;;
+    *) echo "unknown option $1" >&2; usage ;;
+    esac
+done
+case "$PEER" in target|qemu) ;; *) echo "--peer must be target or qemu" >&2; exit 2 ;; esac
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
+bytes() { numfmt --from=iec "$1"; }
+LUN0_BYTES=$(bytes "$LUN0_BYTES") LUN1_BYTES=$(bytes "$LUN1_BYTES")
+
+N=0 FAILED=0
+pass() { N=$((N + 1)); echo "ok $N - $*"; }
+fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
+skip() { N=$((N + 1)); echo "ok $N - $* # SKIP"; }
+note() { echo "# $*"; }
+finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/vhost-user-guest.XXXXXX")
+TARGET_PID=""
+cleanup() {
+    if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
+        kill "$TARGET_PID" 2>/dev/null; wait "$TARGET_PID" 2>/dev/null
+    fi
+    if [ "$KEEP" = 1 ]; then echo "# work directory kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+# Re-emits the guest's TAP lines from a console log under our numbering and
+# shows the log tail when the guest did not finish.
+relay_guest() {  # relay_guest LOG PHASE RC
+    local line
+    while IFS= read -r line; do
+        case "$line" in
+        "ok "*) pass "guest$2: ${line#ok * - }" ;;
+        "not ok "*) fail "guest$2: ${line#not ok * - }" ;;
+        "# "*) echo "$line" ;;
+        esac
+    done < <(tr -d '\r' <"$1")
+    case "$3" in
+    0) pass "guest phase $2 finished, all its checks passed" ;;
+    124|125) fail "guest phase $2 did not finish (run-qemu status $3)"
+             tr -d '\r' <"$1" | tail -n 30 | sed 's/^/# console: /' ;;
+    *) fail "guest phase $2 reported failures (GUEST-EXIT: $3)" ;;
+    esac
+}
+
+# --- image --------------------------------------------------------------------
+IMG_DIR=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}
+INITRD=$IMG_DIR/scsi-checks.cpio
+if "$SRC/scripts/mkinitramfs.sh" --out "$INITRD" \
+        --init-script "$HERE/guest-scsi-checks.sh" >"$WORK/mkinitramfs.log" 2>&1; then
+    pass "initramfs ready ($INITRD)"
+else
+    fail "initramfs build"; sed 's/^/# /' "$WORK/mkinitramfs.log"; finish
+fi
+
+# --- back-end -----------------------------------------------------------------
+DISK0=$WORK/lun0.img
+truncate -s "$LUN0_BYTES" "$DISK0"
+QEMU_ARGS=() RUN_ARGS=()
+if [ "$PEER" = target ]; then
+    TARGET=$BUILD_DIR/tools/vhost-scsi-target
+    SOCK=$WORK/vhost-scsi.sock
+    [ -n "$LUN0_SPEC" ] || LUN0_SPEC="file:$DISK0"
+    [ -n "$LUN1_SPEC" ] || LUN1_SPEC="ram:$LUN1_BYTES"
+    "$TARGET" --socket-path "$SOCK" --lun "0=$LUN0_SPEC" --lun "1=$LUN1_SPEC" \
+        --queues 2 >"$WORK/target.log" 2>&1 &
+    TARGET_PID=$!
+    # The target creates the socket once it listens; QEMU must not start
+    # before that (it would fail to connect).
+    for _ in $(seq 100); do
+        [ -S "$SOCK" ] && break
+        kill -0 "$TARGET_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -S "$SOCK" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
+        pass "target listening on $SOCK (pid $TARGET_PID)"
+    else
+        fail "target listening on $SOCK"
+        sed 's/^/# target: /' "$WORK/target.log"; finish
+    fi
+    RUN_ARGS=(--vhost-user-scsi "$SOCK" --num-queues 2)
+else
+    DISK1=$WORK/lun1.img
+    truncate -s "$LUN1_BYTES" "$DISK1"
+    QEMU_ARGS=(-object iothread,id=io0
+        -device virtio-scsi-pci,id=vs0,num_queues=2,iothread=io0
+        -blockdev "driver=file,filename=$DISK0,node-name=d0,aio=io_uring,cache.direct=on,discard=unmap"
+        -device "scsi-hd,bus=vs0.0,scsi-id=0,lun=0,drive=d0,wwn=0x5000000000000a00,logical_block_size=$LUN0_BS,physical_block_size=$LUN0_BS"
+        -blockdev "driver=file,filename=$DISK1,node-name=d1,aio=io_uring,cache.direct=on,discard=unmap"
+        -device "scsi-hd,bus=vs0.0,scsi-id=0,lun=1,drive=d1,wwn=0x5000000000000a01,logical_block_size=$LUN1_BS,physical_block_size=$LUN1_BS")
+    note "peer: QEMU's own virtio-scsi-pci + scsi-hd"
+fi
+
+target_alive() {  # target_alive WHEN
+    if [ "$PEER" != target ]; then skip "target alive $1 (no target with --peer qemu)"
+    elif kill -0 "$TARGET_PID" 2>/dev/null; then pass "target alive $1"
+    else fail "target alive $1"; sed 's/^/# target: /' "$WORK/target.log" | tail -n 30
+    fi
+}
+
+APPEND="guest.lun0_bytes=$LUN0_BYTES guest.lun0_bs=$LUN0_BS"
+APPEND+=" guest.lun1_bytes=$LUN1_BYTES guest.lun1_bs=$LUN1_BS"
+APPEND+=" guest.discard_lun=1 guest.fio_size=$FIO_SIZE"
+
+# --- phase 1: everything, including a reset with I/O in flight ----------------
+"$HERE/run-qemu.sh" --initrd "$INITRD" --log "$WORK/guest1.log" --timeout 200 \
+    --append "$APPEND guest.phase=1" ${CONSOLE[@]+"${CONSOLE[@]}"} \
+    ${RUN_ARGS[@]+"${RUN_ARGS[@]}"} -- ${QEMU_ARGS[@]+"${QEMU_ARGS[@]}"}
+rc=$?
+relay_guest "$WORK/guest1.log" 1 "$rc"
+target_alive "after the first QEMU exited"
+MARKER=$(tr -d '\r' <"$WORK/guest1.log" | sed -n 's/^GUEST-MARKER: \([0-9a-f]*\)$/\1/p')
+
+# --- phase 2: a new QEMU connects to the same target --------------------------
+if [ "$RECONNECT" = 1 ] && [ -n "$MARKER" ] &&
+   { [ "$PEER" = qemu ] || kill -0 "$TARGET_PID" 2>/dev/null; }; then
+    "$HERE/run-qemu.sh" --initrd "$INITRD" --log "$WORK/guest2.log" --timeout 120 \
+        --append "$APPEND guest.phase=2 guest.marker_md5=$MARKER" \
+        ${CONSOLE[@]+"${CONSOLE[@]}"} \
+        ${RUN_ARGS[@]+"${RUN_ARGS[@]}"} -- ${QEMU_ARGS[@]+"${QEMU_ARGS[@]}"}
+    rc=$?
+    relay_guest "$WORK/guest2.log" 2 "$rc"
+    target_alive "after the second QEMU exited"
+elif [ "$RECONNECT" = 1 ]; then
+    skip "second boot (phase 1 wrote no marker or the target died)"
+fi
+
+# --- shutdown -----------------------------------------------------------------
+if [ "$PEER" = target ] && kill -0 "$TARGET_PID" 2>/dev/null; then
+    kill -TERM "$TARGET_PID"
+    # Bounded wait: a target that ignores SIGTERM is killed after 10 s.
+    ( sleep 10; kill -KILL "$TARGET_PID" 2>/dev/null ) &
+    watchdog=$!
+    wait "$TARGET_PID"; trc=$?
+    kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
+    TARGET_PID=""
+    if [ "$trc" = 0 ]; then pass "target exits with status 0 on SIGTERM"
+    else fail "target exits with status 0 on SIGTERM (status $trc)"; fi
+    if grep -qi 'AddressSanitizer\|runtime error:' "$WORK/target.log"; then
+        fail "target log free of sanitizer reports"
+        grep -i -A20 'AddressSanitizer\|runtime error:' "$WORK/target.log" | sed 's/^/# target: /'
+    else
+        pass "target log free of sanitizer reports"
+    fi
+fi
+[ "$FAILED" = 0 ] || KEEP=1
+finish

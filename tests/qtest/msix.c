@@ -1,0 +1,104 @@
+/*
+ * MSI-X as a qtest driver sees it.  With no irqfd and no running vCPU,
+ * an MSI-X message is just a 32-bit DMA write by the device to the
+ * vector's address; pointing every vector at its own slot in guest RAM
+ * turns "interrupt raised" into "slot became non-zero".  The test clears
+ * a slot when it consumes the interrupt, so each observation counts one
+ * or more writes since the last one.  Masking and the PBA are the
+ * architected ones: a masked vector sets its pending bit instead.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "libqt.h"
+
+#include <linux/pci_regs.h>
+
+uint32_t qt_msix_data(unsigned vec)
+{
+    return 0x5ca1ab00u | (vec & 0xff);
+}
+
+static uint64_t bir_addr(struct qt_pci_dev *d, uint32_t v)
+{
+    unsigned bir = v & PCI_MSIX_TABLE_BIR;
+    g_assert_cmpuint(bir, <, 6);
+    g_assert(d->bar[bir] && !d->bar_io[bir]);
+    return d->bar[bir] + (v & PCI_MSIX_TABLE_OFFSET);
+}
+
+static uint64_t entry(struct qt_msix *m, unsigned vec)
+{
+    g_assert_cmpuint(vec, <, m->nvec);
+    return m->table + (uint64_t)vec * PCI_MSIX_ENTRY_SIZE;
+}
+
+void qt_msix_init(struct qt_msix *m, struct qt_pci_dev *dev, struct qt_alloc *a)
+{
+    m->dev = dev;
+    m->cap = qt_pci_find_cap(dev, PCI_CAP_ID_MSIX, 0);
+    g_assert(m->cap);
+    uint16_t ctl = qt_pci_cfg_readw(dev, m->cap + PCI_MSIX_FLAGS);
+    m->nvec = (ctl & PCI_MSIX_FLAGS_QSIZE) + 1;
+    m->table = bir_addr(dev, qt_pci_cfg_readl(dev, m->cap + PCI_MSIX_TABLE));
+    m->pba = bir_addr(dev, qt_pci_cfg_readl(dev, m->cap + PCI_MSIX_PBA));
+    if (!m->slots) {
+        m->slots = qt_alloc(a, 4ull * m->nvec, 64);
+    }
+    qts_memset(dev->bus->s, m->slots, 0, 4ull * m->nvec);
+    for (unsigned v = 0; v < m->nvec; v++) {
+        uint64_t e = entry(m, v);
+        uint64_t addr = m->slots + 4ull * v;
+        qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_LOWER_ADDR, (uint32_t)addr);
+        qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_UPPER_ADDR, addr >> 32);
+        qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_DATA, qt_msix_data(v));
+        qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_VECTOR_CTRL, 0);
+    }
+}
+
+void qt_msix_enable(struct qt_msix *m, bool on)
+{
+    uint16_t ctl = qt_pci_cfg_readw(m->dev, m->cap + PCI_MSIX_FLAGS);
+    ctl &= ~(PCI_MSIX_FLAGS_ENABLE | PCI_MSIX_FLAGS_MASKALL);
+    if (on) {
+        ctl |= PCI_MSIX_FLAGS_ENABLE;
+    }
+    qt_pci_cfg_writew(m->dev, m->cap + PCI_MSIX_FLAGS, ctl);
+}
+
+void qt_msix_mask(struct qt_msix *m, unsigned vec, bool masked)
+{
+    qts_writel(m->dev->bus->s, entry(m, vec) + PCI_MSIX_ENTRY_VECTOR_CTRL,
+               masked ? PCI_MSIX_ENTRY_CTRL_MASKBIT : 0);
+}
+
+bool qt_msix_pending(struct qt_msix *m, unsigned vec)
+{
+    g_assert_cmpuint(vec, <, m->nvec);
+    uint32_t w = qts_readl(m->dev->bus->s, m->pba + (vec / 32) * 4);
+    return w & (1u << (vec % 32));
+}
+
+bool qt_msix_fired(struct qt_msix *m, unsigned vec)
+{
+    g_assert_cmpuint(vec, <, m->nvec);
+    uint64_t slot = m->slots + 4ull * vec;
+    uint32_t v = qts_readl(m->dev->bus->s, slot);
+    if (!v) {
+        return false;
+    }
+    /* Only this vector's entry points here, so anything else is a device bug. */
+    g_assert_cmphex(v, ==, qt_msix_data(vec));
+    qts_writel(m->dev->bus->s, slot, 0);
+    return true;
+}
+
+bool qt_msix_wait(struct qt_msix *m, unsigned vec, gint64 timeout_us)
+{
+    gint64 deadline = g_get_monotonic_time() + timeout_us;
+    do {
+        if (qt_msix_fired(m, vec)) {
+            return true;
+        }
+    } while (g_get_monotonic_time() < deadline);
+    return false;
+}

@@ -1,0 +1,926 @@
+/*
+ * The qtest scenarios: a guest driver built from libqt exercises a
+ * virtio-scsi PCI device in a real QEMU.  Every scenario runs against
+ * QEMU's own virtio-scsi-pci + scsi-hd (the reference behaviour, needs
+ * nothing of ours) and, when VHOST_SCSI_TARGET names the binary, against
+ * vhost-user-scsi-pci served by vhost-scsi-target.  Scenarios that only
+ * make sense for a vhost-user back-end (killing it, several front-ends
+ * on one socket) run only in the second flavour.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "libqt.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_pci.h>
+#include <linux/virtio_ring.h>
+#include <linux/virtio_scsi.h>
+
+#define DISK_SIZE (64u << 20)
+#define BLOCK 512u
+#define NQ 4
+
+/* What the scenario runs against; one per registered test case. */
+struct flavour {
+    const char *name;
+    bool vhost;
+};
+
+static const struct flavour builtin = { "builtin", false };
+static const struct flavour vhost_user = { "vhost-user", true };
+
+struct env {
+    const struct flavour *f;
+    char *dir;
+    char *sock;            /* back-end socket (vhost-user) */
+    char *img;             /* raw image (built-in) */
+    pid_t target;          /* vhost-scsi-target, or 0 */
+    char *lun_spec;        /* --lun argument; NULL: 0=ram:64M */
+    struct qts *qts;
+    struct qt_vscsi dev;
+};
+
+/* ---- back-end process ---- */
+
+static void target_start(struct env *e)
+{
+    const char *lun = e->lun_spec ? e->lun_spec : "0=ram:64M";
+    const char *bin = g_getenv("VHOST_SCSI_TARGET");
+    char *queues = g_strdup_printf("%u", NQ);
+    char *argv[] = { (char *)bin, "--socket-path", e->sock, "--lun", (char *)lun,
+                     "--queues", queues, NULL };
+    e->target = fork();
+    g_assert_cmpint(e->target, >=, 0);
+    if (e->target == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        execv(bin, argv);
+        _exit(127);
+    }
+    g_free(queues);
+    /* Bounded wait for the listening socket to appear. */
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    struct stat st;
+    while (stat(e->sock, &st) != 0 || !S_ISSOCK(st.st_mode)) {
+        int status;
+        if (waitpid(e->target, &status, WNOHANG) == e->target) {
+            g_error("vhost-scsi-target exited (status 0x%x) before listening", status);
+        }
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(10000);
+    }
+}
+
+static void target_kill(struct env *e)
+{
+    if (e->target > 0) {
+        kill(e->target, SIGKILL);
+        waitpid(e->target, NULL, 0);
+        e->target = 0;
+        /* A restarted daemon must not be mistaken for listening on the old file. */
+        unlink(e->sock);
+    }
+}
+
+/* True if the daemon is still running (it must survive bad guests). */
+static bool target_alive(struct env *e)
+{
+    int status;
+    return e->target > 0 && waitpid(e->target, &status, WNOHANG) == 0;
+}
+
+/* ---- environment ---- */
+
+#define RP_DEVFN (0x10 << 3)
+
+static char *device_args(struct env *e, const char *id, const char *bus, bool reconnect)
+{
+    int maj, min;
+    qt_qemu_version(&maj, &min);
+    if (e->f->vhost) {
+        const char *rc = !reconnect ? "" : maj >= 9 ? ",reconnect-ms=500" : ",reconnect=1";
+        return g_strdup_printf("-chardev socket,id=c_%s,path=%s%s "
+                               "-device vhost-user-scsi-pci,id=%s,chardev=c_%s,num_queues=%u%s%s",
+                               id, e->sock, rc, id, id, NQ, bus ? ",bus=" : "", bus ? bus : "");
+    }
+    return g_strdup_printf("-drive if=none,id=d_%s,file=%s,format=raw "
+                           "-device virtio-scsi-pci,id=%s,num_queues=%u%s%s "
+                           "-device scsi-hd,drive=d_%s,bus=%s.0,scsi-id=0,lun=0",
+                           id, e->img, id, NQ, bus ? ",bus=" : "", bus ? bus : "", id, id);
+}
+
+struct env_opts {
+    bool root_port;        /* device behind a hot-plug capable root port */
+    bool reconnect;        /* vhost-user chardev reconnects */
+    bool no_device;        /* start without the device (hot-plug later) */
+    bool file_lun;         /* vhost-user: LUN 0 is a file that survives restarts */
+};
+
+static struct env *env_new(const struct flavour *f, const struct env_opts *o)
+{
+    static const struct env_opts none;
+    struct env *e = g_new0(struct env, 1);
+    GError *err = NULL;
+    o = o ? o : &none;
+    e->f = f;
+    e->dir = g_dir_make_tmp("vhost-scsi-env-XXXXXX", &err);
+    g_assert_no_error(err);
+    e->sock = g_build_filename(e->dir, "vhost.sock", NULL);
+    e->img = g_build_filename(e->dir, "disk.img", NULL);
+    if (!f->vhost || o->file_lun) {
+        int fd = open(e->img, O_CREAT | O_RDWR | O_TRUNC, 0600);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(ftruncate(fd, DISK_SIZE), ==, 0);
+        close(fd);
+    }
+    if (f->vhost) {
+        if (o->file_lun) {
+            e->lun_spec = g_strdup_printf("0=file:%s", e->img);
+        }
+        target_start(e);
+    }
+    char *dev = o->no_device ? g_strdup("")
+                             : device_args(e, "scsi0", o->root_port ? "rp0" : NULL, o->reconnect);
+    e->qts = qts_start("%s %s", o->root_port ?
+                       "-global ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off "
+                       "-device pcie-root-port,id=rp0,slot=1,chassis=1,bus=pcie.0,addr=0x10" : "",
+                       dev);
+    g_free(dev);
+    return e;
+}
+
+static void env_free(struct env *e)
+{
+    qt_vscsi_cleanup(&e->dev);
+    qts_quit(e->qts);
+    target_kill(e);
+    unlink(e->img);
+    unlink(e->sock);
+    rmdir(e->dir);
+    g_free(e->img);
+    g_free(e->lun_spec);
+    g_free(e->sock);
+    g_free(e->dir);
+    g_free(e);
+}
+
+/* ---- SCSI helpers ---- */
+
+static void check_sense(const struct qt_scsi_resp *r, uint8_t key, uint8_t asc)
+{
+    g_assert_cmpuint(r->status, ==, 0x02);   /* CHECK CONDITION */
+    g_assert_cmpuint(r->sense_len, >=, 14);
+    g_assert_cmphex(r->sense[0] & 0x7f, ==, 0x70);
+    g_assert_cmphex(r->sense[2] & 0xf, ==, key);
+    g_assert_cmphex(r->sense[12], ==, asc);
+}
+
+/* Writes blocks at lba on vq and reads them back. */
+static void write_read_verify(struct qt_vscsi *d, struct qt_vring *vq, uint32_t lba,
+                              uint16_t blocks, uint32_t seed)
+{
+    uint8_t cdb[10];
+    size_t len = (size_t)blocks * BLOCK;
+    g_autofree uint8_t *out = g_malloc(len), *in = g_malloc(len);
+    struct qt_scsi_resp resp;
+
+    qt_fill_pattern(out, len, seed);
+    qt_cdb_rw10(cdb, true, lba, blocks);
+    g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, out, len, NULL, 0, &resp), ==, 0);
+    g_assert_cmpuint(resp.resid, ==, 0);
+    qt_cdb_rw10(cdb, false, lba, blocks);
+    g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, NULL, 0, in, len, &resp), ==, 0);
+    g_assert_cmpuint(resp.resid, ==, 0);
+    g_assert(memcmp(in, out, len) == 0);
+}
+
+/* ---- scenario 1 ---- */
+
+static void test_bring_up(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_scsi_resp resp;
+    static const uint8_t tur[6] = { 0 };
+
+    qt_vscsi_init(d, e->qts, NULL);
+    g_assert_cmpuint(d->nq, ==, NQ);
+
+    /* The first command after power-on reports it (SAM-5 5.14). */
+    qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0, &resp);
+    check_sense(&resp, 0x6, 0x29);
+    /* Reported once: the next command succeeds. */
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0, &resp),
+                     ==, 0);
+
+    uint8_t inq_cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
+    uint8_t inq[96];
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, inq_cdb, 6, NULL, 0, inq, 96, &resp),
+                     ==, 0);
+    g_assert_cmphex(inq[0] & 0x1f, ==, 0x00);       /* direct-access block device */
+    g_assert_cmpuint(inq[4] + 5, >=, 36);           /* standard data is complete */
+    g_assert_cmpuint(inq[2], >=, 5);                /* claims SPC-3 or later */
+
+    uint8_t rc_cdb[10] = { 0x25 };
+    uint8_t cap[8];
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, rc_cdb, 10, NULL, 0, cap, 8, &resp),
+                     ==, 0);
+    uint32_t last = (uint32_t)cap[0] << 24 | cap[1] << 16 | cap[2] << 8 | cap[3];
+    uint32_t bs = (uint32_t)cap[4] << 24 | cap[5] << 16 | cap[6] << 8 | cap[7];
+    g_assert_cmpuint(bs, ==, BLOCK);
+    g_assert_cmpuint(((uint64_t)last + 1) * bs, ==, DISK_SIZE);
+
+    for (unsigned q = 0; q < d->nq; q++) {
+        write_read_verify(d, qt_vscsi_rq(d, q), 64 * q, 8, q + 1);
+    }
+    /* Data written on one queue is visible on another (one LUN, one medium). */
+    uint8_t rd[10], buf[BLOCK], want[BLOCK];
+    qt_fill_pattern(want, BLOCK, 1);
+    qt_cdb_rw10(rd, false, 0, 1);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, d->nq - 1), 0, rd, 10, NULL, 0, buf, BLOCK,
+                                  &resp), ==, 0);
+    g_assert(memcmp(buf, want, BLOCK) == 0);
+    env_free(e);
+}
+
+/* ---- shared steps ---- */
+
+static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
+{
+    qt_vscsi_init(&e->dev, e->qts, o);
+    qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
+}
+
+/* Submits one READ per request queue, round robin, without waiting. */
+static void submit_reads(struct qt_vscsi *d, struct qt_scsi_req *r, unsigned n,
+                         uint16_t blocks)
+{
+    uint8_t cdb[10];
+    for (unsigned i = 0; i < n; i++) {
+        qt_cdb_rw10(cdb, false, 8 * i, blocks);
+        qt_vscsi_submit(d, qt_vscsi_rq(d, i % d->nq), 0, cdb, 10, NULL,
+                        (uint32_t)blocks * BLOCK, 0, &r[i], false);
+    }
+}
+
+/* Consumes every vector's slot so the next observation starts clean. */
+static void drain_vectors(struct qt_vscsi *d)
+{
+    for (unsigned v = 0; v < d->vpci.msix.nvec; v++) {
+        qt_msix_fired(&d->vpci.msix, v);
+    }
+}
+
+static void read_one(struct qt_vscsi *d, struct qt_vring *vq, uint32_t lba)
+{
+    uint8_t cdb[10], buf[BLOCK];
+    qt_cdb_rw10(cdb, false, lba, 1);
+    g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, NULL, 0, buf, BLOCK, NULL), ==, 0);
+}
+
+/* After a reset of any kind: the driver starts over and I/O works. */
+static void reinit_and_verify(struct env *e, const struct qt_vscsi_opts *o, uint32_t seed)
+{
+    qt_vscsi_reinit(&e->dev, o);
+    qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
+    for (unsigned q = 0; q < e->dev.nq; q++) {
+        write_read_verify(&e->dev, qt_vscsi_rq(&e->dev, q), 512 + 16 * q, 4, seed + q);
+    }
+}
+
+/* ---- scenario 2: MSI-X ---- */
+
+static void test_msix_per_queue_vectors(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+
+    start_driver(e, NULL);
+    g_assert_cmpuint(m->nvec, >=, d->nq + 3);
+    for (unsigned q = 0; q < d->nq; q++) {
+        struct qt_vring *vq = qt_vscsi_rq(d, q);
+        g_assert_cmpuint(vq->vector, ==, 3 + q);   /* config 0, ctrl 1, event 2 */
+        drain_vectors(d);
+        read_one(d, vq, q);
+        g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+        /* Only this queue's vector was written. */
+        for (unsigned v = 0; v < m->nvec; v++) {
+            if (v != vq->vector) {
+                g_assert_false(qt_msix_fired(m, v));
+            }
+        }
+    }
+    env_free(e);
+}
+
+static void test_msix_masked_vector_pends(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+
+    start_driver(e, NULL);
+    struct qt_vring *vq = qt_vscsi_rq(d, 1);
+    drain_vectors(d);
+    g_assert_false(qt_msix_pending(m, vq->vector));
+    qt_msix_mask(m, vq->vector, true);
+
+    read_one(d, vq, 0);
+    /* The completion is in the used ring; the message becomes a pending bit. */
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    while (!qt_msix_pending(m, vq->vector)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    }
+    g_assert_false(qt_msix_fired(m, vq->vector));
+
+    /* Unmasking delivers the pending message and clears the bit. */
+    qt_msix_mask(m, vq->vector, false);
+    g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+    g_assert_false(qt_msix_pending(m, vq->vector));
+
+    /* And the vector works normally afterwards. */
+    read_one(d, vq, 1);
+    g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+    env_free(e);
+}
+
+/* ---- scenario 3: vector (un)assignment, INTx, reset with vectors set ---- */
+
+static void test_vectors_unassigned_before_driver_ok(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .no_driver_ok = true };
+
+    qt_vscsi_init(d, e->qts, &o);
+    /* What a driver does when it falls back from per-queue vectors. */
+    for (unsigned q = 0; q < 2 + d->nq; q++) {
+        g_assert_cmphex(qt_vpci_set_vector(&d->vpci, q, VIRTIO_MSI_NO_VECTOR), ==,
+                        VIRTIO_MSI_NO_VECTOR);
+        d->vq[q].vector = VIRTIO_MSI_NO_VECTOR;
+    }
+    g_assert_cmphex(qt_vpci_set_vector(&d->vpci, 0xffff, VIRTIO_MSI_NO_VECTOR), ==,
+                    VIRTIO_MSI_NO_VECTOR);
+    qt_vpci_set_status(&d->vpci, qt_vpci_status(&d->vpci) | VIRTIO_CONFIG_S_DRIVER_OK);
+    g_assert(qmp_responsive(e->qts));
+
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    drain_vectors(d);
+    write_read_verify(d, qt_vscsi_rq(d, 0), 0, 4, 7);
+    /* No vector: completions are in the used ring but no message is sent. */
+    for (unsigned v = 0; v < d->vpci.msix.nvec; v++) {
+        g_assert_false(qt_msix_fired(&d->vpci.msix, v));
+    }
+    env_free(e);
+}
+
+static void test_msix_disabled_intx_isr(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .no_msix = true };
+
+    qt_vscsi_init(d, e->qts, &o);
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    qt_vpci_isr(&d->vpci);           /* acknowledge whatever is left */
+
+    read_one(d, qt_vscsi_rq(d, 2), 3);
+    /* The queue interrupt shows in ISR bit 0; reading ISR acknowledges it. */
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    uint8_t isr;
+    while (!((isr = qt_vpci_isr(&d->vpci)) & 1)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    }
+    g_assert_cmphex(isr & 2, ==, 0);          /* not a config change */
+    g_assert_cmphex(qt_vpci_isr(&d->vpci), ==, 0);
+    for (unsigned v = 0; v < d->vpci.msix.nvec; v++) {
+        g_assert_false(qt_msix_fired(&d->vpci.msix, v));
+    }
+    env_free(e);
+}
+
+static void test_reset_with_vectors_set(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+
+    start_driver(e, NULL);
+    write_read_verify(d, qt_vscsi_rq(d, 0), 0, 4, 11);
+    /* Reset while every queue still has its vector and MSI-X is enabled. */
+    qt_vpci_reset(&d->vpci);
+    g_assert(qmp_responsive(e->qts));
+    reinit_and_verify(e, NULL, 20);
+    /* A second reset straight after DRIVER_OK, before any I/O. */
+    qt_vpci_reset(&d->vpci);
+    g_assert(qmp_responsive(e->qts));
+    reinit_and_verify(e, NULL, 30);
+    env_free(e);
+}
+
+/* ---- scenario 4: resets with requests in flight ---- */
+
+static void test_device_reset_in_flight(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_scsi_req r[32];
+
+    start_driver(e, NULL);
+    submit_reads(d, r, 32, 64);
+    qt_vpci_reset(&d->vpci);
+    g_assert(qmp_responsive(e->qts));
+    reinit_and_verify(e, NULL, 40);
+    env_free(e);
+}
+
+static void test_system_reset_in_flight(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_scsi_req r[32];
+
+    start_driver(e, NULL);
+    write_read_verify(d, qt_vscsi_rq(d, 1), 100, 8, 50);
+    submit_reads(d, r, 32, 64);
+    char *rep = qmp(e->qts, "{'execute': 'system_reset'}");
+    g_assert(qmp_ok(rep));
+    g_free(rep);
+    char *ev = qmp_wait_event(e->qts, "RESET", NULL, QT_TIMEOUT_US);
+    g_assert(ev);
+    g_free(ev);
+    g_assert(qmp_responsive(e->qts));
+    /* PCI config was reset too: BARs, MSI-X and the driver start from scratch. */
+    g_assert_cmphex(qt_pci_cfg_readw(&d->vpci.pci, 0x04) & 0x7, ==, 0);
+    reinit_and_verify(e, NULL, 60);
+    /* Data written before the reset is still on the medium. */
+    uint8_t cdb[10], buf[8 * BLOCK], want[8 * BLOCK];
+    qt_fill_pattern(want, sizeof(want), 50);
+    qt_cdb_rw10(cdb, false, 100, 8);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, cdb, 10, NULL, 0, buf,
+                                  sizeof(buf), NULL), ==, 0);
+    g_assert(memcmp(buf, want, sizeof(buf)) == 0);
+    env_free(e);
+}
+
+/* ---- scenario 5: hot-unplug with requests in flight, hot-plug again ---- */
+
+static void hotplug_device(struct env *e, unsigned gen)
+{
+    if (e->f->vhost) {
+        char *args = g_strdup_printf("'driver': 'vhost-user-scsi-pci', 'id': 'scsi0', "
+                                     "'bus': 'rp0', 'chardev': 'c_scsi0', 'num_queues': %u", NQ);
+        qmp_device_add(e->qts, args);
+        g_free(args);
+    } else {
+        char *rep = qmp(e->qts, "{'execute': 'blockdev-add', 'arguments': {'driver': 'raw', "
+                        "'node-name': 'n%u', 'file': {'driver': 'file', 'filename': '%s'}}}",
+                        gen, e->img);
+        g_assert(qmp_ok(rep));
+        g_free(rep);
+        char *args = g_strdup_printf("'driver': 'virtio-scsi-pci', 'id': 'scsi0', "
+                                     "'bus': 'rp0', 'num_queues': %u", NQ);
+        qmp_device_add(e->qts, args);
+        g_free(args);
+        args = g_strdup_printf("'driver': 'scsi-hd', 'id': 'hd%u', 'drive': 'n%u', "
+                               "'bus': 'scsi0.0', 'scsi-id': 0, 'lun': 0", gen, gen);
+        qmp_device_add(e->qts, args);
+        g_free(args);
+    }
+    /* The guest powers the slot after the presence-detect event. */
+    qt_pcie_slot_power(&e->dev.bus, RP_DEVFN, true);
+}
+
+static void unplug_device(struct env *e)
+{
+    char *rep = qmp(e->qts, "{'execute': 'device_del', 'arguments': {'id': 'scsi0'}}");
+    g_assert(qmp_ok(rep));
+    g_free(rep);
+    /* The guest answers the attention button by powering the slot off. */
+    qt_pcie_slot_power(&e->dev.bus, RP_DEVFN, false);
+    char *ev = qmp_wait_event(e->qts, "DEVICE_DELETED", "\"device\": \"scsi0\"",
+                              QT_TIMEOUT_US);
+    g_assert(ev);
+    g_free(ev);
+}
+
+static void test_hot_unplug_in_flight_and_replug(gconstpointer data)
+{
+    struct env_opts eo = { .root_port = true };
+    struct env *e = env_new(data, &eo);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .busnr = 1 };
+    struct qt_scsi_req r[32];
+    struct qt_pci_dev probe;
+
+    qt_pci_bus_init(&d->bus, e->qts);
+    qt_pci_bridge_setup(&d->bus, RP_DEVFN, 1);
+    struct qt_pci_bus bus = d->bus;
+    qt_vscsi_init(d, e->qts, &o);
+    d->bus = bus;
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    write_read_verify(d, qt_vscsi_rq(d, 0), 200, 8, 70);
+
+    for (unsigned gen = 1; gen <= 2; gen++) {
+        submit_reads(d, r, 32, 64);
+        unplug_device(e);
+        g_assert(qmp_responsive(e->qts));
+        g_assert_false(qt_pci_find(&d->bus, 1, 0x1af4, 0, &probe));
+
+        hotplug_device(e, gen);
+        g_assert(qt_pci_find(&d->bus, 1, 0x1af4, 0, &probe));
+        reinit_and_verify(e, &o, 80 + gen);
+        /* The medium outlives the device. */
+        uint8_t cdb[10], buf[8 * BLOCK], want[8 * BLOCK];
+        qt_fill_pattern(want, sizeof(want), 70);
+        qt_cdb_rw10(cdb, false, 200, 8);
+        g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, cdb, 10, NULL, 0, buf,
+                                      sizeof(buf), NULL), ==, 0);
+        g_assert(memcmp(buf, want, sizeof(buf)) == 0);
+    }
+    env_free(e);
+}
+/* ---- scenario 6: back-end killed and restarted ---- */
+
+/* Waits for a request that may first hit the restarted LUN's unit attention. */
+static bool complete_ok_or_ua(struct qt_vscsi *d, struct qt_vring *vq, struct qt_scsi_req *r)
+{
+    struct qt_scsi_resp resp;
+    qt_vscsi_complete(d, vq, r, &resp, NULL, 0);
+    g_assert_cmpuint(resp.response, ==, VIRTIO_SCSI_S_OK);
+    if (resp.status == 0) {
+        return true;
+    }
+    check_sense(&resp, 0x6, 0x29);
+    return false;
+}
+
+static void test_backend_killed_and_restarted(gconstpointer data)
+{
+    struct env_opts eo = { .reconnect = true, .file_lun = true };
+    struct env *e = env_new(data, &eo);
+    struct qt_vscsi *d = &e->dev;
+    enum { N = 16, BLKS = 8 };
+    struct qt_scsi_req r[2 * N];
+    g_autofree uint8_t *buf = g_malloc(BLKS * BLOCK);
+    uint8_t cdb[10];
+
+    start_driver(e, NULL);
+    write_read_verify(d, qt_vscsi_rq(d, 0), 1000, BLKS, 90);
+
+    /* Writes in flight when the back-end dies ... */
+    for (unsigned i = 0; i < N; i++) {
+        qt_fill_pattern(buf, BLKS * BLOCK, 100 + i);
+        qt_cdb_rw10(cdb, true, 2000 + BLKS * i, BLKS);
+        qt_vscsi_submit(d, qt_vscsi_rq(d, i % d->nq), 0, cdb, 10, buf, 0, BLKS * BLOCK,
+                        &r[i], false);
+    }
+    target_kill(e);
+    /* ... and writes queued while it is gone. */
+    for (unsigned i = N; i < 2 * N; i++) {
+        qt_fill_pattern(buf, BLKS * BLOCK, 100 + i);
+        qt_cdb_rw10(cdb, true, 2000 + BLKS * i, BLKS);
+        qt_vscsi_submit(d, qt_vscsi_rq(d, i % d->nq), 0, cdb, 10, buf, 0, BLKS * BLOCK,
+                        &r[i], false);
+    }
+    g_assert(qmp_responsive(e->qts));
+    target_start(e);
+
+    /* QEMU reconnects and restarts the rings; every request completes. */
+    for (unsigned i = 0; i < 2 * N; i++) {
+        struct qt_vring *vq = qt_vscsi_rq(d, i % d->nq);
+        if (!complete_ok_or_ua(d, vq, &r[i])) {
+            /* Retried like an initiator does after a unit attention. */
+            qt_fill_pattern(buf, BLKS * BLOCK, 100 + i);
+            qt_cdb_rw10(cdb, true, 2000 + BLKS * i, BLKS);
+            g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, buf, BLKS * BLOCK, NULL, 0,
+                                          NULL), ==, 0);
+        }
+    }
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    g_autofree uint8_t *want = g_malloc(BLKS * BLOCK);
+    for (unsigned i = 0; i < 2 * N; i++) {
+        qt_fill_pattern(want, BLKS * BLOCK, 100 + i);
+        qt_cdb_rw10(cdb, false, 2000 + BLKS * i, BLKS);
+        g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, (i + 1) % d->nq), 0, cdb, 10, NULL, 0,
+                                      buf, BLKS * BLOCK, NULL), ==, 0);
+        g_assert(memcmp(buf, want, BLKS * BLOCK) == 0);
+    }
+    /* The data written before the kill survived as well. */
+    qt_fill_pattern(want, BLKS * BLOCK, 90);
+    qt_cdb_rw10(cdb, false, 1000, BLKS);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, cdb, 10, NULL, 0, buf,
+                                  BLKS * BLOCK, NULL), ==, 0);
+    g_assert(memcmp(buf, want, BLKS * BLOCK) == 0);
+    env_free(e);
+}
+
+/* ---- scenario 7: EVENT_IDX interrupt suppression ---- */
+
+/*
+ * Negotiates EVENT_IDX and has every request queue interrupt once: a
+ * device may always notify for its first completion after a reset (QEMU
+ * does), so suppression is only measured from the second on.
+ */
+static struct env *start_event_idx(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi_opts o = { .event_idx = true };
+    struct qt_vscsi *d = &e->dev;
+    start_driver(e, &o);
+    g_assert(d->features & (1ull << VIRTIO_RING_F_EVENT_IDX));
+    for (unsigned q = 0; q < d->nq; q++) {
+        struct qt_vring *vq = qt_vscsi_rq(d, q);
+        qt_vring_set_used_event(vq, vq->last_used);
+        read_one(d, vq, q);
+        g_assert(qt_msix_wait(&d->vpci.msix, vq->vector, QT_TIMEOUT_US));
+    }
+    return e;
+}
+
+static void test_event_idx_used_event_selects_interrupt(gconstpointer data)
+{
+    struct env *e = start_event_idx(data);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+    struct qt_vring *vq = qt_vscsi_rq(d, 1);
+
+    /* Eight completions, one at a time; used_event asks for the eighth only. */
+    qt_vring_set_used_event(vq, vq->last_used + 7);
+    drain_vectors(d);
+    for (unsigned i = 0; i < 8; i++) {
+        read_one(d, vq, i);
+        if (i < 7) {
+            g_assert_false(qt_msix_fired(m, vq->vector));
+        }
+    }
+    g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+
+    /* used_event == the next index: every completion interrupts. */
+    for (unsigned i = 0; i < 8; i++) {
+        qt_vring_set_used_event(vq, vq->last_used);
+        read_one(d, vq, i);
+        g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+    }
+    env_free(e);
+}
+
+static void test_event_idx_batch_one_interrupt(gconstpointer data)
+{
+    struct env *e = start_event_idx(data);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+    struct qt_vring *vq = qt_vscsi_rq(d, 2);
+    struct qt_scsi_req r[8];
+    struct qt_scsi_resp resp;
+    uint8_t cdb[10];
+
+    qt_vring_set_used_event(vq, vq->last_used + 7);
+    drain_vectors(d);
+    for (unsigned i = 0; i < 8; i++) {
+        qt_cdb_rw10(cdb, false, 16 * i, 16);
+        qt_vscsi_submit(d, vq, 0, cdb, 10, NULL, 16 * BLOCK, 0, &r[i], i < 7);
+    }
+    for (unsigned i = 0; i < 8; i++) {
+        qt_vscsi_complete(d, vq, &r[i], &resp, NULL, 0);
+        g_assert_cmpuint(resp.response, ==, VIRTIO_SCSI_S_OK);
+        g_assert_cmpuint(resp.status, ==, 0);
+    }
+    g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+    /* One message for the batch; the other queues stayed silent. */
+    for (unsigned v = 0; v < m->nvec; v++) {
+        g_assert_false(qt_msix_fired(m, v));
+    }
+    env_free(e);
+}
+
+static void test_no_interrupt_flag_without_event_idx(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+    struct qt_vring *vq;
+
+    start_driver(e, NULL);
+    vq = qt_vscsi_rq(d, 0);
+    g_assert_false(d->features & (1ull << VIRTIO_RING_F_EVENT_IDX));
+    drain_vectors(d);
+    qt_vring_set_no_interrupt(vq, true);
+    for (unsigned i = 0; i < 4; i++) {
+        read_one(d, vq, i);
+        g_assert_false(qt_msix_fired(m, vq->vector));
+    }
+    qt_vring_set_no_interrupt(vq, false);
+    read_one(d, vq, 9);
+    g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+    env_free(e);
+}
+
+/* ---- scenario 8: a misbehaving driver ---- */
+
+enum outcome { OUT_COMPLETED, OUT_NEEDS_RESET };
+
+/*
+ * The device must react to a bad request visibly: complete it with a
+ * non-success response, or set DEVICE_NEEDS_RESET.  Silence fails.
+ */
+static enum outcome wait_bad_outcome(struct env *e, struct qt_vring *vq, int head,
+                                     uint64_t resp_addr)
+{
+    struct qt_vscsi *d = &e->dev;
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    for (;;) {
+        uint32_t id;
+        if (qt_vring_pop(vq, &id, NULL)) {
+            g_assert_cmpuint(id, ==, head);
+            qt_vring_free_chain(vq, id);
+            struct virtio_scsi_cmd_resp r;
+            qts_memread(e->qts, resp_addr, &r, sizeof(r));
+            g_assert_false(r.response == VIRTIO_SCSI_S_OK && r.status == 0);
+            return OUT_COMPLETED;
+        }
+        if (qt_vpci_status(&d->vpci) & VIRTIO_CONFIG_S_NEEDS_RESET) {
+            return OUT_NEEDS_RESET;
+        }
+        if (g_get_monotonic_time() > deadline) {
+            g_error("queue %u: bad request neither completed nor NEEDS_RESET (QEMU %s)",
+                    vq->index, qts_alive(e->qts) ? "alive" : "dead");
+        }
+    }
+}
+
+/* After the bad request: QEMU and the daemon live, and still serve I/O. */
+static void check_survived(struct env *e, enum outcome out)
+{
+    struct qt_vscsi *d = &e->dev;
+    g_assert(qmp_responsive(e->qts));
+    if (out == OUT_COMPLETED) {
+        /* The device carried on: the other queues were never affected. */
+        write_read_verify(d, qt_vscsi_rq(d, 3), 3000, 4, 200);
+    }
+    qt_vpci_reset(&d->vpci);
+    reinit_and_verify(e, NULL, 210);
+    if (e->f->vhost) {
+        g_assert(target_alive(e));
+        /* A second front-end on the same daemon socket is served normally. */
+        char *dev = device_args(e, "scsi1", NULL, false);
+        struct qts *q2 = qts_start("%s", dev);
+        struct qt_vscsi d2;
+        qt_vscsi_init(&d2, q2, NULL);
+        qt_vscsi_clear_ua(&d2, qt_vscsi_rq(&d2, 0), 0);
+        write_read_verify(&d2, qt_vscsi_rq(&d2, 1), 4000, 4, 220);
+        qt_vscsi_cleanup(&d2);
+        qts_quit(q2);
+        g_free(dev);
+        g_assert(target_alive(e));
+    }
+}
+
+/* A READ whose request header lies far beyond guest RAM. */
+static void test_bad_desc_outside_ram(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vring *vq;
+    struct qt_scsi_req r;
+    uint8_t cdb[10];
+
+    start_driver(e, NULL);
+    vq = qt_vscsi_rq(d, 0);
+    qt_cdb_rw10(cdb, false, 0, 8);
+    qt_vscsi_submit(d, vq, 0, cdb, 10, NULL, 8 * BLOCK, 0, &r, true);
+    /* Chain: req, resp, data-in; retarget req at 64 GiB (RAM ends at 256 MiB). */
+    qt_vring_write_desc(vq, r.head, 64ull << 30, sizeof(struct virtio_scsi_cmd_req),
+                        VRING_DESC_F_NEXT, vq->next_free[r.head]);
+    qt_vpci_notify(&d->vpci, vq);
+    check_survived(e, wait_bad_outcome(e, vq, r.head, r.resp));
+    env_free(e);
+}
+
+/* A chain whose last descriptor points back at an earlier one. */
+static void test_bad_desc_chain_loop(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vring *vq;
+    struct qt_scsi_req r;
+    uint8_t cdb[10];
+
+    start_driver(e, NULL);
+    vq = qt_vscsi_rq(d, 0);
+    qt_cdb_rw10(cdb, false, 0, 1);
+    qt_vscsi_submit(d, vq, 0, cdb, 10, NULL, BLOCK, 0, &r, true);
+    uint16_t resp_desc = vq->next_free[r.head];
+    uint16_t data_desc = vq->next_free[resp_desc];
+    /* Writable descriptors only, so the loop is the sole defect. */
+    qt_vring_write_desc(vq, data_desc, r.data, BLOCK,
+                        VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, resp_desc);
+    qt_vpci_notify(&d->vpci, vq);
+    check_survived(e, wait_bad_outcome(e, vq, r.head, r.resp));
+    env_free(e);
+}
+
+/* A request whose header descriptor has length zero. */
+static void test_bad_zero_length_request(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vring *vq;
+    struct qt_scsi_req r;
+    static const uint8_t tur[6];
+
+    start_driver(e, NULL);
+    vq = qt_vscsi_rq(d, 0);
+    qt_vscsi_submit(d, vq, 0, tur, 6, NULL, 0, 0, &r, true);
+    qt_vring_write_desc(vq, r.head, r.req, 0, VRING_DESC_F_NEXT, vq->next_free[r.head]);
+    qt_vpci_notify(&d->vpci, vq);
+    check_survived(e, wait_bad_outcome(e, vq, r.head, r.resp));
+    env_free(e);
+}
+
+/* CDBs whose transfer length dwarfs the buffer and the medium. */
+static void test_bad_absurd_transfer_length(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vring *vq;
+    struct qt_scsi_req r;
+    struct qt_scsi_resp resp;
+    uint8_t buf[8 * BLOCK] = { 0 };
+    /* READ(16), LBA 0, 0xffffffff blocks, into 4 KiB. */
+    uint8_t rd16[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0 };
+    uint8_t wr10[10];
+
+    start_driver(e, NULL);
+    vq = qt_vscsi_rq(d, 0);
+    qt_cdb_rw10(wr10, true, 0, 0xffff);
+    const uint8_t *cdbs[] = { rd16, wr10 };
+    const unsigned lens[] = { 16, 10 };
+    for (unsigned i = 0; i < 2; i++) {
+        bool wr = i == 1;
+        qt_vscsi_submit(d, vq, 0, cdbs[i], lens[i], wr ? buf : NULL, wr ? 0 : sizeof(buf),
+                        wr ? sizeof(buf) : 0, &r, false);
+        qt_vscsi_complete(d, vq, &r, &resp, NULL, 0);
+        g_assert_cmphex(qt_vpci_status(&d->vpci) & VIRTIO_CONFIG_S_NEEDS_RESET, ==, 0);
+        if (resp.response == VIRTIO_SCSI_S_OK) {
+            /* SBC-3: a range past the medium is ILLEGAL REQUEST (LBA out of range / invalid field). */
+            check_sense(&resp, 0x5, resp.sense[12]);
+            g_assert(resp.sense[12] == 0x21 || resp.sense[12] == 0x24);
+        } else {
+            g_assert_cmpuint(resp.response, ==, VIRTIO_SCSI_S_OVERRUN);
+        }
+    }
+    check_survived(e, OUT_COMPLETED);
+    env_free(e);
+}
+
+static void add(const char *name, const struct flavour *f, GTestDataFunc fn)
+{
+    char *path = g_strdup_printf("/qtest/%s/%s", f->name, name);
+    g_test_add_data_func(path, f, fn);
+    g_free(path);
+}
+
+static void add_both(const char *name, GTestDataFunc fn)
+{
+    add(name, &builtin, fn);
+    if (g_getenv("VHOST_SCSI_TARGET")) {
+        add(name, &vhost_user, fn);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    add_both("bring-up", test_bring_up);
+    add_both("msix/per-queue-vectors", test_msix_per_queue_vectors);
+    add_both("msix/masked-vector-sets-pba-then-fires-on-unmask", test_msix_masked_vector_pends);
+    add_both("msix/vectors-unassigned-before-driver-ok", test_vectors_unassigned_before_driver_ok);
+    add_both("msix/disabled-uses-intx-isr", test_msix_disabled_intx_isr);
+    add_both("msix/device-reset-with-vectors-set", test_reset_with_vectors_set);
+    add_both("reset/device-reset-with-requests-in-flight", test_device_reset_in_flight);
+    add_both("reset/system-reset-with-requests-in-flight", test_system_reset_in_flight);
+    add_both("hotplug/unplug-with-requests-in-flight-and-replug",
+             test_hot_unplug_in_flight_and_replug);
+    add_both("event-idx/used-event-selects-the-interrupting-completion",
+             test_event_idx_used_event_selects_interrupt);
+    add_both("event-idx/batch-of-eight-raises-one-interrupt", test_event_idx_batch_one_interrupt);
+    add_both("event-idx/no-interrupt-flag-without-event-idx",
+             test_no_interrupt_flag_without_event_idx);
+    add_both("bad-driver/descriptor-outside-guest-ram", test_bad_desc_outside_ram);
+    add_both("bad-driver/descriptor-chain-loop", test_bad_desc_chain_loop);
+    add_both("bad-driver/zero-length-request", test_bad_zero_length_request);
+    add_both("bad-driver/absurd-transfer-length", test_bad_absurd_transfer_length);
+    if (g_getenv("VHOST_SCSI_TARGET")) {
+        add("backend/killed-and-restarted-with-requests-in-flight", &vhost_user,
+            test_backend_killed_and_restarted);
+    }
+    return g_test_run();
+}
