@@ -38,9 +38,16 @@ struct backend_io {
     /* scratch for the backend, e.g. an iothread_uring_cb */
     struct iothread_uring_cb uring_cb;
     uint64_t backend_priv[4];
+    /*
+     * Set by a backend with ret == -EREMOTEIO: the remote device answered
+     * CHECK CONDITION with this sense, which the SCSI layer passes on as is.
+     */
+    bool has_sense;
+    uint8_t sense_key, asc, ascq;
 };
 
 struct lun_backend;
+struct scsi_lun_info;
 
 struct backend_ops {
     const char *name;
@@ -49,8 +56,15 @@ struct backend_ops {
     /* Optional: per-thread set-up/tear-down, called on that thread. */
     int (*attach_thread)(struct lun_backend *be, struct iothread *t);
     void (*detach_thread)(struct lun_backend *be, struct iothread *t);
-    /* Optional: the LUN answers INQUIRY from a remote target, etc. */
+    /*
+     * Optional: fills buf with the standard INQUIRY data of the device
+     * behind the backend (e.g. a remote iSCSI LUN) and returns its length
+     * or -errno.  Called once by scsi_lun_new() (may block); the LUN then
+     * reports that vendor and product unless scsi_lun_info overrides them.
+     */
     int (*passthrough_inquiry)(struct lun_backend *be, void *buf, unsigned len);
+    /* Optional: vendor/product/serial the LUN reports (e.g. the remote LUN's). */
+    const struct scsi_lun_info *(*identity)(struct lun_backend *be);
     void (*close)(struct lun_backend *be);   /* frees be */
 };
 
@@ -83,5 +97,17 @@ struct backend_file_opts {
 int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out);
 int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+
+/* A LUN of a remote iSCSI target (hw/scsi/backend-iscsi.c, docs/iscsi.md). */
+struct backend_iscsi_opts {
+    const char *url;            /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN */
+    bool read_only;
+    unsigned queue_depth;       /* tasks in flight per session; 0: default (64) */
+    unsigned sessions;          /* sessions per I/O thread; 0: 1 */
+    const char *secret_file;    /* CHAP "USER:PASSWORD" or "PASSWORD"; mode 0600 */
+    const char *initiator_name; /* NULL: iqn.2026-12.org.vhost-scsi:<hostname> */
+};
+/* Connects once (synchronously) to read the LUN's geometry and identity. */
+int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out);
 
 #endif

@@ -24,7 +24,9 @@ enum lun_spec_kind {
     LUN_SPEC_FILE,      /* file:PATH[,ro][,direct][,block-size=N][,size=SIZE] */
     LUN_SPEC_RAM,       /* ram:SIZE[,ro][,block-size=N] */
     LUN_SPEC_NULL,      /* null:SIZE[,ro][,block-size=N] */
-    LUN_SPEC_ISCSI,     /* iscsi://...: recognised, not yet openable */
+    LUN_SPEC_ISCSI,     /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]
+                           [,queue-depth=N][,sessions=N][,secret-file=PATH]
+                           [,initiator-name=IQN] */
 };
 
 struct lun_spec {
@@ -36,6 +38,11 @@ struct lun_spec {
     bool direct;            /* FILE only */
     uint32_t block_size;    /* 0: the backend's default */
     uint64_t size;          /* bytes; FILE: 0 means the file's size */
+    /* ISCSI only (0 / NULL: the backend's default) */
+    unsigned queue_depth;
+    unsigned sessions;
+    char *secret_file;
+    char *initiator_name;
 };
 
 /*
@@ -45,7 +52,7 @@ struct lun_spec {
  */
 int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg);
 
-/* Opens the backend s describes.  -ENOTSUP for iSCSI until it is added. */
+/* Opens the backend s describes (for iSCSI: connects to the target). */
 int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
 
 void lun_spec_clear(struct lun_spec *s);

@@ -51,7 +51,8 @@ struct vfe_req {
     bool data_in;              /* true: device writes data (READ) */
     /* completion */
     struct virtio_scsi_cmd_resp resp;
-    uint32_t used_len;         /* bytes the device wrote (used ring len) */
+    uint32_t used_len;         /* used ring len: bytes the device says it wrote
+                                  (the kernel's vhost-scsi always says 0) */
     void *opaque;
     void (*complete)(struct vfe_req *req);
     /* private */
@@ -98,6 +99,7 @@ struct vfe_stats {
     uint64_t events;           /* event queue buffers returned by the device */
 };
 void vfe_get_stats(struct vfe *fe, struct vfe_stats *st);
+/* Call eventfd of virtqueue `queue` (0 control, 1 event, 2+ request queues). */
 int vfe_call_fd(struct vfe *fe, unsigned queue);
 uint64_t vfe_features(struct vfe *fe);
 

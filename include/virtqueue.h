@@ -102,6 +102,11 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
  *   indirect table or one not a multiple of 16, nested indirect, a readable
  *   descriptor after a writable one, more than max_iov buffers, the avail
  *   index moving by more than num.
+ * Codes: -EINVAL bad index/flags/table length, -ELOOP loop or overlong chain,
+ * -EFAULT address outside guest memory, -ENOBUFS too many buffers, -EIO
+ * queue already broken (not logged again).  Zero-length descriptors yield no
+ * iovec.  An indirect descriptor ends the main-table chain (its NEXT flag is
+ * ignored, as QEMU does) and needs VIRTIO_RING_F_INDIRECT_DESC.
  */
 int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
            unsigned max_iov);
@@ -114,7 +119,9 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
  * describes.  Returns -EINVAL on a region that does not fit.  Call it after
  * vq_setup(); on restore it replaces base with used->idx plus the number
  * of in-flight heads (everything popped was either used or is in flight),
- * and vq->inflight counts the heads still to resubmit.  NULL detaches.
+ * and vq->inflight counts the heads still to resubmit.  restore=false
+ * zeroes the region (nothing from an earlier instance is trusted).  NULL
+ * detaches.
  */
 struct vhost_user_inflight_queue;
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
@@ -135,7 +142,11 @@ void vq_push(struct virtqueue *vq, uint16_t head, uint32_t len);
 /* True if the driver asked to be notified of what was flushed so far. */
 bool vq_should_notify(struct virtqueue *vq);
 
-/* Writes the call eventfd if vq_should_notify(); returns true if it did. */
+/*
+ * Writes the call eventfd if vq_should_notify(); returns true if it did
+ * (false, too, when call_fd is -1).  The first decision after vq_setup()
+ * always notifies; later ones only if something new was flushed.
+ */
 bool vq_notify(struct virtqueue *vq);
 
 /*

@@ -9,17 +9,27 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 bash scripts/build.sh build release || exit 1
 bash scripts/build.sh build-asan asan || exit 1
+if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
+        -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null || exit 1
+fi
+ninja -C build-fuzz $(for t in fuzz-vhost-user fuzz-virtqueue fuzz-virtio-scsi fuzz-scsi-cdb; \
+    do echo tests/fuzz/$t; done) || exit 1
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export MALLOC_PERTURB_=0
 
-rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
+    build-fuzz/meson-logs/testlog.json
+# libFuzzer, 10 s per target from the seed corpora (clang build).
+meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 meson test -C build-asan --no-rebuild --print-errorlogs \
     --suite unit --suite protocol --suite qtest --suite fuzz
 meson test -C build --no-rebuild --print-errorlogs --suite guest --num-processes 1
 
-python3 - build-asan/meson-logs/testlog.json build/meson-logs/testlog.json <<'PY'
+python3 - build-asan/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json \
+    build/meson-logs/testlog.json <<'PY'
 import json, sys
 passed = failed = skipped = 0
 for path in sys.argv[1:]:

@@ -10,7 +10,8 @@
 #
 # Environment: BUILD_DIR (default build), DEMO_RUNTIME (seconds per timed
 # job, default 15), DEMO_VERIFY_SIZE (default 64M), DEMO_SKIP_DEPS=1 to skip
-# scripts/install-deps.sh, DEMO_KEEP=1 to keep the work directory.
+# scripts/install-deps.sh, DEMO_SKIP_BUILD=1 to use the build as it is,
+# DEMO_KEEP=1 to keep the work directory.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -euo pipefail
@@ -30,9 +31,11 @@ if [ -z "${DEMO_SKIP_DEPS:-}" ]; then
     bash "$SRC/scripts/install-deps.sh"
 fi
 
-say "building in $BUILD_DIR"
-[ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" >/dev/null
-ninja -C "$BUILD_DIR" >/dev/null || ninja -C "$BUILD_DIR"
+if [ -z "${DEMO_SKIP_BUILD:-}" ]; then
+    say "building in $BUILD_DIR"
+    [ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" >/dev/null
+    ninja -C "$BUILD_DIR" >/dev/null || ninja -C "$BUILD_DIR"
+fi
 TARGET=$BUILD_DIR/tools/vhost-scsi-target
 [ -x "$TARGET" ] || { echo "demo: $TARGET missing after the build" >&2; exit 1; }
 

@@ -303,7 +303,8 @@ static int add_luns(struct target *tgt)
             return ret;
         }
         snprintf(name, sizeof(name), "lun%u:%u", spec.target, spec.lun);
-        lun = scsi_lun_new(be, name, NULL);
+        /* A backend may answer INQUIRY with another device's identity (iSCSI). */
+        lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
         ret = lun ? lun_map_add(&tgt->luns, spec.target, spec.lun, lun) : -ENOMEM;
         if (ret < 0) {
             fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg,
@@ -314,6 +315,54 @@ static int add_luns(struct target *tgt)
         g_message("%s: %s, %" PRIu64 " bytes, %u-byte blocks%s", name, be->name, be->size,
                   be->block_size, be->read_only ? ", read-only" : "");
         lun_spec_clear(&spec);
+    }
+    return 0;
+}
+
+/*
+ * Backends with per-thread state (iSCSI sessions) set it up on each I/O
+ * thread, from that thread, before any request can arrive, and tear it
+ * down there before the thread stops.
+ */
+struct thread_lun_call {
+    struct lun_backend *be;
+    struct iothread *t;
+    int ret;
+};
+
+static void call_attach(void *opaque)
+{
+    struct thread_lun_call *c = opaque;
+
+    c->ret = c->be->ops->attach_thread(c->be, c->t);
+}
+
+static void call_detach(void *opaque)
+{
+    struct thread_lun_call *c = opaque;
+
+    c->be->ops->detach_thread(c->be, c->t);
+}
+
+static int attach_luns(struct target *tgt, bool attach)
+{
+    for (unsigned i = 0; i < tgt->luns.n; i++) {
+        struct lun_backend *be = scsi_lun_backend(tgt->luns.e[i].l);
+
+        for (unsigned j = 0; j < tgt->nthreads && tgt->threads[j]; j++) {
+            struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
+
+            if (attach && be->ops->attach_thread) {
+                iothread_run_sync(c.t, call_attach, &c);
+                if (c.ret < 0) {
+                    fprintf(stderr, "vhost-scsi-target: %s: cannot start on %s: %s\n",
+                            be->name, iothread_name(c.t), g_strerror(-c.ret));
+                    return c.ret;
+                }
+            } else if (!attach && be->ops->detach_thread) {
+                iothread_run_sync(c.t, call_detach, &c);
+            }
+        }
     }
     return 0;
 }
@@ -329,6 +378,9 @@ static void usage(FILE *f)
 "  --lun ID=SPEC         add a LUN (repeatable); ID is LUN or TARGET:LUN\n"
 "                        SPEC: file:PATH[,ro][,direct][,block-size=512|4096][,size=BYTES]\n"
 "                              ram:SIZE | null:SIZE\n"
+"                              iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]\n"
+"                                [,queue-depth=N][,sessions=N][,secret-file=PATH]\n"
+"                                [,initiator-name=IQN]   (see docs/iscsi.md)\n"
 "                        default without --lun: " DEFAULT_LUN "\n"
 "  --queues N            request queues to offer (default 4; QEMU's num_queues <= N)\n"
 "  --threads N           I/O threads serving them (default min(queues, CPUs))\n"
@@ -535,6 +587,9 @@ int main(int argc, char **argv)
             goto out;
         }
     }
+    if (attach_luns(&tgt, true) < 0) {
+        goto out;
+    }
     if (!tgt.main || tgt.signal_fd < 0) {
         goto out;
     }
@@ -563,6 +618,9 @@ int main(int argc, char **argv)
 out:
     while (tgt.conns) {
         conn_free(tgt.conns->data);
+    }
+    if (tgt.threads) {
+        attach_luns(&tgt, false);
     }
     for (unsigned i = 0; tgt.threads && i < tgt.nthreads; i++) {
         iothread_free(tgt.threads[i]);

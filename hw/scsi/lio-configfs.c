@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include <linux/fs.h>
 #include <libkmod.h>
@@ -1010,6 +1011,29 @@ int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
     return ret < 0 ? ret : lun_remove_dir(lio, wwpn, tpgt, lun, false);
 }
 
+/*
+ * Before Linux 6.4 ("vhost-scsi: Fix crash during LUN unmapping") a LUN
+ * RESET on a TPG with several LUNs corrupts the TPG's TMF list, and
+ * unmapping its LUNs later crashes the host.  Seen with Debian 12's 6.1.
+ */
+static void warn_tmf_bug(const struct lio *lio, const char *tdir, const char *wwpn,
+                         unsigned tpgt)
+{
+    struct utsname u;
+    unsigned major = 0, minor = 0;
+    if (!lio->configfs || uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2 ||
+        major > 6 || (major == 6 && minor >= 4)) {
+        return;
+    }
+    g_autofree char *ldir = g_build_filename(tdir, "lun", NULL);
+    g_autoptr(GArray) luns = numbered_entries(ldir, "lun_", UINT_MAX);
+    if (luns->len) {
+        g_message("lio: %s tpgt %u gets a second LUN: on kernel %s (< 6.4) a guest's LUN reset "
+                  "then makes unmapping these LUNs crash the host; prefer one LUN per TPG",
+                  wwpn, tpgt, u.release);
+    }
+}
+
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
                 const char *spec)
 {
@@ -1088,6 +1112,7 @@ int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
     }
     lun_spec_clear(&s);
 
+    warn_tmf_bug(lio, tdir, wwpn, tpgt);
     g_autofree char *target = path_of(lio, "target", "core", rel, NULL);
     g_autofree char *link = g_build_filename(ld, name, NULL);
     ret = make_dir(ld);
@@ -1201,10 +1226,15 @@ static struct lio_target *target_new(void)
     return t;
 }
 
+/* fileio's info has "File: X  Size: N"; the status line has "SectorSize: N". */
 static uint64_t info_size(const char *info)
 {
-    const char *p = info ? strstr(info, "Size: ") : NULL;
-    return p ? g_ascii_strtoull(p + 6, NULL, 10) : 0;
+    for (const char *p = info; p && (p = strstr(p, "Size: ")); p += 6) {
+        if (p == info || p[-1] == ' ') {
+            return g_ascii_strtoull(p + 6, NULL, 10);
+        }
+    }
+    return 0;
 }
 
 static gint cmp_str(gconstpointer a, gconstpointer b)

@@ -20,7 +20,15 @@ enum {
     OPT_DIRECT = 1 << 1,
     OPT_BLOCK_SIZE = 1 << 2,
     OPT_SIZE = 1 << 3,
+    OPT_QUEUE_DEPTH = 1 << 4,
+    OPT_SESSIONS = 1 << 5,
+    OPT_SECRET_FILE = 1 << 6,
+    OPT_INITIATOR_NAME = 1 << 7,
 };
+
+/* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
+#define ISCSI_MAX_QUEUE_DEPTH 1024
+#define ISCSI_MAX_SESSIONS 16
 
 static const struct {
     const char *key;
@@ -31,6 +39,10 @@ static const struct {
     { "direct", OPT_DIRECT, false },
     { "block-size", OPT_BLOCK_SIZE, true },
     { "size", OPT_SIZE, true },
+    { "queue-depth", OPT_QUEUE_DEPTH, true },
+    { "sessions", OPT_SESSIONS, true },
+    { "secret-file", OPT_SECRET_FILE, true },
+    { "initiator-name", OPT_INITIATOR_NAME, true },
 };
 
 static const struct {
@@ -41,7 +53,8 @@ static const struct {
     { "file:", LUN_SPEC_FILE, OPT_RO | OPT_DIRECT | OPT_BLOCK_SIZE | OPT_SIZE },
     { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE },
     { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE },
-    { "iscsi://", LUN_SPEC_ISCSI, OPT_RO },
+    { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
+                                  OPT_INITIATOR_NAME },
 };
 
 int lun_spec_parse_size(const char *str, uint64_t *out)
@@ -278,6 +291,36 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
                                   "with an optional K, M, G or T suffix, not 0)", val + 1);
             }
             break;
+        case OPT_QUEUE_DEPTH:
+        case OPT_SESSIONS: {
+            unsigned max = lun_opts[o].bit == OPT_SESSIONS ? ISCSI_MAX_SESSIONS
+                                                           : ISCSI_MAX_QUEUE_DEPTH;
+            unsigned id;
+
+            /* parse_id_part: plain decimal digits, no suffix, bounded. */
+            if (!parse_id_part(val + 1, strlen(val + 1), max, &id) || id == 0) {
+                return spec_error(errmsg, arg, out, "bad %s \"%s\" (expected 1-%u)",
+                                  lun_opts[o].key, val + 1, max);
+            }
+            if (lun_opts[o].bit == OPT_SESSIONS) {
+                out->sessions = id;
+            } else {
+                out->queue_depth = id;
+            }
+            break;
+        }
+        case OPT_SECRET_FILE:
+        case OPT_INITIATOR_NAME:
+            if (!val[1]) {
+                return spec_error(errmsg, arg, out, "option \"%s\" needs a value",
+                                  lun_opts[o].key);
+            }
+            if (lun_opts[o].bit == OPT_SECRET_FILE) {
+                out->secret_file = g_strdup(val + 1);
+            } else {
+                out->initiator_name = g_strdup(val + 1);
+            }
+            break;
         }
     }
     g_assert(*p == '\0');
@@ -317,9 +360,18 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
             (*out)->read_only = true;
         }
         return ret;
-    case LUN_SPEC_ISCSI:
-        g_warning("%s: iSCSI LUNs are not supported yet", s->path);
-        return -ENOTSUP;
+    case LUN_SPEC_ISCSI: {
+        struct backend_iscsi_opts io = {
+            .url = s->path,
+            .read_only = s->ro,
+            .queue_depth = s->queue_depth,
+            .sessions = s->sessions,
+            .secret_file = s->secret_file,
+            .initiator_name = s->initiator_name,
+        };
+
+        return backend_iscsi_open(&io, out);
+    }
     }
     return -EINVAL;
 }
@@ -327,5 +379,7 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
 void lun_spec_clear(struct lun_spec *s)
 {
     g_free(s->path);
+    g_free(s->secret_file);
+    g_free(s->initiator_name);
     memset(s, 0, sizeof(*s));
 }

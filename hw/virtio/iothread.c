@@ -474,6 +474,8 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
 
 static void end_iteration(struct iothread *t)
 {
+    /* First: work handed over by run_sync may queue SQEs or used entries. */
+    run_sync_queue(t);
     if (t->has_ring) {
         iothread_submit(t);
         reap_cqes(t);
@@ -485,7 +487,6 @@ static void end_iteration(struct iothread *t)
     if (t->dead_handlers->len) {
         g_ptr_array_set_size(t->dead_handlers, 0);
     }
-    run_sync_queue(t);
 }
 
 void iothread_run(struct iothread *t)

@@ -42,6 +42,7 @@ struct vfe_slot {
     bool busy;
     bool done;               /* control queue: completion seen */
     uint32_t len;
+    uint32_t in_len;         /* device-writable bytes we posted */
 };
 
 struct vfe_queue {

@@ -264,6 +264,10 @@ static int queue_post(struct vfe *fe, struct vfe_queue *q, const struct vfe_seg 
     q->slots[head].busy = true;
     q->slots[head].done = false;
     q->slots[head].len = 0;
+    q->slots[head].in_len = 0;
+    for (unsigned i = 0; i < nseg; i++) {
+        q->slots[head].in_len += segs[i].write ? segs[i].len : 0;
+    }
 
     q->avail->ring[q->avail_idx & (q->num - 1)] = head;
     q->avail_idx++;
@@ -306,10 +310,9 @@ void vfe_kick(struct vfe *fe)
     }
 }
 
-static void post_event_buf(struct vfe *fe, struct vfe_queue *q, uint16_t hint_head)
+static void post_event_buf(struct vfe *fe, struct vfe_queue *q)
 {
-    (void)hint_head;
-    /* the slot is chosen by the head we get; fill its event area after */
+    /* the buffer lives in the slot of the head queue_post will take */
     uint16_t head = q->free_head;
     struct vfe_seg seg = { &q->slot_mem[head].resp.event, sizeof(struct virtio_scsi_event), true };
     memset(seg.addr, 0, seg.len);
@@ -326,6 +329,11 @@ static int complete_one(struct vfe *fe, struct vfe_queue *q, uint32_t id, uint32
         return -EIO;
     }
     struct vfe_slot *s = &q->slots[id];
+    if (len > s->in_len) {
+        g_warning("vhost front-end: %s: device claims %u bytes written into %u", q->name,
+                  len, s->in_len);
+        len = s->in_len;
+    }
     s->busy = false;
     s->len = len;
     desc_free_chain(q, id, s->ndesc);
@@ -338,7 +346,7 @@ static int complete_one(struct vfe *fe, struct vfe_queue *q, uint32_t id, uint32
     if (q->index == 1) {
         fe->stats.events++;
         if (fe->started) {
-            post_event_buf(fe, q, id);
+            post_event_buf(fe, q);
         }
         return 0;
     }
@@ -390,7 +398,7 @@ static int queue_reap(struct vfe *fe, struct vfe_queue *q)
     return n;
 }
 
-static int reap_all(struct vfe *fe, bool *control_done)
+static int reap_all(struct vfe *fe)
 {
     int n = 0;
     for (unsigned i = 0; i < fe->num_queues; i++) {
@@ -406,7 +414,6 @@ static int reap_all(struct vfe *fe, bool *control_done)
     }
     /* posting reused event buffers may need a kick */
     queue_kick(fe, &fe->queues[1]);
-    (void)control_done;
     return n;
 }
 
@@ -461,7 +468,7 @@ int vfe_poll(struct vfe *fe, int timeout_ms)
     int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
 
     for (;;) {
-        int n = reap_all(fe, NULL);
+        int n = reap_all(fe);
         if (n != 0) {
             return n;
         }
@@ -475,7 +482,7 @@ int vfe_poll(struct vfe *fe, int timeout_ms)
             return r;
         }
         if (r == 0 && timeout_ms >= 0 && (timeout_ms == 0 || now_ms() >= deadline)) {
-            return reap_all(fe, NULL);
+            return reap_all(fe);
         }
     }
 }
@@ -612,10 +619,11 @@ int vfe_tmf(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag
         }
     }
     q->slots[head].done = false;
-    if (q->slots[head].len < sizeof(sm->resp.tmf)) {
-        g_warning("vhost front-end: TMF %u completed without a response byte", subtype);
-        return -EIO;
-    }
+    /*
+     * The used length is not checked: the kernel's vhost-scsi reports 0
+     * for TMFs (and commands) although it wrote the response, and guest
+     * drivers read the response regardless.
+     */
     *response = sm->resp.tmf.response;
     return 0;
 }
@@ -633,9 +641,10 @@ int vfe_start(struct vfe *fe)
     int r = fe->ops->set_mem(fe);
     for (unsigned i = 0; r == 0 && i < fe->num_queues; i++) {
         struct vfe_queue *q = &fe->queues[i];
-        if (q->inflight && q->base != q->avail_idx) {
-            g_warning("vhost front-end: %s: restarting with %u requests not consumed",
-                      q->name, q->inflight);
+        if (q->base != q->avail_idx) {
+            /* legal: the device picks them up after the restart (event buffers wait there) */
+            g_debug("vhost front-end: %s: restarting with %u entries not consumed",
+                    q->name, (uint16_t)(q->avail_idx - q->base));
         }
         r = fe->ops->start_queue(fe, q);
     }
@@ -649,7 +658,7 @@ int vfe_start(struct vfe *fe)
     /* keep the event queue stocked; buffers survive a stop/start cycle */
     struct vfe_queue *evq = &fe->queues[1];
     while (evq->inflight < VFE_EVENT_BUFS && evq->num_free > 0) {
-        post_event_buf(fe, evq, 0);
+        post_event_buf(fe, evq);
     }
     /* entries posted before the back-end looked (or after it stopped) need one kick */
     for (unsigned i = 0; i < fe->num_queues; i++) {
@@ -685,7 +694,7 @@ int vfe_stop(struct vfe *fe)
         q->base = base;
     }
     /* the back-end finished what it took; collect it */
-    reap_all(fe, NULL);
+    reap_all(fe);
     return ret;
 }
 
@@ -808,6 +817,17 @@ void vfe_close(struct vfe *fe)
 
 void vfe_get_stats(struct vfe *fe, struct vfe_stats *st)
 {
+    /*
+     * Signals that arrived while we were busy reaping are still in the
+     * eventfds; count them now.  Consuming them is safe: vfe_poll always
+     * reads the used ring before it waits.
+     */
+    for (unsigned i = 0; i < fe->num_queues; i++) {
+        uint64_t v;
+        if (read(fe->queues[i].call_fd, &v, sizeof(v)) == sizeof(v)) {
+            fe->stats.calls += v;
+        }
+    }
     *st = fe->stats;
 }
 

@@ -388,14 +388,25 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
     if (!dev->inflight.area || idx >= dev->inflight.num_queues) {
         return 0;
     }
-    if (dev->inflight.queue_size != q->num) {
-        g_warning("%s: inflight area is for %u-entry queues but the ring has %u entries",
-                  q->name, dev->inflight.queue_size, q->num);
-        return -EINVAL;
+    /*
+     * Slices are sized for the device's maximum ring; a driver may choose
+     * a smaller ring (its entries fit the slice), never a larger one.
+     */
+    if (q->num > dev->inflight.queue_size) {
+        g_warning("%s: ring of %u entries does not fit the inflight area (%u per queue); "
+                  "running without inflight tracking", q->name, q->num,
+                  dev->inflight.queue_size);
+        return 0;
     }
-    iq = (void *)(dev->inflight.area + idx * inflight_queue_bytes(q->num));
+    iq = (void *)(dev->inflight.area + idx * inflight_queue_bytes(dev->inflight.queue_size));
     /* A zero version means nobody tracked this queue yet: nothing to resubmit. */
     restore = iq->version != 0;
+    if (restore && iq->desc_num != q->num) {
+        /* Tracking of a differently sized ring (before a guest reset) says nothing now. */
+        g_warning("%s: inflight area tracked a %u-entry ring, the ring now has %u entries; "
+                  "starting afresh", q->name, iq->desc_num, q->num);
+        restore = false;
+    }
     if (!restore) {
         iq->version = 1;
         iq->desc_num = q->num;
@@ -546,6 +557,14 @@ static void reset_device(struct vu_dev *dev)
 {
     for (unsigned i = 0; i < dev->num_queues; i++) {
         queue_reset(dev, &dev->q[i]);
+    }
+    /*
+     * Nothing is in flight across a virtio reset: the next driver's rings
+     * must not be "restored" from the previous driver's tracking.
+     */
+    if (dev->inflight.area) {
+        memset(dev->inflight.area, 0,
+               dev->inflight.num_queues * inflight_queue_bytes(dev->inflight.queue_size));
     }
     dev->status = 0;
     if (dev->ops && dev->ops->reset) {
@@ -1135,7 +1154,13 @@ int vu_dev_dispatch(struct vu_dev *dev)
     if (r < 0) {
         goto out;
     }
-    g_debug("%s: %s", dev->name, vhost_user_request_name(msg.hdr.request));
+    if (msg.hdr.size == sizeof(uint64_t)) {
+        /* u64 or {index, num}: enough to follow a session in the log. */
+        g_debug("%s: %s 0x%llx", dev->name, vhost_user_request_name(msg.hdr.request),
+                (unsigned long long)msg.p.u64);
+    } else {
+        g_debug("%s: %s", dev->name, vhost_user_request_name(msg.hdr.request));
+    }
 
     r = handle(dev, &msg, &reply);
     if (reply.send) {

@@ -42,7 +42,7 @@ static inline void smp_mb(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void program_order(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 /* Logs the first malformation only: a hostile guest must not flood the log. */
-static int G_GNUC_PRINTF(3, 4) vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
+static int G_GNUC_PRINTF(3, 4) __attribute__((cold)) vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
 {
     if (!vq->broken) {
         va_list ap;
@@ -233,7 +233,7 @@ static int vq_map_chain(struct virtqueue *vq, uint16_t head, struct vq_elem *ele
             if (d.len == 0 || d.len % sizeof(struct vring_desc) ||
                 d.len / sizeof(struct vring_desc) > VQ_MAX_INDIRECT) {
                 return vq_fail(vq, -EINVAL, "indirect table of %u bytes at head %u is "
-                               "empty or not a multiple of 16", d.len, head);
+                               "empty, not a multiple of 16 or too large", d.len, head);
             }
             table = guest_mem_gpa_ptr(vq->mem, d.addr, d.len);
             if (!table || (uintptr_t)table % __alignof__(struct vring_desc)) {

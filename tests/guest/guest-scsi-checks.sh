@@ -22,8 +22,10 @@ MARKER_SEEK=6144
 # busybox sh runs its own applets before searching PATH, and it has a
 # blkdiscard of its own: the util-linux one is called by absolute path.
 
-pass() { N=$((N + 1)); echo "ok $N - $*"; }
-fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
+# Each line carries the guest uptime, to see where a slow run spends its time.
+up() { cut -d' ' -f1 /proc/uptime; }
+pass() { N=$((N + 1)); echo "ok $N - $* [$(up)s]"; }
+fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $* [$(up)s]"; }
 diag() { sed 's/^/# /' "$@"; }
 
 # check DESCRIPTION COMMAND...: run the command, pass/fail on its status,

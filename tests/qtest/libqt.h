@@ -287,7 +287,7 @@ struct qt_vscsi_opts {
     bool event_idx;               /* negotiate EVENT_IDX if offered */
     bool no_msix;                 /* leave MSI-X disabled: INTx + ISR */
     bool no_driver_ok;            /* stop before DRIVER_OK */
-    bool keep_alloc;              /* re-init: reuse s->alloc (no new RAM) */
+    uint16_t queue_size;          /* 0: the device's maximum (at most 256) */
 };
 
 /* Full driver init: reset, features, queues, vectors, DRIVER_OK. */

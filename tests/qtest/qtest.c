@@ -214,6 +214,7 @@ struct qts *qts_start(const char *fmt, ...)
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         int devnull = open("/dev/null", O_RDONLY);
         dup2(devnull, 0);
+        dup2(2, 1);          /* stdout carries TAP */
         execvp(argv[0], argv);
         _exit(127);
     }

@@ -61,6 +61,8 @@ static void target_start(struct env *e)
     g_assert_cmpint(e->target, >=, 0);
     if (e->target == 0) {
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* stdout carries TAP: the daemon's banner goes to stderr. */
+        dup2(2, 1);
         execv(bin, argv);
         _exit(127);
     }
@@ -105,7 +107,9 @@ static char *device_args(struct env *e, const char *id, const char *bus, bool re
     int maj, min;
     qt_qemu_version(&maj, &min);
     if (e->f->vhost) {
-        const char *rc = !reconnect ? "" : maj >= 9 ? ",reconnect-ms=500" : ",reconnect=1";
+        /* reconnect-ms replaced reconnect (seconds) in QEMU 9.2. */
+    bool ms = maj > 9 || (maj == 9 && min >= 2);
+    const char *rc = !reconnect ? "" : ms ? ",reconnect-ms=500" : ",reconnect=1";
         return g_strdup_printf("-chardev socket,id=c_%s,path=%s%s "
                                "-device vhost-user-scsi-pci,id=%s,chardev=c_%s,num_queues=%u%s%s",
                                id, e->sock, rc, id, id, NQ, bus ? ",bus=" : "", bus ? bus : "");
@@ -250,6 +254,25 @@ static void test_bring_up(gconstpointer data)
     env_free(e);
 }
 
+/* A driver may pick any power-of-two ring size up to the device's maximum. */
+static void test_bring_up_small_rings(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .queue_size = 16 };
+
+    qt_vscsi_init(d, e->qts, &o);
+    g_assert_cmpuint(qt_vscsi_rq(d, 0)->size, ==, 16);
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    for (unsigned q = 0; q < d->nq; q++) {
+        /* More requests than ring entries: the ring wraps several times. */
+        for (unsigned i = 0; i < 40; i++) {
+            write_read_verify(d, qt_vscsi_rq(d, q), 8 * i, 1, 1000 * q + i);
+        }
+    }
+    env_free(e);
+}
+
 /* ---- shared steps ---- */
 
 static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
@@ -293,6 +316,40 @@ static void reinit_and_verify(struct env *e, const struct qt_vscsi_opts *o, uint
     for (unsigned q = 0; q < e->dev.nq; q++) {
         write_read_verify(&e->dev, qt_vscsi_rq(&e->dev, q), 512 + 16 * q, 4, seed + q);
     }
+}
+
+/* ---- task management ---- */
+
+/* The spec's FUNCTION COMPLETE; linux/virtio_scsi.h only names it S_OK. */
+#define TMF_FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
+
+static void test_tmf_lun_reset_then_unit_attention(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_scsi_resp resp;
+    static const uint8_t tur[6];
+
+    start_driver(e, NULL);
+    write_read_verify(d, qt_vscsi_rq(d, 0), 40, 2, 300);
+    /* Aborting a task the LUN never saw is not an error (SAM-5 7.2). */
+    g_assert_cmpuint(qt_vscsi_tmf(d, VIRTIO_SCSI_T_TMF_ABORT_TASK, 0, 0xdead), ==,
+                     TMF_FUNCTION_COMPLETE);
+    g_assert_cmpuint(qt_vscsi_tmf(d, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, 0), ==,
+                     TMF_FUNCTION_COMPLETE);
+    /* The reset is reported once to the next command, on any queue. */
+    qt_vscsi_cmd(d, qt_vscsi_rq(d, 1), 0, tur, 6, NULL, 0, NULL, 0, &resp);
+    check_sense(&resp, 0x6, 0x29);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 1), 0, tur, 6, NULL, 0, NULL, 0, &resp),
+                     ==, 0);
+    /* A LUN reset does not touch the medium. */
+    uint8_t cdb[10], buf[2 * BLOCK], want[2 * BLOCK];
+    qt_fill_pattern(want, sizeof(want), 300);
+    qt_cdb_rw10(cdb, false, 40, 2);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 2), 0, cdb, 10, NULL, 0, buf, sizeof(buf),
+                                  NULL), ==, 0);
+    g_assert(memcmp(buf, want, sizeof(buf)) == 0);
+    env_free(e);
 }
 
 /* ---- scenario 2: MSI-X ---- */
@@ -520,11 +577,10 @@ static void test_hot_unplug_in_flight_and_replug(gconstpointer data)
     struct qt_scsi_req r[32];
     struct qt_pci_dev probe;
 
-    qt_pci_bus_init(&d->bus, e->qts);
-    qt_pci_bridge_setup(&d->bus, RP_DEVFN, 1);
-    struct qt_pci_bus bus = d->bus;
+    struct qt_pci_bus bus;
+    qt_pci_bus_init(&bus, e->qts);
+    qt_pci_bridge_setup(&bus, RP_DEVFN, 1);
     qt_vscsi_init(d, e->qts, &o);
-    d->bus = bus;
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
     write_read_verify(d, qt_vscsi_rq(d, 0), 200, 8, 70);
 
@@ -725,11 +781,14 @@ static void test_no_interrupt_flag_without_event_idx(gconstpointer data)
 
 /* ---- scenario 8: a misbehaving driver ---- */
 
-enum outcome { OUT_COMPLETED, OUT_NEEDS_RESET };
+enum outcome { OUT_COMPLETED, OUT_NEEDS_RESET, OUT_VQ_ERROR };
 
 /*
  * The device must react to a bad request visibly: complete it with a
- * non-success response, or set DEVICE_NEEDS_RESET.  Silence fails.
+ * non-success response, or set DEVICE_NEEDS_RESET.  A vhost-user back-end
+ * cannot set NEEDS_RESET (QEMU owns the status byte); its equivalent is
+ * signalling the vring error fd, which QEMU 8.2+ reports as a
+ * VIRTQUEUE_ERROR event.  Silence fails.
  */
 static enum outcome wait_bad_outcome(struct env *e, struct qt_vring *vq, int head,
                                      uint64_t resp_addr)
@@ -749,6 +808,16 @@ static enum outcome wait_bad_outcome(struct env *e, struct qt_vring *vq, int hea
         if (qt_vpci_status(&d->vpci) & VIRTIO_CONFIG_S_NEEDS_RESET) {
             return OUT_NEEDS_RESET;
         }
+        if (e->f->vhost) {
+            char *match = g_strdup_printf("\"virtqueue\": %u", vq->index);
+            char *ev = qmp_wait_event(e->qts, "VIRTQUEUE_ERROR", match, 1000);
+            g_free(match);
+            if (ev) {
+                g_assert(strstr(ev, "\"device\": \"scsi0\""));
+                g_free(ev);
+                return OUT_VQ_ERROR;
+            }
+        }
         if (g_get_monotonic_time() > deadline) {
             g_error("queue %u: bad request neither completed nor NEEDS_RESET (QEMU %s)",
                     vq->index, qts_alive(e->qts) ? "alive" : "dead");
@@ -761,7 +830,7 @@ static void check_survived(struct env *e, enum outcome out)
 {
     struct qt_vscsi *d = &e->dev;
     g_assert(qmp_responsive(e->qts));
-    if (out == OUT_COMPLETED) {
+    if (out != OUT_NEEDS_RESET) {
         /* The device carried on: the other queues were never affected. */
         write_read_verify(d, qt_vscsi_rq(d, 3), 3000, 4, 200);
     }
@@ -900,6 +969,8 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     add_both("bring-up", test_bring_up);
+    add_both("bring-up-with-rings-smaller-than-maximum", test_bring_up_small_rings);
+    add_both("tmf/lun-reset-then-unit-attention", test_tmf_lun_reset_then_unit_attention);
     add_both("msix/per-queue-vectors", test_msix_per_queue_vectors);
     add_both("msix/masked-vector-sets-pba-then-fires-on-unmask", test_msix_masked_vector_pends);
     add_both("msix/vectors-unassigned-before-driver-ok", test_vectors_unassigned_before_driver_ok);

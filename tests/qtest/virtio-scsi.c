@@ -17,7 +17,7 @@
 #include <linux/virtio_scsi.h>
 
 #define VIRTIO_VENDOR 0x1af4
-#define QUEUE_SIZE 64
+#define QUEUE_SIZE_MAX 256   /* bounds the guest RAM a scenario uses */
 
 struct qt_vring *qt_vscsi_rq(struct qt_vscsi *d, unsigned i)
 {
@@ -75,7 +75,9 @@ static void driver_init(struct qt_vscsi *d, const struct qt_vscsi_opts *o, bool 
         uint16_t max = qt_vpci_queue_max(v, q);
         g_assert_cmpuint(max, >=, 8);
         if (first) {
-            qt_vring_init(vq, d->s, &d->alloc, q, MIN(max, QUEUE_SIZE), eidx);
+            /* Like Linux: the device's maximum, unless the scenario asks less. */
+            uint16_t size = MIN(max, o->queue_size ? o->queue_size : QUEUE_SIZE_MAX);
+            qt_vring_init(vq, d->s, &d->alloc, q, size, eidx);
         } else {
             vq->event_idx = eidx;
             qt_vring_reset(vq);

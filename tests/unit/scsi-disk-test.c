@@ -226,15 +226,18 @@ static int spy_submit(struct lun_backend *be, struct backend_io *io)
     return s->inner->ops->submit(s->inner, io);
 }
 
-/* Completes deferred requests (and those they submit) outside submit(). */
+/*
+ * Completes the requests deferred so far, outside submit(); requests their
+ * completions submit wait for the next call.  Returns how many ran.
+ */
 static unsigned spy_run_pending(struct spy *s)
 {
-    struct backend_io *io;
-    unsigned n = 0;
+    unsigned n = g_queue_get_length(&s->pending);
 
-    while ((io = g_queue_pop_head(&s->pending))) {
+    for (unsigned i = 0; i < n; i++) {
+        struct backend_io *io = g_queue_pop_head(&s->pending);
+
         s->inner->ops->submit(s->inner, io);
-        n++;
     }
     return n;
 }
@@ -455,6 +458,36 @@ static void test_inquiry_vpd_identification(void)
     g_assert_cmpuint(buf[19], ==, 8 + 6);
     g_assert_true(memcmp(buf + 20, "ACME    SER-42", 14) == 0);
     g_assert_cmpuint(n, ==, 34);
+    scsi_lun_free(lun);
+}
+
+static int remote_inquiry(struct lun_backend *be, void *buf, unsigned len)
+{
+    uint8_t *b = buf;
+
+    g_assert_cmpuint(len, >=, 36);
+    memset(b, 0, 36);
+    memcpy(b + 8, "REMOTE  ", 8);
+    memcpy(b + 16, "Far Away Disk   ", 16);
+    return 36;
+}
+
+static void test_inquiry_passthrough_identity(void)
+{
+    static struct backend_ops ops;
+    struct lun_backend *be;
+    struct scsi_lun *lun;
+    uint8_t inq[6] = { 0x12, 0, 0, 0, 36, 0 }, buf[36];
+    struct result r;
+
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    ops = *be->ops;
+    ops.passthrough_inquiry = remote_inquiry;
+    be->ops = &ops;
+    lun = ready(scsi_lun_new(be, "test:remote", NULL));
+    r = RUN_IN(lun, inq, buf, sizeof(buf));
+    assert_good(&r);
+    g_assert_true(memcmp(buf + 8, "REMOTE  Far Away Disk   ", 24) == 0);
     scsi_lun_free(lun);
 }
 
@@ -1657,6 +1690,12 @@ static void test_no_lun(void)
     g_assert_cmphex(buf[0], ==, 0x7f);            /* qualifier 011b, type 1Fh */
     g_assert_cmpuint(r.in_xfer, >=, 36);
 
+    inq[1] = 0x01;                                /* VPD: same qualifier */
+    r = no_lun(inq, 6, buf, sizeof(buf));
+    assert_good(&r);
+    g_assert_cmphex(buf[0], ==, 0x7f);
+    g_assert_cmpuint(r.in_xfer, ==, 4);
+
     r = no_lun(rs, 6, buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(r.in_xfer, ==, 18);
@@ -1955,6 +1994,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/inquiry/vpd-00", test_inquiry_vpd_supported_pages);
     g_test_add_func("/scsi-disk/inquiry/vpd-80-83", test_inquiry_vpd_identification);
     g_test_add_func("/scsi-disk/inquiry/default-identity", test_inquiry_default_identity_is_stable);
+    g_test_add_func("/scsi-disk/inquiry/passthrough-identity", test_inquiry_passthrough_identity);
     g_test_add_func("/scsi-disk/inquiry/vpd-b0", test_inquiry_vpd_block_limits);
     g_test_add_func("/scsi-disk/inquiry/vpd-b1-b2", test_inquiry_vpd_characteristics_and_provisioning);
     g_test_add_func("/scsi-disk/inquiry/invalid", test_inquiry_invalid_fields);

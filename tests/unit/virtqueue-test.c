@@ -11,6 +11,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -507,7 +508,7 @@ static void test_indirect_bad_length(void)
 
         set_desc(t->desc, 0, ram_gpa(INDIRECT_OFF), lens[k], VRING_DESC_F_INDIRECT, 0);
         make_avail(t, 0);
-        assert_pop_breaks(t, -EINVAL, "empty or not a multiple of 16");
+        assert_pop_breaks(t, -EINVAL, "empty, not a multiple of 16");
         tguest_free(t);
     }
 }
@@ -632,6 +633,21 @@ static void test_avail_index_backwards(void)
     tguest_free(t);
 }
 
+/* The longest possible direct chain uses every descriptor once. */
+static void test_pop_chain_of_ring_size(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    for (unsigned i = 0; i < QSZ; i++) {
+        set_desc(t->desc, i, data_gpa(i), 8, i + 1 < QSZ ? VRING_DESC_F_NEXT : 0, i + 1);
+    }
+    make_avail(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.out_num, ==, QSZ);
+    g_assert_cmpuint(t->elem.out_len, ==, 8 * QSZ);
+    tguest_free(t);
+}
+
 /* A full ring (exactly num new entries) is fine. */
 static void test_avail_full_ring(void)
 {
@@ -646,6 +662,99 @@ static void test_avail_full_ring(void)
     g_assert_cmpint(pop(t), ==, 0);
     g_assert_cmpuint(t->vq.inflight, ==, QSZ);
     tguest_free(t);
+}
+
+static void drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                     gpointer counter)
+{
+    (*(unsigned *)counter)++;
+}
+
+/* True if [p, p+len) lies inside one guest memory region. */
+static bool inside_guest(struct tguest *t, const void *p, size_t len)
+{
+    const uint8_t *b = p;
+
+    return (b >= t->ram && len <= RAM_SIZE && b - t->ram <= (ptrdiff_t)(RAM_SIZE - len)) ||
+           (b >= t->hi && len <= HI_SIZE && b - t->hi <= (ptrdiff_t)(HI_SIZE - len));
+}
+
+/* A guest-controlled value: mostly plausible, sometimes hostile. */
+static uint64_t random_addr(void)
+{
+    switch (g_test_rand_int_range(0, 4)) {
+    case 0:
+        return ram_gpa(g_test_rand_int_range(0, RAM_SIZE));
+    case 1:
+        return HI_GPA - 0x800 + g_test_rand_int_range(0, 0x1000);
+    case 2:
+        return HOLE_GPA - 0x100 + g_test_rand_int_range(0, 0x200);
+    default:
+        return ((uint64_t)g_test_rand_int() << 32) | (uint32_t)g_test_rand_int();
+    }
+}
+
+/*
+ * Random descriptor tables, indirect tables and avail rings: the device may
+ * pop, report empty or break the queue, but every iovec it hands out lies in
+ * guest memory, within the caller's array, and it logs at most once.
+ */
+static void test_random_rings_never_escape(void)
+{
+    unsigned warnings = 0, popped = 0;
+    guint handler = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, drop_log, &warnings);
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    for (unsigned round = 0; round < 2000; round++) {
+        struct tguest *t = tguest_new(F_INDIRECT | F_EVENT_IDX);
+        struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+        unsigned max_iov = g_test_rand_int_range(1, 12);
+        unsigned before = warnings;
+
+        for (unsigned i = 0; i < QSZ; i++) {
+            uint16_t flags = g_test_rand_int_range(0, 8);
+            bool to_table = g_test_rand_int_range(0, 4) == 0;
+
+            set_desc(t->desc, i, to_table ? ram_gpa(INDIRECT_OFF) : random_addr(),
+                     to_table ? 16 * g_test_rand_int_range(0, 6) : g_test_rand_int_range(0, 0x3000),
+                     flags, g_test_rand_int_range(0, QSZ + 2));
+        }
+        for (unsigned i = 0; i < 8; i++) {
+            set_desc(table, i, random_addr(), g_test_rand_int_range(0, 0x3000),
+                     g_test_rand_int_range(0, 8), g_test_rand_int_range(0, 10));
+        }
+        for (unsigned i = 0; i < QSZ; i++) {
+            t->avail->ring[i] = g_test_rand_int_range(0, QSZ + 1);
+        }
+        t->avail->idx = g_test_rand_int_range(0, QSZ + 2);
+
+        for (unsigned k = 0; k < QSZ + 2; k++) {
+            int r = vq_pop(&t->vq, &t->elem, t->iov, max_iov);
+
+            if (r <= 0) {
+                g_assert_true(r == 0 || r == -EINVAL || r == -ELOOP || r == -EFAULT ||
+                              r == -ENOBUFS);
+                g_assert_true(r == 0 || t->vq.broken);
+                break;
+            }
+            popped++;
+            g_assert_cmpuint(t->elem.head, <, QSZ);
+            g_assert_cmpuint(t->elem.out_num + t->elem.in_num, <=, max_iov);
+            for (unsigned i = 0; i < t->elem.out_num + t->elem.in_num; i++) {
+                g_assert_true(inside_guest(t, t->iov[i].iov_base, t->iov[i].iov_len));
+            }
+            g_assert_cmpuint(iov_size(t->elem.out_sg, t->elem.out_num), ==, t->elem.out_len);
+            g_assert_cmpuint(iov_size(t->elem.in_sg, t->elem.in_num), ==, t->elem.in_len);
+        }
+        g_assert_cmpuint(warnings - before, <=, 1);
+        g_assert_cmpuint(warnings - before, ==, t->vq.broken ? 1 : 0);
+        tguest_free(t);
+    }
+    g_log_remove_handler(G_LOG_DOMAIN, handler);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    /* The generator must actually reach both outcomes. */
+    g_assert_cmpuint(warnings, >, 100);
+    g_assert_cmpuint(popped, >, 100);
 }
 
 /* --- used ring --- */
@@ -880,6 +989,192 @@ static void test_kick_event_idx(void)
     tguest_free(t);
 }
 
+/*
+ * --- a real driver and device on two threads ---
+ *
+ * The driver thread follows the Linux split-ring driver: it kicks only when
+ * the device asks for it (NO_NOTIFY / avail_event) and sleeps on the call
+ * eventfd only after re-arming interrupts and re-checking the used ring.
+ * The device thread runs the event loop of a back-end.  A lost wake-up on
+ * either side shows up as a poll timeout, a barrier bug as wrong data.
+ */
+#define RACE_REQS      20000
+#define RACE_INFLIGHT  (QSZ / 2)     /* two descriptors per request */
+#define RACE_TIMEOUT_MS 10000
+
+struct race {
+    struct tguest *t;
+    bool event_idx;
+    bool device_toggles;             /* device uses disable/enable_notify */
+    int kick_fd, call_fd, stop_fd;
+    uint64_t kicks_sent;
+};
+
+static void wait_readable(int fd, int stop_fd, const char *who)
+{
+    GPollFD p[2] = { { .fd = fd, .events = G_IO_IN }, { .fd = stop_fd, .events = G_IO_IN } };
+
+    if (g_poll(p, stop_fd >= 0 ? 2 : 1, RACE_TIMEOUT_MS) <= 0) {
+        g_error("%s: no wake-up within %d ms: lost notification", who, RACE_TIMEOUT_MS);
+    }
+}
+
+static gpointer race_device(gpointer opaque)
+{
+    struct race *r = opaque;
+    struct tguest *t = r->t;
+    struct vq_elem elem;
+    struct iovec iov[4];
+
+    for (;;) {
+        uint64_t v;
+        bool again;
+
+        wait_readable(r->kick_fd, r->stop_fd, "device");
+        if (read(r->stop_fd, &v, sizeof(v)) == sizeof(v)) {
+            return NULL;
+        }
+        g_assert_cmpint(read(r->kick_fd, &v, sizeof(v)), ==, sizeof(v));
+        do {
+            int ret;
+
+            if (r->device_toggles) {
+                vq_disable_notify(&t->vq);
+            }
+            while ((ret = vq_pop(&t->vq, &elem, iov, G_N_ELEMENTS(iov))) == 1) {
+                uint64_t seq;
+
+                g_assert_cmpuint(elem.out_num, ==, 1);
+                g_assert_cmpuint(elem.in_num, ==, 1);
+                g_assert_cmpuint(iov_to_buf(elem.out_sg, 1, 0, &seq, 8), ==, 8);
+                seq = ~seq;
+                g_assert_cmpuint(iov_from_buf(elem.in_sg, 1, 0, &seq, 8), ==, 8);
+                vq_fill(&t->vq, elem.head, 8);
+            }
+            g_assert_cmpint(ret, ==, 0);
+            vq_flush(&t->vq);
+            vq_notify(&t->vq);
+            again = r->device_toggles && vq_enable_notify(&t->vq);
+        } while (again);
+    }
+}
+
+static void race_run(bool event_idx, bool device_toggles)
+{
+    struct tguest *t = tguest_new(event_idx ? F_EVENT_IDX : 0);
+    struct race r = { .t = t, .event_idx = event_idx, .device_toggles = device_toggles };
+    uint16_t free_heads[RACE_INFLIGHT], nfree = 0, last_used = 0;
+    uint64_t sent = 0, done = 0, one = 1;
+    uint64_t *out = host_of(t, data_gpa(0)), *in = host_of(t, data_gpa(1));
+    GThread *dev;
+
+    r.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r.stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r.call_fd = t->vq.call_fd;
+    t->vq.kick_fd = r.kick_fd;
+    for (uint16_t h = 0; h < RACE_INFLIGHT; h++) {
+        free_heads[nfree++] = 2 * h;
+    }
+    /* The driver wants interrupts only when it waits. */
+    t->avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
+    *used_event(t) = UINT16_MAX;
+    dev = g_thread_new("device", race_device, &r);
+
+    while (done < RACE_REQS) {
+        uint16_t old = t->avail_idx;
+
+        while (nfree > 0 && sent < RACE_REQS) {
+            uint16_t h = free_heads[--nfree];
+
+            out[h] = sent++;
+            in[h] = 0;
+            set_desc(t->desc, h, data_gpa(0) + 8 * h, 8, VRING_DESC_F_NEXT, h + 1);
+            set_desc(t->desc, h + 1, data_gpa(1) + 8 * h, 8, VRING_DESC_F_WRITE, 0);
+            make_avail(t, h);
+        }
+        if (t->avail_idx != old) {
+            bool kick;
+
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            kick = event_idx ? vring_need_event(avail_event(t), t->avail_idx, old)
+                             : !(__atomic_load_n(&t->used->flags, __ATOMIC_RELAXED) &
+                                 VRING_USED_F_NO_NOTIFY);
+            if (kick) {
+                g_assert_cmpint(write(r.kick_fd, &one, 8), ==, 8);
+                r.kicks_sent++;
+            }
+        }
+
+        for (;;) {
+            uint16_t used_idx = __atomic_load_n(&t->used->idx, __ATOMIC_ACQUIRE);
+
+            if (used_idx != last_used) {
+                for (; last_used != used_idx; last_used++) {
+                    struct vring_used_elem *e = &t->used->ring[last_used % QSZ];
+                    uint16_t h = e->id;
+
+                    g_assert_cmpuint(h % 2, ==, 0);
+                    g_assert_cmpuint(e->len, ==, 8);
+                    g_assert_cmpuint(in[h], ==, ~out[h]);
+                    free_heads[nfree++] = h;
+                    done++;
+                }
+                break;
+            }
+            if (sent < RACE_REQS && nfree > 0) {
+                break;
+            }
+            /* Nothing to do: re-arm the interrupt, re-check, then sleep. */
+            if (event_idx) {
+                __atomic_store_n(used_event(t), last_used, __ATOMIC_RELAXED);
+            } else {
+                __atomic_store_n(&t->avail->flags, 0, __ATOMIC_RELAXED);
+            }
+            __atomic_thread_fence(__ATOMIC_SEQ_CST);
+            if (__atomic_load_n(&t->used->idx, __ATOMIC_ACQUIRE) == last_used) {
+                uint64_t v;
+
+                wait_readable(r.call_fd, -1, "driver");
+                g_assert_cmpint(read(r.call_fd, &v, 8), ==, 8);
+            }
+            if (event_idx) {
+                __atomic_store_n(used_event(t), (uint16_t)(last_used - 1), __ATOMIC_RELAXED);
+            } else {
+                __atomic_store_n(&t->avail->flags, VRING_AVAIL_F_NO_INTERRUPT,
+                                 __ATOMIC_RELAXED);
+            }
+        }
+    }
+    g_assert_cmpint(write(r.stop_fd, &one, 8), ==, 8);
+    g_thread_join(dev);
+    g_assert_false(t->vq.broken);
+    g_assert_cmpuint(t->vq.inflight, ==, 0);
+    /* Suppression works: far fewer kicks and interrupts than requests. */
+    g_test_message("event_idx=%d toggles=%d: %" G_GUINT64_FORMAT " kicks, %" G_GUINT64_FORMAT
+                   " interrupts for %d requests", event_idx, device_toggles, r.kicks_sent,
+                   t->vq.notifications, RACE_REQS);
+    g_assert_cmpuint(t->vq.notifications, <, RACE_REQS);
+    close(r.kick_fd);
+    close(r.stop_fd);
+    tguest_free(t);
+}
+
+static void test_race_flags(void)
+{
+    race_run(false, true);
+}
+
+static void test_race_event_idx(void)
+{
+    race_run(true, true);
+}
+
+/* A device that never disables kicks relies on the empty pop re-arming avail_event. */
+static void test_race_event_idx_no_toggle(void)
+{
+    race_run(true, false);
+}
+
 /* --- inflight tracking for back-end restarts --- */
 
 static struct vhost_user_inflight_queue *inflight_region_new(unsigned num)
@@ -1081,6 +1376,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtqueue/pop/buffer-straddling-two-regions",
                     test_pop_buffer_straddling_regions);
     g_test_add_func("/virtqueue/pop/full-ring", test_avail_full_ring);
+    g_test_add_func("/virtqueue/pop/chain-of-ring-size", test_pop_chain_of_ring_size);
 
     g_test_add_func("/virtqueue/malformed/head-out-of-range", test_bad_head_index);
     g_test_add_func("/virtqueue/malformed/next-out-of-range", test_bad_next_index);
@@ -1104,6 +1400,8 @@ int main(int argc, char **argv)
     g_test_add_func("/virtqueue/malformed/more-than-max-iov", test_too_many_buffers);
     g_test_add_func("/virtqueue/malformed/avail-index-jumps", test_avail_index_jump);
     g_test_add_func("/virtqueue/malformed/avail-index-backwards", test_avail_index_backwards);
+    g_test_add_func("/virtqueue/malformed/random-rings-never-escape",
+                    test_random_rings_never_escape);
 
     g_test_add_func("/virtqueue/used/fill-then-flush-publishes-once",
                     test_fill_then_flush_publishes_once);
@@ -1118,6 +1416,11 @@ int main(int argc, char **argv)
 
     g_test_add_func("/virtqueue/kick/flags-and-enable-race", test_kick_flags_and_enable_race);
     g_test_add_func("/virtqueue/kick/event-idx-avail-event", test_kick_event_idx);
+
+    g_test_add_func("/virtqueue/threads/flags", test_race_flags);
+    g_test_add_func("/virtqueue/threads/event-idx", test_race_event_idx);
+    g_test_add_func("/virtqueue/threads/event-idx-device-never-disables",
+                    test_race_event_idx_no_toggle);
 
     g_test_add_func("/virtqueue/inflight/pop-marks-flush-clears",
                     test_inflight_pop_marks_flush_clears);

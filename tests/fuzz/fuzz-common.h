@@ -1,0 +1,69 @@
+/*
+ * Shared pieces of the fuzz targets: a byte-stream reader over the fuzzer's
+ * input and a small fake guest RAM registered as one memory region.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_FUZZ_COMMON_H
+#define VHOST_SCSI_FUZZ_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "guest-mem.h"
+
+/* Guest RAM for ring fuzzing: small so random addresses often land in it. */
+#define FUZZ_RAM_GPA 0x10000ull
+#define FUZZ_RAM_SIZE 0x10000ull
+
+struct fuzz_in {
+    const uint8_t *p;
+    size_t left;
+};
+
+static inline uint64_t fuzz_take(struct fuzz_in *in, unsigned bytes)
+{
+    uint64_t v = 0;
+
+    for (unsigned i = 0; i < bytes; i++) {
+        v |= (uint64_t)(in->left ? (in->left--, *in->p++) : 0) << (8 * i);
+    }
+    return v;
+}
+
+static inline size_t fuzz_copy(struct fuzz_in *in, void *dst, size_t len)
+{
+    size_t n = MIN(len, in->left);
+
+    memcpy(dst, in->p, n);
+    memset((uint8_t *)dst + n, 0, len - n);
+    in->p += n;
+    in->left -= n;
+    return n;
+}
+
+static inline void fuzz_log_nothing(const gchar *domain, GLogLevelFlags level,
+                                    const gchar *message, gpointer opaque)
+{
+}
+
+/* Quiet logging: bad input is the point, and its warnings must not abort. */
+static inline void fuzz_quiet_logs(void)
+{
+    static gboolean done;
+
+    if (!done) {
+        g_log_set_always_fatal(G_LOG_FATAL_MASK);
+        if (!g_getenv("FUZZ_VERBOSE")) {
+            g_log_set_handler("vhost-scsi", G_LOG_LEVEL_MASK, fuzz_log_nothing, NULL);
+        }
+        done = TRUE;
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#endif

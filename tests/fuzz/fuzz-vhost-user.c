@@ -1,0 +1,120 @@
+/*
+ * Fuzz target for the vhost-user message parser (hw/virtio/vhost-user-server.c):
+ * the input is written as raw bytes into one end of a socketpair, with up to
+ * seven file descriptors (memfds and eventfds) attached; the server reads
+ * and handles messages until it ends the connection.  Replies are drained
+ * so the server never blocks on a full socket.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "fuzz-common.h"
+#include "vhost-user-server.h"
+
+static int fake_start(void *opaque, unsigned idx, struct virtqueue *vq)
+{
+    int *running = opaque;
+
+    (*running)++;
+    return 0;
+}
+
+static void fake_stop(void *opaque, unsigned idx, struct virtqueue *vq)
+{
+    int *running = opaque;
+
+    (*running)--;
+}
+
+static const struct vu_dev_ops fake_ops = {
+    .queue_start = fake_start,
+    .queue_stop = fake_stop,
+};
+
+static void drain(int fd)
+{
+    char buf[4096];
+
+    while (recv(fd, buf, sizeof(buf), MSG_DONTWAIT) > 0) {
+    }
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    struct vu_dev_config cfg = { .name = "fuzz-conn", .num_queues = 4, .ops = &fake_ops };
+    struct fuzz_in in = { data, size };
+    int sv[2], fds[7];
+    unsigned nfds;
+    int running = 0;
+    struct vu_dev *dev;
+
+    fuzz_quiet_logs();
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        abort();
+    }
+    nfds = (unsigned)fuzz_take(&in, 1) % 8;
+    for (unsigned i = 0; i < nfds; i++) {
+        if (i & 1) {
+            fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        } else {
+            fds[i] = memfd_create("fuzz-ram", MFD_CLOEXEC);
+            if (ftruncate(fds[i], 1 << 16) < 0) {
+                abort();
+            }
+        }
+    }
+    /* The first message's worth of bytes carries the fds, the rest follows. */
+    {
+        size_t first = MIN(in.left, (size_t)12 + 8 * 4 + 8 * 32);
+        struct iovec iov = { (void *)in.p, first };
+        char cbuf[CMSG_SPACE(sizeof(fds))] = { 0 };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+        if (nfds && first) {
+            struct cmsghdr *c;
+
+            mh.msg_control = cbuf;
+            mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
+            c = CMSG_FIRSTHDR(&mh);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
+            memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
+        }
+        if (first && sendmsg(sv[1], &mh, 0) < 0) {
+            abort();
+        }
+        in.p += first;
+        in.left -= first;
+        if (in.left && send(sv[1], in.p, in.left, 0) < 0) {
+            abort();
+        }
+    }
+    for (unsigned i = 0; i < nfds; i++) {
+        close(fds[i]);
+    }
+    shutdown(sv[1], SHUT_WR);
+
+    dev = vu_dev_new(sv[0], &cfg);
+    for (int i = 0; i < 4096; i++) {
+        int ret = vu_dev_dispatch(dev);
+
+        drain(sv[1]);
+        if (ret < 0) {
+            break;
+        }
+    }
+    vu_dev_free(dev);
+    /* Every queue the server started, it also stopped. */
+    if (running != 0) {
+        abort();
+    }
+    close(sv[1]);
+    return 0;
+}

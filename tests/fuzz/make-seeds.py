@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+# Writes the seed corpora in tests/fuzz/corpus/ (committed; re-run after
+# changing an input format).  Seeds are well-formed inputs that reach deep
+# into each parser, for the fuzzers to mutate from.
+# SPDX-License-Identifier: GPL-2.0-or-later
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def write(target, name, data):
+    d = os.path.join(HERE, "corpus", target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def vu(req, payload=b"", flags=1):
+    return struct.pack("<III", req, flags, len(payload)) + payload
+
+
+def u64(v):
+    return struct.pack("<Q", v)
+
+
+def state(i, n):
+    return struct.pack("<II", i, n)
+
+
+# vhost-user: QEMU 7.2's realize sequence, then a full ring bring-up.
+UVA = 0x7F0000000000
+realize = (vu(1) + vu(15) + vu(16, u64(0x8B29)) + vu(17) + vu(36) + vu(3) + vu(1) +
+           vu(13, u64(0x100)) + vu(14, u64(0x100)))
+write("fuzz-vhost-user", "realize", b"\x00" + realize)
+mem = struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 0, 0x10000, UVA, 0) + b"\x00" * 32 * 7
+ring = (vu(2, u64((1 << 32) | (1 << 28) | (1 << 29) | (1 << 30))) + vu(5, mem) +
+        vu(8, state(2, 16)) +
+        vu(9, struct.pack("<IIQQQQ", 2, 0, UVA + 0x1000, UVA + 0x2000, UVA + 0x1100, 0)) +
+        vu(10, state(2, 0)) + vu(12, u64(2 | 0x100)) + vu(18, state(2, 1)) +
+        vu(11, state(2, 0)) + vu(34) + vu(4))
+write("fuzz-vhost-user", "ring-bringup", b"\x01" + ring)
+write("fuzz-vhost-user", "add-rem-reg", b"\x01" +
+      vu(37, u64(0) + struct.pack("<QQQQ", 0, 0x10000, UVA, 0)) +
+      vu(38, u64(0) + struct.pack("<QQQQ", 0, 0x10000, UVA, 0)) + vu(40, flags=9))
+write("fuzz-vhost-user", "inflight", b"\x00" + vu(16, u64(1 << 12)) +
+      vu(31, struct.pack("<QQHH", 0, 0, 4, 16)))
+
+# virtqueue: 16 entries, EVENT_IDX|INDIRECT, base 0, 63 iovecs; one direct
+# chain and one indirect chain.
+GPA = 0x10000
+ram = bytearray(0x10000)
+struct.pack_into("<QIHH", ram, 0, GPA + 0x3000, 51, 1, 1)
+struct.pack_into("<QIHH", ram, 16, GPA + 0x3100, 108, 2, 0)
+struct.pack_into("<QIHH", ram, 32, GPA + 0x4000, 32, 4, 0)     # indirect table
+struct.pack_into("<QIHH", ram, 0x4000, GPA + 0x3200, 51, 1, 1)
+struct.pack_into("<QIHH", ram, 0x4010, GPA + 0x3300, 4096, 2, 0)
+struct.pack_into("<HHHH", ram, 256, 0, 2, 0, 2)
+write("fuzz-virtqueue", "two-chains", bytes([4, 3, 0, 0, 62]) + bytes(ram[:0x4100]))
+
+# SCSI CDBs: lun selector, out_len, in_len, split, cdb_len, cdb (32), data.
+def cdb_seed(lun, out_len, in_len, cdb, data=b""):
+    c = bytes(cdb) + b"\x00" * (32 - len(cdb))
+    return (bytes([lun]) + struct.pack("<HH", out_len, in_len) + bytes([0x80 if out_len else 7]) +
+            bytes([len(cdb) - 6]) + c + data)
+
+seeds = {
+    "inquiry": cdb_seed(0, 0, 96, [0x12, 0, 0, 0, 96, 0]),
+    "vpd83": cdb_seed(0, 0, 255, [0x12, 1, 0x83, 0, 255, 0]),
+    "readcap16": cdb_seed(0, 0, 32, [0x9E, 0x10] + [0] * 8 + [0, 0, 0, 32, 0, 0]),
+    "read10": cdb_seed(0, 0, 4096, [0x28, 0, 0, 0, 0, 8, 0, 0, 8, 0]),
+    "write10": cdb_seed(0, 4096, 0, [0x2A, 8, 0, 0, 0, 8, 0, 0, 8, 0], b"\xAB" * 512),
+    "unmap": cdb_seed(0, 24, 0, [0x42, 0, 0, 0, 0, 0, 0, 0, 24, 0],
+                      struct.pack(">HH4x", 22, 16) + struct.pack(">QI4x", 0, 8)),
+    "writesame16": cdb_seed(1, 4096, 0, [0x93, 8] + [0] * 8 + [0, 0, 0, 16, 0, 0]),
+    "modesense": cdb_seed(0, 0, 255, [0x1A, 0, 0x3F, 0, 255, 0]),
+    "modeselect": cdb_seed(0, 24, 0, [0x15, 0x10, 0, 0, 24, 0],
+                           bytes([23, 0, 0, 0, 0x08, 18, 0x00]) + b"\x00" * 17),
+    "rsoc": cdb_seed(0, 0, 4096, [0xA3, 0x0C, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]),
+    "verify": cdb_seed(0, 512, 0, [0x2F, 2, 0, 0, 0, 0, 0, 0, 1, 0], b"\x00" * 512),
+    "sync": cdb_seed(1, 0, 0, [0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+}
+for name, data in seeds.items():
+    write("fuzz-scsi-cdb", name, data)
+
+# virtio-scsi: flags, extra out, extra in, [sizes], header (51 bytes) + data.
+def vs_req(flags, cdb, out_extra=0, in_extra=0, data=b""):
+    hdr = bytes([1, 0, 0x40, 0]) + b"\x00" * 4 + struct.pack("<Q", 7) + bytes([0, 0, 0])
+    hdr += bytes(cdb) + b"\x00" * (32 - len(cdb))
+    s = bytes([flags, 8])
+    if flags & 1:
+        s += struct.pack("<H", out_extra)
+    s += bytes([8])
+    if flags & 2:
+        s += struct.pack("<H", in_extra)
+    return s + hdr + data + b"\x00" * (out_extra - len(data) if flags & 1 else 0)
+
+write("fuzz-virtio-scsi", "inquiry-read", vs_req(0x02, [0x12, 0, 0, 0, 96, 0], in_extra=96) +
+      vs_req(0x12, [0x28, 0, 0, 0, 0, 0, 0, 0, 8, 0], in_extra=4096))
+write("fuzz-virtio-scsi", "write", vs_req(0x05, [0x2A, 0, 0, 0, 0, 0, 0, 0, 1, 0], out_extra=512,
+                                          data=b"\x5A" * 512))
+write("fuzz-virtio-scsi", "report-luns", vs_req(0x02, [0xA0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0],
+                                                in_extra=64))
