@@ -104,7 +104,8 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
  *   index moving by more than num.
  * Codes: -EINVAL bad index/flags/table length, -ELOOP loop or overlong chain,
  * -EFAULT address outside guest memory, -ENOBUFS too many buffers, -EIO
- * queue already broken (not logged again).  Zero-length descriptors yield no
+ * queue already broken (not logged again).  Breaking a queue also signals
+ * err_fd (SET_VRING_ERR) once.  Zero-length descriptors yield no
  * iovec.  An indirect descriptor ends the main-table chain (its NEXT flag is
  * ignored, as QEMU does) and needs VIRTIO_RING_F_INDIRECT_DESC.
  */

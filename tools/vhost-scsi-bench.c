@@ -505,7 +505,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     GOptionEntry entries[] = {
         { "socket", 0, 0, G_OPTION_ARG_FILENAME, &o->socket, "vhost-user socket", "PATH" },
         { "kernel", 0, 0, G_OPTION_ARG_STRING, &o->kernel,
-          "kernel /dev/vhost-scsi target", "WWPN[,TPGT]" },
+          "kernel /dev/vhost-scsi target (TPGT 1)", "WWPN[,TPGT]" },
         { "rw", 0, 0, G_OPTION_ARG_STRING, &o->rw,
           "read|write|randread|randwrite|rw (default randread)", "MODE" },
         { "rwmixread", 0, 0, G_OPTION_ARG_INT, &o->rwmix, "read % for --rw rw (50)", "PCT" },
@@ -514,7 +514,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         { "queues", 0, 0, G_OPTION_ARG_INT, &o->queues, "request queues (1)", "N" },
         { "time", 0, 0, G_OPTION_ARG_INT, &o->time_s, "run time in seconds (10)", "SECS" },
         { "ios", 0, 0, G_OPTION_ARG_INT64, &o->ios, "stop after N I/Os", "N" },
-        { "lun", 0, 0, G_OPTION_ARG_STRING, &o->lun_str, "target:lun (0:0)", "T:L" },
+        { "lun", 0, 0, G_OPTION_ARG_STRING, &o->lun_str,
+          "target:lun (0:0; with --kernel TPGT:0)", "T:L" },
         { "pid", 0, 0, G_OPTION_ARG_INT, &o->pid, "back-end pid for CPU accounting", "PID" },
         { "json", 0, 0, G_OPTION_ARG_NONE, &o->json, "print the result as JSON", NULL },
         { "verify", 0, 0, G_OPTION_ARG_NONE, &o->verify,
@@ -582,9 +583,14 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->kernel) {
         char *comma = strchr(o->kernel, ',');
+        o->tpgt = 1;
         if (comma) {
             *comma = 0;
             o->tpgt = atoi(comma + 1);
+        }
+        /* the kernel addresses a LUN's target by its TPGT */
+        if (!o->lun_str) {
+            o->target = o->tpgt;
         }
     }
     if (o->iodepth < 1 || o->iodepth > 4096 || o->queues < 1 || o->queues > 64 ||

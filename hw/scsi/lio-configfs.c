@@ -604,7 +604,8 @@ static GPtrArray *backstores(const struct lio *lio)
     }
     struct dirent *de;
     while ((de = readdir(d))) {
-        if (de->d_name[0] == '.') {
+        /* core/alua holds ALUA groups, not storage objects. */
+        if (de->d_name[0] == '.' || !strcmp(de->d_name, "alua")) {
             continue;
         }
         g_autofree char *hba = g_build_filename(core, de->d_name, NULL);
@@ -897,6 +898,10 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const ch
         return ret;
     }
     g_autofree char *cur = read_attr(nfile);
+    if (cur && cur[0] && nexus != gen && strcmp(cur, nexus)) {
+        g_warning("lio: target %s tpgt %u already has nexus %s, not %s", wwpn, tpgt, cur, nexus);
+        return -EEXIST;
+    }
     if (cur && cur[0]) {
         if (existed) {
             g_info("lio: target %s tpgt %u already exists (nexus %s)", wwpn, tpgt, cur);
@@ -1662,6 +1667,7 @@ int lio_config_parse(const char *json, GPtrArray **out)
     struct jv *root = jvalue(&j, 0);
     const char *err = j.err;
     const char *where = j.p;
+    g_autofree char *ctx = NULL;       /* which element a schema error is in */
     GPtrArray *targets = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
 
 #define T(x) ((const char *)GINT_TO_POINTER(x))
@@ -1676,7 +1682,7 @@ int lio_config_parse(const char *json, GPtrArray **out)
         jskip(&j);
         where = j.p;
         if (*j.p) {
-            err = "trailing data";
+            err = j.err = "trailing data";
         }
     }
     if (!err) {
@@ -1688,6 +1694,8 @@ int lio_config_parse(const char *json, GPtrArray **out)
     struct jv *arr = err ? NULL : jmember(root, "targets");
     for (guint i = 0; arr && !err && i < arr->items->len; i++) {
         struct jv *to = arr->items->pdata[i];
+        g_free(ctx);
+        ctx = g_strdup_printf("targets[%u]", i);
         err = jcheck(to, tgt_spec);
         if (err) {
             break;
@@ -1708,6 +1716,8 @@ int lio_config_parse(const char *json, GPtrArray **out)
         struct jv *luns = jmember(to, "luns");
         for (guint k = 0; !err && k < luns->items->len; k++) {
             struct jv *lo = luns->items->pdata[k];
+            g_free(ctx);
+            ctx = g_strdup_printf("targets[%u].luns[%u]", i, k);
             err = jcheck(lo, lun_spec);
             if (err) {
                 break;
@@ -1732,8 +1742,12 @@ int lio_config_parse(const char *json, GPtrArray **out)
         }
     }
     jv_free(root);
-    if (err) {
+    if (err && j.err) {
         g_warning("lio: configuration rejected at byte %td: %s", where - json, err);
+    } else if (err) {
+        g_warning("lio: configuration rejected: %s: %s", ctx ? ctx : "top level", err);
+    }
+    if (err) {
         g_ptr_array_unref(targets);
         return -EINVAL;
     }

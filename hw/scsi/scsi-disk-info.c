@@ -356,7 +356,7 @@ int sd_exec_mode_select(struct scsi_lun *lun, struct scsi_cmd *cmd)
     iov_to_buf(cmd->data_out, cmd->data_out_cnt, 0, p, plen);
     cmd->data_out_xfer = plen;
     bdlen = ten ? ld16(p + 6) : p[3];
-    if (bdlen != 0 && bdlen != 8 && !(ten && (p[4] & 1) && bdlen == 16)) {
+    if (bdlen != 0 && bdlen != (ten && (p[4] & 1) ? 16u : 8u)) {   /* LONGLBA: 16 */
         return invalid_param(cmd, ten ? 6 : 3, 7);
     }
     if (hdr + bdlen > plen) {

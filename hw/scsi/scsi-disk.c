@@ -75,6 +75,13 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
     static const char *const names[] = { "read", "write", "flush", "discard", "write-zeroes" };
     const char *what = (unsigned)op < G_N_ELEMENTS(names) ? names[op] : "i/o";
 
+    /* A remote device's own CHECK CONDITION is passed on unchanged. */
+    if (ret == -EREMOTEIO && cmd->bio.has_sense) {
+        scsi_cmd_set_sense(cmd, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
+        g_debug("%s: %s at byte %" PRIu64 ": remote sense %x/%02x/%02x", lun->name, what,
+                offset, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
+        return;
+    }
     switch (ret) {
     case -EAGAIN:
     case -EBUSY:
@@ -300,6 +307,7 @@ static void bio_init(struct scsi_lun *lun, struct scsi_cmd *cmd, enum backend_op
     bio->iov = NULL;
     bio->iovcnt = 0;
     bio->fua = false;
+    bio->has_sense = false;
     bio->thread = cmd->thread;
     bio->complete = done;
     bio->opaque = cmd;

@@ -517,25 +517,34 @@ static void memory_changed(struct vu_dev *dev)
  * writing the old fd: swapping the file behind the same number keeps it
  * from ever writing a closed (or reused) fd, and a first fd can simply be
  * published; only dropping an fd needs a stop and restart.
+ *
+ * A completion signalled on the old call fd may never reach the guest:
+ * QEMU's vhost-user-scsi starts the rings with a "masked" call fd and
+ * unmasks them afterwards without checking it (it has no
+ * guest_notifier_pending), and before a first fd there is nobody to tell.
+ * Virtio drivers must tolerate spurious interrupts, so a running queue's
+ * new call fd is signalled once.
  */
 static void queue_replace_notify_fd(struct vu_dev *dev, unsigned idx, int *slot,
-                                    int *vq_slot, int fd)
+                                    int *vq_slot, int fd, bool is_call)
 {
     struct vu_queue *q = &dev->q[idx];
 
     if (q->running && *slot >= 0 && fd >= 0 && dup3(fd, *slot, O_CLOEXEC) >= 0) {
         close(fd);
-        return;
-    }
-    if (q->running && *slot < 0 && fd >= 0) {
+    } else if (q->running && *slot < 0 && fd >= 0) {
         *slot = fd;
         __atomic_store_n(vq_slot, fd, __ATOMIC_RELEASE);
+    } else {
+        queue_stop(dev, q);
+        close_fd(slot);
+        *slot = fd;
+        queue_refresh(dev, idx);
         return;
     }
-    queue_stop(dev, q);
-    close_fd(slot);
-    *slot = fd;
-    queue_refresh(dev, idx);
+    if (is_call && eventfd_write(*slot, 1) < 0) {
+        g_warning("%s: cannot signal the new call fd: %s", q->name, g_strerror(errno));
+    }
 }
 
 static void queue_reset(struct vu_dev *dev, struct vu_queue *q)
@@ -830,10 +839,10 @@ static int handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
         queue_refresh(dev, idx);
         break;
     case VHOST_USER_SET_VRING_CALL:
-        queue_replace_notify_fd(dev, idx, &q->call_fd, &q->vq.call_fd, fd);
+        queue_replace_notify_fd(dev, idx, &q->call_fd, &q->vq.call_fd, fd, true);
         break;
     default:
-        queue_replace_notify_fd(dev, idx, &q->err_fd, &q->vq.err_fd, fd);
+        queue_replace_notify_fd(dev, idx, &q->err_fd, &q->vq.err_fd, fd, false);
         break;
     }
     return 0;

@@ -54,6 +54,14 @@ static int G_GNUC_PRINTF(3, 4) __attribute__((cold)) vq_fail(struct virtqueue *v
         g_warning("%s: malformed virtqueue, stopping it: %s", vq->name, msg);
         g_free(msg);
         vq->broken = true;
+        if (vq->err_fd >= 0) {
+            static const uint64_t one = 1;
+
+            /* The front-end reports it (QEMU: "vhost vring error"); best effort. */
+            if (write(vq->err_fd, &one, sizeof(one)) < 0) {
+                g_debug("%s: writing error eventfd: %s", vq->name, g_strerror(errno));
+            }
+        }
     }
     return err;
 }
@@ -189,6 +197,32 @@ static inline void read_desc(const struct vring_desc *table, unsigned i,
 }
 
 /*
+ * guest_mem_gpa_iov with the common case inlined: the buffer lies inside
+ * one region (the hot path of every request).
+ */
+static inline int map_buffer(const struct guest_mem *mem, uint64_t gpa, uint32_t len,
+                             struct iovec *iov, unsigned max)
+{
+    for (unsigned i = 0; i < mem->nregions; i++) {
+        const struct guest_mem_region *r = &mem->r[i];
+        uint64_t off = gpa - r->gpa;
+
+        if (gpa >= r->gpa && off < r->size) {
+            if (len > r->size - off) {
+                break;              /* crosses into another region: slow path */
+            }
+            if (max == 0) {
+                return -ENOBUFS;
+            }
+            iov->iov_base = (char *)r->host + off;
+            iov->iov_len = len;
+            return 1;
+        }
+    }
+    return guest_mem_gpa_iov(mem, gpa, len, iov, max);
+}
+
+/*
  * Walks the chain starting at head into iov.  An indirect descriptor ends
  * the main-table chain (its NEXT flag is ignored, as QEMU does; the spec
  * forbids drivers to set it); nested indirect tables are rejected, as the
@@ -256,7 +290,7 @@ static int vq_map_chain(struct virtqueue *vq, uint16_t head, struct vq_elem *ele
                 return vq_fail(vq, -EINVAL, "device-readable descriptor after a writable "
                                "one in chain at head %u", head);
             }
-            r = guest_mem_gpa_iov(vq->mem, d.addr, d.len, iov + n, max_iov - n);
+            r = map_buffer(vq->mem, d.addr, d.len, iov + n, max_iov - n);
             if (r == -ENOBUFS) {
                 return vq_fail(vq, -ENOBUFS, "chain at head %u needs more than %u buffers",
                                head, max_iov);

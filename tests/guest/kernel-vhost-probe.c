@@ -9,8 +9,9 @@
  * refusing to delete a target in use).  Exit status 0 iff every check passed.
  *
  * Usage: kernel-vhost-probe --wwpn WWPN [--tpgt N] [--queues N] [--depth N]
- *        [--chunk BYTES] --lun ID:KIND:BYTES ... [--busy-cmd CMD] [--read-only]
- *   KIND is the expected INQUIRY product prefix (e.g. FILEIO, IBLOCK);
+ *        [--chunk BYTES] --lun ID:KIND:BYTES[:TPGT] ... [--busy-cmd CMD] [--read-only]
+ *   KIND is the expected INQUIRY product prefix (e.g. FILEIO, IBLOCK); TPGT
+ *   (default --tpgt, given before) is the virtio-scsi target id of the LUN;
  *   --read-only only reads and compares what an earlier run wrote.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -33,6 +34,7 @@
 #define SENSE_UNIT_ATTENTION 0x6
 
 struct lun_under_test {
+    unsigned tpgt;             /* = the virtio-scsi target id */
     unsigned id;
     char kind[17];
     uint64_t bytes;
@@ -119,12 +121,39 @@ static void sense_of(const struct vfe_req *r, uint8_t *key, uint8_t *asc)
     }
 }
 
+/*
+ * A new I_T nexus or a LUN mapped later leaves unit attentions (power on,
+ * REPORTED LUNS DATA HAS CHANGED) that fail the next command once each.
+ */
+static void probe_ready(struct probe *p, const struct lun_under_test *l)
+{
+    uint8_t tur[6] = { 0 }, key = 0, asc = 0;
+    struct vfe_req r;
+    unsigned uas = 0;
+    int ret;
+    bool ready = false;
+    for (int i = 0; i < 8 && !ready; i++) {
+        ret = exec_cmd(p, &r, l->tpgt, l->id, tur, sizeof(tur), NULL, 0, false);
+        sense_of(&r, &key, &asc);
+        ready = ret == 0 && good(&r);
+        if (!ready && ret == 0 && r.resp.status == 2 && key == SENSE_UNIT_ATTENTION) {
+            uas++;
+            continue;
+        }
+        if (!ready) {
+            break;
+        }
+    }
+    check(p, ready, "target %u LUN %u ready (TEST UNIT READY, %u unit attentions first)",
+          l->tpgt, l->id, uas);
+}
+
 static void probe_inquiry(struct probe *p, const struct lun_under_test *l, uint8_t *buf)
 {
     uint8_t cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
     struct vfe_req r;
     memset(buf, 0, 96);
-    int ret = exec_cmd(p, &r, p->tpgt, l->id, cdb, sizeof(cdb), buf, 96, true);
+    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, sizeof(cdb), buf, 96, true);
     char vendor[9] = { 0 }, product[17] = { 0 };
     memcpy(vendor, buf + 8, 8);
     memcpy(product, buf + 16, 16);
@@ -140,7 +169,7 @@ static uint64_t probe_capacity(struct probe *p, const struct lun_under_test *l, 
     put_be32(cdb + 10, 32);
     struct vfe_req r;
     memset(buf, 0, 32);
-    int ret = exec_cmd(p, &r, p->tpgt, l->id, cdb, sizeof(cdb), buf, 32, true);
+    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, sizeof(cdb), buf, 32, true);
     uint64_t blocks = get_be64(buf) + 1;
     uint32_t bs = get_be32(buf + 8);
     check(p, ret == 0 && good(&r) && bs == 512 && blocks * bs == l->bytes,
@@ -195,7 +224,7 @@ static void probe_stream(struct probe *p, const struct lun_under_test *l, bool w
             put_be32(cdb + 10, len / 512);
             memset(&s->req, 0, sizeof(s->req));
             s->req.queue = seq++ % p->queues;
-            vfe_lun(s->req.lun, p->tpgt, l->id);
+            vfe_lun(s->req.lun, l->tpgt, l->id);
             s->req.tag = ++p->tag;
             memcpy(s->req.cdb, cdb, sizeof(cdb));
             s->req.data = s->buf;
@@ -260,7 +289,7 @@ static void probe_sense(struct probe *p, const struct lun_under_test *l, uint64_
     put_be64(cdb + 2, blocks);
     put_be32(cdb + 10, 1);
     struct vfe_req r;
-    int ret = exec_cmd(p, &r, p->tpgt, l->id, cdb, sizeof(cdb), buf, 512, true);
+    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, sizeof(cdb), buf, 512, true);
     uint8_t key, asc;
     sense_of(&r, &key, &asc);
     check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_OK && r.resp.status == 2 &&
@@ -280,7 +309,7 @@ static void probe_reset(struct probe *p, const struct lun_under_test *l, struct 
         put_be32(cdb + 10, len / 512);
         memset(&s->req, 0, sizeof(s->req));
         s->req.queue = i % p->queues;
-        vfe_lun(s->req.lun, p->tpgt, l->id);
+        vfe_lun(s->req.lun, l->tpgt, l->id);
         s->req.tag = ++p->tag;
         memcpy(s->req.cdb, cdb, sizeof(cdb));
         s->req.data = s->buf;
@@ -295,7 +324,7 @@ static void probe_reset(struct probe *p, const struct lun_under_test *l, struct 
         }
     }
     uint8_t lun[8], resp = 0xff;
-    vfe_lun(lun, p->tpgt, l->id);
+    vfe_lun(lun, l->tpgt, l->id);
     int ret = vfe_tmf(p->fe, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, ++p->tag, &resp,
                       TIMEOUT_MS);
     /* Every request posted before the reset must come back, whatever its fate. */
@@ -327,7 +356,7 @@ static void probe_reset(struct probe *p, const struct lun_under_test *l, struct 
     uint8_t key = 0, asc;
     bool ready = false;
     for (int i = 0; i < 3 && !ready; i++) {
-        ret = exec_cmd(p, &r, p->tpgt, l->id, tur, sizeof(tur), NULL, 0, false);
+        ret = exec_cmd(p, &r, l->tpgt, l->id, tur, sizeof(tur), NULL, 0, false);
         sense_of(&r, &key, &asc);
         ready = ret == 0 && good(&r);
         if (!ready && !(ret == 0 && r.resp.status == 2 && key == SENSE_UNIT_ATTENTION)) {
@@ -337,31 +366,44 @@ static void probe_reset(struct probe *p, const struct lun_under_test *l, struct 
     check(p, ready, "LUN %u ready after the reset (TEST UNIT READY)", l->id);
 }
 
+/* REPORT LUNS on each target lists exactly that target's LUNs. */
 static void probe_report_luns(struct probe *p, const struct lun_under_test *luns, unsigned n,
                               uint8_t *buf)
 {
-    uint8_t cdb[12] = { 0xa0 };
-    put_be32(cdb + 6, 4096);
-    struct vfe_req r;
-    memset(buf, 0, 4096);
-    int ret = exec_cmd(p, &r, p->tpgt, luns[0].id, cdb, sizeof(cdb), buf, 4096, true);
-    uint32_t len = get_be32(buf);
-    unsigned found = 0, listed = MIN(len, 4088u) / 8;
-    GString *ids = g_string_new("");
-    for (unsigned i = 0; i < listed; i++) {
-        const uint8_t *e = buf + 8 + 8 * i;
-        unsigned id = ((e[0] & 0x3f) << 8) | e[1];
-        g_string_append_printf(ids, " %u", id);
+    for (unsigned t = 0; t < n; t++) {
+        bool first = true;
+        unsigned want = 0;
         for (unsigned k = 0; k < n; k++) {
-            found += luns[k].id == id;
+            first = first && !(k < t && luns[k].tpgt == luns[t].tpgt);
+            want += luns[k].tpgt == luns[t].tpgt;
         }
+        if (!first) {
+            continue;
+        }
+        uint8_t cdb[12] = { 0xa0 };
+        put_be32(cdb + 6, 4096);
+        struct vfe_req r;
+        memset(buf, 0, 4096);
+        int ret = exec_cmd(p, &r, luns[t].tpgt, luns[t].id, cdb, sizeof(cdb), buf, 4096, true);
+        uint32_t len = get_be32(buf);
+        unsigned found = 0, listed = MIN(len, 4088u) / 8;
+        GString *ids = g_string_new("");
+        for (unsigned i = 0; i < listed; i++) {
+            const uint8_t *e = buf + 8 + 8 * i;
+            unsigned id = ((e[0] & 0x3f) << 8) | e[1];
+            g_string_append_printf(ids, " %u", id);
+            for (unsigned k = 0; k < n; k++) {
+                found += luns[k].tpgt == luns[t].tpgt && luns[k].id == id;
+            }
+        }
+        check(p, ret == 0 && good(&r) && listed == want && found == want,
+              "target %u REPORT LUNS lists exactly its configured LUNs:%s", luns[t].tpgt,
+              ids->str);
+        g_string_free(ids, TRUE);
     }
-    check(p, ret == 0 && good(&r) && listed == n && found == n,
-          "REPORT LUNS lists exactly the configured LUNs:%s", ids->str);
-    g_string_free(ids, TRUE);
 }
 
-static void probe_unmapped(struct probe *p)
+static void probe_unmapped(struct probe *p, const struct lun_under_test *luns, unsigned n)
 {
     uint8_t tur[6] = { 0 };
     struct vfe_req r;
@@ -372,18 +414,28 @@ static void probe_unmapped(struct probe *p)
           key == SENSE_ILLEGAL_REQUEST && asc == 0x25,
           "unmapped LUN 99: CHECK CONDITION sense %#x/ASC %#x (want 0x5/0x25)", key, asc);
 
-    unsigned other = (p->tpgt + 1) % 256;
+    unsigned other = 0;
+    for (unsigned k = 0; k < n; k++) {
+        if (luns[k].tpgt == other) {
+            other++;
+            k = -1u;                 /* restart: other changed */
+        }
+    }
     ret = exec_cmd(p, &r, other, 0, tur, sizeof(tur), NULL, 0, false);
     check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_BAD_TARGET,
           "target %u (no such tpgt): response %u (want BAD_TARGET %u)", other,
           r.resp.response, VIRTIO_SCSI_S_BAD_TARGET);
 }
 
-static bool parse_lun(const char *s, struct lun_under_test *l)
+static bool parse_lun(const char *s, unsigned tpgt, struct lun_under_test *l)
 {
-    g_auto(GStrv) f = g_strsplit(s, ":", 3);
-    guint64 id, bytes;
-    if (g_strv_length(f) != 3 || !g_ascii_string_to_unsigned(f[0], 10, 0, 16383, &id, NULL) ||
+    g_auto(GStrv) f = g_strsplit(s, ":", 4);
+    guint64 id, bytes, t = tpgt;
+    if (g_strv_length(f) == 4 && !g_ascii_string_to_unsigned(f[3], 10, 0, 255, &t, NULL)) {
+        return false;
+    }
+    l->tpgt = t;
+    if (g_strv_length(f) < 3 || !g_ascii_string_to_unsigned(f[0], 10, 0, 16383, &id, NULL) ||
         !g_ascii_string_to_unsigned(f[2], 10, 512, G_MAXUINT64, &bytes, NULL) ||
         bytes % 512 || strlen(f[1]) > 16) {
         return false;
@@ -416,7 +468,7 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--busy-cmd") && v) {
             busy_cmd = v;
         } else if (!strcmp(a, "--lun") && v) {
-            ok = nluns < MAX_LUNS && parse_lun(v, &luns[nluns++]);
+            ok = nluns < MAX_LUNS && parse_lun(v, p.tpgt, &luns[nluns++]);
         } else if (!strcmp(a, "--tpgt") && v) {
             ok = g_ascii_string_to_unsigned(v, 10, 0, 255, &n, NULL);
             p.tpgt = n;
@@ -462,6 +514,7 @@ int main(int argc, char **argv)
     g_assert(buf);
 
     for (unsigned i = 0; i < nluns; i++) {
+        probe_ready(&p, &luns[i]);
         probe_inquiry(&p, &luns[i], buf);
         uint64_t blocks = probe_capacity(&p, &luns[i], buf);
         if (!read_only) {
@@ -478,7 +531,7 @@ int main(int argc, char **argv)
     }
     if (!read_only) {
         probe_report_luns(&p, luns, nluns, buf);
-        probe_unmapped(&p);
+        probe_unmapped(&p, luns, nluns);
     }
 
     if (busy_cmd) {

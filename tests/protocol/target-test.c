@@ -4,8 +4,10 @@
  * on a socket in a temporary directory with a RAM, a null and a file LUN,
  * and every test connects, checks one behaviour (unit attention first,
  * INQUIRY, READ CAPACITY(16), data integrity with many requests in flight
- * on two queues, missing LUNs, TMFs, stop/start, reconnect) and
- * disconnects; the daemon must keep listening throughout.  The last test
+ * on two queues, missing LUNs, TMFs, stop/start, reconnect, indirect
+ * descriptors with ADD_MEM_REG, a full ring, a front-end that dies with
+ * requests in flight) and disconnects; the daemon must keep listening
+ * throughout and exit cleanly on SIGTERM at the end.  The last test
  * runs vhost-scsi-bench --verify against the same daemon.  Binaries come
  * from the environment (VHOST_SCSI_TARGET, VHOST_SCSI_BENCH), set by meson.
  *
@@ -471,6 +473,117 @@ static void test_reconnect(void)
     }
 }
 
+static struct vfe *connect_cfg(struct vfe_config *cfg)
+{
+    cfg->transport = VFE_VHOST_USER;
+    cfg->path = d.sock;
+    cfg->timeout_ms = TIMEOUT_MS;
+    struct vfe *fe = NULL;
+    g_assert_cmpint(vfe_open(cfg, &fe), ==, 0);
+    return fe;
+}
+
+static void test_indirect_add_mem_reg(void)
+{
+    /* indirect descriptors, and the region given with ADD_MEM_REG */
+    struct vfe_config cfg = { .num_request_queues = 2, .queue_size = 128, .mem_size = 32 << 20,
+                              .event_idx = true, .indirect = true, .add_mem_reg = true };
+    struct vfe *fe = connect_cfg(&cfg);
+    make_ready(fe, 0, 0);
+    /* 200 requests in flight fit a ring of 128 only as one descriptor each */
+    write_read_compare(fe, 2, 0, 4, 200, 4096, false);
+    vfe_close(fe);
+}
+
+static void test_ring_full(void)
+{
+    struct vfe_config cfg = { .num_request_queues = 1, .queue_size = 16, .mem_size = 8 << 20,
+                              .event_idx = true, .batch = true };
+    struct vfe *fe = connect_cfg(&cfg);
+    make_ready(fe, 0, 1);
+    struct vfe_req reqs[16];
+    struct batch b = { 0 };
+    unsigned n = 0;
+    for (;; n++) {
+        g_assert_cmpuint(n, <, G_N_ELEMENTS(reqs));
+        struct vfe_req *r = &reqs[n];
+        memset(r, 0, sizeof(*r));
+        vfe_lun(r->lun, 0, 1);
+        r->data = vfe_alloc(fe, 4096, 4096);
+        r->data_len = 4096;
+        r->opaque = &b;
+        r->complete = batch_done;
+        make_rw(r, false, n * 8, 8);
+        int ret = vfe_submit(fe, r);
+        if (ret == -EAGAIN) {
+            vfe_free(fe, r->data);
+            break;
+        }
+        g_assert_cmpint(ret, ==, 0);
+    }
+    /* 3 descriptors per request in a ring of 16 */
+    g_assert_cmpuint(n, ==, 16 / 3);
+    vfe_kick(fe);
+    while (b.done < n) {
+        g_assert_cmpint(vfe_poll(fe, TIMEOUT_MS), >, 0);
+    }
+    for (unsigned i = 0; i < n; i++) {
+        g_assert_cmpuint(reqs[i].resp.status, ==, 0);
+        vfe_free(fe, reqs[i].data);
+    }
+    vfe_close(fe);
+}
+
+/*
+ * A front-end that dies with requests in flight (QEMU killed): the daemon
+ * must drain them, forget the connection and serve the next one with the
+ * data written before intact.
+ */
+static void test_frontend_crash(void)
+{
+    struct vfe *fe = connect_fe(2, true);
+    make_ready(fe, 0, 0);
+    write_read_compare(fe, 2, 0, 77, 16, 4096, false);
+    vfe_close(fe);
+
+    pid_t child = fork();
+    g_assert_cmpint(child, >=, 0);
+    if (child == 0) {
+        struct vfe_config cfg = { .transport = VFE_VHOST_USER, .path = d.sock,
+                                  .num_request_queues = 2, .queue_size = 256,
+                                  .mem_size = 16 << 20, .event_idx = true,
+                                  .timeout_ms = TIMEOUT_MS, .batch = true };
+        struct vfe *cfe;
+        if (vfe_open(&cfg, &cfe) < 0) {
+            _exit(2);
+        }
+        /* 64 large reads of the null LUN in flight, then die without a word */
+        for (unsigned i = 0; i < 64; i++) {
+            struct vfe_req *r = g_new0(struct vfe_req, 1);
+            vfe_lun(r->lun, 0, 1);
+            r->queue = i % 2;
+            r->data = vfe_alloc(cfe, 128 << 10, 4096);
+            r->data_len = 128 << 10;
+            make_rw(r, false, (uint64_t)i * 256, 256);
+            if (!r->data || vfe_submit(cfe, r) < 0) {
+                _exit(3);
+            }
+        }
+        vfe_kick(cfe);
+        _exit(0);
+    }
+    int status;
+    g_assert_cmpint(waitpid(child, &status, 0), ==, child);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_assert_true(daemon_alive());
+
+    fe = connect_fe(2, true);
+    make_ready(fe, 0, 0);
+    write_read_compare(fe, 2, 0, 77, 16, 4096, true);
+    vfe_close(fe);
+}
+
 static void test_bench_verify(void)
 {
     const char *bench = g_getenv("VHOST_SCSI_BENCH");
@@ -509,6 +622,9 @@ int main(int argc, char **argv)
     g_test_add_func("/target/lun-reset", test_lun_reset);
     g_test_add_func("/target/stop-start", test_stop_start);
     g_test_add_func("/target/reconnect", test_reconnect);
+    g_test_add_func("/target/indirect-add-mem-reg", test_indirect_add_mem_reg);
+    g_test_add_func("/target/ring-full", test_ring_full);
+    g_test_add_func("/target/frontend-crash", test_frontend_crash);
     g_test_add_func("/target/bench-verify", test_bench_verify);
     daemon_start();
     int ret = g_test_run();

@@ -78,7 +78,7 @@ char *qmp_reply(struct qts *s);
  */
 char *qmp_wait_event(struct qts *s, const char *name, const char *match,
                      gint64 timeout_us);
-/* QMP device_del, then the guest-side eject (see pci.c), then the event. */
+/* device_add with the given arguments ("'driver': ..., 'id': ..."); fails the test on error. */
 void qmp_device_add(struct qts *s, const char *args);
 /* True if QEMU answers QMP (query-status) — "not aborted, not wedged". */
 bool qmp_responsive(struct qts *s);
@@ -285,6 +285,7 @@ struct qt_vscsi_opts {
     uint8_t busnr;                /* 0, or the bus behind a root port */
     uint16_t device_id;           /* 0: any virtio-scsi (0x1004 or 0x1048) */
     bool event_idx;               /* negotiate EVENT_IDX if offered */
+    bool hotplug;                 /* negotiate VIRTIO_SCSI_F_HOTPLUG if offered */
     bool no_msix;                 /* leave MSI-X disabled: INTx + ISR */
     bool no_driver_ok;            /* stop before DRIVER_OK */
     uint16_t queue_size;          /* 0: the device's maximum (at most 256) */
@@ -299,9 +300,9 @@ void qt_vscsi_cleanup(struct qt_vscsi *d);
 struct qt_vring *qt_vscsi_rq(struct qt_vscsi *d, unsigned i);
 
 /*
- * Queues a command without waiting.  dir_len bytes of data: written to
- * the device if out is non-NULL (data copied from out), otherwise read
- * from it.  Kicks the queue unless nokick.
+ * Queues a command without waiting: out_len bytes copied from out go to
+ * the device (data-out), in_len bytes of buffer receive its data-in.
+ * Kicks the queue unless nokick.  r gets the guest addresses.
  */
 void qt_vscsi_submit(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
                      const uint8_t *cdb, unsigned cdb_len, const void *out,
@@ -320,8 +321,11 @@ uint8_t qt_vscsi_cmd(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
 void qt_vscsi_clear_ua(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun);
 /* A task management function on the control queue; returns the response. */
 uint8_t qt_vscsi_tmf(struct qt_vscsi *d, uint32_t subtype, uint8_t lun, uint64_t tag);
-/* Posts event buffers on the event queue. */
+/* Posts n event buffers on the event queue (at d->events). */
 void qt_vscsi_post_events(struct qt_vscsi *d, unsigned n);
+/* Waits (bounded) for the next event; false on timeout. */
+bool qt_vscsi_get_event(struct qt_vscsi *d, uint32_t *event, uint8_t lun[8],
+                        uint32_t *reason);
 
 /* SCSI helpers */
 void qt_cdb_rw10(uint8_t *cdb, bool write, uint32_t lba, uint16_t blocks);

@@ -226,8 +226,12 @@ struct qts *qts_start(const char *fmt, ...)
     s->qmp_buf = g_string_new(NULL);
     g_queue_init(&s->events);
 
+    /* QEMU greets once machine init is done: a hung device realize shows here. */
     char *greeting = read_line(s, s->qmp_fd, s->qmp_buf, QT_TIMEOUT_US);
-    g_assert(greeting && strstr(greeting, "\"QMP\""));
+    if (!greeting || !strstr(greeting, "\"QMP\"")) {
+        g_error("QEMU (%s) sent no QMP greeting: stuck in start-up (a vhost-user "
+                "back-end not answering?) or exited", qts_alive(s) ? "alive" : "exited");
+    }
     g_free(greeting);
     char *r = qmp(s, "{'execute': 'qmp_capabilities'}");
     g_assert(qmp_ok(r));

@@ -205,6 +205,51 @@ static void write_read_verify(struct qt_vscsi *d, struct qt_vring *vq, uint32_t 
     g_assert(memcmp(in, out, len) == 0);
 }
 
+/* ---- shared steps ---- */
+
+static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
+{
+    qt_vscsi_init(&e->dev, e->qts, o);
+    qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
+}
+
+/* Submits one READ per request queue, round robin, without waiting. */
+static void submit_reads(struct qt_vscsi *d, struct qt_scsi_req *r, unsigned n,
+                         uint16_t blocks)
+{
+    uint8_t cdb[10];
+    for (unsigned i = 0; i < n; i++) {
+        qt_cdb_rw10(cdb, false, 8 * i, blocks);
+        qt_vscsi_submit(d, qt_vscsi_rq(d, i % d->nq), 0, cdb, 10, NULL,
+                        (uint32_t)blocks * BLOCK, 0, &r[i], false);
+    }
+}
+
+/* Consumes every vector's slot so the next observation starts clean. */
+static void drain_vectors(struct qt_vscsi *d)
+{
+    for (unsigned v = 0; v < d->vpci.msix.nvec; v++) {
+        qt_msix_fired(&d->vpci.msix, v);
+    }
+}
+
+static void read_one(struct qt_vscsi *d, struct qt_vring *vq, uint32_t lba)
+{
+    uint8_t cdb[10], buf[BLOCK];
+    qt_cdb_rw10(cdb, false, lba, 1);
+    g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, NULL, 0, buf, BLOCK, NULL), ==, 0);
+}
+
+/* After a reset of any kind: the driver starts over and I/O works. */
+static void reinit_and_verify(struct env *e, const struct qt_vscsi_opts *o, uint32_t seed)
+{
+    qt_vscsi_reinit(&e->dev, o);
+    qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
+    for (unsigned q = 0; q < e->dev.nq; q++) {
+        write_read_verify(&e->dev, qt_vscsi_rq(&e->dev, q), 512 + 16 * q, 4, seed + q);
+    }
+}
+
 /* ---- scenario 1 ---- */
 
 static void test_bring_up(gconstpointer data)
@@ -273,51 +318,6 @@ static void test_bring_up_small_rings(gconstpointer data)
     env_free(e);
 }
 
-/* ---- shared steps ---- */
-
-static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
-{
-    qt_vscsi_init(&e->dev, e->qts, o);
-    qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
-}
-
-/* Submits one READ per request queue, round robin, without waiting. */
-static void submit_reads(struct qt_vscsi *d, struct qt_scsi_req *r, unsigned n,
-                         uint16_t blocks)
-{
-    uint8_t cdb[10];
-    for (unsigned i = 0; i < n; i++) {
-        qt_cdb_rw10(cdb, false, 8 * i, blocks);
-        qt_vscsi_submit(d, qt_vscsi_rq(d, i % d->nq), 0, cdb, 10, NULL,
-                        (uint32_t)blocks * BLOCK, 0, &r[i], false);
-    }
-}
-
-/* Consumes every vector's slot so the next observation starts clean. */
-static void drain_vectors(struct qt_vscsi *d)
-{
-    for (unsigned v = 0; v < d->vpci.msix.nvec; v++) {
-        qt_msix_fired(&d->vpci.msix, v);
-    }
-}
-
-static void read_one(struct qt_vscsi *d, struct qt_vring *vq, uint32_t lba)
-{
-    uint8_t cdb[10], buf[BLOCK];
-    qt_cdb_rw10(cdb, false, lba, 1);
-    g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, NULL, 0, buf, BLOCK, NULL), ==, 0);
-}
-
-/* After a reset of any kind: the driver starts over and I/O works. */
-static void reinit_and_verify(struct env *e, const struct qt_vscsi_opts *o, uint32_t seed)
-{
-    qt_vscsi_reinit(&e->dev, o);
-    qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
-    for (unsigned q = 0; q < e->dev.nq; q++) {
-        write_read_verify(&e->dev, qt_vscsi_rq(&e->dev, q), 512 + 16 * q, 4, seed + q);
-    }
-}
-
 /* ---- task management ---- */
 
 /* The spec's FUNCTION COMPLETE; linux/virtio_scsi.h only names it S_OK. */
@@ -349,6 +349,49 @@ static void test_tmf_lun_reset_then_unit_attention(gconstpointer data)
     g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 2), 0, cdb, 10, NULL, 0, buf, sizeof(buf),
                                   NULL), ==, 0);
     g_assert(memcmp(buf, want, sizeof(buf)) == 0);
+    env_free(e);
+}
+
+/* ---- events (QEMU's device: our target has no LUN hot-plug) ---- */
+
+static void test_event_lun_hotplug_rescan(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .hotplug = true };
+    uint32_t event, reason;
+    uint8_t lun[8];
+
+    start_driver(e, &o);
+    g_assert(d->features & (1ull << VIRTIO_SCSI_F_HOTPLUG));
+    qt_vscsi_post_events(d, 4);
+    drain_vectors(d);
+    char *rep = qmp(e->qts, "{'execute': 'blockdev-add', 'arguments': {'driver': 'null-co', "
+                    "'node-name': 'nul1', 'size': 1048576}}");
+    g_assert(qmp_ok(rep));
+    g_free(rep);
+    qmp_device_add(e->qts, "'driver': 'scsi-hd', 'id': 'lun1', 'drive': 'nul1', "
+                   "'bus': 'scsi0.0', 'scsi-id': 0, 'lun': 1");
+    g_assert(qt_vscsi_get_event(d, &event, lun, &reason));
+    g_assert_cmpuint(event, ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
+    g_assert_cmpuint(reason, ==, VIRTIO_SCSI_EVT_RESET_RESCAN);
+    g_assert_cmphex(lun[0], ==, 1);
+    g_assert_cmphex(lun[1], ==, 0);
+    g_assert_cmphex((lun[2] << 8 | lun[3]) & 0x3fff, ==, 1);
+    g_assert(qt_msix_wait(&d->vpci.msix, d->vq[1].vector, QT_TIMEOUT_US));
+
+    /* REPORT LUNS now lists both, and the new LUN answers. */
+    uint8_t rl[12] = { 0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0 };
+    uint8_t buf[BLOCK];
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, rl, 12, NULL, 0, buf, sizeof(buf),
+                                  NULL), ==, 0);
+    g_assert_cmpuint((uint32_t)buf[0] << 24 | buf[1] << 16 | buf[2] << 8 | buf[3], ==, 16);
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 1), 1);
+    uint8_t rd[10];
+    qt_cdb_rw10(rd, false, 0, 1);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 1), 1, rd, 10, NULL, 0, buf, BLOCK, NULL),
+                     ==, 0);
     env_free(e);
 }
 
@@ -794,7 +837,8 @@ static enum outcome wait_bad_outcome(struct env *e, struct qt_vring *vq, int hea
                                      uint64_t resp_addr)
 {
     struct qt_vscsi *d = &e->dev;
-    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    /* Answering takes milliseconds; 5 s keeps a failing run short. */
+    gint64 deadline = g_get_monotonic_time() + 5 * G_USEC_PER_SEC;
     for (;;) {
         uint32_t id;
         if (qt_vring_pop(vq, &id, NULL)) {
@@ -971,6 +1015,7 @@ int main(int argc, char **argv)
     add_both("bring-up", test_bring_up);
     add_both("bring-up-with-rings-smaller-than-maximum", test_bring_up_small_rings);
     add_both("tmf/lun-reset-then-unit-attention", test_tmf_lun_reset_then_unit_attention);
+    add("events/lun-hotplug-reports-rescan", &builtin, test_event_lun_hotplug_rescan);
     add_both("msix/per-queue-vectors", test_msix_per_queue_vectors);
     add_both("msix/masked-vector-sets-pba-then-fires-on-unmask", test_msix_masked_vector_pends);
     add_both("msix/vectors-unassigned-before-driver-ok", test_vectors_unassigned_before_driver_ok);

@@ -55,6 +55,9 @@ static void driver_init(struct qt_vscsi *d, const struct qt_vscsi_opts *o, bool 
     if (o->event_idx && (offered & (1ull << VIRTIO_RING_F_EVENT_IDX))) {
         d->features |= 1ull << VIRTIO_RING_F_EVENT_IDX;
     }
+    if (o->hotplug && (offered & (1ull << VIRTIO_SCSI_F_HOTPLUG))) {
+        d->features |= 1ull << VIRTIO_SCSI_F_HOTPLUG;
+    }
     g_assert(qt_vpci_set_features(v, d->features));
 
     unsigned total = qt_vpci_num_queues(v);
@@ -263,6 +266,25 @@ void qt_vscsi_post_events(struct qt_vscsi *d, unsigned n)
         qt_vring_add(&d->vq[1], &sg, 1);
     }
     qt_vpci_notify(&d->vpci, &d->vq[1]);
+}
+
+bool qt_vscsi_get_event(struct qt_vscsi *d, uint32_t *event, uint8_t lun[8],
+                        uint32_t *reason)
+{
+    struct virtio_scsi_event ev;
+    uint32_t head, len;
+    if (!qt_vring_wait(&d->vq[1], &head, &len, QT_TIMEOUT_US)) {
+        return false;
+    }
+    g_assert_cmpuint(len, ==, sizeof(ev));
+    /* The used head names the descriptor, which still holds the buffer address. */
+    uint64_t buf = qts_readq(d->s, d->vq[1].desc + 16ull * head);
+    g_assert_cmpuint(buf, >=, d->events);
+    qts_memread(d->s, buf, &ev, sizeof(ev));
+    *event = GUINT32_FROM_LE(ev.event);
+    memcpy(lun, ev.lun, 8);
+    *reason = GUINT32_FROM_LE(ev.reason);
+    return true;
 }
 
 void qt_cdb_rw10(uint8_t *cdb, bool write, uint32_t lba, uint16_t blocks)

@@ -216,6 +216,12 @@ static int spy_submit(struct lun_backend *be, struct backend_io *io)
         }
     }
     if ((int)io->op == s->fail_op) {
+        if (s->fail_ret == -EREMOTEIO) {
+            io->has_sense = true;
+            io->sense_key = SENSE_MEDIUM_ERROR;
+            io->asc = 0x11;
+            io->ascq = 0x04;     /* UNRECOVERED READ ERROR - AUTO REALLOCATE FAILED */
+        }
         io->complete(io, s->fail_ret);
         return 0;
     }
@@ -960,6 +966,19 @@ static void test_fua_and_write_cache(void)
     g_assert_cmpuint(s->fua_writes, ==, 2);
     g_assert_cmpuint(s->plain_writes, ==, 2);
 
+    /* WRITE SAME too: FUA copies, or a FLUSH after zeroing. */
+    uint8_t ws[16], blk[512];
+    memset(blk, 9, sizeof(blk));
+    cdb16(ws, 0x93, 0, 0, 2);
+    r = run(lun, ws, 16, blk, sizeof(blk), NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->fua_writes, ==, 3);
+    memset(blk, 0, sizeof(blk));
+    r = run(lun, ws, 16, blk, sizeof(blk), NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->ops[BACKEND_WRITE_ZEROES], ==, 1);
+    g_assert_cmpuint(s->ops[BACKEND_FLUSH], ==, 2);
+
     set_wce(lun, true);
     g_assert_true(get_wce(lun));
     r = run(lun, cdb, 10, w, 512, NULL, 0);
@@ -972,7 +991,7 @@ static void test_fua_and_write_cache(void)
     assert_good(&r);
     r = RUN(lun, sc16);
     assert_good(&r);
-    g_assert_cmpuint(s->ops[BACKEND_FLUSH], ==, 3);
+    g_assert_cmpuint(s->ops[BACKEND_FLUSH], ==, 4);
     scsi_lun_free(lun);
 }
 
@@ -1103,6 +1122,38 @@ static void test_mode_select_toggles_wce(void)
     g_assert_true(get_wce(lun));
     set_wce(lun, false);
     g_assert_false(get_wce(lun));
+    scsi_lun_free(lun);
+}
+
+static void test_mode_select_block_descriptor(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    uint8_t sense[6] = { 0x1a, 0x00, 0x08, 0, 255, 0 }, p[255];
+    uint8_t sel[6] = { 0x15, 0x10, 0, 0, 0, 0 };
+    struct result r = RUN_IN(lun, sense, p, sizeof(p));
+    size_t len = r.in_xfer;
+
+    /* MODE SENSE without DBD: header, 8-byte descriptor, caching page. */
+    assert_good(&r);
+    g_assert_cmpuint(len, ==, 4 + 8 + 20);
+    p[0] = 0;
+    p[12 + 2] |= 0x04;
+    sel[4] = (uint8_t)len;
+    r = run(lun, sel, 6, p, len, NULL, 0);
+    assert_good(&r);
+    g_assert_true(get_wce(lun));
+
+    /* The block length cannot be changed. */
+    p[4 + 6] = 0x10;        /* 4096 */
+    p[4 + 7] = 0x00;
+    r = run(lun, sel, 6, p, len, NULL, 0);
+    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x26, 0x00);
+
+    /* A descriptor length that is neither 0 nor 8. */
+    p[4 + 6] = 0x02;
+    p[3] = 4;
+    r = run(lun, sel, 6, p, len, NULL, 0);
+    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x26, 0x00);
     scsi_lun_free(lun);
 }
 
@@ -1737,7 +1788,16 @@ static void test_backend_errors(void)
     g_test_assert_expected_messages();
     assert_sense(&r, SENSE_DATA_PROTECT, 0x27, 0x07);
 
+    /* A remote device's sense is passed through as it is. */
+    s->fail_op = BACKEND_READ;
+    s->fail_ret = -EREMOTEIO;
+    cdb10(cdb, 0x28, 0, 1, 1);
+    r = run(lun, cdb, 10, NULL, 0, buf, 512);
+    assert_sense(&r, SENSE_MEDIUM_ERROR, 0x11, 0x04);
+
     /* Transient: BUSY, no sense, nothing logged as an error. */
+    s->fail_op = BACKEND_WRITE;
+    cdb10(cdb, 0x2a, 0, 1, 1);
     s->fail_ret = -EAGAIN;
     r = run(lun, cdb, 10, buf, 512, NULL, 0);
     g_assert_cmphex(r.status, ==, SAM_STAT_BUSY);
@@ -1888,6 +1948,90 @@ static void test_concurrent_io_and_unit_attention(void)
     scsi_lun_free(lun);
 }
 
+/* ---- robustness -------------------------------------------------------- */
+
+/*
+ * Random CDBs (mostly valid opcodes with random fields) and random buffer
+ * sizes: every command completes once, with a defined status, well-formed
+ * sense, and never transfers more than the buffers hold (ASan checks the
+ * rest).
+ */
+static void drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer opaque)
+{
+}
+
+static void test_random_cdbs(void)
+{
+    static const uint8_t ops[] = { 0x00, 0x03, 0x08, 0x0a, 0x12, 0x15, 0x1a, 0x1b, 0x1e,
+                                   0x25, 0x28, 0x2a, 0x2e, 0x2f, 0x35, 0x41, 0x42, 0x55,
+                                   0x5a, 0x88, 0x8a, 0x8e, 0x8f, 0x91, 0x93, 0x9e, 0xa0,
+                                   0xa3, 0xa8, 0xaa };
+    struct scsi_lun *luns[2] = { ram_lun(), null_lun(MiB, 4096) };
+    g_autofree uint8_t *out = g_malloc(64 * 1024);
+    g_autofree uint8_t *in = g_malloc(64 * 1024);
+    unsigned iterations = g_test_slow() ? 200000 : 20000;
+    /* Thousands of "unsupported opcode" debug lines would bury the TAP log. */
+    guint quiet = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_DEBUG | G_LOG_LEVEL_MESSAGE,
+                                    drop_log, NULL);
+
+    for (unsigned it = 0; it < iterations; it++) {
+        struct scsi_lun *lun = luns[it & 1];
+        uint8_t cdb[16];
+        size_t out_len = 0, in_len = 0;
+        struct pending_cmd p;
+
+        for (unsigned i = 0; i < sizeof(cdb); i++) {
+            cdb[i] = (uint8_t)g_test_rand_int();
+        }
+        if (g_test_rand_int_range(0, 4)) {
+            cdb[0] = ops[g_test_rand_int_range(0, sizeof(ops))];
+        }
+        /* Keep lengths small enough that most commands get past the checks. */
+        switch (g_test_rand_int_range(0, 3)) {
+        case 0:
+            cdb[2] = cdb[3] = cdb[4] = cdb[5] = 0;
+            cdb[6] = cdb[7] = cdb[10] = cdb[11] = 0;
+            cdb[12] &= 0x01;
+            break;
+        case 1:
+            cdb[7] = 0;
+            cdb[10] = cdb[11] = cdb[12] = 0;
+            break;
+        }
+        cdb[g_test_rand_int_range(5, 16)] &= ~0x04;   /* mostly no NACA */
+        if (g_test_rand_bit()) {
+            out_len = (size_t)g_test_rand_int_range(0, 64 * 1024);
+            fill_pattern(out, out_len, it);
+            if (g_test_rand_bit()) {
+                memset(out, 0, out_len);
+            }
+        } else {
+            in_len = (size_t)g_test_rand_int_range(0, 64 * 1024);
+        }
+        start(&p, lun, cdb, g_test_rand_int_range(1, 17), out_len ? out : NULL, out_len,
+              in_len ? in : NULL, in_len);
+        g_assert_cmpint(p.completions, ==, 1);
+        g_assert_cmpuint(p.cmd.data_in_xfer, <=, in_len);
+        g_assert_cmpuint(p.cmd.data_out_xfer, <=, out_len);
+        switch (p.cmd.status) {
+        case SAM_STAT_GOOD:
+            g_assert_cmpuint(p.cmd.sense_len, ==, 0);
+            break;
+        case SAM_STAT_CHECK_CONDITION:
+            g_assert_cmpuint(p.cmd.sense_len, ==, 18);
+            g_assert_cmphex(p.cmd.sense[0] & 0x7f, ==, 0x70);
+            g_assert_cmpuint(p.cmd.sense[7], ==, 10);
+            break;
+        default:
+            g_assert_not_reached();
+        }
+    }
+    g_log_remove_handler(G_LOG_DOMAIN, quiet);
+    g_assert_cmpuint(scsi_lun_inflight(luns[0]), ==, 0);
+    scsi_lun_free(luns[0]);
+    scsi_lun_free(luns[1]);
+}
+
 /* ---- backends ---------------------------------------------------------- */
 
 static void noop_complete(struct backend_io *io, int ret)
@@ -2022,6 +2166,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/mode/sense-invalid", test_mode_sense_invalid);
     g_test_add_func("/scsi-disk/mode/select-wce", test_mode_select_toggles_wce);
     g_test_add_func("/scsi-disk/mode/select-invalid", test_mode_select_invalid);
+    g_test_add_func("/scsi-disk/mode/select-block-descriptor", test_mode_select_block_descriptor);
 
     g_test_add_func("/scsi-disk/verify/bytchk", test_verify);
     g_test_add_func("/scsi-disk/verify/write-and-verify", test_write_and_verify);
@@ -2042,6 +2187,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/target/report-luns", test_report_luns);
     g_test_add_func("/scsi-disk/target/no-lun", test_no_lun);
 
+    g_test_add_func("/scsi-disk/robustness/random-cdbs", test_random_cdbs);
     g_test_add_func("/scsi-disk/backend/errors", test_backend_errors);
     g_test_add_func("/scsi-disk/async/multi-request", test_async_multi_request_commands);
     g_test_add_func("/scsi-disk/async/drain", test_drain_waits_for_inflight);

@@ -434,9 +434,15 @@ static void test_pop_buffer_straddling_regions(void)
 static void test_bad_head_index(void)
 {
     struct tguest *t = tguest_new(0);
+    uint64_t errors = 0;
 
+    t->vq.err_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     make_avail(t, QSZ);
     assert_pop_breaks(t, -EINVAL, "holds head 8, ring size 8");
+    /* The front-end hears about it once, on the error eventfd. */
+    g_assert_cmpint(read(t->vq.err_fd, &errors, sizeof(errors)), ==, sizeof(errors));
+    g_assert_cmpuint(errors, ==, 1);
+    close(t->vq.err_fd);
     /* A broken queue offers nothing and ignores completions. */
     g_assert_false(vq_has_avail(&t->vq));
     vq_push(&t->vq, 0, 1);
@@ -608,6 +614,21 @@ static void test_too_many_buffers(void)
     g_assert_cmpint(vq_pop(&t->vq, &t->elem, t->iov, 3), ==, -ENOBUFS);
     g_test_assert_expected_messages();
     g_assert_true(t->vq.broken);
+    tguest_free(t);
+}
+
+static void test_too_many_descriptors(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    set_desc(t->desc, 0, data_gpa(0), 16, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, data_gpa(1), 16, VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 2, data_gpa(2), 16, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          VQ_NAME ": malformed*needs more than 2 buffers");
+    g_assert_cmpint(vq_pop(&t->vq, &t->elem, t->iov, 2), ==, -ENOBUFS);
+    g_test_assert_expected_messages();
     tguest_free(t);
 }
 
@@ -1398,6 +1419,8 @@ int main(int argc, char **argv)
     g_test_add_func("/virtqueue/malformed/readable-after-writable-across-indirect",
                     test_readable_after_writable_across_indirect);
     g_test_add_func("/virtqueue/malformed/more-than-max-iov", test_too_many_buffers);
+    g_test_add_func("/virtqueue/malformed/more-descriptors-than-max-iov",
+                    test_too_many_descriptors);
     g_test_add_func("/virtqueue/malformed/avail-index-jumps", test_avail_index_jump);
     g_test_add_func("/virtqueue/malformed/avail-index-backwards", test_avail_index_backwards);
     g_test_add_func("/virtqueue/malformed/random-rings-never-escape",

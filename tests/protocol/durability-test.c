@@ -1,0 +1,207 @@
+/*
+ * No lost writes: what the target acknowledged is in the backing file even
+ * when the daemon is killed with SIGKILL right after.  Three contracts:
+ *  - write cache enabled (the default): every write acknowledged before a
+ *    successful SYNCHRONIZE CACHE is in the file;
+ *  - FUA writes: each is in the file as soon as it is acknowledged;
+ *  - write cache disabled with MODE SELECT (WCE=0): every acknowledged
+ *    write is in the file, no flush needed.
+ * Each test writes many 4 KiB blocks with a unique pattern, with the ring
+ * full of requests in flight on two queues, kills the daemon, then reads
+ * the file directly.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "proto-util.h"
+
+#define FILE_BYTES (8u << 20)
+#define BLOCK 4096u
+#define NWRITES 512u
+
+enum mode { FLUSH_AFTER, FUA, WCE_OFF };
+
+struct wr {
+    struct vfe_req req;
+    uint64_t lba;
+    bool done;
+};
+
+static void wr_done(struct vfe_req *r)
+{
+    ((struct wr *)r->opaque)->done = true;
+}
+
+static void fill(uint8_t *buf, uint64_t lba, unsigned seed)
+{
+    for (unsigned i = 0; i < BLOCK; i++) {
+        buf[i] = (uint8_t)((lba * 131 + i * 7 + seed) ^ (i >> 8));
+    }
+}
+
+static void set_wce(struct vfe *fe, bool on)
+{
+    uint8_t sense_cdb[10] = { 0x5a, 0x08, 0x08 };   /* MODE SENSE(10), DBD, caching page */
+    uint8_t select_cdb[10] = { 0x55, 0x10 };        /* MODE SELECT(10), PF */
+    uint8_t *buf = vfe_alloc(fe, 256, 64);
+    struct vfe_req r;
+    unsigned bdl, page_len;
+
+    pu_put_be(&sense_cdb[7], 256, 2);
+    pu_cmd(fe, 0, sense_cdb, sizeof(sense_cdb), buf, 256, true, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    bdl = (unsigned)pu_get_be(buf + 6, 2);
+    uint8_t *page = buf + 8 + bdl;
+    g_assert_cmpuint(page[0] & 0x3f, ==, 0x08);
+    page_len = page[1] + 2u;
+    /* Parameter list: an 8-byte header with no block descriptors, then the page. */
+    memmove(buf + 8, page, page_len);
+    memset(buf, 0, 8);
+    buf[8] &= 0x3f;   /* PS bit is reserved in MODE SELECT */
+    buf[8 + 2] = (uint8_t)((buf[8 + 2] & ~0x04) | (on ? 0x04 : 0));
+    pu_put_be(&select_cdb[7], 8 + page_len, 2);
+    pu_cmd(fe, 0, select_cdb, sizeof(select_cdb), buf, 8 + page_len, false, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+
+    /* Read it back: the change took. */
+    pu_cmd(fe, 0, sense_cdb, sizeof(sense_cdb), buf, 256, true, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    bdl = (unsigned)pu_get_be(buf + 6, 2);
+    g_assert_cmpuint(!!(buf[8 + bdl + 2] & 0x04), ==, on);
+    vfe_free(fe, buf);
+}
+
+static void run(enum mode mode)
+{
+    struct pu_daemon d;
+    char *file, *lun;
+    struct vfe *fe;
+    struct wr *w = g_new0(struct wr, NWRITES);
+    uint8_t *bufs;
+    unsigned seed = g_test_rand_int();
+    unsigned submitted = 0, completed = 0;
+    int fd;
+
+    pu_daemon_init(&d);
+    file = g_build_filename(d.dir, "disk.img", NULL);
+    fd = open(file, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, FILE_BYTES), ==, 0);
+    lun = g_strdup_printf("0=file:%s", file);
+    const char *args[] = { "--lun", lun, "--queues", "2", NULL };
+    pu_daemon_start(&d, args);
+    fe = pu_connect(&d, 2);
+    pu_make_ready(fe, 0);
+    if (mode == WCE_OFF) {
+        set_wce(fe, false);
+    }
+
+    bufs = vfe_alloc(fe, (size_t)NWRITES * BLOCK, 4096);
+    g_assert_nonnull(bufs);
+    /* Distinct LBAs in a shuffled order, so writes land all over the file. */
+    for (unsigned i = 0; i < NWRITES; i++) {
+        w[i].lba = (uint64_t)i * (FILE_BYTES / 512 / NWRITES);
+    }
+    for (unsigned i = NWRITES - 1; i > 0; i--) {
+        unsigned j = (unsigned)g_test_rand_int_range(0, (gint32)i + 1);
+        uint64_t t = w[i].lba;
+
+        w[i].lba = w[j].lba;
+        w[j].lba = t;
+    }
+    while (completed < NWRITES) {
+        while (submitted < NWRITES) {
+            struct wr *x = &w[submitted];
+            struct vfe_req *r = &x->req;
+
+            memset(r, 0, sizeof(*r));
+            r->queue = submitted % 2;
+            vfe_lun(r->lun, 0, 0);
+            r->cdb[0] = 0x2a;                       /* WRITE(10) */
+            r->cdb[1] = mode == FUA ? 0x08 : 0;     /* FUA */
+            pu_put_be(&r->cdb[2], x->lba, 4);
+            pu_put_be(&r->cdb[7], BLOCK / 512, 2);
+            r->data = bufs + (size_t)submitted * BLOCK;
+            r->data_len = BLOCK;
+            fill(r->data, x->lba, seed);
+            r->complete = wr_done;
+            r->opaque = x;
+            if (vfe_submit(fe, r) == -EAGAIN) {
+                break;
+            }
+            submitted++;
+        }
+        vfe_kick(fe);
+        int n = vfe_poll(fe, PU_TIMEOUT_MS);
+        g_assert_cmpint(n, >, 0);
+        completed = 0;
+        for (unsigned i = 0; i < submitted; i++) {
+            completed += w[i].done;
+        }
+    }
+    for (unsigned i = 0; i < NWRITES; i++) {
+        g_assert_cmpuint(w[i].req.resp.response, ==, 0);
+        g_assert_cmpuint(w[i].req.resp.status, ==, 0);
+    }
+    if (mode == FLUSH_AFTER) {
+        static const uint8_t sync_cdb[10] = { 0x35 };
+        struct vfe_req r;
+
+        pu_cmd(fe, 0, sync_cdb, sizeof(sync_cdb), NULL, 0, false, &r);
+        g_assert_cmpuint(r.resp.status, ==, 0);
+    }
+
+    /* The daemon dies without any chance to clean up. */
+    g_assert_true(pu_daemon_alive(&d));
+    pu_daemon_stop(&d, true);
+    /* Closing talks to a dead peer: its warnings are expected here. */
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    vfe_close(fe);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+
+    for (unsigned i = 0; i < NWRITES; i++) {
+        uint8_t expect[BLOCK], got[BLOCK];
+
+        fill(expect, w[i].lba, seed);
+        g_assert_cmpint(pread(fd, got, BLOCK, (off_t)(w[i].lba * 512)), ==, BLOCK);
+        if (memcmp(expect, got, BLOCK) != 0) {
+            g_error("acknowledged write to LBA %" G_GUINT64_FORMAT " is not in the file",
+                    w[i].lba);
+        }
+    }
+    close(fd);
+    g_free(w);
+    g_free(lun);
+    g_free(file);
+    pu_daemon_cleanup(&d);
+}
+
+static void test_flushed_writes_survive_kill(void)
+{
+    run(FLUSH_AFTER);
+}
+
+static void test_fua_writes_survive_kill(void)
+{
+    run(FUA);
+}
+
+static void test_write_cache_off_writes_survive_kill(void)
+{
+    run(WCE_OFF);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/durability/flushed-writes-survive-kill9", test_flushed_writes_survive_kill);
+    g_test_add_func("/durability/fua-writes-survive-kill9", test_fua_writes_survive_kill);
+    g_test_add_func("/durability/write-cache-off-writes-survive-kill9",
+                    test_write_cache_off_writes_survive_kill);
+    return g_test_run();
+}
