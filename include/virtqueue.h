@@ -51,6 +51,8 @@ struct virtqueue {
     bool indirect;                /* VIRTIO_RING_F_INDIRECT_DESC negotiated */
     bool notify_on_empty;         /* VIRTIO_F_NOTIFY_ON_EMPTY negotiated */
     bool broken;                  /* malformed ring seen: stop serving */
+    bool has_bad_head;            /* the chain that broke it had a valid head */
+    uint16_t bad_head;
     bool notify_off;              /* vq_disable_notify() in effect */
     unsigned inflight;            /* popped and not yet pushed */
     uint16_t flushed_used_idx;    /* used->idx as last published by vq_flush */
@@ -127,6 +129,17 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
 struct vhost_user_inflight_queue;
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
                     bool restore);
+
+/*
+ * After vq_pop failed on a malformed chain whose head index was valid
+ * (has_bad_head), answers that request before the queue stops: copies
+ * resp into the chain's device-writable buffers that do map to guest
+ * memory (up to the first bad descriptor), returns the head on the used
+ * ring with the bytes written, publishes it and notifies the driver, so a
+ * driver waiting for that request sees an error instead of silence.
+ * Returns the bytes written, or -ENOENT when there is no such request.
+ */
+int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len);
 
 /* Gives back the last popped chain without using it (e.g. out of resources). */
 void vq_unpop(struct virtqueue *vq);

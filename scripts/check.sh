@@ -25,7 +25,7 @@ rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 # libFuzzer, 10 s per target from the seed corpora (clang build).
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 meson test -C build-asan --no-rebuild --print-errorlogs \
-    --suite unit --suite protocol --suite qtest --suite fuzz
+    --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi
 meson test -C build --no-rebuild --print-errorlogs --suite guest --num-processes 1
 
 python3 - build-asan/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json \

@@ -715,6 +715,11 @@ int main(int argc, char **argv)
         while (qsize < 3 * depth + 8 && qsize < 32768) {
             qsize <<= 1;
         }
+    } else if (qsize < (o.indirect ? 1 : 3) * depth) {
+        /* without indirect descriptors a request takes 3 ring slots */
+        fprintf(stderr, "vhost-scsi-bench: --queue-size %u cannot hold --iodepth %u\n",
+                qsize, depth);
+        return 2;
     }
     struct vfe_config cfg = {
         .transport = o.socket ? VFE_VHOST_USER : VFE_VHOST_KERNEL,

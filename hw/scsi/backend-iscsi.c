@@ -40,7 +40,7 @@
 #define ISCSI_LOGIN_TIMEOUT_S 10
 /* Without a session this long, requests fail with NOT READY instead of waiting. */
 #define ISCSI_UNREACHABLE_S 30
-#define ISCSI_RETRY_MAX_S 5
+#define ISCSI_RETRY_MAX_S 2
 /* I/O thread ids index a table; the target has at most 256 I/O threads. */
 #define ISCSI_MAX_THREADS 260
 #define ISCSI_MAX_SECRET 256
@@ -198,7 +198,7 @@ static void set_drop(struct iscsi_session *s, const char *why)
     if (!s->drop) {
         s->drop = true;
         g_free(s->drop_reason);
-        s->drop_reason = g_strdup(why);
+        s->drop_reason = g_strstrip(g_strdup(why));    /* libiscsi's end in '\n' */
     }
 }
 
@@ -463,8 +463,8 @@ static void session_down(struct iscsi_session *s, const char *why)
         s->down_since = now;
     }
     if (was == SESSION_UP) {
-        g_warning("%s: session lost (%s); %u in flight will be retried, logging in again",
-                  s->name, why ? why : "connection closed", s->inflight.n);
+        g_warning("%s: session lost (%s); requests in flight complete BUSY, logging in "
+                  "again", s->name, why ? why : "connection closed");
         s->logged_down = true;
     } else if (!s->logged_down) {
         g_warning("%s: cannot log in (%s); retrying", s->name, why ? why : "?");

@@ -314,8 +314,10 @@ static int load_modules(void)
         }
         struct kmod_list *list = NULL, *l;
         if (kmod_module_new_from_lookup(ctx, name, &list) < 0 || !list) {
-            g_warning("lio: kernel module %s is missing for this kernel "
-                      "(is CONFIG_VHOST_SCSI/TCM enabled, linux-modules installed?)", name);
+            struct utsname u;
+            g_warning("lio: kernel module %s is missing for kernel %s "
+                      "(CONFIG_VHOST_SCSI/CONFIG_TCM_* enabled? modules installed?)", name,
+                      uname(&u) == 0 ? u.release : "?");
             ret = -ENOENT;
             break;
         }
@@ -927,7 +929,7 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const ch
  * WWPN; the kernel does not say which WWPN a vhost fd uses, so this is the
  * cautious check (unlinking a LUN under a running guest hot-unplugs it).
  */
-static int vhost_user_pid(char **comm)
+static int vhost_device_holder(char **comm)
 {
     struct stat vs;
     if (stat("/dev/vhost-scsi", &vs) < 0 || !S_ISCHR(vs.st_mode)) {
@@ -1149,7 +1151,7 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
     }
     if (lio->configfs && !force) {
         g_autofree char *comm = NULL;
-        int pid = vhost_user_pid(&comm);
+        int pid = vhost_device_holder(&comm);
         if (pid) {
             g_warning("lio: target %s may be in use: /dev/vhost-scsi is open by pid %d (%s); "
                       "stop the VM or use --force", wwpn, pid, comm ? comm : "?");

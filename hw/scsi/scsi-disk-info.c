@@ -327,6 +327,52 @@ int sd_exec_mode_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
 }
 
 /*
+ * Checks the mode pages of a MODE SELECT parameter list from off to plen
+ * against the current ones; on success *wce is the requested WCE.  On
+ * failure the command's sense is set.  Called with lun->lock held.
+ */
+static bool parse_mode_pages(struct scsi_lun *lun, struct scsi_cmd *cmd, const uint8_t *p,
+                             unsigned off, unsigned plen, bool *wce)
+{
+    while (off < plen) {
+        uint8_t cur[REPLY_MAX];
+        uint8_t code = p[off] & 0x3f;
+        size_t n;
+
+        if (plen - off < 2) {
+            param_list_length_error(cmd);
+            return false;
+        }
+        if (p[off] & 0x40) {
+            invalid_param(cmd, off, 6);   /* SPF: no subpages */
+            return false;
+        }
+        n = mode_page(lun, code, PC_CURRENT, cur);
+        if (!n) {
+            invalid_param(cmd, off, 5);
+            return false;
+        }
+        if (p[off + 1] != n - 2 || off + n > plen) {
+            invalid_param(cmd, off + 1, 7);
+            return false;
+        }
+        for (size_t i = 2; i < n; i++) {
+            uint8_t mask = code == CACHING_PAGE && i == 2 ? CACHING_WCE : 0;
+
+            if ((p[off + i] ^ cur[i]) & ~mask) {
+                invalid_param(cmd, off + i, -1);
+                return false;
+            }
+        }
+        if (code == CACHING_PAGE) {
+            *wce = p[off + 2] & CACHING_WCE;
+        }
+        off += n;
+    }
+    return true;
+}
+
+/*
  * MODE SELECT: only WCE can change.  Every other byte of a page must match
  * its current value, as SPC requires for non-changeable fields.
  */
@@ -335,9 +381,9 @@ int sd_exec_mode_select(struct scsi_lun *lun, struct scsi_cmd *cmd)
     const uint8_t *cdb = cmd->cdb;
     bool ten = cdb[0] == OP_MODE_SELECT_10;
     unsigned plen = ten ? ld16(cdb + 7) : cdb[4];
-    unsigned hdr = ten ? 8 : 4, bdlen, off;
+    unsigned hdr = ten ? 8 : 4, bdlen;
     g_autofree uint8_t *p = NULL;
-    bool new_wce, old_wce;
+    bool new_wce, old_wce, ok;
 
     if (cdb[1] & 0x01) {
         return invalid_cdb(cmd, 1, 0);   /* SP: nothing is saved */
@@ -372,45 +418,16 @@ int sd_exec_mode_select(struct scsi_lun *lun, struct scsi_cmd *cmd)
         }
     }
 
-    g_mutex_lock(&lun->lock);
+    pthread_mutex_lock(&lun->lock);
     old_wce = new_wce = atomic_load(&lun->wce);
-    for (off = hdr + bdlen; off < plen;) {
-        uint8_t cur[REPLY_MAX];
-        uint8_t code = p[off] & 0x3f;
-        size_t n;
-
-        if (plen - off < 2) {
-            g_mutex_unlock(&lun->lock);
-            return param_list_length_error(cmd);
-        }
-        if (p[off] & 0x40) {
-            g_mutex_unlock(&lun->lock);
-            return invalid_param(cmd, off, 6);   /* SPF: no subpages */
-        }
-        n = mode_page(lun, code, PC_CURRENT, cur);
-        if (!n) {
-            g_mutex_unlock(&lun->lock);
-            return invalid_param(cmd, off, 5);
-        }
-        if (p[off + 1] != n - 2 || off + n > plen) {
-            g_mutex_unlock(&lun->lock);
-            return invalid_param(cmd, off + 1, 7);
-        }
-        for (size_t i = 2; i < n; i++) {
-            uint8_t mask = code == CACHING_PAGE && i == 2 ? CACHING_WCE : 0;
-
-            if ((p[off + i] ^ cur[i]) & ~mask) {
-                g_mutex_unlock(&lun->lock);
-                return invalid_param(cmd, off + i, -1);
-            }
-        }
-        if (code == CACHING_PAGE) {
-            new_wce = p[off + 2] & CACHING_WCE;
-        }
-        off += n;
+    ok = parse_mode_pages(lun, cmd, p, hdr + bdlen, plen, &new_wce);
+    if (ok) {
+        atomic_store(&lun->wce, new_wce);
     }
-    atomic_store(&lun->wce, new_wce);
-    g_mutex_unlock(&lun->lock);
+    pthread_mutex_unlock(&lun->lock);
+    if (!ok) {
+        return EXEC_DONE;
+    }
 
     if (new_wce != old_wce) {
         g_message("%s: write cache %s", lun->name, new_wce ? "enabled" : "disabled");

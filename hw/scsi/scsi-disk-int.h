@@ -11,6 +11,7 @@
 #ifndef VHOST_SCSI_SCSI_DISK_INT_H
 #define VHOST_SCSI_SCSI_DISK_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -87,8 +88,9 @@ struct scsi_lun {
     atomic_uint ua_pending; /* bit per enum scsi_ua */
     atomic_bool wce;       /* caching mode page WCE: read on every write */
 
-    GMutex lock;           /* mode page updates and the drain handshake */
-    GCond drain_cond;
+    /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
+    pthread_mutex_t lock;  /* mode page updates and the drain handshake */
+    pthread_cond_t drain_cond;
     uint64_t drain_gen;    /* bumped when inflight reaches 0 while draining */
     unsigned drain_waiters;
 };

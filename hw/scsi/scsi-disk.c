@@ -150,10 +150,10 @@ static void lun_put(struct scsi_lun *lun)
 
     if ((old & INFLIGHT_DRAIN) && (old & ~INFLIGHT_DRAIN) == 1) {
         /* The drainer cannot return before we unlock: lun stays valid. */
-        g_mutex_lock(&lun->lock);
+        pthread_mutex_lock(&lun->lock);
         lun->drain_gen++;
-        g_cond_broadcast(&lun->drain_cond);
-        g_mutex_unlock(&lun->lock);
+        pthread_cond_broadcast(&lun->drain_cond);
+        pthread_mutex_unlock(&lun->lock);
     }
 }
 
@@ -180,7 +180,7 @@ unsigned scsi_lun_inflight(struct scsi_lun *lun)
 
 void scsi_lun_drain(struct scsi_lun *lun)
 {
-    g_mutex_lock(&lun->lock);
+    pthread_mutex_lock(&lun->lock);
     uint64_t gen = lun->drain_gen;
     unsigned old;
 
@@ -188,13 +188,13 @@ void scsi_lun_drain(struct scsi_lun *lun)
     old = atomic_fetch_or(&lun->inflight, INFLIGHT_DRAIN);
     if (old & ~INFLIGHT_DRAIN) {
         while (gen == lun->drain_gen) {
-            g_cond_wait(&lun->drain_cond, &lun->lock);
+            pthread_cond_wait(&lun->drain_cond, &lun->lock);
         }
     }
     if (--lun->drain_waiters == 0) {
         atomic_fetch_and(&lun->inflight, ~INFLIGHT_DRAIN);
     }
-    g_mutex_unlock(&lun->lock);
+    pthread_mutex_unlock(&lun->lock);
 }
 
 /* ---- unit attention ---------------------------------------------------- */
@@ -1086,8 +1086,8 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     lun->name = g_strdup(name ? name : be->name);
     lun->bs = be->block_size;
     lun->nb_blocks = be->size / be->block_size;
-    g_mutex_init(&lun->lock);
-    g_cond_init(&lun->drain_cond);
+    pthread_mutex_init(&lun->lock, NULL);
+    pthread_cond_init(&lun->drain_cond, NULL);
     atomic_init(&lun->inflight, 0);
     atomic_init(&lun->wce, be->write_cache);
     atomic_init(&lun->ua_pending, 1u << SCSI_UA_POWER_ON);
@@ -1136,8 +1136,8 @@ void scsi_lun_free(struct scsi_lun *lun)
         scsi_lun_drain(lun);
     }
     backend_close(lun->be);
-    g_mutex_clear(&lun->lock);
-    g_cond_clear(&lun->drain_cond);
+    pthread_mutex_destroy(&lun->lock);
+    pthread_cond_destroy(&lun->drain_cond);
     g_free(lun->name);
     g_free(lun);
 }

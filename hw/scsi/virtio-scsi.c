@@ -280,6 +280,18 @@ static void queue_report_broken(struct vscsi_queue *q)
     }
 }
 
+/*
+ * The driver's malformed chain gets a FAILURE response where its response
+ * buffer is usable: a driver waiting for it sees an error, not silence
+ * (a vhost-user back-end cannot set NEEDS_RESET itself).
+ */
+static void queue_answer_bad_chain(struct vscsi_queue *q)
+{
+    struct virtio_scsi_cmd_resp resp = { .response = VIRTIO_SCSI_S_FAILURE };
+
+    vq_answer_bad_chain(q->vq, &resp, sizeof(resp));
+}
+
 /* Pops and starts as many requests as the ring and the pool allow. */
 static bool queue_drain_avail(struct vscsi_queue *q)
 {
@@ -296,6 +308,7 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         ret = vq_pop(q->vq, &r->elem, r->iov, q->max_sg);
         if (ret <= 0) {
             if (ret < 0) {
+                queue_answer_bad_chain(q);
                 queue_report_broken(q);
             }
             break;
@@ -606,6 +619,10 @@ static void ctrl_process(struct vscsi_queue *q)
     while (q->running && !q->vq->broken) {
         ret = vq_pop(q->vq, &e, iov, G_N_ELEMENTS(iov));
         if (ret < 0) {
+            /* The TMF response's first byte is its response code, too. */
+            uint8_t failure = VIRTIO_SCSI_S_FAILURE;
+
+            vq_answer_bad_chain(q->vq, &failure, sizeof(failure));
             queue_report_broken(q);
         }
         if (ret <= 0) {

@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -106,6 +107,23 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
                   "x offset 0x%" G_GINT64_MODIFIER "x", fd, size, mmap_offset);
         region_release(&r);
         return -EINVAL;
+    }
+    /*
+     * Touching a mapping past the end of its file raises SIGBUS: refuse a
+     * region the fd cannot back.  (A sealed memfd, QEMU's default, cannot
+     * shrink later either; an unsealed file could, by a hostile front-end.)
+     */
+    {
+        struct stat st;
+
+        if (fstat(fd, &st) == 0 && (S_ISREG(st.st_mode)) &&
+            (uint64_t)st.st_size < mmap_offset + size) {
+            g_warning("guest memory: fd %d holds 0x%" G_GINT64_MODIFIER "x bytes, less than"
+                      " the region's offset 0x%" G_GINT64_MODIFIER "x + size 0x%"
+                      G_GINT64_MODIFIER "x", fd, (uint64_t)st.st_size, mmap_offset, size);
+            region_release(&r);
+            return -EINVAL;
+        }
     }
     r.mmap_size = mmap_offset + size;
     base = mmap(NULL, r.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE,

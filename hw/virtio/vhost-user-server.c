@@ -430,13 +430,14 @@ static void queue_stop(struct vu_dev *dev, struct vu_queue *q)
 static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx)
 {
     uint64_t n = q->num;
+    /* used_event/avail_event exist only with EVENT_IDX (SeaBIOS omits them). */
+    uint64_t ev = dev->features & (1ull << VIRTIO_RING_F_EVENT_IDX) ? 2 : 0;
     void *desc, *avail, *used;
     int r;
 
-    /* Sizes include the event-index fields, which the ring layout always has. */
     desc = guest_mem_uva_ptr(&dev->mem, q->addr.desc_user_addr, 16 * n);
-    avail = guest_mem_uva_ptr(&dev->mem, q->addr.avail_user_addr, 6 + 2 * n);
-    used = guest_mem_uva_ptr(&dev->mem, q->addr.used_user_addr, 6 + 8 * n);
+    avail = guest_mem_uva_ptr(&dev->mem, q->addr.avail_user_addr, 4 + 2 * n + ev);
+    used = guest_mem_uva_ptr(&dev->mem, q->addr.used_user_addr, 4 + 8 * n + ev);
     if (!desc || !avail || !used) {
         if (dev->mem.nregions == 0) {
             g_debug("%s: waiting for a memory table to translate the ring", q->name);
@@ -502,7 +503,7 @@ static void refresh_all(struct vu_dev *dev)
     }
 }
 
-/* Stops every queue around a change of what running queues depend on. */
+/* After a memory table change (queues stopped): tell the device, restart on the new table. */
 static void memory_changed(struct vu_dev *dev)
 {
     if (dev->ops && dev->ops->mem_changed) {
@@ -643,6 +644,33 @@ static int handle_set_protocol_features(struct vu_dev *dev, struct vu_msg *msg)
     return 0;
 }
 
+/*
+ * Mapping past the end of a file succeeds but the first access SIGBUSes:
+ * refuse a region its (regular or memfd) file cannot back.
+ */
+static int check_region_fd(struct vu_dev *dev, int fd, const struct vhost_user_mem_region *r)
+{
+    struct stat st;
+
+    if (fstat(fd, &st) < 0) {
+        int err = errno;
+
+        g_warning("%s: cannot stat the fd of region gpa 0x%llx: %s", dev->name,
+                  (unsigned long long)r->guest_phys_addr, g_strerror(err));
+        return -err;
+    }
+    if (S_ISREG(st.st_mode) &&
+        (r->mmap_offset > (uint64_t)st.st_size ||
+         r->memory_size > (uint64_t)st.st_size - r->mmap_offset)) {
+        g_warning("%s: region gpa 0x%llx (0x%llx bytes at offset 0x%llx) lies beyond the "
+                  "end of its %lld-byte file", dev->name,
+                  (unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
+                  (unsigned long long)r->mmap_offset, (long long)st.st_size);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 static int handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 {
     const struct vhost_user_memory *m = &msg->p.memory;
@@ -658,9 +686,12 @@ static int handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
     guest_mem_init(table);
     for (unsigned i = 0; i < m->nregions; i++) {
         const struct vhost_user_mem_region *r = &m->regions[i];
-        int ret = guest_mem_map_fd(table, take_fd(msg, i), r->guest_phys_addr,
-                                   r->memory_size, r->userspace_addr, r->mmap_offset);
+        int ret = check_region_fd(dev, msg->fds[i], r);
 
+        if (ret == 0) {
+            ret = guest_mem_map_fd(table, take_fd(msg, i), r->guest_phys_addr,
+                                   r->memory_size, r->userspace_addr, r->mmap_offset);
+        }
         if (ret < 0) {
             g_warning("%s: SET_MEM_TABLE region %u (gpa 0x%llx size 0x%llx) rejected: %s",
                       dev->name, i, (unsigned long long)r->guest_phys_addr,
@@ -687,6 +718,11 @@ static int handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
     if (fd < 0) {
         g_warning("%s: ADD_MEM_REG without an fd", dev->name);
         return -EINVAL;
+    }
+    ret = check_region_fd(dev, fd, r);
+    if (ret < 0) {
+        close(fd);
+        return ret;
     }
     if (dev->mem.nregions >= dev->max_mem_slots) {
         g_warning("%s: ADD_MEM_REG beyond the %u memory slots we announced", dev->name,

@@ -42,7 +42,8 @@ static inline void smp_mb(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void program_order(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 /* Logs the first malformation only: a hostile guest must not flood the log. */
-static int G_GNUC_PRINTF(3, 4) __attribute__((cold)) vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
+static int G_GNUC_PRINTF(3, 4) __attribute__((cold))
+vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
 {
     if (!vq->broken) {
         va_list ap;
@@ -374,6 +375,10 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     }
     r = vq_map_chain(vq, head, elem, iov, max_iov);
     if (r < 0) {
+        /* Consumed, so vq_answer_bad_chain can return it to the driver. */
+        vq->last_avail_idx++;
+        vq->has_bad_head = true;
+        vq->bad_head = head;
         return r;
     }
     vq->last_avail_idx++;
@@ -389,6 +394,64 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
         d->inflight = 1;
     }
     return 1;
+}
+
+int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
+{
+    const uint8_t *src = resp;
+    unsigned i, visited = 0;
+    size_t written = 0;
+    struct vring_used_elem *e;
+
+    if (!vq->has_bad_head || !vq->used) {
+        return -ENOENT;
+    }
+    vq->has_bad_head = false;
+    /*
+     * Salvage walk of the direct chain only, with every check of the real
+     * walker: stop at the first descriptor that is out of range, indirect,
+     * or outside guest memory.
+     */
+    for (i = vq->bad_head; i < vq->num && visited++ < vq->num && written < resp_len;) {
+        struct vring_desc d;
+        uint8_t *p;
+
+        read_desc(vq->desc, i, &d);
+        if (d.flags & VRING_DESC_F_INDIRECT) {
+            break;
+        }
+        if ((d.flags & VRING_DESC_F_WRITE) && d.len) {
+            size_t n = MIN((size_t)d.len, resp_len - written);
+
+            p = guest_mem_gpa_ptr(vq->mem, d.addr, n);
+            if (!p) {
+                break;
+            }
+            memcpy(p, src + written, n);
+            written += n;
+        }
+        if (!(d.flags & VRING_DESC_F_NEXT)) {
+            break;
+        }
+        i = d.next;
+    }
+    /* The queue is broken: bypass vq_fill/vq_flush, which refuse to run. */
+    e = &vq->used->ring[vq->used_idx & (vq->num - 1)];
+    WRITE_ONCE(e->id, htole32(vq->bad_head));
+    WRITE_ONCE(e->len, htole32((uint32_t)written));
+    vq->used_idx++;
+    smp_wmb_release();
+    WRITE_ONCE(vq->used->idx, htole16(vq->used_idx));
+    vq->flushed_used_idx = vq->used_idx;
+    if (vq->call_fd >= 0) {
+        static const uint64_t one = 1;
+
+        /* Unconditionally: the driver must learn of this one. */
+        if (write(vq->call_fd, &one, sizeof(one)) == sizeof(one)) {
+            vq->notifications++;
+        }
+    }
+    return (int)written;
 }
 
 void vq_unpop(struct virtqueue *vq)

@@ -78,6 +78,17 @@ sed 's/^/# probe: /' /tmp/probe.err
 [ -d "$CF/target/vhost/$W/tpgt_2/lun/lun_1" ] && ok "refused delete left the target intact" ||
     notok "target damaged by the refused delete"
 
+# A second LUN on one TPG draws the pre-6.4 LUN-reset warning (no TMF is
+# ever sent to this TPG, so unmapping it below is safe).
+t "create tpgt 3" vhost-scsi-ctl lio create "$W" --tpgt 3
+t "lun add 0 on tpgt 3" vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/w0.img,size=1M" --tpgt 3
+out=$(vhost-scsi-ctl lio lun add "$W" 1 "file:/tmp/w1.img,size=1M" --tpgt 3 2>&1)
+case "$(uname -r)" in
+[0-5].*|6.[0-3].*)
+    echo "$out" | grep -q "second LUN: on kernel" && ok "second LUN on a TPG warns on $(uname -r)" ||
+        { notok "no warning for a second LUN on $(uname -r)"; echo "$out" | sed 's/^/# /'; } ;;
+*) ok "second LUN on a TPG (no warning needed on $(uname -r)) # SKIP" ;;
+esac
 t "lio delete" vhost-scsi-ctl lio delete "$W"
 clean && ok "configfs clean after delete" || { notok "configfs not clean"; find "$CF/target" | sed 's/^/# /'; }
 t "lio delete again is a no-op" vhost-scsi-ctl lio delete "$W"

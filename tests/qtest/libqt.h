@@ -80,6 +80,8 @@ char *qmp_wait_event(struct qts *s, const char *name, const char *match,
                      gint64 timeout_us);
 /* device_add with the given arguments ("'driver': ..., 'id': ..."); fails the test on error. */
 void qmp_device_add(struct qts *s, const char *args);
+/* True if query-pci lists a device with this qdev id, on any bus. */
+bool qmp_pci_has_device(struct qts *s, const char *qdev_id);
 /* True if QEMU answers QMP (query-status) — "not aborted, not wedged". */
 bool qmp_responsive(struct qts *s);
 

@@ -470,3 +470,15 @@ bool qmp_responsive(struct qts *s)
     g_free(r);
     return ok;
 }
+
+bool qmp_pci_has_device(struct qts *s, const char *qdev_id)
+{
+    char *r = qmp(s, "{'execute': 'query-pci'}");
+    char *key = g_strdup_printf("\"qdev_id\": \"%s\"", qdev_id);
+    g_assert(qmp_ok(r));
+    /* query-pci nests bridges' buses inside their entries; a substring finds any. */
+    bool found = strstr(r, key) != NULL;
+    g_free(key);
+    g_free(r);
+    return found;
+}

@@ -624,6 +624,7 @@ static void test_hot_unplug_in_flight_and_replug(gconstpointer data)
     qt_pci_bus_init(&bus, e->qts);
     qt_pci_bridge_setup(&bus, RP_DEVFN, 1);
     qt_vscsi_init(d, e->qts, &o);
+    g_assert(qmp_pci_has_device(e->qts, "scsi0"));
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
     write_read_verify(d, qt_vscsi_rq(d, 0), 200, 8, 70);
 
@@ -631,9 +632,11 @@ static void test_hot_unplug_in_flight_and_replug(gconstpointer data)
         submit_reads(d, r, 32, 64);
         unplug_device(e);
         g_assert(qmp_responsive(e->qts));
+        g_assert_false(qmp_pci_has_device(e->qts, "scsi0"));
         g_assert_false(qt_pci_find(&d->bus, 1, 0x1af4, 0, &probe));
 
         hotplug_device(e, gen);
+        g_assert(qmp_pci_has_device(e->qts, "scsi0"));
         g_assert(qt_pci_find(&d->bus, 1, 0x1af4, 0, &probe));
         reinit_and_verify(e, &o, 80 + gen);
         /* The medium outlives the device. */

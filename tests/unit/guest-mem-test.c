@@ -196,6 +196,14 @@ static void test_map_fd_errors(void)
     g_test_assert_expected_messages();
     g_assert_false(fd_is_open(fd));
 
+    /* A file shorter than offset + size would SIGBUS on access: refused. */
+    fd = memfd_create("gm-test", MFD_CLOEXEC);
+    g_assert_cmpint(ftruncate(fd, 0x2000), ==, 0);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory: fd*holds 0x2000*");
+    g_assert_cmpint(guest_mem_map_fd(&m, fd, 0, 0x2000, 0, 0x1000), ==, -EINVAL);
+    g_test_assert_expected_messages();
+    g_assert_false(fd_is_open(fd));
+
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory: mmap*");
     g_assert_cmpint(guest_mem_map_fd(&m, 1000000, 0, 0x1000, 0, 0), ==, -EBADF);
     g_test_assert_expected_messages();

@@ -1668,6 +1668,27 @@ static void test_rsoc_one(void)
     scsi_lun_free(lun);
 }
 
+static void test_rsoc_follows_backend(void)
+{
+    struct lun_backend *be;
+    struct scsi_lun *lun;
+    uint8_t buf[2048];
+    struct result r;
+
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    be->can_discard = false;
+    lun = ready(scsi_lun_new(be, "test:thick", NULL));
+    /* No discard, no UNMAP: neither listed nor reported as supported. */
+    r = rsoc(lun, 1, 0x42, 0, buf, 64);
+    assert_good(&r);
+    g_assert_cmphex(buf[1] & 0x07, ==, 0x01);
+    r = rsoc(lun, 0, 0, 0, buf, sizeof(buf));
+    assert_good(&r);
+    g_assert_null(find_descriptor(buf, r.in_xfer, 0x42, 0, 8));
+    g_assert_nonnull(find_descriptor(buf, r.in_xfer, 0x93, 0, 8));
+    scsi_lun_free(lun);
+}
+
 /* ---- REPORT LUNS and absent LUNs --------------------------------------- */
 
 static struct result report_luns(uint8_t select, uint32_t alloc, const uint16_t *ids,
@@ -2183,6 +2204,7 @@ int main(int argc, char **argv)
 
     g_test_add_func("/scsi-disk/rsoc/all", test_rsoc_all);
     g_test_add_func("/scsi-disk/rsoc/one", test_rsoc_one);
+    g_test_add_func("/scsi-disk/rsoc/follows-backend", test_rsoc_follows_backend);
 
     g_test_add_func("/scsi-disk/target/report-luns", test_report_luns);
     g_test_add_func("/scsi-disk/target/no-lun", test_no_lun);

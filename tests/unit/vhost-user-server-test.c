@@ -959,6 +959,14 @@ static void test_add_remove_regions(void)
     g_assert_cmpuint(request_ack(&fx, VHOST_USER_ADD_MEM_REG, &reg, sizeof(reg), &memfd2, 1),
                      !=, 0);
     g_assert_cmpuint(mem->nregions, ==, 2);
+    /* A region its file cannot back (we would SIGBUS on access) is refused. */
+    reg.region = (struct vhost_user_mem_region){
+        .guest_phys_addr = 0x200000000ull, .memory_size = MEM_SIZE,
+        .userspace_addr = MEM_UVA + 0x30000000, .mmap_offset = MEM_SIZE + 4096,
+    };
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_ADD_MEM_REG, &reg, sizeof(reg), &memfd2, 1),
+                     ==, EINVAL);
+    g_assert_cmpuint(mem->nregions, ==, 2);
     /* ADD_MEM_REG needs its fd. */
     g_assert_cmpuint(request_ack(&fx, VHOST_USER_ADD_MEM_REG, &reg, sizeof(reg), NULL, 0),
                      !=, 0);

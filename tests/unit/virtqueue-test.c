@@ -474,6 +474,36 @@ static void test_loop(void)
     tguest_free(t);
 }
 
+/*
+ * The request that broke the queue is still answered: its writable
+ * buffers that map get the device's error response, it appears on the
+ * used ring with the bytes written, and the driver is interrupted.
+ */
+static void test_bad_chain_is_answered(void)
+{
+    struct tguest *t = tguest_new(0);
+    static const char resp[12] = "FAILURE-RSP";
+    uint8_t *buf = host_of(t, data_gpa(1));
+
+    /* readable header in the hole, then a writable 8-byte + 64-byte response. */
+    set_desc(t->desc, 0, HOLE_GPA + 0x1000, 51, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, data_gpa(1), 8, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 2, data_gpa(2), 64, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    calls(t);
+    assert_pop_breaks(t, -EFAULT, "outside guest memory");
+    g_assert_cmpint(vq_answer_bad_chain(&t->vq, resp, sizeof(resp)), ==, sizeof(resp));
+    g_assert_cmpmem(buf, 8, resp, 8);
+    g_assert_cmpmem(host_of(t, data_gpa(2)), 4, resp + 8, 4);
+    g_assert_cmpuint(t->used->idx, ==, 1);
+    g_assert_cmpuint(t->used->ring[0].id, ==, 0);
+    g_assert_cmpuint(t->used->ring[0].len, ==, sizeof(resp));
+    g_assert_cmpuint(calls(t), ==, 1);
+    /* Only once; a ring broken by its index (no valid head) has nothing to answer. */
+    g_assert_cmpint(vq_answer_bad_chain(&t->vq, resp, sizeof(resp)), ==, -ENOENT);
+    tguest_free(t);
+}
+
 static void test_buffer_outside_memory(void)
 {
     struct tguest *t = tguest_new(0);
@@ -1401,6 +1431,7 @@ int main(int argc, char **argv)
 
     g_test_add_func("/virtqueue/malformed/head-out-of-range", test_bad_head_index);
     g_test_add_func("/virtqueue/malformed/next-out-of-range", test_bad_next_index);
+    g_test_add_func("/virtqueue/malformed/bad-chain-is-answered", test_bad_chain_is_answered);
     g_test_add_func("/virtqueue/malformed/loop", test_loop);
     g_test_add_func("/virtqueue/malformed/buffer-into-hole", test_buffer_outside_memory);
     g_test_add_func("/virtqueue/malformed/buffer-address-wraps", test_buffer_address_wraps);
@@ -1432,7 +1463,8 @@ int main(int argc, char **argv)
 
     g_test_add_func("/virtqueue/interrupt/event-idx-used-event",
                     test_event_idx_notifies_when_used_event_passed);
-    g_test_add_func("/virtqueue/interrupt/event-idx-batch", test_event_idx_batch_crossing_used_event);
+    g_test_add_func("/virtqueue/interrupt/event-idx-batch",
+                    test_event_idx_batch_crossing_used_event);
     g_test_add_func("/virtqueue/interrupt/no-interrupt-flag", test_no_interrupt_flag);
     g_test_add_func("/virtqueue/interrupt/notify-on-empty", test_notify_on_empty);
     g_test_add_func("/virtqueue/interrupt/no-call-fd", test_notify_without_call_fd);

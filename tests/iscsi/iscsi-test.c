@@ -1,0 +1,751 @@
+/*
+ * End-to-end tests of iSCSI LUNs: a private tgtd on loopback (started
+ * through tests/iscsi/tgt.sh) exports two disks, one open and one behind
+ * CHAP, and vhost-scsi-target serves them as LUNs to the front-end
+ * library, which drives them as a guest would.  The tests check that the
+ * LUN reports the remote identity and capacity, that data written with
+ * many requests in flight reads back and is in the remote backing file,
+ * that remote sense reaches the initiator unchanged, that CHAP works from
+ * the URL and from a secret file and that a wrong password stops the
+ * daemon with a clear message, that killing tgtd in the middle of writes
+ * loses no acknowledged write, and that a target gone for good turns into
+ * NOT READY.  Binaries and the script come from the environment
+ * (VHOST_SCSI_TARGET, ISCSI_TGT_SH), set by meson.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <linux/virtio_scsi.h>
+
+#include "vhost-frontend.h"
+
+#define TIMEOUT_MS 10000
+#define DISK_BYTES (32ull << 20)
+#define IQN_A "iqn.2026-12.org.vhost-scsi.test:open"
+#define IQN_B "iqn.2026-12.org.vhost-scsi.test:chap"
+#define CHAP_USER "vhsuser"
+#define CHAP_PASS "vhs-secret-pw1"
+#define VENDOR "VHTEST"
+#define PRODUCT "REMOTE-DISK"
+#define SERIAL "SN20261202"
+
+struct proc {
+    GPid pid;
+    int pidfd;
+};
+
+static struct {
+    char *dir, *disk_a, *disk_b, *sock;
+    int port, ctl;
+    struct proc tgtd, target;
+} g;
+
+/* ---- processes ----------------------------------------------------------- */
+
+static void child_setup(gpointer unused)
+{
+    /* an aborted test must not leave tgtd or the daemon behind */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+}
+
+static struct proc spawn(const char *const *argv)
+{
+    struct proc p;
+    GError *err = NULL;
+    /*
+     * Children's stdout goes to our stderr: stdout carries TAP.  Through a
+     * copy of fd 2: GLib closes a source fd equal to its target, which
+     * would leave the child without fd 2.
+     */
+    int efd = fcntl(2, F_DUPFD_CLOEXEC, 3);
+    gboolean ok = g_spawn_async_with_fds(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
+                                         child_setup, NULL, &p.pid, -1, efd, efd, &err);
+    close(efd);
+    g_assert_no_error(err);
+    g_assert_true(ok);
+    p.pidfd = syscall(SYS_pidfd_open, p.pid, 0);
+    g_assert_cmpint(p.pidfd, >=, 0);
+    return p;
+}
+
+static bool proc_wait_exit(struct proc *p, int ms)
+{
+    struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+    return poll(&pf, 1, ms) == 1;
+}
+
+/* Stops p with sig (escalating to SIGKILL) and returns its wait status. */
+static int proc_stop(struct proc *p, int sig)
+{
+    int status = -1;
+    kill(p->pid, sig);
+    if (!proc_wait_exit(p, TIMEOUT_MS)) {
+        kill(p->pid, SIGKILL);
+    }
+    waitpid(p->pid, &status, 0);
+    close(p->pidfd);
+    p->pidfd = -1;
+    return status;
+}
+
+/* Runs argv to completion; returns its exit status, *errout gets its stderr. */
+static int run(const char *const *argv, char **errout)
+{
+    GError *err = NULL;
+    int status = -1;
+    gboolean ok = g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_STDOUT_TO_DEV_NULL,
+                               child_setup, NULL, NULL, errout, &status, &err);
+    g_assert_no_error(err);
+    g_assert_true(ok);
+    return status;
+}
+
+static int free_port(void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(sa);
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    g_assert_cmpint(bind(s, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    g_assert_cmpint(getsockname(s, (struct sockaddr *)&sa, &len), ==, 0);
+    close(s);
+    return ntohs(sa.sin_port);
+}
+
+static void tgtd_start(void)
+{
+    const char *sh = g_getenv("ISCSI_TGT_SH");
+    g_autofree char *port = g_strdup_printf("%d", g.port);
+    g_autofree char *ctl = g_strdup_printf("%d", g.ctl);
+    const char *run_argv[] = { sh, "run", port, ctl, NULL };
+    const char *a_argv[] = { sh, "setup", ctl, "1", IQN_A, g.disk_a, "", "", VENDOR, PRODUCT,
+                             SERIAL, NULL };
+    const char *b_argv[] = { sh, "setup", ctl, "2", IQN_B, g.disk_b, CHAP_USER, CHAP_PASS,
+                             NULL };
+    g_autofree char *err_a = NULL, *err_b = NULL;
+
+    g.tgtd = spawn(run_argv);
+    if (run(a_argv, &err_a) != 0 || run(b_argv, &err_b) != 0) {
+        g_autofree char *why = g_strdup_printf("%s %s", err_a ? err_a : "", err_b ? err_b : "");
+        g_strdelimit(why, "\n", ' ');     /* one line: TAP */
+        g_error("configuring tgtd failed: %s", why);
+    }
+}
+
+static void tgtd_kill(void)
+{
+    proc_stop(&g.tgtd, SIGKILL);
+}
+
+static char *lun_url(const char *cred, const char *iqn)
+{
+    return g_strdup_printf("iscsi://%s127.0.0.1:%d/%s/1", cred, g.port, iqn);
+}
+
+/*
+ * Starts vhost-scsi-target on sock with --lun 0=spec.  Returns true once it
+ * listens, false if it exited first (a refused LUN); *status then holds
+ * its wait status.
+ */
+static bool target_start(struct proc *p, const char *sock, const char *spec, int *status)
+{
+    const char *bin = g_getenv("VHOST_SCSI_TARGET");
+    g_autofree char *lun = g_strdup_printf("0=%s", spec);
+    const char *argv[] = { bin, "--socket-path", sock, "--lun", lun, "--queues", "2",
+                           "--threads", "2", NULL };
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+
+    *p = spawn(argv);
+    g_strlcpy(sa.sun_path, sock, sizeof(sa.sun_path));
+    for (int i = 0; i < 1500; i++) {
+        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+        close(s);
+        if (r == 0) {
+            return true;
+        }
+        if (proc_wait_exit(p, 10)) {
+            waitpid(p->pid, status, 0);
+            close(p->pidfd);
+            return false;
+        }
+    }
+    g_error("vhost-scsi-target did not listen on %s within 15 s", sock);
+}
+
+/* Runs the daemon expecting it to refuse the LUN; returns what it printed. */
+static char *target_refuses(const char *spec)
+{
+    const char *bin = g_getenv("VHOST_SCSI_TARGET");
+    g_autofree char *sock = g_build_filename(g.dir, "refused.sock", NULL);
+    g_autofree char *lun = g_strdup_printf("0=%s", spec);
+    const char *argv[] = { bin, "--socket-path", sock, "--lun", lun, NULL };
+    char *err = NULL;
+    int status = run(argv, &err);
+
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    return err;
+}
+
+/* ---- SCSI helpers ------------------------------------------------------ */
+
+static struct vfe *connect_fe(const char *sock)
+{
+    struct vfe_config cfg = {
+        .transport = VFE_VHOST_USER, .path = sock, .num_request_queues = 2,
+        .queue_size = 256, .mem_size = 32 << 20, .event_idx = true, .timeout_ms = TIMEOUT_MS,
+    };
+    struct vfe *fe = NULL;
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
+    return fe;
+}
+
+static void put_be(uint8_t *p, uint64_t v, int n)
+{
+    for (int i = 0; i < n; i++) {
+        p[i] = v >> (8 * (n - 1 - i));
+    }
+}
+
+static uint64_t get_be(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) {
+        v = v << 8 | p[i];
+    }
+    return v;
+}
+
+struct sense {
+    unsigned key, asc, ascq;
+};
+
+static struct sense sense_of(const struct virtio_scsi_cmd_resp *r)
+{
+    const uint8_t *b = r->sense;
+    if (r->sense_len >= 14 && (b[0] & 0x7e) == 0x70) {
+        return (struct sense){ b[2] & 0xf, b[12], b[13] };
+    }
+    if (r->sense_len >= 4 && (b[0] & 0x7e) == 0x72) {
+        return (struct sense){ b[1] & 0xf, b[2], b[3] };
+    }
+    return (struct sense){ 0 };
+}
+
+static void cmd(struct vfe *fe, const uint8_t *cdb, unsigned cdb_len, void *buf, uint32_t len,
+                bool in, struct vfe_req *out)
+{
+    memset(out, 0, sizeof(*out));
+    vfe_lun(out->lun, 0, 0);
+    memcpy(out->cdb, cdb, cdb_len);
+    out->data = buf;
+    out->data_len = len;
+    out->data_in = in;
+    g_assert_cmpint(vfe_exec(fe, out, 3 * TIMEOUT_MS), ==, 0);
+    g_assert_cmpuint(out->resp.response, ==, VIRTIO_SCSI_S_OK);
+}
+
+/* Consumes the power-on unit attention; the LUN must then be ready. */
+static void make_ready(struct vfe *fe)
+{
+    static const uint8_t tur[6] = { 0 };
+    struct vfe_req r;
+    for (int i = 0; i < 4; i++) {
+        cmd(fe, tur, sizeof(tur), NULL, 0, false, &r);
+        if (r.resp.status == 0) {
+            return;
+        }
+        g_assert_cmpuint(sense_of(&r.resp).key, ==, 6);
+    }
+    g_assert_not_reached();
+}
+
+static void make_rw(struct vfe_req *r, bool write, uint64_t lba, uint32_t blocks)
+{
+    memset(r->cdb, 0, sizeof(r->cdb));
+    r->cdb[0] = write ? 0x8a : 0x88;
+    put_be(&r->cdb[2], lba, 8);
+    put_be(&r->cdb[10], blocks, 4);
+    r->data_in = !write;
+}
+
+/* One 4 KiB block READ(16)/WRITE(16) at lba; returns the request. */
+static struct vfe_req rw_4k(struct vfe *fe, bool write, uint64_t lba, void *buf)
+{
+    struct vfe_req r = { .data = buf, .data_len = 4096 };
+    vfe_lun(r.lun, 0, 0);
+    make_rw(&r, write, lba, 8);
+    /* long enough for a request held through the whole unreachable window */
+    g_assert_cmpint(vfe_exec(fe, &r, 6 * TIMEOUT_MS), ==, 0);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    return r;
+}
+
+static uint8_t pattern(uint64_t seed, uint64_t byte)
+{
+    uint64_t x = (seed + byte / 8) * 0x9e3779b97f4a7c15ull;
+    return (uint8_t)(x >> (56 - 8 * (byte % 8)));
+}
+
+static void fill(uint8_t *p, size_t len, uint64_t seed, uint64_t offset)
+{
+    for (size_t j = 0; j < len; j++) {
+        p[j] = pattern(seed, offset + j);
+    }
+}
+
+/* The remote backing file holds the pattern at [offset, offset + len). */
+static bool file_has(const char *path, uint64_t offset, size_t len, uint64_t seed)
+{
+    g_autofree uint8_t *buf = g_malloc(len);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pread(fd, buf, len, offset), ==, (ssize_t)len);
+    close(fd);
+    for (size_t j = 0; j < len; j++) {
+        if (buf[j] != pattern(seed, offset + j)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ---- tests --------------------------------------------------------------- */
+
+static void test_inquiry_is_remote(void)
+{
+    struct vfe *fe = connect_fe(g.sock);
+    uint8_t *buf = vfe_alloc(fe, 255, 64);
+    uint8_t std_cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
+    uint8_t sn_cdb[6] = { 0x12, 1, 0x80, 0, 255, 0 };
+    struct vfe_req r;
+
+    cmd(fe, std_cdb, 6, buf, 96, true, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    g_assert_cmpuint(buf[0] & 0x1f, ==, 0);                      /* direct access */
+    g_assert_cmpmem(buf + 8, 8, VENDOR "  ", 8);                  /* tgt's, not ours */
+    g_assert_cmpmem(buf + 16, 16, PRODUCT "     ", 16);
+    cmd(fe, sn_cdb, 6, buf, 255, true, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    g_assert_cmpuint(buf[1], ==, 0x80);
+    g_assert_cmpuint(buf[3], ==, strlen(SERIAL));
+    g_assert_cmpmem(buf + 4, strlen(SERIAL), SERIAL, strlen(SERIAL));
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
+static void test_capacity_is_remote(void)
+{
+    struct vfe *fe = connect_fe(g.sock);
+    uint8_t cdb[16] = { 0x9e, 0x10 };
+    uint8_t *buf = vfe_alloc(fe, 32, 64);
+    struct vfe_req r;
+
+    make_ready(fe);
+    put_be(&cdb[10], 32, 4);
+    cmd(fe, cdb, sizeof(cdb), buf, 32, true, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    g_assert_cmpuint(get_be(buf, 8) + 1, ==, DISK_BYTES / 512);
+    g_assert_cmpuint(get_be(buf + 8, 4), ==, 512);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
+struct batch {
+    unsigned done;
+};
+
+static void batch_done(struct vfe_req *r)
+{
+    ((struct batch *)r->opaque)->done++;
+}
+
+/*
+ * 128 writes of 64 KiB spread over the disk, all in flight at once on two
+ * queues (so over both I/O threads' sessions), then read back the same
+ * way; the data must match and must be in tgt's backing file.
+ */
+static void test_write_read_many_in_flight(void)
+{
+    enum { N = 128, BYTES = 64 << 10 };
+    const uint64_t seed = 0x15c51;
+    const uint64_t stride = DISK_BYTES / 512 / N;
+    struct vfe *fe = connect_fe(g.sock);
+    struct vfe_req *reqs = g_new0(struct vfe_req, N);
+    struct batch b;
+
+    make_ready(fe);
+    for (unsigned i = 0; i < N; i++) {
+        reqs[i].data = vfe_alloc(fe, BYTES, 4096);
+        g_assert_nonnull(reqs[i].data);
+        reqs[i].data_len = BYTES;
+        reqs[i].queue = i % 2;
+        reqs[i].opaque = &b;
+        reqs[i].complete = batch_done;
+        vfe_lun(reqs[i].lun, 0, 0);
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        bool write = pass == 0;
+        b.done = 0;
+        for (unsigned i = 0; i < N; i++) {
+            if (write) {
+                fill(reqs[i].data, BYTES, seed, i * stride * 512);
+            } else {
+                memset(reqs[i].data, 0xa5, BYTES);
+            }
+            make_rw(&reqs[i], write, i * stride, BYTES / 512);
+            g_assert_cmpint(vfe_submit(fe, &reqs[i]), ==, 0);
+        }
+        while (b.done < N) {
+            g_assert_cmpint(vfe_poll(fe, 3 * TIMEOUT_MS), >, 0);
+        }
+        for (unsigned i = 0; i < N; i++) {
+            g_assert_cmpuint(reqs[i].resp.response, ==, VIRTIO_SCSI_S_OK);
+            g_assert_cmpuint(reqs[i].resp.status, ==, 0);
+            if (!write) {
+                g_autofree uint8_t *want = g_malloc(BYTES);
+                fill(want, BYTES, seed, i * stride * 512);
+                g_assert_cmpmem(reqs[i].data, BYTES, want, BYTES);
+            }
+        }
+    }
+    for (unsigned i = 0; i < N; i++) {
+        g_assert_true(file_has(g.disk_a, i * stride * 512, BYTES, seed));
+        vfe_free(fe, reqs[i].data);
+    }
+    g_free(reqs);
+    vfe_close(fe);
+}
+
+/* A CHECK CONDITION from the remote LUN reaches the initiator as sent. */
+static void test_remote_sense_passes_through(void)
+{
+    const char *sh = g_getenv("ISCSI_TGT_SH");
+    g_autofree char *ctl = g_strdup_printf("%d", g.ctl);
+    const char *ro[] = { sh, "update", ctl, "1", "readonly=1", NULL };
+    const char *rw[] = { sh, "update", ctl, "1", "readonly=0", NULL };
+    struct vfe *fe = connect_fe(g.sock);
+    uint8_t *buf = vfe_alloc(fe, 4096, 4096);
+    struct vfe_req r;
+    struct sense s;
+
+    make_ready(fe);
+    memset(buf, 0x5a, 4096);
+    g_assert_cmpint(run(ro, NULL), ==, 0);
+    r = rw_4k(fe, true, 64, buf);
+    g_assert_cmpuint(r.resp.status, ==, 2);          /* CHECK CONDITION */
+    s = sense_of(&r.resp);
+    g_assert_cmpuint(s.key, ==, 7);                   /* DATA PROTECT, as tgt said */
+    g_assert_cmphex(s.asc, ==, 0x27);                 /* WRITE PROTECTED */
+    g_assert_cmpint(run(rw, NULL), ==, 0);
+    r = rw_4k(fe, true, 64, buf);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
+/* Serves spec on a second daemon, checks the LUN works, stops it. */
+static void serve_and_check(const char *spec)
+{
+    g_autofree char *sock = g_build_filename(g.dir, "chap.sock", NULL);
+    struct proc p;
+    int status;
+    struct vfe *fe;
+    uint8_t *buf;
+    struct vfe_req r;
+
+    g_assert_true(target_start(&p, sock, spec, &status));
+    fe = connect_fe(sock);
+    make_ready(fe);
+    buf = vfe_alloc(fe, 4096, 4096);
+    fill(buf, 4096, 77, 0);
+    r = rw_4k(fe, true, 0, buf);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+    status = proc_stop(&p, SIGTERM);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    g_assert_true(file_has(g.disk_b, 0, 4096, 77));
+}
+
+static void test_chap_password_in_url(void)
+{
+    g_autofree char *url = lun_url(CHAP_USER "%" CHAP_PASS "@", IQN_B);
+    serve_and_check(url);
+}
+
+static char *write_secret(const char *contents, mode_t mode)
+{
+    char *path = g_build_filename(g.dir, "chap.secret", NULL);
+    g_assert_true(g_file_set_contents(path, contents, -1, NULL));
+    g_assert_cmpint(chmod(path, mode), ==, 0);
+    return path;
+}
+
+static void test_chap_secret_file(void)
+{
+    g_autofree char *both = write_secret(CHAP_USER ":" CHAP_PASS "\n", 0600);
+    g_autofree char *url = lun_url("", IQN_B);
+    g_autofree char *spec = g_strdup_printf("%s,secret-file=%s", url, both);
+    serve_and_check(spec);
+
+    /* Only the password in the file, the user in the URL. */
+    g_autofree char *pw = write_secret(CHAP_PASS, 0600);
+    g_autofree char *url2 = lun_url(CHAP_USER "@", IQN_B);
+    g_autofree char *spec2 = g_strdup_printf("%s,secret-file=%s", url2, pw);
+    serve_and_check(spec2);
+}
+
+static void test_chap_secret_file_readable_by_others_is_refused(void)
+{
+    g_autofree char *path = write_secret(CHAP_USER ":" CHAP_PASS, 0640);
+    g_autofree char *url = lun_url("", IQN_B);
+    g_autofree char *spec = g_strdup_printf("%s,secret-file=%s", url, path);
+    g_autofree char *err = target_refuses(spec);
+
+    g_assert_nonnull(strstr(err, "chmod 600"));
+    g_assert_null(strstr(err, CHAP_PASS));
+}
+
+static void test_chap_wrong_password_is_refused(void)
+{
+    g_autofree char *url = lun_url(CHAP_USER "%wrong-password@", IQN_B);
+    g_autofree char *err = target_refuses(url);
+
+    g_assert_nonnull(strstr(err, "cannot log in"));
+    g_assert_nonnull(strstr(err, "cannot open"));
+    g_assert_null(strstr(err, "wrong-password"));     /* never echo a password */
+
+    /* No credentials at all for a CHAP target: refused the same way. */
+    g_autofree char *anon = lun_url("", IQN_B);
+    g_autofree char *err2 = target_refuses(anon);
+    g_assert_nonnull(strstr(err2, "cannot log in"));
+}
+
+/*
+ * Writes to fresh 4 KiB blocks with 32 in flight, retrying BUSY as an
+ * initiator does, while tgtd is SIGKILLed and restarted on the same
+ * backing file.  Every write that completed GOOD must be in that file.
+ */
+struct fault_io {
+    struct vfe_req r;
+    uint64_t lba;
+    bool acked;
+};
+
+struct fault_run {
+    struct vfe *fe;
+    struct fault_io *ios;
+    unsigned n_ios, next, acked, busy, inflight;
+};
+
+static void fault_submit(struct fault_run *f, struct fault_io *io)
+{
+    memset(&io->r.resp, 0, sizeof(io->r.resp));
+    make_rw(&io->r, true, io->lba, 8);
+    g_assert_cmpint(vfe_submit(f->fe, &io->r), ==, 0);
+    f->inflight++;
+}
+
+static void fault_done(struct vfe_req *r)
+{
+    struct fault_io *io = (struct fault_io *)r;
+    struct fault_run *f = r->opaque;
+
+    f->inflight--;
+    g_assert_cmpuint(r->resp.response, ==, VIRTIO_SCSI_S_OK);
+    if (r->resp.status == 0x08) {              /* BUSY: the initiator sends it again */
+        f->busy++;
+        fault_submit(f, io);
+        return;
+    }
+    g_assert_cmpuint(r->resp.status, ==, 0);
+    io->acked = true;
+    f->acked++;
+    if (f->next < f->n_ios) {
+        fault_submit(f, &f->ios[f->next++]);
+    }
+}
+
+static void test_tgtd_killed_during_writes_loses_no_acked_write(void)
+{
+    enum { N = 1600, DEPTH = 32 };
+    const uint64_t seed = 0xfa017;
+    struct fault_run f = { .n_ios = N };
+    bool killed = false, restarted = false;
+    gint64 t_kill = 0;
+
+    f.fe = connect_fe(g.sock);
+    make_ready(f.fe);
+    f.ios = g_new0(struct fault_io, N);
+    for (unsigned i = 0; i < N; i++) {
+        struct fault_io *io = &f.ios[i];
+        io->lba = 4096 + i * 8ull;            /* fresh blocks, each written once */
+        io->r.data = vfe_alloc(f.fe, 4096, 4096);
+        g_assert_nonnull(io->r.data);
+        io->r.data_len = 4096;
+        io->r.queue = i % 2;
+        io->r.opaque = &f;
+        io->r.complete = fault_done;
+        vfe_lun(io->r.lun, 0, 0);
+        fill(io->r.data, 4096, seed, io->lba * 512);
+    }
+    while (f.next < DEPTH) {
+        fault_submit(&f, &f.ios[f.next++]);
+    }
+    while (f.acked < N) {
+        /* While tgtd is down nothing completes: come back to restart it. */
+        bool outage = killed && !restarted;
+        int n = vfe_poll(f.fe, outage ? 100 : 3 * TIMEOUT_MS);
+
+        g_assert_true(n > 0 || (outage && (n == 0 || n == -ETIMEDOUT)));
+        if (!killed && f.acked >= N / 4) {
+            g_assert_cmpuint(f.inflight, >, 0);   /* writes are in flight right now */
+            tgtd_kill();
+            killed = true;
+            t_kill = g_get_monotonic_time();
+        }
+        if (killed && !restarted && g_get_monotonic_time() - t_kill > G_USEC_PER_SEC) {
+            tgtd_start();
+            restarted = true;
+        }
+    }
+    g_assert_true(restarted);
+    g_assert_cmpuint(f.busy, >, 0);             /* the outage was seen, and survived */
+    vfe_close(f.fe);
+
+    for (unsigned i = 0; i < N; i++) {
+        g_assert_true(f.ios[i].acked);
+        if (!file_has(g.disk_a, f.ios[i].lba * 512, 4096, seed)) {
+            g_error("write %u (lba %" G_GUINT64_FORMAT ") was acknowledged but is not in the "
+                    "backing file", i, f.ios[i].lba);
+        }
+    }
+    g_test_message("%u writes acknowledged, %u BUSY retries across the tgtd restart",
+                   f.acked, f.busy);
+    g_free(f.ios);
+}
+
+/*
+ * With tgtd gone, requests are held and answered BUSY while the session
+ * is retried; after ~30 s the LUN reports NOT READY; once tgtd is back the
+ * LUN serves I/O again.
+ */
+static void test_unreachable_target_becomes_not_ready(void)
+{
+    struct vfe *fe = connect_fe(g.sock);
+    uint8_t *buf = vfe_alloc(fe, 4096, 4096);
+    gint64 start;
+    struct vfe_req r;
+    struct sense s;
+
+    make_ready(fe);
+    tgtd_kill();
+    start = g_get_monotonic_time();
+    for (;;) {
+        r = rw_4k(fe, false, 0, buf);
+        if (r.resp.status != 0x08) {
+            break;
+        }
+        g_assert_cmpint(g_get_monotonic_time() - start, <, 60 * G_USEC_PER_SEC);
+    }
+    g_assert_cmpuint(r.resp.status, ==, 2);
+    s = sense_of(&r.resp);
+    g_assert_cmpuint(s.key, ==, 2);                  /* NOT READY */
+    g_assert_cmphex(s.asc, ==, 0x04);
+    g_assert_cmphex(s.ascq, ==, 0x00);
+    g_assert_cmpint(g_get_monotonic_time() - start, >=, 25 * G_USEC_PER_SEC);
+
+    tgtd_start();
+    start = g_get_monotonic_time();
+    do {
+        g_assert_cmpint(g_get_monotonic_time() - start, <, 30 * G_USEC_PER_SEC);
+        r = rw_4k(fe, false, 0, buf);
+        if (r.resp.status != 0) {
+            /* still NOT READY until the next login: wait on the call fd, not a sleep */
+            vfe_poll(fe, 200);
+        }
+    } while (r.resp.status != 0);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
+int main(int argc, char **argv)
+{
+    g_autofree char *tgtd = g_find_program_in_path("tgtd");
+    int fd, ret, status;
+    g_autofree char *url = NULL;
+
+    g_test_init(&argc, &argv, NULL);
+    if (!tgtd || geteuid() != 0) {
+        /* tgtd needs root (its control socket lives in /run/tgtd) */
+        g_print("1..0 # SKIP needs tgtd (package tgt) and root\n");
+        return 0;
+    }
+    g_assert_nonnull(g_getenv("VHOST_SCSI_TARGET"));
+    g_assert_nonnull(g_getenv("ISCSI_TGT_SH"));
+    signal(SIGPIPE, SIG_IGN);
+
+    g.dir = g_dir_make_tmp("vhost-scsi-iscsi-XXXXXX", NULL);
+    g.disk_a = g_build_filename(g.dir, "open.img", NULL);
+    g.disk_b = g_build_filename(g.dir, "chap.img", NULL);
+    g.sock = g_build_filename(g.dir, "target.sock", NULL);
+    for (int i = 0; i < 2; i++) {
+        fd = open(i ? g.disk_b : g.disk_a, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(ftruncate(fd, DISK_BYTES), ==, 0);
+        close(fd);
+    }
+    g.port = free_port();
+    g.ctl = g_random_int_range(10000, 32768);     /* tgtadm takes <= 32767 */
+    tgtd_start();
+    url = lun_url("", IQN_A);
+    if (!target_start(&g.target, g.sock, url, &status)) {
+        g_error("vhost-scsi-target refused %s (status %d)", url, status);
+    }
+
+    g_test_add_func("/iscsi/inquiry-is-remote", test_inquiry_is_remote);
+    g_test_add_func("/iscsi/capacity-is-remote", test_capacity_is_remote);
+    g_test_add_func("/iscsi/write-read-many-in-flight", test_write_read_many_in_flight);
+    g_test_add_func("/iscsi/remote-sense-passes-through", test_remote_sense_passes_through);
+    g_test_add_func("/iscsi/chap/password-in-url", test_chap_password_in_url);
+    g_test_add_func("/iscsi/chap/secret-file", test_chap_secret_file);
+    g_test_add_func("/iscsi/chap/secret-file-readable-by-others-is-refused",
+                    test_chap_secret_file_readable_by_others_is_refused);
+    g_test_add_func("/iscsi/chap/wrong-password-is-refused", test_chap_wrong_password_is_refused);
+    g_test_add_func("/iscsi/fault/tgtd-killed-during-writes-loses-no-acked-write",
+                    test_tgtd_killed_during_writes_loses_no_acked_write);
+    g_test_add_func("/iscsi/fault/unreachable-target-becomes-not-ready",
+                    test_unreachable_target_becomes_not_ready);
+    ret = g_test_run();
+
+    status = proc_stop(&g.target, SIGTERM);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    tgtd_kill();
+    g_unlink(g.disk_a);
+    g_unlink(g.disk_b);
+    g_unlink(g.sock);
+    g_autofree char *secret = g_build_filename(g.dir, "chap.secret", NULL);
+    g_unlink(secret);
+    g_rmdir(g.dir);
+    g_free(g.disk_a);
+    g_free(g.disk_b);
+    g_free(g.sock);
+    g_free(g.dir);
+    return ret;
+}
