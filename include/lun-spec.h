@@ -58,6 +58,12 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
 void lun_spec_clear(struct lun_spec *s);
 
 /*
+ * A copy of a --lun argument fit for logs: the password of an
+ * "iscsi://USER%PASSWORD@" URL is replaced by "***".  g_free() it.
+ */
+char *lun_spec_redact(const char *arg);
+
+/*
  * Parses a byte count: decimal digits with an optional binary suffix
  * K, M, G or T (either case).  Returns 0 or -EINVAL (also on overflow).
  */

@@ -281,7 +281,8 @@ static int add_luns(struct target *tgt)
     GPtrArray *args = tgt->opts->lun_args;
 
     for (guint i = 0; i < args->len; i++) {
-        const char *arg = g_ptr_array_index(args, i);
+        /* Logs show the argument without an iSCSI password. */
+        g_autofree char *arg = lun_spec_redact(g_ptr_array_index(args, i));
         struct lun_spec spec;
         struct lun_backend *be;
         struct scsi_lun *lun;
@@ -289,7 +290,7 @@ static int add_luns(struct target *tgt)
         char name[32];
         int ret;
 
-        ret = lun_spec_parse(arg, &spec, &err);
+        ret = lun_spec_parse(g_ptr_array_index(args, i), &spec, &err);
         if (ret < 0) {
             fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg, err ? err : g_strerror(-ret));
             g_free(err);

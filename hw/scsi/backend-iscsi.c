@@ -99,7 +99,7 @@ struct iscsi_lun;
 struct iscsi_session {
     struct iscsi_lun *il;
     struct iothread *t;
-    char name[64];
+    char *name;                 /* for logs: URL[thread/index] */
     struct iscsi_context *ctx;
     enum session_state state;
     int fd;                     /* the socket registered with t, or -1 */
@@ -578,7 +578,7 @@ static struct iscsi_session *session_new(struct iscsi_lun *il, struct iothread *
     s->t = t;
     s->fd = -1;
     s->isid = g_random_int() & 0xffffff;
-    snprintf(s->name, sizeof(s->name), "%s[%s/%u]", il->be.name, iothread_name(t), idx);
+    s->name = g_strdup_printf("%s[%s/%u]", il->be.name, iothread_name(t), idx);
     s->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
     if (s->timer_fd < 0 || timerfd_settime(s->timer_fd, 0, &its, NULL) < 0 ||
         iothread_add_fd(t, s->timer_fd, EPOLLIN, session_timer_cb, s) < 0) {
@@ -586,6 +586,7 @@ static struct iscsi_session *session_new(struct iscsi_lun *il, struct iothread *
         if (s->timer_fd >= 0) {
             close(s->timer_fd);
         }
+        g_free(s->name);
         g_free(s);
         return NULL;
     }
@@ -624,6 +625,7 @@ static void session_free(struct iscsi_session *s, bool thread_alive)
     fail_pending(s, -EAGAIN);
     close(s->timer_fd);
     g_free(s->drop_reason);
+    g_free(s->name);
     g_free(s);
 }
 
@@ -991,6 +993,14 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
     il->be.name = g_strdup_printf("iscsi://%s/%s/%d", il->portal, il->target, il->lun);
     if (url->user[0]) {
         il->user = g_strdup(url->user);
+    } else {
+        /* libiscsi drops a "USER@" that has no "%PASSWORD": take it ourselves. */
+        const char *auth = o->url + strlen("iscsi://");
+        const char *at = strchr(auth, '@'), *slash = strchr(auth, '/');
+
+        if (at && at > auth && (!slash || at < slash) && !memchr(auth, '%', at - auth)) {
+            il->user = g_strndup(auth, at - auth);
+        }
     }
     if (url->passwd[0]) {
         il->password = g_strdup(url->passwd);

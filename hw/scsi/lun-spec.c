@@ -131,11 +131,12 @@ static int spec_error(char **errmsg, const char *arg, struct lun_spec *out,
     if (errmsg) {
         va_list ap;
         g_autofree char *what = NULL;
+        g_autofree char *shown = lun_spec_redact(arg);
 
         va_start(ap, fmt);
         what = g_strdup_vprintf(fmt, ap);
         va_end(ap);
-        *errmsg = g_strdup_printf("LUN spec \"%s\": %s", arg, what);
+        *errmsg = g_strdup_printf("LUN spec \"%s\": %s", shown, what);
     }
     lun_spec_clear(out);
     return -EINVAL;
@@ -374,6 +375,24 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
     }
     }
     return -EINVAL;
+}
+
+char *lun_spec_redact(const char *arg)
+{
+    const char *url = strstr(arg, "iscsi://");
+    const char *auth, *at, *slash, *pct;
+
+    if (!url) {
+        return g_strdup(arg);
+    }
+    auth = url + strlen("iscsi://");
+    at = strchr(auth, '@');
+    slash = strchr(auth, '/');
+    pct = at ? memchr(auth, '%', at - auth) : NULL;
+    if (!pct || (slash && slash < at)) {
+        return g_strdup(arg);
+    }
+    return g_strdup_printf("%.*s%%***%s", (int)(pct - arg), arg, at);
 }
 
 void lun_spec_clear(struct lun_spec *s)

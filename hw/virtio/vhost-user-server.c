@@ -724,7 +724,21 @@ static int handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
         close(fd);
         return ret;
     }
-    if (dev->mem.nregions >= dev->max_mem_slots) {
+    /*
+     * A device re-created on the same connection (hot-unplug then plug
+     * with one chardev) starts from an empty table on QEMU's side and adds
+     * every region again: an identical region replaces the old mapping.
+     */
+    bool replaces = false;
+    for (unsigned i = 0; i < dev->mem.nregions; i++) {
+        const struct guest_mem_region *old = &dev->mem.r[i];
+
+        if (old->gpa == r->guest_phys_addr && old->size == r->memory_size &&
+            old->uva == r->userspace_addr) {
+            replaces = true;
+        }
+    }
+    if (!replaces && dev->mem.nregions >= dev->max_mem_slots) {
         g_warning("%s: ADD_MEM_REG beyond the %u memory slots we announced", dev->name,
                   dev->max_mem_slots);
         close(fd);
@@ -732,6 +746,11 @@ static int handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
     }
     /* Running queues read the table from their threads: change it while they are stopped. */
     stop_all(dev);
+    if (replaces) {
+        g_message("%s: ADD_MEM_REG replaces the identical region at gpa 0x%llx", dev->name,
+                  (unsigned long long)r->guest_phys_addr);
+        guest_mem_remove(&dev->mem, r->guest_phys_addr, r->memory_size);
+    }
     ret = guest_mem_map_fd(&dev->mem, fd, r->guest_phys_addr, r->memory_size,
                            r->userspace_addr, r->mmap_offset);
     if (ret < 0) {

@@ -195,21 +195,19 @@ static void fixture_reconnect(struct fixture *fx)
 static void send_msg_fds(int sock, uint32_t req, uint32_t flags, const void *payload,
                          uint32_t size, const int *fds, unsigned nfds)
 {
-    uint8_t buf[sizeof(struct vhost_user_hdr) + sizeof(union vhost_user_payload) + 64];
     struct vhost_user_hdr hdr = { .request = req, .flags = flags, .size = size };
     union {
         char buf[CMSG_SPACE(32 * sizeof(int))];
         struct cmsghdr align;
     } control;
-    struct iovec iov = { .iov_base = buf, .iov_len = sizeof(hdr) + size };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    /* One sendmsg, as QEMU does: the fds ride on the header's first byte. */
+    struct iovec iov[2] = {
+        { .iov_base = &hdr, .iov_len = sizeof(hdr) },
+        { .iov_base = (void *)payload, .iov_len = size },
+    };
+    struct msghdr mh = { .msg_iov = iov, .msg_iovlen = size ? 2 : 1 };
 
-    g_assert_cmpuint(size, <=, sizeof(buf) - sizeof(hdr));
     g_assert_cmpuint(nfds, <=, 32);
-    memcpy(buf, &hdr, sizeof(hdr));
-    if (size) {
-        memcpy(buf + sizeof(hdr), payload, size);
-    }
     if (nfds) {
         struct cmsghdr *c;
 
@@ -1302,6 +1300,83 @@ static void test_inflight_smaller_ring(void)
     fixture_fini(&fx);
 }
 
+/* Reads every reply waiting on the socket; each must be well formed and answer req. */
+static unsigned drain_replies(int sock, uint32_t req)
+{
+    struct pollfd pfd = { .fd = sock, .events = POLLIN };
+    unsigned n = 0;
+
+    while (poll(&pfd, 1, 0) == 1 && (pfd.revents & POLLIN)) {
+        struct reply r = recv_reply(sock);
+
+        g_assert_cmpuint(r.hdr.request, ==, req);
+        if (r.fd >= 0) {
+            close(r.fd);
+        }
+        n++;
+    }
+    return n;
+}
+
+/*
+ * Whatever well-framed messages a front-end sends, the server answers at
+ * most once each, or ends the connection; it never crashes or leaks fds.
+ */
+static void test_random_messages(void)
+{
+    struct fixture fx;
+    GRand *rand = g_rand_new_with_seed(0x5c51);
+    unsigned baseline, connections = 1;
+
+    fixture_init(&fx, 0);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    baseline = count_open_fds();
+    for (unsigned iter = 0; iter < 3000; iter++) {
+        union vhost_user_payload p;
+        uint32_t req = g_rand_int_range(rand, 0, VHOST_USER_MAX + 2);
+        uint32_t flags = VHOST_USER_VERSION |
+                         (g_rand_boolean(rand) ? VHOST_USER_NEED_REPLY : 0);
+        uint32_t size = g_rand_int_range(rand, 0, 6) * 8;
+        int fds[2] = { fx.memfd, -1 };
+        unsigned nfds = g_rand_int_range(rand, 0, 3);
+        int r;
+
+        for (unsigned i = 0; i < sizeof(p); i++) {
+            ((uint8_t *)&p)[i] = g_rand_int(rand);
+        }
+        /* Small indexes and counts reach further than uniformly random ones. */
+        if (g_rand_boolean(rand)) {
+            p.state.index = g_rand_int_range(rand, 0, NUM_QUEUES + 1);
+            p.state.num = 1u << g_rand_int_range(rand, 0, 16);
+            p.memory.regions[0].memory_size = 4096 * g_rand_int_range(rand, 1, 8);
+            p.memory.regions[0].mmap_offset = 4096 * g_rand_int_range(rand, 0, 4);
+        }
+        if (nfds == 2) {
+            fds[1] = new_eventfd();
+        }
+        send_msg_fds(fx.sock, req, flags, &p, size, fds, nfds);
+        if (fds[1] >= 0) {
+            close(fds[1]);
+        }
+        r = vu_dev_dispatch(fx.dev);
+        g_assert_cmpuint(drain_replies(fx.sock, req), <=, 1);
+        if (r < 0) {
+            fixture_fini(&fx);
+            g_assert_cmpuint(count_open_fds(), ==, baseline - 3);
+            fixture_init(&fx, 0);
+            g_log_set_always_fatal(G_LOG_FATAL_MASK);
+            g_assert_cmpuint(count_open_fds(), ==, baseline);
+            connections++;
+        }
+    }
+    g_test_message("%u connections for 3000 messages", connections);
+    /* Some messages must have been refused, and some accepted. */
+    g_assert_cmpuint(connections, >, 1);
+    g_assert_cmpuint(connections, <, 3000);
+    g_rand_free(rand);
+    fixture_fini(&fx);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -1328,5 +1403,6 @@ int main(int argc, char **argv)
     g_test_add_func("/vhost-user-server/unknown-requests", test_unknown_requests);
     g_test_add_func("/vhost-user-server/extra-fds-closed", test_extra_fds_closed);
     g_test_add_func("/vhost-user-server/device-refuses-start", test_device_refuses_start);
+    g_test_add_func("/vhost-user-server/random-messages", test_random_messages);
     return g_test_run();
 }
