@@ -75,7 +75,11 @@ struct scsi_cmd {
     struct iovec iov_slice[8];
 };
 
-/* Takes ownership of be.  name is used in log lines ("lun0:3"). */
+/*
+ * Takes ownership of be (closed on failure).  name is used in log lines
+ * ("lun0:3").  Returns NULL, with a logged reason, if the geometry cannot
+ * be served (block size not a power of two in 512..4096, or no block).
+ */
 struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
                               const struct scsi_lun_info *info);
 void scsi_lun_free(struct scsi_lun *lun);
@@ -86,9 +90,11 @@ const char *scsi_lun_name(const struct scsi_lun *lun);
  * Executes a command.  complete() is called exactly once, possibly before
  * this returns.  The data_in/data_out lengths are those of the buffers
  * the initiator supplied; a CDB asking for more or less than that is
- * handled as SPC/SAM say (residuals, or CHECK CONDITION for a write whose
- * data is shorter than the CDB's transfer length).  Thread-safe: several
- * iothreads may execute commands on one LUN at once.
+ * handled as SPC/SAM say: a larger buffer leaves a residual (data_*_xfer
+ * tells how much moved), replies such as INQUIRY are truncated to the
+ * buffer, and a READ or WRITE whose buffer is shorter than its transfer
+ * length gets CHECK CONDITION, INVALID FIELD IN CDB, with nothing moved.
+ * Thread-safe: several iothreads may execute commands on one LUN at once.
  */
 void scsi_lun_exec(struct scsi_lun *lun, struct scsi_cmd *cmd);
 

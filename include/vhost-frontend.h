@@ -36,6 +36,10 @@ struct vfe_config {
     bool add_mem_reg;          /* vhost-user: ADD_MEM_REG instead of SET_MEM_TABLE
                                   when CONFIGURE_MEM_SLOTS is negotiated */
     unsigned timeout_ms;       /* vhost-user reply timeout (default 10000) */
+    bool poll;                 /* the caller busy-polls the used rings: ask the
+                                  device for no call signals (used_event kept
+                                  far ahead, NO_INTERRUPT), and vfe_poll spins
+                                  instead of sleeping in poll(2) */
 };
 
 struct vfe;

@@ -1043,7 +1043,7 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
         goto fail;
     }
     if (iscsi_full_connect_sync(ctx, il->portal, il->lun) != 0) {
-        const char *err = iscsi_get_error(ctx);
+        g_autofree char *err = g_strstrip(g_strdup(iscsi_get_error(ctx)));
 
         g_warning("%s: cannot log in as %s%s%s: %s", il->be.name, il->initiator,
                   il->user ? " with CHAP user " : "", il->user ? il->user : "", err);

@@ -1078,10 +1078,18 @@ static void inherit_identity(struct scsi_lun *lun)
 struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
                               const struct scsi_lun_info *info)
 {
-    struct scsi_lun *lun = g_new0(struct scsi_lun, 1);
+    struct scsi_lun *lun;
     uint64_t h;
 
-    g_assert(be && be->block_size && be->size >= be->block_size);
+    /* Geometry the SCSI layer can describe: 512..4096-byte blocks, >= 1 block. */
+    if (be->block_size < 512 || be->block_size > 4096 ||
+        (be->block_size & (be->block_size - 1)) || be->size < be->block_size) {
+        g_warning("%s: cannot serve %s: %" PRIu64 " bytes in %" PRIu32 "-byte blocks",
+                  name ? name : "lun", be->name, be->size, be->block_size);
+        backend_close(be);
+        return NULL;
+    }
+    lun = g_new0(struct scsi_lun, 1);
     lun->be = be;
     lun->name = g_strdup(name ? name : be->name);
     lun->bs = be->block_size;

@@ -77,6 +77,12 @@ struct iothread {
     pthread_mutex_t sync_lock;
     pthread_cond_t sync_cond;
     GQueue sync_queue;        /* struct sync_req * */
+    /*
+     * Requests in sync_queue: lets a polling loop look without taking the
+     * lock on every iteration.  Raised after the push, so a loop that
+     * misses it sees it on its next iteration (or is woken by wake_fd).
+     */
+    atomic_uint sync_pending;
 
     enum iothread_poll_mode poll_mode;
     uint64_t poll_ns;
@@ -371,17 +377,27 @@ int iothread_submit(struct iothread *t)
     return ret;
 }
 
-static void run_sync_queue(struct iothread *t)
+/* Returns true if it ran anything. */
+static bool run_sync_queue(struct iothread *t)
 {
+    bool ran = false;
+
+    if (!atomic_load_explicit(&t->sync_pending, memory_order_acquire)) {
+        return false;
+    }
     for (;;) {
         struct sync_req *r;
 
         pthread_mutex_lock(&t->sync_lock);
         r = g_queue_pop_head(&t->sync_queue);
+        if (r) {
+            atomic_fetch_sub_explicit(&t->sync_pending, 1, memory_order_relaxed);
+        }
         pthread_mutex_unlock(&t->sync_lock);
         if (!r) {
-            return;
+            return ran;
         }
+        ran = true;
         r->fn(r->opaque);
         pthread_mutex_lock(&t->sync_lock);
         r->done = true;
@@ -401,6 +417,7 @@ void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaqu
     }
     pthread_mutex_lock(&t->sync_lock);
     g_queue_push_tail(&t->sync_queue, &r);
+    atomic_fetch_add_explicit(&t->sync_pending, 1, memory_order_release);
     pthread_mutex_unlock(&t->sync_lock);
     if (write(t->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
         g_warning("iothread %s: wake eventfd write: %s", t->name, g_strerror(errno));
@@ -472,10 +489,11 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
     return n;
 }
 
-static void end_iteration(struct iothread *t)
+/* Returns true if sync work ran (it may have changed pollers' notify state). */
+static bool end_iteration(struct iothread *t)
 {
     /* First: work handed over by run_sync may queue SQEs or used entries. */
-    run_sync_queue(t);
+    bool ran_sync = run_sync_queue(t);
     if (t->has_ring) {
         iothread_submit(t);
         reap_cqes(t);
@@ -487,6 +505,7 @@ static void end_iteration(struct iothread *t)
     if (t->dead_handlers->len) {
         g_ptr_array_set_size(t->dead_handlers, 0);
     }
+    return ran_sync;
 }
 
 void iothread_run(struct iothread *t)
@@ -498,6 +517,7 @@ void iothread_run(struct iothread *t)
     t->running = true;
     while (!atomic_load_explicit(&t->quit, memory_order_acquire)) {
         bool polling = t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len > 0;
+        bool work;
 
         t->stats.loops++;
         if (!polling) {
@@ -510,19 +530,32 @@ void iothread_run(struct iothread *t)
         if (t->notify_armed) {
             set_notify_all(t, false, NULL);
         }
-        if (run_pollers(t)) {
-            last_work = now_ns();
-        }
+        work = run_pollers(t);
         if (t->has_ring && io_uring_cq_ready(&t->ring)) {
             reap_cqes(t);
-            last_work = now_ns();
+            work = true;
         }
-        if (++iter % IOTHREAD_EPOLL_EVERY == 0) {
-            dispatch_epoll(t, 0);
+        /*
+         * fd handlers (a kick that raced with disabling kicks) and sync
+         * work (a queue attached) may re-arm their source's notifications;
+         * treat the set as armed so the next round turns them off again,
+         * otherwise the driver keeps kicking a thread that polls anyway.
+         */
+        if (++iter % IOTHREAD_EPOLL_EVERY == 0 && dispatch_epoll(t, 0) > 0) {
+            t->notify_armed = true;
+            work = true;
         }
-        end_iteration(t);
+        if (end_iteration(t)) {
+            t->notify_armed = true;
+        }
 
-        if (t->poll_mode == IOTHREAD_POLL_ADAPTIVE && now_ns() - last_work > t->poll_ns) {
+        /* ON never looks at the clock: it has no window to measure. */
+        if (t->poll_mode != IOTHREAD_POLL_ADAPTIVE) {
+            continue;
+        }
+        if (work) {
+            last_work = now_ns();
+        } else if (now_ns() - last_work > t->poll_ns) {
             bool pending = false;
 
             /*
@@ -538,8 +571,11 @@ void iothread_run(struct iothread *t)
             last_work = now_ns();
         }
     }
-    /* Leave sources with notifications on for whoever serves them next. */
-    if (!t->notify_armed && t->pollers->len) {
+    /*
+     * Leave sources with notifications on for whoever serves them next
+     * (notify_armed may only mean "possibly armed": re-arm regardless).
+     */
+    if (t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len) {
         set_notify_all(t, true, NULL);
     }
     run_sync_queue(t);

@@ -385,6 +385,21 @@ static int queue_reap(struct vfe *fe, struct vfe_queue *q)
             }
             n += r;
         }
+        if (fe->cfg.poll) {
+            /*
+             * A polling driver wants no signals: with EVENT_IDX a used_event
+             * half the index space ahead is never crossed (at most num <=
+             * 0x8000 entries are in flight); without it, NO_INTERRUPT.
+             */
+            if (vfe_has(fe, VIRTIO_RING_F_EVENT_IDX)) {
+                __atomic_store_n(used_event_ptr(q), (uint16_t)(q->last_used + 0x8000),
+                                 __ATOMIC_RELAXED);
+            } else if (!(q->avail->flags & VRING_AVAIL_F_NO_INTERRUPT)) {
+                __atomic_store_n(&q->avail->flags, VRING_AVAIL_F_NO_INTERRUPT,
+                                 __ATOMIC_RELAXED);
+            }
+            break;
+        }
         if (!vfe_has(fe, VIRTIO_RING_F_EVENT_IDX)) {
             break;
         }
@@ -463,9 +478,43 @@ static int wait_calls(struct vfe *fe, int timeout_ms)
     return r;
 }
 
+/*
+ * vfe_poll for a polling driver: no call signals will come, so spin on the
+ * used rings.  With a timeout, every 4096 empty rounds it asks the kernel
+ * (poll(2), timeout 0) whether the back-end hung up, and checks the clock;
+ * timeout 0 is one look, no system call (the caller spins).
+ */
+static int poll_spin(struct vfe *fe, int timeout_ms)
+{
+    int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
+
+    for (unsigned spins = 1;; spins++) {
+        int n = reap_all(fe);
+        if (n != 0 || timeout_ms == 0) {
+            return n;
+        }
+        if (spins % 4096 == 0) {
+            int r = wait_calls(fe, 0);
+            if (r < 0) {
+                return r;
+            }
+            if (timeout_ms > 0 && now_ms() >= deadline) {
+                return reap_all(fe);
+            }
+        }
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+    }
+}
+
 int vfe_poll(struct vfe *fe, int timeout_ms)
 {
     int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : 0;
+
+    if (fe->cfg.poll) {
+        return poll_spin(fe, timeout_ms);
+    }
 
     for (;;) {
         int n = reap_all(fe);

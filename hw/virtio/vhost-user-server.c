@@ -1333,13 +1333,16 @@ bool vu_dev_queue_running(const struct vu_dev *dev, unsigned idx)
 void vu_dev_queue_error(struct vu_dev *dev, unsigned idx)
 {
     struct vu_queue *q;
+    int fd;
 
     if (idx >= dev->num_queues) {
         return;
     }
     q = &dev->q[idx];
+    /* The device's thread calls this: read the slot the main thread publishes to. */
+    fd = q->running ? __atomic_load_n(&q->vq.err_fd, __ATOMIC_ACQUIRE) : q->err_fd;
     g_warning("%s: ring is broken; telling the front-end", q->name);
-    if (q->err_fd >= 0 && eventfd_write(q->err_fd, 1) < 0) {
+    if (fd >= 0 && eventfd_write(fd, 1) < 0) {
         g_warning("%s: cannot signal the error fd: %s", q->name, g_strerror(errno));
     }
 }

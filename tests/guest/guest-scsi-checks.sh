@@ -217,6 +217,10 @@ if [ -n "$D0" ]; then
         sh -c "echo $VDEV > /sys/bus/virtio/drivers/virtio_scsi/bind"
     D0=$(wait_disk 0) && pass "lun0 attached again as $D0" || fail "lun0 attached again"
     D1=$(wait_disk 1) && pass "lun1 attached again as $D1" || fail "lun1 attached again"
+    if [ -z "$D0" ] || [ -z "$D1" ]; then
+        dmesg | tail -n 40 | sed 's/^/# dmesg: /'
+        ls /sys/class/scsi_disk /sys/class/scsi_device 2>&1 | sed 's/^/# /'
+    fi
     if [ -n "$D0" ]; then
         expect_eq "lun0 marker survives the reset" "$(read_marker "$D0")" "$(cat /tmp/marker.md5)"
         fio_verify "lun0 fresh fio write+verify after the reset" "$D0" 16M

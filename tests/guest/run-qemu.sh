@@ -17,6 +17,7 @@
 #   --mem SIZE           guest RAM (1G); --smp N  vCPUs (2)
 #   --console            also copy the console to stdout while it runs
 #   --qemu BIN           QEMU binary (default: $QEMU or qemu-system-x86_64)
+#   --grace SECS         time allowed from GUEST-EXIT to power-off (20)
 # Everything after `--` is passed to QEMU unchanged (e.g. a virtio-scsi-pci
 # with scsi-hd disks to compare against QEMU's own device model).
 #
@@ -25,7 +26,7 @@ set -euo pipefail
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-INITRD="" LOG="" TIMEOUT=240 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
+INITRD="" LOG="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
 QEMU_BIN=${QEMU:-qemu-system-x86_64}
 SOCKS=()
 EXTRA=()
@@ -42,6 +43,7 @@ while [ $# -gt 0 ]; do
     --smp) SMP=$2; shift 2 ;;
     --console) CONSOLE=1; shift ;;
     --qemu) QEMU_BIN=$2; shift 2 ;;
+    --grace) GRACE=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "run-qemu: unknown option $1" >&2; usage ;;
@@ -69,16 +71,22 @@ args+=(${EXTRA[@]+"${EXTRA[@]}"})
 
 mkdir -p "$(dirname "$LOG")"
 echo "+ $QEMU_BIN ${args[*]}" >"$LOG"
-rc=0
+timeout -k 5 "$TIMEOUT" "$QEMU_BIN" "${args[@]}" </dev/null >>"$LOG" 2>&1 &
+qpid=$!
 if [ "$CONSOLE" = 1 ]; then
-    # -nographic multiplexes the console on stdio; stdin stays closed so no
-    # escape sequence can reach the monitor.
-    timeout -k 5 "$TIMEOUT" "$QEMU_BIN" "${args[@]}" </dev/null 2>&1 |
-        tee -a "$LOG" || true
-    rc=${PIPESTATUS[0]}
-else
-    timeout -k 5 "$TIMEOUT" "$QEMU_BIN" "${args[@]}" </dev/null >>"$LOG" 2>&1 || rc=$?
+    tail -n +2 -f --pid="$qpid" "$LOG" &
 fi
+# Wait until the guest reports its status (or QEMU ends).  A guest that then
+# fails to power off (e.g. a hung device on shutdown) is not waited for
+# beyond a grace period: the status it printed is what counts.
+grep -a -q -m1 '^GUEST-EXIT: ' < <(tail -n +1 -f --pid="$qpid" "$LOG") || true
+if ! timeout "$GRACE" tail -f --pid="$qpid" /dev/null; then
+    echo "run-qemu: guest did not power off ${GRACE}s after GUEST-EXIT; killing QEMU" |
+        tee -a "$LOG" >&2
+    kill "$qpid" 2>/dev/null || true
+fi
+rc=0
+wait "$qpid" || rc=$?
 
 # The serial console ends lines with CR LF.
 exit_line=$(tr -d '\r' <"$LOG" | grep -a -m1 '^GUEST-EXIT: [0-9]*$' || true)

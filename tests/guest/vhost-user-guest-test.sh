@@ -17,6 +17,7 @@
 #   --lun0-bs N / --lun1-bs N   expected logical block size (default 512)
 #   --lun0-spec S / --lun1-spec S  override the target's --lun specs
 #   --fio-size S        size of the phase-1 verify jobs (default 64M)
+#   --target-arg ARG    extra target argument (repeatable, e.g. --verbose)
 #   --no-reconnect      skip the second boot
 #   --keep              keep the work directory (logs, images)
 #   --console           show the guest console while it runs
@@ -29,7 +30,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 PEER=${GUEST_TEST_PEER:-target}
 BUILD_DIR=${BUILD_DIR:-build}
 LUN0_BYTES=512M LUN1_BYTES=256M LUN0_BS=512 LUN1_BS=512
-LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=()
+LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=() TARGET_ARGS=()
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
     --lun0-spec) LUN0_SPEC=$2; shift 2 ;;
     --lun1-spec) LUN1_SPEC=$2; shift 2 ;;
     --fio-size) FIO_SIZE=$2; shift 2 ;;
+    --target-arg) TARGET_ARGS+=("$2"); shift 2 ;;
     --no-reconnect) RECONNECT=0; shift ;;
     --keep) KEEP=1; shift ;;
     --console) CONSOLE=(--console); shift ;;
@@ -111,7 +113,7 @@ if [ "$PEER" = target ]; then
     [ -n "$LUN0_SPEC" ] || LUN0_SPEC="file:$DISK0"
     [ -n "$LUN1_SPEC" ] || LUN1_SPEC="ram:$LUN1_BYTES"
     "$TARGET" --socket-path "$SOCK" --lun "0=$LUN0_SPEC" --lun "1=$LUN1_SPEC" \
-        --queues 2 >"$WORK/target.log" 2>&1 &
+        --queues 2 ${TARGET_ARGS[@]+"${TARGET_ARGS[@]}"} >"$WORK/target.log" 2>&1 &
     TARGET_PID=$!
     # The target creates the socket once it listens; QEMU must not start
     # before that (it would fail to connect).

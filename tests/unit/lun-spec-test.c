@@ -2,8 +2,9 @@
  * Specification of LUN arguments (hw/scsi/lun-spec.c): every form
  * "ID=SPEC" accepts, what each one parses to, and that each kind of
  * mistake is rejected with a message quoting the text at fault.  Opening
- * is checked for file specs (a temp file) and for iSCSI, which is
- * recognised but not yet openable.
+ * is checked for file specs (a temp file) and, for iSCSI, up to the point
+ * where a network is needed: URL, CHAP secret file and option checks,
+ * then a refused connection (tests/iscsi/ covers a real target).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -124,15 +125,134 @@ static void test_ram_null_forms(void)
 static void test_iscsi_recognised(void)
 {
     struct lun_spec s = parse_ok("2:0=iscsi://10.0.0.1:3260/iqn.2024-01.org.example:t1/0,ro");
-    struct lun_backend *be = NULL;
 
     g_assert_cmpint(s.kind, ==, LUN_SPEC_ISCSI);
     g_assert_cmpstr(s.path, ==, "iscsi://10.0.0.1:3260/iqn.2024-01.org.example:t1/0");
     g_assert_true(s.ro);
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, -ENOTSUP);
+    g_assert_cmpuint(s.queue_depth, ==, 0);       /* 0: the backend's default */
+    g_assert_cmpuint(s.sessions, ==, 0);
+    g_assert_null(s.secret_file);
+    g_assert_null(s.initiator_name);
+    lun_spec_clear(&s);
+}
+
+static void test_iscsi_options(void)
+{
+    struct lun_spec s = parse_ok("0=iscsi://u@10.0.0.1/iqn.2024-01.org.example:t1/1,"
+                                 "queue-depth=1024,sessions=16,secret-file=/run/chap.secret,"
+                                 "initiator-name=iqn.2026-12.org.example:host1");
+
+    g_assert_cmpstr(s.path, ==, "iscsi://u@10.0.0.1/iqn.2024-01.org.example:t1/1");
+    g_assert_cmpuint(s.queue_depth, ==, 1024);
+    g_assert_cmpuint(s.sessions, ==, 16);
+    g_assert_cmpstr(s.secret_file, ==, "/run/chap.secret");
+    g_assert_cmpstr(s.initiator_name, ==, "iqn.2026-12.org.example:host1");
+    g_assert_false(s.ro);
+    lun_spec_clear(&s);
+    g_assert_null(s.secret_file);
+
+    s = parse_ok("0=iscsi://h/iqn/1,sessions=1,queue-depth=1");
+    g_assert_cmpuint(s.queue_depth, ==, 1);
+    g_assert_cmpuint(s.sessions, ==, 1);
+    lun_spec_clear(&s);
+}
+
+static void test_iscsi_redact(void)
+{
+    static const struct {
+        const char *arg, *shown;
+    } cases[] = {
+        { "0=iscsi://user%pw@h:3260/iqn.x:t/1,ro", "0=iscsi://user%***@h:3260/iqn.x:t/1,ro" },
+        { "0=iscsi://user@h/iqn/1", "0=iscsi://user@h/iqn/1" },
+        { "0=iscsi://h/iqn/1", "0=iscsi://h/iqn/1" },
+        { "0=iscsi://h/iqn%x@y/1", "0=iscsi://h/iqn%x@y/1" },   /* not the authority */
+        { "0=file:/a%b@c", "0=file:/a%b@c" },
+    };
+    struct lun_spec s;
+    char *err = NULL;
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *shown = lun_spec_redact(cases[i].arg);
+        g_assert_cmpstr(shown, ==, cases[i].shown);
+    }
+    /* A rejected spec's message names the culprit but not the password. */
+    g_assert_cmpint(lun_spec_parse("0=iscsi://u%s3cr3t@h/iqn/1,bogus", &s, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err, "\"bogus\""));
+    g_assert_null(strstr(err, "s3cr3t"));
+    g_free(err);
+}
+
+/* Writes contents to a fresh file in dir with mode; returns its path. */
+static char *secret_file(const char *dir, const char *contents, mode_t mode)
+{
+    char *path = g_build_filename(dir, "secret", NULL);
+
+    g_unlink(path);
+    g_assert_true(g_file_set_contents(path, contents, -1, NULL));
+    g_assert_cmpint(chmod(path, mode), ==, 0);
+    return path;
+}
+
+static int open_iscsi(const char *arg)
+{
+    struct lun_spec s = parse_ok(arg);
+    struct lun_backend *be = NULL;
+    int ret = lun_spec_open(&s, &be);
+
     g_assert_null(be);
     lun_spec_clear(&s);
+    return ret;
+}
+
+/*
+ * Opening checks the URL and the CHAP secret before it connects; nothing
+ * listens on 127.0.0.1 port 1, so a spec that passes them is refused there.
+ */
+static void test_open_iscsi_checks_before_connecting(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("lun-spec-test-XXXXXX", NULL);
+    g_autofree char *arg = NULL;
+    g_autofree char *path = NULL;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/no-lun-part"), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1"), ==,
+                    -ECONNREFUSED);
+
+    /* Readable by the group: refused before any password leaves the host. */
+    path = secret_file(dir, "user:pw\n", 0640);
+    arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
+    g_assert_cmpint(open_iscsi(arg), ==, -EPERM);
+    g_assert_cmpint(chmod(path, 0604), ==, 0);
+    g_assert_cmpint(open_iscsi(arg), ==, -EPERM);
+    g_assert_cmpint(chmod(path, 0600), ==, 0);
+    g_assert_cmpint(open_iscsi(arg), ==, -ECONNREFUSED);
+    g_clear_pointer(&arg, g_free);
+
+    /* A password alone needs the user from the URL... */
+    g_free(path);
+    path = secret_file(dir, "pw", 0600);
+    arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
+    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_clear_pointer(&arg, g_free);
+    arg = g_strdup_printf("0=iscsi://user@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
+    g_assert_cmpint(open_iscsi(arg), ==, -ECONNREFUSED);
+    g_clear_pointer(&arg, g_free);
+    /* ...and a password in both places is ambiguous. */
+    arg = g_strdup_printf("0=iscsi://user%%pw@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
+    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_clear_pointer(&arg, g_free);
+    /* An empty secret is no secret. */
+    g_free(path);
+    path = secret_file(dir, "\n", 0600);
+    arg = g_strdup_printf("0=iscsi://user@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
+    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_clear_pointer(&arg, g_free);
+    arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s/missing", dir);
+    g_assert_cmpint(open_iscsi(arg), ==, -ENOENT);
+
+    g_unlink(path);
+    g_rmdir(dir);
 }
 
 static void test_sizes(void)
@@ -216,6 +336,18 @@ static void test_rejections(void)
         { "0=ram:1M,direct", "\"direct\" for ram:" },
         { "0=null:1M,size=2M", "\"size\" for null:" },
         { "0=iscsi://h/iqn/0,direct", "\"direct\" for iscsi://" },
+        { "0=iscsi://h/iqn/0,queue-depth=0", "bad queue-depth \"0\"" },
+        { "0=iscsi://h/iqn/0,queue-depth=1025", "bad queue-depth \"1025\"" },
+        { "0=iscsi://h/iqn/0,queue-depth=8k", "bad queue-depth \"8k\"" },
+        { "0=iscsi://h/iqn/0,sessions=17", "bad sessions \"17\"" },
+        { "0=iscsi://h/iqn/0,sessions=-1", "bad sessions \"-1\"" },
+        { "0=iscsi://h/iqn/0,sessions=", "bad sessions \"\"" },
+        { "0=iscsi://h/iqn/0,sessions=2,sessions=2", "\"sessions\" given twice" },
+        { "0=iscsi://h/iqn/0,secret-file=", "\"secret-file\" needs a value" },
+        { "0=iscsi://h/iqn/0,initiator-name", "\"initiator-name\" needs a value" },
+        { "0=file:/x,sessions=2", "\"sessions\" for file:" },
+        { "0=ram:1M,queue-depth=4", "\"queue-depth\" for ram:" },
+        { "0=null:1M,secret-file=/x", "\"secret-file\" for null:" },
         { "0=ram:1M,,ro", "empty option \"\"" },
     };
 
@@ -312,10 +444,14 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-spec/parse/file", test_file_forms);
     g_test_add_func("/lun-spec/parse/ram-and-null", test_ram_null_forms);
     g_test_add_func("/lun-spec/parse/iscsi-recognised", test_iscsi_recognised);
+    g_test_add_func("/lun-spec/parse/iscsi-options", test_iscsi_options);
+    g_test_add_func("/lun-spec/parse/iscsi-password-redacted", test_iscsi_redact);
     g_test_add_func("/lun-spec/parse/sizes", test_sizes);
     g_test_add_func("/lun-spec/parse/rejections", test_rejections);
     g_test_add_func("/lun-spec/parse/errmsg-optional", test_errmsg_optional);
     g_test_add_func("/lun-spec/open/file", test_open_file);
     g_test_add_func("/lun-spec/open/ram-and-null", test_open_ram_and_null);
+    g_test_add_func("/lun-spec/open/iscsi-checks-before-connecting",
+                    test_open_iscsi_checks_before_connecting);
     return g_test_run();
 }

@@ -480,7 +480,7 @@ static int remote_inquiry(struct lun_backend *be, void *buf, unsigned len)
 
 static void test_inquiry_passthrough_identity(void)
 {
-    static struct backend_ops ops;
+    struct backend_ops ops;     /* outlives the LUN, freed below */
     struct lun_backend *be;
     struct scsi_lun *lun;
     uint8_t inq[6] = { 0x12, 0, 0, 0, 36, 0 }, buf[36];
@@ -1523,15 +1523,11 @@ static void test_unmap_limits(void)
     assert_good(&r);
 
     /* More LBAs than the advertised maximum, split over two descriptors. */
-    static uint64_t big[2][2];
-    big[0][0] = 0;
-    big[0][1] = max_lbas;
-    big[1][0] = (uint64_t)max_lbas + 10;
-    big[1][1] = 1;
-    plen = unmap_list(list, (const uint64_t (*)[2])big, 2);
+    const uint64_t big[2][2] = { { 0, max_lbas }, { (uint64_t)max_lbas + 10, 1 } };
+    plen = unmap_list(list, big, 2);
     r = unmap(lun, list, plen, plen);
     assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x26, 0x00);
-    plen = unmap_list(list, (const uint64_t (*)[2])big, 1);
+    plen = unmap_list(list, big, 1);
     r = unmap(lun, list, plen, plen);
     assert_good(&r);
     scsi_lun_free(lun);
@@ -2110,6 +2106,17 @@ static void test_backend_submit_checks_geometry(void)
     g_test_assert_expected_messages();
 }
 
+static void test_lun_refuses_bad_geometry(void)
+{
+    struct lun_backend *be;
+
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    be->block_size = 520;       /* a backend bug: not a power of two */
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "test:bad: cannot serve*");
+    g_assert_null(scsi_lun_new(be, "test:bad", NULL));   /* and be is closed */
+    g_test_assert_expected_messages();
+}
+
 static long rss_kib(void)
 {
     g_autofree char *status = NULL;
@@ -2215,6 +2222,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/async/drain", test_drain_waits_for_inflight);
     g_test_add_func("/scsi-disk/backend/geometry-checks", test_backend_submit_checks_geometry);
     g_test_add_func("/scsi-disk/backend/ram-sparse", test_ram_costs_only_written_pages);
+    g_test_add_func("/scsi-disk/lun/refuses-bad-geometry", test_lun_refuses_bad_geometry);
 
     return g_test_run();
 }

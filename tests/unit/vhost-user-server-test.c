@@ -949,6 +949,20 @@ static void test_add_remove_regions(void)
     g_assert_nonnull(guest_mem_gpa_ptr(mem, 0x100000000ull + MEM_SIZE - 1, 1));
     g_assert_null(guest_mem_gpa_ptr(mem, 0x100000000ull + MEM_SIZE, 1));
 
+    /*
+     * QEMU re-adds every region when a device is re-created on the same
+     * connection: an identical region replaces the old mapping.
+     */
+    reg.region = (struct vhost_user_mem_region){
+        .guest_phys_addr = MEM_GPA, .memory_size = MEM_SIZE, .userspace_addr = MEM_UVA,
+    };
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_ADD_MEM_REG, &reg, sizeof(reg), &fx.memfd,
+                                 1), ==, 0);
+    g_assert_cmpuint(mem->nregions, ==, 2);
+    p = guest_mem_gpa_ptr(mem, MEM_GPA + 0x1234, 1);
+    g_assert_nonnull(p);
+    g_assert_cmpuint(*p, ==, 0xab);
+
     /* Overlapping an existing region is refused. */
     g_log_set_always_fatal(G_LOG_FATAL_MASK);
     reg.region.guest_phys_addr = MEM_GPA + 0x1000;

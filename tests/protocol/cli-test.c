@@ -1,0 +1,193 @@
+/*
+ * The daemon's command line, as QEMU's vhost-user back-end conventions
+ * ask: --print-capabilities, an inherited listening socket (--fd, socket
+ * activation), the embedded default (1 GiB RAM LUN on ./vhost-scsi.sock
+ * with the QEMU command line printed), and clear errors with a non-zero
+ * exit for bad arguments.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <glib/gstdio.h>
+
+#include "proto-util.h"
+
+static const char *target_bin(void)
+{
+    const char *bin = g_getenv("VHOST_SCSI_TARGET");
+
+    g_assert_nonnull(bin);
+    return bin;
+}
+
+/* Runs the target to completion; returns its exit status and its output. */
+static int run_sync(const char *const *argv, char **out, char **err)
+{
+    GError *e = NULL;
+    int status = -1;
+
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, out,
+                               err, &status, &e));
+    g_assert_no_error(e);
+    return status;
+}
+
+static void test_print_capabilities(void)
+{
+    const char *argv[] = { target_bin(), "--print-capabilities", NULL };
+    char *out, *err;
+
+    g_assert_cmpint(run_sync(argv, &out, &err), ==, 0);
+    g_assert_nonnull(strstr(out, "\"type\": \"scsi\""));
+    g_free(out);
+    g_free(err);
+}
+
+static void test_bad_arguments_fail_clearly(void)
+{
+    static const char *const cases[][3] = {
+        { "--lun", "0=bogus:1G", "bogus" },
+        { "--lun", "99999=ram:1M", "99999" },
+        { "--queues", "0", "--queues" },
+        { "--poll", "sometimes", "--poll" },
+        { "--fd", "x", "--fd" },
+    };
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        const char *argv[] = { target_bin(), cases[i][0], cases[i][1], NULL };
+        char *out, *err;
+        int status = run_sync(argv, &out, &err);
+
+        g_assert_true(WIFEXITED(status));
+        g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+        if (!strstr(err, cases[i][2])) {
+            g_error("'%s %s': error output does not name '%s': %s", cases[i][0], cases[i][1],
+                    cases[i][2], err);
+        }
+        g_free(out);
+        g_free(err);
+    }
+}
+
+static void test_inherited_listening_socket(void)
+{
+    struct pu_daemon d;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int lfd;
+    pid_t pid;
+    struct vfe *fe;
+
+    pu_daemon_init(&d);
+    g_strlcpy(sa.sun_path, d.sock, sizeof(sa.sun_path));
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    g_assert_cmpint(bind(lfd, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    g_assert_cmpint(listen(lfd, 4), ==, 0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        char fdarg[16];
+
+        dup2(lfd, 3);
+        snprintf(fdarg, sizeof(fdarg), "%d", 3);
+        dup2(2, 1);
+        execl(target_bin(), target_bin(), "--fd", fdarg, "--lun", "0=ram:4M", NULL);
+        _exit(127);
+    }
+    close(lfd);
+    /* The socket already listens: connecting works before the daemon even runs. */
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 0);
+    vfe_close(fe);
+    kill(pid, SIGTERM);
+    int status;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    pu_daemon_cleanup(&d);
+}
+
+static void test_embedded_default(void)
+{
+    char *dir = g_dir_make_tmp("vhost-scsi-cli-XXXXXX", NULL);
+    char *sock = g_build_filename(dir, "vhost-scsi.sock", NULL);
+    int pipefd[2];
+    pid_t pid;
+    char buf[4096];
+    size_t got = 0;
+    struct pu_daemon d = { .sock = sock };
+    struct vfe *fe;
+    uint64_t blocks;
+
+    g_assert_cmpint(pipe(pipefd), ==, 0);
+    pid = fork();
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0) {
+        if (chdir(dir) < 0) {
+            _exit(126);
+        }
+        dup2(pipefd[1], 1);
+        execl(target_bin(), target_bin(), NULL);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    /* The hint is printed once the socket listens; read until it is complete. */
+    while (got < sizeof(buf) - 1 && !strstr(buf, "vhost-user-scsi-pci")) {
+        struct pollfd p = { .fd = pipefd[0], .events = POLLIN };
+        ssize_t n;
+
+        g_assert_cmpint(poll(&p, 1, PU_TIMEOUT_MS), ==, 1);
+        n = read(pipefd[0], buf + got, sizeof(buf) - 1 - got);
+        g_assert_cmpint(n, >, 0);
+        got += (size_t)n;
+        buf[got] = 0;
+    }
+    g_assert_nonnull(strstr(buf, sock));
+    g_assert_nonnull(strstr(buf, "memory-backend-memfd"));
+    g_assert_nonnull(strstr(buf, "share=on"));
+
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 0);
+    {
+        uint8_t cdb[16] = { 0x9e, 0x10 };
+        uint8_t *cap = vfe_alloc(fe, 32, 64);
+        struct vfe_req r;
+
+        pu_put_be(&cdb[10], 32, 4);
+        pu_cmd(fe, 0, cdb, sizeof(cdb), cap, 32, true, &r);
+        g_assert_cmpuint(r.resp.status, ==, 0);
+        blocks = pu_get_be(cap, 8) + 1;
+        g_assert_cmpuint(blocks * pu_get_be(cap + 8, 4), ==, 1ull << 30);
+        vfe_free(fe, cap);
+    }
+    vfe_close(fe);
+    kill(pid, SIGINT);
+    int status;
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    /* A clean exit removes the socket it created. */
+    g_assert_false(g_file_test(sock, G_FILE_TEST_EXISTS));
+    close(pipefd[0]);
+    g_rmdir(dir);
+    g_free(sock);
+    g_free(dir);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/cli/print-capabilities", test_print_capabilities);
+    g_test_add_func("/cli/bad-arguments-fail-clearly", test_bad_arguments_fail_clearly);
+    g_test_add_func("/cli/inherited-listening-socket", test_inherited_listening_socket);
+    g_test_add_func("/cli/embedded-default", test_embedded_default);
+    return g_test_run();
+}
