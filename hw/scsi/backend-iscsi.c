@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -223,6 +224,12 @@ static void task_cb(struct iscsi_context *ctx, int status, void *command_data, v
         }
         break;
     case SCSI_STATUS_CHECK_CONDITION:
+        if (task->sense.key == 0 && task->sense.ascq == 0) {
+            /* No usable sense: NO SENSE with CHECK CONDITION would confuse the guest. */
+            g_warning("%s: CHECK CONDITION without sense data", s->name);
+            ret = -EIO;
+            break;
+        }
         io->has_sense = true;
         io->sense_key = task->sense.key & 0xf;
         io->asc = (task->sense.ascq >> 8) & 0xff;
@@ -609,13 +616,14 @@ static void session_free(struct iscsi_session *s, bool thread_alive)
         }
     }
     s->fd = -1;
-    s->state = SESSION_DOWN;
     if (s->ctx) {
         struct iscsi_context *ctx = g_steal_pointer(&s->ctx);
 
-        if (s->inflight.n == 0 && iscsi_is_logged_in(ctx)) {
+        /* A clean logout frees the target's session at once; only if healthy. */
+        if (s->state == SESSION_UP && !s->drop && s->inflight.n == 0) {
             iscsi_logout_sync(ctx);
         }
+        s->state = SESSION_DOWN;
         iscsi_destroy_context(ctx);
     }
     while ((io = list_pop(&s->inflight))) {
@@ -829,6 +837,54 @@ out:
     return ret;
 }
 
+/*
+ * Resolves "HOST[:PORT]" once, here on the main thread: libiscsi resolves
+ * the portal on every login, and a DNS lookup must not stall an I/O thread
+ * while it reconnects.  Returns "ADDR:PORT" (IPv6 in brackets) or NULL.
+ */
+static char *resolve_portal(const char *portal)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG };
+    struct addrinfo *res = NULL;
+    char addr[NI_MAXHOST];
+    g_autofree char *host = NULL;
+    const char *port = "3260";
+    const char *colon;
+    int err;
+
+    if (portal[0] == '[') {
+        const char *end = strchr(portal, ']');
+
+        if (!end) {
+            g_warning("bad iSCSI portal \"%s\"", portal);
+            return NULL;
+        }
+        host = g_strndup(portal + 1, end - portal - 1);
+        if (end[1] == ':') {
+            port = end + 2;
+        }
+    } else if ((colon = strchr(portal, ':')) && !strchr(colon + 1, ':')) {
+        host = g_strndup(portal, colon - portal);
+        port = colon + 1;
+    } else {
+        host = g_strdup(portal);     /* no port, or a bare IPv6 address */
+    }
+    err = getaddrinfo(host, port, &hints, &res);
+    if (err || !res) {
+        g_warning("iSCSI portal %s: %s", portal, err ? gai_strerror(err) : "no address");
+        return NULL;
+    }
+    err = getnameinfo(res->ai_addr, res->ai_addrlen, addr, sizeof(addr), NULL, 0,
+                      NI_NUMERICHOST);
+    if (err) {
+        g_warning("iSCSI portal %s: %s", portal, gai_strerror(err));
+        freeaddrinfo(res);
+        return NULL;
+    }
+    freeaddrinfo(res);
+    return g_strdup_printf(strchr(addr, ':') ? "[%s]:%s" : "%s:%s", addr, port);
+}
+
 static char *default_initiator_name(void)
 {
     char host[256] = "localhost";
@@ -986,11 +1042,15 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
         ret = -EINVAL;
         goto fail;
     }
-    il->portal = g_strdup(url->portal);
+    il->portal = resolve_portal(url->portal);
+    if (!il->portal) {
+        ret = -EHOSTUNREACH;
+        goto fail;
+    }
     il->target = g_strdup(url->target);
     il->lun = url->lun;
     g_free(il->be.name);
-    il->be.name = g_strdup_printf("iscsi://%s/%s/%d", il->portal, il->target, il->lun);
+    il->be.name = g_strdup_printf("iscsi://%s/%s/%d", url->portal, il->target, il->lun);
     if (url->user[0]) {
         il->user = g_strdup(url->user);
     } else {

@@ -6,8 +6,9 @@
 # GUEST_LUN1_BS; GUEST_DISCARD_LUN names the LUN that must accept UNMAP.
 # GUEST_PHASE=1 runs everything, including a driver unbind/rebind (a virtio
 # device reset that stops and restarts the back-end's queues) while I/O is in
-# flight; GUEST_PHASE=2 (a second boot against the same back-end) checks the
-# LUNs attach again and that the marker written in phase 1 survived.
+# flight, GUEST_RESETS times (default 1); GUEST_PHASE=2 (a second boot against
+# the same back-end) checks the LUNs attach again and that the marker written
+# in phase 1 survived.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -189,10 +190,9 @@ fi
 
 # Device reset with requests in flight: unbinding virtio_scsi resets the
 # virtio device (QEMU stops the vhost-user back-end's rings), rebinding
-# re-negotiates features and restarts them.
-if [ -n "$D0" ]; then
-    check "lun0 marker written" write_marker "$D0"
-    echo "GUEST-MARKER: $(cat /tmp/marker.md5)"
+# re-negotiates features and restarts them.  GUEST_RESETS repeats the cycle.
+reset_cycle() {  # reset_cycle N: uses and updates D0, D1
+    r="reset $1:"
     VDEV=$(vdev_of "$D0")
     fio --name=inflight --filename="/dev/$D0" --direct=1 --ioengine=libaio \
         --iodepth=32 --rw=randrw --bs=4k --offset=32M --size=128M --time_based --runtime=60 \
@@ -204,28 +204,38 @@ if [ -n "$D0" ]; then
         usleep 100000; i=$((i + 1))
     done
     if [ "$(io_done "$D0")" -ge $((base + 2000)) ]; then
-        pass "I/O in flight on lun0 before the reset"
+        pass "$r I/O in flight on lun0"
     else
-        fail "I/O in flight on lun0 before the reset"
+        fail "$r I/O in flight on lun0"
     fi
-    check "unbind virtio_scsi from $VDEV (device reset)" \
+    check "$r unbind virtio_scsi from $VDEV (device reset)" \
         sh -c "echo $VDEV > /sys/bus/virtio/drivers/virtio_scsi/unbind"
     # The in-flight job ends with errors once the disk is gone.
     wait $FIO_PID
-    if [ ! -e "/sys/block/$D0" ]; then pass "lun0 gone after unbind"; else fail "lun0 gone after unbind"; fi
-    check "rebind virtio_scsi to $VDEV" \
+    if [ ! -e "/sys/block/$D0" ]; then pass "$r lun0 gone after unbind"; else fail "$r lun0 gone after unbind"; fi
+    check "$r rebind virtio_scsi to $VDEV" \
         sh -c "echo $VDEV > /sys/bus/virtio/drivers/virtio_scsi/bind"
-    D0=$(wait_disk 0) && pass "lun0 attached again as $D0" || fail "lun0 attached again"
-    D1=$(wait_disk 1) && pass "lun1 attached again as $D1" || fail "lun1 attached again"
+    D0=$(wait_disk 0) && pass "$r lun0 attached again as $D0" || fail "$r lun0 attached again"
+    D1=$(wait_disk 1) && pass "$r lun1 attached again as $D1" || fail "$r lun1 attached again"
     if [ -z "$D0" ] || [ -z "$D1" ]; then
         dmesg | tail -n 40 | sed 's/^/# dmesg: /'
         ls /sys/class/scsi_disk /sys/class/scsi_device 2>&1 | sed 's/^/# /'
     fi
     if [ -n "$D0" ]; then
-        expect_eq "lun0 marker survives the reset" "$(read_marker "$D0")" "$(cat /tmp/marker.md5)"
-        fio_verify "lun0 fresh fio write+verify after the reset" "$D0" 16M
+        expect_eq "$r lun0 marker survives the reset" "$(read_marker "$D0")" "$(cat /tmp/marker.md5)"
+        fio_verify "$r lun0 fresh fio write+verify after the reset" "$D0" 16M
     fi
-    [ -n "$D1" ] && fio_verify "lun1 fresh fio write+verify after the reset" "$D1" 16M
+    [ -n "$D1" ] && fio_verify "$r lun1 fresh fio write+verify after the reset" "$D1" 16M
+    [ -n "$D0" ] && [ -n "$D1" ]
+}
+
+if [ -n "$D0" ]; then
+    check "lun0 marker written" write_marker "$D0"
+    echo "GUEST-MARKER: $(cat /tmp/marker.md5)"
+    cycle=1
+    while [ $cycle -le "${GUEST_RESETS:-1}" ] && reset_cycle $cycle; do
+        cycle=$((cycle + 1))
+    done
 fi
 
 echo "1..$N"

@@ -17,6 +17,7 @@
 #   --lun0-bs N / --lun1-bs N   expected logical block size (default 512)
 #   --lun0-spec S / --lun1-spec S  override the target's --lun specs
 #   --fio-size S        size of the phase-1 verify jobs (default 64M)
+#   --resets N          device reset cycles in phase 1 (default 1)
 #   --target-arg ARG    extra target argument (repeatable, e.g. --verbose)
 #   --no-reconnect      skip the second boot
 #   --keep              keep the work directory (logs, images)
@@ -30,7 +31,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 PEER=${GUEST_TEST_PEER:-target}
 BUILD_DIR=${BUILD_DIR:-build}
 LUN0_BYTES=512M LUN1_BYTES=256M LUN0_BS=512 LUN1_BS=512
-LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=() TARGET_ARGS=()
+LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=() TARGET_ARGS=() RESETS=1
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
     --lun0-spec) LUN0_SPEC=$2; shift 2 ;;
     --lun1-spec) LUN1_SPEC=$2; shift 2 ;;
     --fio-size) FIO_SIZE=$2; shift 2 ;;
+    --resets) RESETS=$2; shift 2 ;;
     --target-arg) TARGET_ARGS+=("$2"); shift 2 ;;
     --no-reconnect) RECONNECT=0; shift ;;
     --keep) KEEP=1; shift ;;
@@ -150,10 +152,10 @@ target_alive() {  # target_alive WHEN
 
 APPEND="guest.lun0_bytes=$LUN0_BYTES guest.lun0_bs=$LUN0_BS"
 APPEND+=" guest.lun1_bytes=$LUN1_BYTES guest.lun1_bs=$LUN1_BS"
-APPEND+=" guest.discard_lun=1 guest.fio_size=$FIO_SIZE"
+APPEND+=" guest.discard_lun=1 guest.fio_size=$FIO_SIZE guest.resets=$RESETS"
 
 # --- phase 1: everything, including a reset with I/O in flight ----------------
-"$HERE/run-qemu.sh" --initrd "$INITRD" --log "$WORK/guest1.log" --timeout 200 \
+"$HERE/run-qemu.sh" --initrd "$INITRD" --log "$WORK/guest1.log" --timeout $((200 + 60 * RESETS)) \
     --append "$APPEND guest.phase=1" ${CONSOLE[@]+"${CONSOLE[@]}"} \
     ${RUN_ARGS[@]+"${RUN_ARGS[@]}"} -- ${QEMU_ARGS[@]+"${QEMU_ARGS[@]}"}
 rc=$?

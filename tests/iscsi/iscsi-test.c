@@ -380,12 +380,11 @@ static void batch_done(struct vfe_req *r)
  * queues (so over both I/O threads' sessions), then read back the same
  * way; the data must match and must be in tgt's backing file.
  */
-static void test_write_read_many_in_flight(void)
+static void write_read_many(const char *sock, uint64_t seed)
 {
     enum { N = 128, BYTES = 64 << 10 };
-    const uint64_t seed = 0x15c51;
     const uint64_t stride = DISK_BYTES / 512 / N;
-    struct vfe *fe = connect_fe(g.sock);
+    struct vfe *fe = connect_fe(sock);
     struct vfe_req *reqs = g_new0(struct vfe_req, N);
     struct batch b;
 
@@ -430,6 +429,30 @@ static void test_write_read_many_in_flight(void)
     }
     g_free(reqs);
     vfe_close(fe);
+}
+
+static void test_write_read_many_in_flight(void)
+{
+    write_read_many(g.sock, 0x15c51);
+}
+
+/*
+ * Three sessions per I/O thread with two tasks each: most of the 128
+ * requests wait in the backend's queue, and all complete correctly.
+ */
+static void test_sessions_and_queue_depth(void)
+{
+    g_autofree char *sock = g_build_filename(g.dir, "qd.sock", NULL);
+    g_autofree char *url = lun_url("", IQN_A);
+    g_autofree char *spec = g_strdup_printf("%s,sessions=3,queue-depth=2,"
+                                            "initiator-name=iqn.2026-12.org.example:qd", url);
+    struct proc p;
+    int status;
+
+    g_assert_true(target_start(&p, sock, spec, &status));
+    write_read_many(sock, 0x5e55);
+    status = proc_stop(&p, SIGTERM);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 /* A CHECK CONDITION from the remote LUN reaches the initiator as sent. */
@@ -722,6 +745,7 @@ int main(int argc, char **argv)
     g_test_add_func("/iscsi/inquiry-is-remote", test_inquiry_is_remote);
     g_test_add_func("/iscsi/capacity-is-remote", test_capacity_is_remote);
     g_test_add_func("/iscsi/write-read-many-in-flight", test_write_read_many_in_flight);
+    g_test_add_func("/iscsi/sessions-and-queue-depth", test_sessions_and_queue_depth);
     g_test_add_func("/iscsi/remote-sense-passes-through", test_remote_sense_passes_through);
     g_test_add_func("/iscsi/chap/password-in-url", test_chap_password_in_url);
     g_test_add_func("/iscsi/chap/secret-file", test_chap_secret_file);

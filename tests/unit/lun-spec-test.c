@@ -218,6 +218,9 @@ static void test_open_iscsi_checks_before_connecting(void)
     g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/no-lun-part"), ==, -EINVAL);
     g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1"), ==,
                     -ECONNREFUSED);
+    /* A host name is resolved once, at open. */
+    g_assert_cmpint(open_iscsi("0=iscsi://localhost:1/iqn.2024-01.org.example:t1/1"), ==,
+                    -ECONNREFUSED);
 
     /* Readable by the group: refused before any password leaves the host. */
     path = secret_file(dir, "user:pw\n", 0640);

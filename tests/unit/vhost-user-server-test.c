@@ -716,7 +716,8 @@ static void test_memory_table_changes(void)
     g_assert_cmpuint(fx.fake.starts[0], ==, 2);
     g_assert_cmpuint(fx.fake.start_base[0], ==, 9);
     g_assert_true((void *)vq->desc != old_desc);
-    g_assert_true((void *)vq->desc == (void *)((uint8_t *)vu_dev_mem(fx.dev)->r[0].host + DESC_OFF(0)));
+    g_assert_true((void *)vq->desc ==
+                  (void *)((uint8_t *)vu_dev_mem(fx.dev)->r[0].host + DESC_OFF(0)));
     g_assert_cmpuint(vu_dev_mem(fx.dev)->nregions, ==, 1);
 
     /* A table at other UVAs no longer holds the ring: stopped, and logged. */
@@ -1168,6 +1169,18 @@ static void test_call_fd_swap_while_running(void)
     g_assert_cmpuint(eventfd_count(call1), ==, 1);
     g_assert_cmpint(eventfd_write(vq->call_fd, 1), ==, 0);
     g_assert_cmpuint(eventfd_count(call1), ==, 1);
+
+    /* An err fd given to a running queue is what a broken ring signals. */
+    {
+        int err = fx_eventfd(&fx);
+
+        set_vring_fd(&fx, VHOST_USER_SET_VRING_ERR, 0, err);
+        g_assert_cmpuint(fx.fake.stops[0], ==, 1);
+        g_assert_cmpuint(eventfd_count(err), ==, 0);
+        g_log_set_always_fatal(G_LOG_FATAL_MASK);
+        vu_dev_queue_error(fx.dev, 0);
+        g_assert_cmpuint(eventfd_count(err), ==, 1);
+    }
     fixture_fini(&fx);
 }
 
