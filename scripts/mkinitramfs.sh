@@ -167,9 +167,10 @@ put() {
 }
 for b in "${ALL_BINS[@]}"; do
     put "$b"
-    # Make the tool reachable from PATH too.
+    # Make the tool reachable from PATH too, as a copy: a build tree under
+    # /tmp (CI clones there) is hidden by the tmpfs /init mounts on /tmp.
     base=$(basename "$b")
-    [ -e "$STAGE/usr/bin/$base" ] || ln -s "$b" "$STAGE/usr/bin/$base"
+    [ -e "$STAGE/usr/bin/$base" ] || cp -L "$b" "$STAGE/usr/bin/$base"
 done
 for l in ${LIBS[@]+"${LIBS[@]}"}; do put "$l"; done
 
