@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -135,6 +136,7 @@ struct iscsi_lun {
     unsigned nsessions;
     uint32_t max_unmap, max_unmap_bdc;   /* 0: no limit */
     uint64_t max_ws;
+    atomic_bool no_write_same;          /* the remote rejected WRITE SAME(16) */
     uint8_t *zero_block;
     char vendor[9], product[17], serial[256];
     struct scsi_lun_info info;
@@ -230,6 +232,13 @@ static void task_cb(struct iscsi_context *ctx, int status, void *command_data, v
             ret = -EIO;
             break;
         }
+        if (io->op == BACKEND_WRITE_ZEROES && task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
+            ((task->sense.ascq >> 8) == 0x20 || (task->sense.ascq >> 8) == 0x24)) {
+            /* No WRITE SAME(16) there: the SCSI layer writes the zeros itself. */
+            atomic_store(&s->il->no_write_same, true);
+            ret = -EOPNOTSUPP;
+            break;
+        }
         io->has_sense = true;
         io->sense_key = task->sense.key & 0xf;
         io->asc = (task->sense.ascq >> 8) & 0xff;
@@ -312,7 +321,7 @@ static int issue(struct iscsi_session *s, struct backend_io *io)
         break;
     }
     case BACKEND_WRITE_ZEROES:
-        if (io->len / bs > il->max_ws) {
+        if (io->len / bs > il->max_ws || atomic_load(&il->no_write_same)) {
             return -EOPNOTSUPP;
         }
         task = iscsi_writesame16_task(s->ctx, il->lun, lba, il->zero_block, bs,

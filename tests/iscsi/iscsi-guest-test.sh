@@ -20,6 +20,8 @@ if ! command -v tgtd >/dev/null || [ "$(id -u)" != 0 ]; then
     exit 0
 fi
 
+# For a sanitizer build: see lsan.supp.
+export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$HERE/lsan.supp:print_suppressions=0}
 WORK=$(mktemp -d /tmp/vhost-scsi-iscsi-guest.XXXXXX)
 TGTD_PID=
 cleanup() {

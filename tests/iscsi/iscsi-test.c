@@ -5,11 +5,13 @@
  * library, which drives them as a guest would.  The tests check that the
  * LUN reports the remote identity and capacity, that data written with
  * many requests in flight reads back and is in the remote backing file,
- * that remote sense reaches the initiator unchanged, that CHAP works from
- * the URL and from a secret file and that a wrong password stops the
- * daemon with a clear message, that killing tgtd in the middle of writes
- * loses no acknowledged write, and that a target gone for good turns into
- * NOT READY.  Binaries and the script come from the environment
+ * (also through several sessions with a small queue depth), that remote
+ * sense reaches the initiator unchanged, that WRITE SAME zeroes the remote
+ * range, that CHAP works from the URL and from a secret file and that a
+ * wrong password stops the daemon with a clear message, that killing tgtd
+ * in the middle of writes loses no acknowledged write, that a hung target
+ * cannot hold a request past the task timeout, and that a target gone for
+ * good turns into NOT READY and back.  Binaries and the script come from the environment
  * (VHOST_SCSI_TARGET, ISCSI_TGT_SH), set by meson.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -482,6 +484,46 @@ static void test_remote_sense_passes_through(void)
     vfe_close(fe);
 }
 
+/*
+ * WRITE SAME with a zero block zeroes the range on the remote disk, whether
+ * the remote does WRITE SAME(16) itself or the daemon writes the zeros.
+ */
+static void test_write_same_zeroes(void)
+{
+    enum { LBA = 8192, BLOCKS = 256 };
+    struct vfe *fe = connect_fe(g.sock);
+    uint8_t *buf = vfe_alloc(fe, BLOCKS * 512, 4096);
+    uint8_t cdb[16] = { 0x93 };
+    struct vfe_req r;
+
+    make_ready(fe);
+    fill(buf, BLOCKS * 512, 0x3a3e, LBA * 512);
+    memset(&r, 0, sizeof(r));
+    r.data = buf;
+    r.data_len = BLOCKS * 512;
+    vfe_lun(r.lun, 0, 0);
+    make_rw(&r, true, LBA, BLOCKS);
+    g_assert_cmpint(vfe_exec(fe, &r, 3 * TIMEOUT_MS), ==, 0);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    g_assert_true(file_has(g.disk_a, LBA * 512, BLOCKS * 512, 0x3a3e));
+
+    memset(buf, 0, 512);
+    put_be(&cdb[2], LBA, 8);
+    put_be(&cdb[10], BLOCKS, 4);
+    cmd(fe, cdb, sizeof(cdb), buf, 512, false, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+
+    g_autofree uint8_t *file = g_malloc(BLOCKS * 512);
+    int fd = open(g.disk_a, O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(pread(fd, file, BLOCKS * 512, LBA * 512), ==, BLOCKS * 512);
+    close(fd);
+    for (unsigned i = 0; i < BLOCKS * 512; i++) {
+        g_assert_cmpuint(file[i], ==, 0);
+    }
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
 /* Serves spec on a second daemon, checks the LUN works, stops it. */
 static void serve_and_check(const char *spec)
 {
@@ -665,6 +707,39 @@ static void test_tgtd_killed_during_writes_loses_no_acked_write(void)
 }
 
 /*
+ * A target that stops answering (SIGSTOP: the TCP connection stays up) must
+ * not hold a request forever: the task times out, completes BUSY and the
+ * session is replaced; once tgtd runs again the LUN serves I/O.
+ */
+static void test_hung_target_times_out(void)
+{
+    struct vfe *fe = connect_fe(g.sock);
+    uint8_t *buf = vfe_alloc(fe, 4096, 4096);
+    gint64 start, took;
+    struct vfe_req r;
+
+    make_ready(fe);
+    g_assert_cmpint(kill(g.tgtd.pid, SIGSTOP), ==, 0);
+    start = g_get_monotonic_time();
+    r = rw_4k(fe, false, 0, buf);
+    took = g_get_monotonic_time() - start;
+    g_assert_cmpint(kill(g.tgtd.pid, SIGCONT), ==, 0);
+    g_test_message("read against a stopped tgtd completed after %.1f s", took / 1e6);
+    g_assert_cmpuint(r.resp.status, ==, 0x08);        /* BUSY: the initiator retries */
+    g_assert_cmpint(took, >=, 8 * G_USEC_PER_SEC);    /* the 10 s task timeout... */
+    g_assert_cmpint(took, <, 25 * G_USEC_PER_SEC);    /* ...not the 30 s outage limit */
+
+    start = g_get_monotonic_time();
+    do {
+        g_assert_cmpint(g_get_monotonic_time() - start, <, 30 * G_USEC_PER_SEC);
+        r = rw_4k(fe, false, 0, buf);
+    } while (r.resp.status == 0x08);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
+/*
  * With tgtd gone, requests are held and answered BUSY while the session
  * is retried; after ~30 s the LUN reports NOT READY; once tgtd is back the
  * LUN serves I/O again.
@@ -747,6 +822,7 @@ int main(int argc, char **argv)
     g_test_add_func("/iscsi/write-read-many-in-flight", test_write_read_many_in_flight);
     g_test_add_func("/iscsi/sessions-and-queue-depth", test_sessions_and_queue_depth);
     g_test_add_func("/iscsi/remote-sense-passes-through", test_remote_sense_passes_through);
+    g_test_add_func("/iscsi/write-same-zeroes", test_write_same_zeroes);
     g_test_add_func("/iscsi/chap/password-in-url", test_chap_password_in_url);
     g_test_add_func("/iscsi/chap/secret-file", test_chap_secret_file);
     g_test_add_func("/iscsi/chap/secret-file-readable-by-others-is-refused",
@@ -754,6 +830,7 @@ int main(int argc, char **argv)
     g_test_add_func("/iscsi/chap/wrong-password-is-refused", test_chap_wrong_password_is_refused);
     g_test_add_func("/iscsi/fault/tgtd-killed-during-writes-loses-no-acked-write",
                     test_tgtd_killed_during_writes_loses_no_acked_write);
+    g_test_add_func("/iscsi/fault/hung-target-times-out", test_hung_target_times_out);
     g_test_add_func("/iscsi/fault/unreachable-target-becomes-not-ready",
                     test_unreachable_target_becomes_not_ready);
     ret = g_test_run();

@@ -76,8 +76,15 @@ static void daemon_start(void)
                            "--lun", "1=null:1G", "--lun", lun2, "--queues", "4", NULL };
     GError *err = NULL;
     /* the daemon's stdout goes to our stderr: stdout carries TAP */
+    /*
+     * A duplicate of fd 2, not 2 itself: GLib closes the source fds it
+     * moves into place, and handing it 2 for stderr leaves the child with
+     * no fd 2 at all (its logs would land in whatever reuses the number).
+     */
+    int errfd = dup(2);
     gboolean ok = g_spawn_async_with_fds(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
-                                         child_setup, NULL, &d.pid, -1, 2, 2, &err);
+                                         child_setup, NULL, &d.pid, -1, errfd, errfd, &err);
+    close(errfd);
     g_assert_no_error(err);
     g_assert_true(ok);
     g_free(lun2);

@@ -281,6 +281,10 @@ struct qt_vscsi {
     uint64_t features;
     bool use_msix;
     uint64_t events;              /* event buffers, 8 x 16 bytes */
+    /* The device leaves used.len 0 (Linux vhost-scsi, as Linux's own
+     * driver ignores it): completions then prove themselves by the
+     * response bytes instead.  Set after qt_vscsi_init. */
+    bool used_len_zero_ok;
 };
 
 struct qt_vscsi_opts {

@@ -192,14 +192,23 @@ struct qts *qts_start(const char *fmt, ...)
     char *extra = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     const char *log = g_getenv("QTEST_LOG");
+    char *found = g_find_program_in_path(qt_qemu_binary());
+    if (!found) {
+        g_error("QEMU binary '%s' not found (QEMU=; for 7.2 run scripts/qemu-7.2.sh)",
+                qt_qemu_binary());
+    }
+    g_free(found);
+    /* A QEMU unpacked outside /usr (scripts/qemu-7.2.sh) is told where its firmware is. */
+    const char *datadir = g_getenv("QEMU_DATADIR");
+    char *qdatadir = datadir && *datadir ? g_shell_quote(datadir) : NULL;
     char *cmd = g_strdup_printf(
-        "%s -machine q35,memory-backend=mem -m 256M "
+        "%s%s%s -machine q35,memory-backend=mem -m 256M "
         "-object memory-backend-memfd,id=mem,size=256M,share=on "
         "-bios %s -nodefaults -display none -serial none -monitor none "
         "-qtest unix:%s -qtest-log %s "
         "-chardev socket,path=%s,id=qmp0 -mon chardev=qmp0,mode=control %s",
-        qt_qemu_binary(), bios, qtest_path, log ? "/dev/fd/2" : "/dev/null",
-        qmp_path, extra);
+        qt_qemu_binary(), qdatadir ? " -L " : "", qdatadir ? qdatadir : "", bios,
+        qtest_path, log ? "/dev/fd/2" : "/dev/null", qmp_path, extra);
     gchar **argv = NULL;
     g_assert(g_shell_parse_argv(cmd, NULL, &argv, &err));
     g_assert_no_error(err);
@@ -242,6 +251,7 @@ struct qts *qts_start(const char *fmt, ...)
     g_strfreev(argv);
     g_free(cmd);
     g_free(extra);
+    g_free(qdatadir);
     g_free(qtest_path);
     g_free(qmp_path);
     g_free(bios);

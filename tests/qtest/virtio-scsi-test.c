@@ -5,7 +5,11 @@
  * nothing of ours) and, when VHOST_SCSI_TARGET names the binary, against
  * vhost-user-scsi-pci served by vhost-scsi-target.  Scenarios that only
  * make sense for a vhost-user back-end (killing it, several front-ends
- * on one socket) run only in the second flavour.
+ * on one socket) run only in the second flavour.  A third flavour,
+ * "kernel", runs the scenarios that need no back-end control against
+ * vhost-scsi-pci served by the kernel's vhost-scsi (LIO): it is registered
+ * when VHOST_SCSI_WWPN names a target whose TPG 0 holds a 64 MiB LUN 0
+ * (tests/guest/kernel-qtest-guest.sh sets that up inside a guest).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -31,11 +35,13 @@
 /* What the scenario runs against; one per registered test case. */
 struct flavour {
     const char *name;
-    bool vhost;
+    bool vhost;            /* vhost-user back-end process of ours */
+    bool kernel;           /* kernel vhost-scsi: LIO owns the medium */
 };
 
-static const struct flavour builtin = { "builtin", false };
-static const struct flavour vhost_user = { "vhost-user", true };
+static const struct flavour builtin = { "builtin", false, false };
+static const struct flavour vhost_user = { "vhost-user", true, false };
+static const struct flavour kernel_vhost = { "kernel", false, true };
 
 struct env {
     const struct flavour *f;
@@ -106,6 +112,12 @@ static char *device_args(struct env *e, const char *id, const char *bus, bool re
 {
     int maj, min;
     qt_qemu_version(&maj, &min);
+    if (e->f->kernel) {
+        /* romfile= keeps QEMU from looking for an iPXE ROM it has no use for. */
+        return g_strdup_printf("-device vhost-scsi-pci,id=%s,wwpn=%s,num_queues=%u,romfile=%s%s",
+                               id, g_getenv("VHOST_SCSI_WWPN"), NQ, bus ? ",bus=" : "",
+                               bus ? bus : "");
+    }
     if (e->f->vhost) {
         /* reconnect-ms replaced reconnect (seconds) in QEMU 9.2. */
     bool ms = maj > 9 || (maj == 9 && min >= 2);
@@ -138,7 +150,7 @@ static struct env *env_new(const struct flavour *f, const struct env_opts *o)
     g_assert_no_error(err);
     e->sock = g_build_filename(e->dir, "vhost.sock", NULL);
     e->img = g_build_filename(e->dir, "disk.img", NULL);
-    if (!f->vhost || o->file_lun) {
+    if ((!f->vhost && !f->kernel) || o->file_lun) {
         int fd = open(e->img, O_CREAT | O_RDWR | O_TRUNC, 0600);
         g_assert_cmpint(fd, >=, 0);
         g_assert_cmpint(ftruncate(fd, DISK_SIZE), ==, 0);
@@ -207,9 +219,17 @@ static void write_read_verify(struct qt_vscsi *d, struct qt_vring *vq, uint32_t 
 
 /* ---- shared steps ---- */
 
-static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
+/* qt_vscsi_init, knowing what the flavour's device does differently. */
+static void vscsi_init(struct env *e, const struct qt_vscsi_opts *o)
 {
     qt_vscsi_init(&e->dev, e->qts, o);
+    /* Linux (6.1) vhost-scsi completes every command with used.len 0. */
+    e->dev.used_len_zero_ok = e->f->kernel;
+}
+
+static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
+{
+    vscsi_init(e, o);
     qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
 }
 
@@ -259,15 +279,27 @@ static void test_bring_up(gconstpointer data)
     struct qt_scsi_resp resp;
     static const uint8_t tur[6] = { 0 };
 
-    qt_vscsi_init(d, e->qts, NULL);
+    vscsi_init(e, NULL);
     g_assert_cmpuint(d->nq, ==, NQ);
 
     /* The first command after power-on reports it (SAM-5 5.14). */
-    qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0, &resp);
-    check_sense(&resp, 0x6, 0x29);
-    /* Reported once: the next command succeeds. */
-    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0, &resp),
-                     ==, 0);
+    uint8_t st = qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0, &resp);
+    if (e->f->kernel) {
+        g_test_message("first command after power-on: status 0x%02x, sense key 0x%x asc 0x%02x",
+                       st, st ? resp.sense[2] & 0xf : 0, st ? resp.sense[12] : 0);
+    }
+    if (st != 0 || !e->f->kernel) {
+        /*
+         * LIO's LUN was "powered on" when it was configured, long before
+         * this VM, and its I_T nexus outlives the VM: GOOD is allowed, and
+         * so is a unit attention left by configuration (3Fh, e.g. REPORTED
+         * LUNS DATA HAS CHANGED) instead of 29h.
+         */
+        check_sense(&resp, 0x6, e->f->kernel && resp.sense[12] == 0x3f ? 0x3f : 0x29);
+        /* Reported once: the next command succeeds. */
+        g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0,
+                                      &resp), ==, 0);
+    }
 
     uint8_t inq_cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
     uint8_t inq[96];
@@ -276,6 +308,9 @@ static void test_bring_up(gconstpointer data)
     g_assert_cmphex(inq[0] & 0x1f, ==, 0x00);       /* direct-access block device */
     g_assert_cmpuint(inq[4] + 5, >=, 36);           /* standard data is complete */
     g_assert_cmpuint(inq[2], >=, 5);                /* claims SPC-3 or later */
+    if (e->f->kernel) {
+        g_assert(memcmp(inq + 8, "LIO-ORG ", 8) == 0);  /* LIO answers, not QEMU */
+    }
 
     uint8_t rc_cdb[10] = { 0x25 };
     uint8_t cap[8];
@@ -306,7 +341,7 @@ static void test_bring_up_small_rings(gconstpointer data)
     struct qt_vscsi *d = &e->dev;
     struct qt_vscsi_opts o = { .queue_size = 16 };
 
-    qt_vscsi_init(d, e->qts, &o);
+    vscsi_init(e, &o);
     g_assert_cmpuint(qt_vscsi_rq(d, 0)->size, ==, 16);
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
     for (unsigned q = 0; q < d->nq; q++) {
@@ -403,21 +438,42 @@ static void test_msix_per_queue_vectors(gconstpointer data)
     struct qt_vscsi *d = &e->dev;
     struct qt_msix *m = &d->vpci.msix;
 
+    /*
+     * QEMU 7.2's vhost-user-scsi re-sends SET_VRING_CALL for every running
+     * ring right after DRIVER_OK ("unmask everything"), and the target
+     * signals each replaced call fd once so that no completion signalled on
+     * the masked fd is lost (vhost-user-server.c).  Those interrupts land
+     * whenever the daemon gets to the messages: each vector may be excused
+     * once, and the queue's I/O is then repeated and must be clean.
+     */
+    bool *excused = g_new0(bool, m->nvec);
+
     start_driver(e, NULL);
     g_assert_cmpuint(m->nvec, >=, d->nq + 3);
     for (unsigned q = 0; q < d->nq; q++) {
         struct qt_vring *vq = qt_vscsi_rq(d, q);
         g_assert_cmpuint(vq->vector, ==, 3 + q);   /* config 0, ctrl 1, event 2 */
-        drain_vectors(d);
-        read_one(d, vq, q);
-        g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
-        /* Only this queue's vector was written. */
-        for (unsigned v = 0; v < m->nvec; v++) {
-            if (v != vq->vector) {
-                g_assert_false(qt_msix_fired(m, v));
+        bool clean;
+        do {
+            clean = true;
+            drain_vectors(d);
+            read_one(d, vq, q);
+            g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+            /* Only this queue's vector was written. */
+            for (unsigned v = 0; v < m->nvec; v++) {
+                if (v == vq->vector || !qt_msix_fired(m, v)) {
+                    continue;
+                }
+                if (!e->f->vhost || excused[v]) {
+                    g_error("queue %u: completion also wrote vector %u", q, v);
+                }
+                g_test_message("vector %u: one start-up interrupt (replaced call fd)", v);
+                excused[v] = true;
+                clean = false;
             }
-        }
+        } while (!clean);
     }
+    g_free(excused);
     env_free(e);
 }
 
@@ -460,7 +516,7 @@ static void test_vectors_unassigned_before_driver_ok(gconstpointer data)
     struct qt_vscsi *d = &e->dev;
     struct qt_vscsi_opts o = { .no_driver_ok = true };
 
-    qt_vscsi_init(d, e->qts, &o);
+    vscsi_init(e, &o);
     /* What a driver does when it falls back from per-queue vectors. */
     for (unsigned q = 0; q < 2 + d->nq; q++) {
         g_assert_cmphex(qt_vpci_set_vector(&d->vpci, q, VIRTIO_MSI_NO_VECTOR), ==,
@@ -488,7 +544,7 @@ static void test_msix_disabled_intx_isr(gconstpointer data)
     struct qt_vscsi *d = &e->dev;
     struct qt_vscsi_opts o = { .no_msix = true };
 
-    qt_vscsi_init(d, e->qts, &o);
+    vscsi_init(e, &o);
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
     qt_vpci_isr(&d->vpci);           /* acknowledge whatever is left */
 
@@ -623,7 +679,7 @@ static void test_hot_unplug_in_flight_and_replug(gconstpointer data)
     struct qt_pci_bus bus;
     qt_pci_bus_init(&bus, e->qts);
     qt_pci_bridge_setup(&bus, RP_DEVFN, 1);
-    qt_vscsi_init(d, e->qts, &o);
+    vscsi_init(e, &o);
     g_assert(qmp_pci_has_device(e->qts, "scsi0"));
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
     write_read_verify(d, qt_vscsi_rq(d, 0), 200, 8, 70);
@@ -667,6 +723,14 @@ static bool complete_ok_or_ua(struct qt_vscsi *d, struct qt_vring *vq, struct qt
 static void test_backend_killed_and_restarted(gconstpointer data)
 {
     struct env_opts eo = { .reconnect = true, .file_lun = true };
+    int maj, min;
+    qt_qemu_version(&maj, &min);
+    if (maj < 8 || (maj == 8 && min < 2)) {
+        /* Before 8.2 vhost-user-scsi cannot use a reconnecting chardev at all:
+         * realize fails with "Failed to set msg fds" (7.2 measured). */
+        g_test_skip("vhost-user-scsi reconnect needs QEMU >= 8.2");
+        return;
+    }
     struct env *e = env_new(data, &eo);
     struct qt_vscsi *d = &e->dev;
     enum { N = 16, BLKS = 8 };
@@ -1012,20 +1076,29 @@ static void add_both(const char *name, GTestDataFunc fn)
     }
 }
 
+/* Scenarios 1-4, which need neither back-end control nor QEMU's own disk. */
+static void add_all(const char *name, GTestDataFunc fn)
+{
+    add_both(name, fn);
+    if (g_getenv("VHOST_SCSI_WWPN")) {
+        add(name, &kernel_vhost, fn);
+    }
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
-    add_both("bring-up", test_bring_up);
-    add_both("bring-up-with-rings-smaller-than-maximum", test_bring_up_small_rings);
+    add_all("bring-up", test_bring_up);
+    add_all("bring-up-with-rings-smaller-than-maximum", test_bring_up_small_rings);
     add_both("tmf/lun-reset-then-unit-attention", test_tmf_lun_reset_then_unit_attention);
     add("events/lun-hotplug-reports-rescan", &builtin, test_event_lun_hotplug_rescan);
-    add_both("msix/per-queue-vectors", test_msix_per_queue_vectors);
-    add_both("msix/masked-vector-sets-pba-then-fires-on-unmask", test_msix_masked_vector_pends);
-    add_both("msix/vectors-unassigned-before-driver-ok", test_vectors_unassigned_before_driver_ok);
-    add_both("msix/disabled-uses-intx-isr", test_msix_disabled_intx_isr);
-    add_both("msix/device-reset-with-vectors-set", test_reset_with_vectors_set);
-    add_both("reset/device-reset-with-requests-in-flight", test_device_reset_in_flight);
-    add_both("reset/system-reset-with-requests-in-flight", test_system_reset_in_flight);
+    add_all("msix/per-queue-vectors", test_msix_per_queue_vectors);
+    add_all("msix/masked-vector-sets-pba-then-fires-on-unmask", test_msix_masked_vector_pends);
+    add_all("msix/vectors-unassigned-before-driver-ok", test_vectors_unassigned_before_driver_ok);
+    add_all("msix/disabled-uses-intx-isr", test_msix_disabled_intx_isr);
+    add_all("msix/device-reset-with-vectors-set", test_reset_with_vectors_set);
+    add_all("reset/device-reset-with-requests-in-flight", test_device_reset_in_flight);
+    add_all("reset/system-reset-with-requests-in-flight", test_system_reset_in_flight);
     add_both("hotplug/unplug-with-requests-in-flight-and-replug",
              test_hot_unplug_in_flight_and_replug);
     add_both("event-idx/used-event-selects-the-interrupting-completion",

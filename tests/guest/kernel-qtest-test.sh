@@ -1,0 +1,112 @@
+#!/bin/bash
+# Guest test: the qtest scenarios 1-4 (bring-up, MSI-X, vector
+# (un)assignment/INTx/reset with vectors set, resets with requests in
+# flight) against QEMU's `-device vhost-scsi-pci,wwpn=...`, i.e. the
+# kernel's vhost-scsi.  The host has no vhost or target modules, so this
+# boots the Debian guest kernel under TCG with an initramfs holding
+# qemu-system-x86_64 (with its shared libraries and kvmvapic.bin, the only
+# data file it reads with -bios given and romfile= empty), the qtest
+# program, vhost-scsi-ctl and the target/vhost modules with the index files
+# libkmod needs; tests/guest/kernel-qtest-guest.sh then sets up LIO and runs
+# each scenario in a nested QEMU (TCG inside TCG: its vCPU only halts, the
+# cost is QEMU's own code running emulated).  Prints TAP.
+#
+# Usage: tests/guest/kernel-qtest-test.sh [--build-dir DIR] [--keep] [--console]
+#   --build-dir DIR   meson build dir (default $BUILD_DIR or build; use an
+#                     optimised build, not ASan, inside the guest)
+#   --keep            keep the work directory (guest console log)
+#   --console         copy the guest console to stdout while it runs
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+set -uo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BUILD_DIR=${BUILD_DIR:-build}
+KEEP=0 CONSOLE=()
+
+usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+while [ $# -gt 0 ]; do
+    case "$1" in
+    --build-dir) BUILD_DIR=$2; shift 2 ;;
+    --keep) KEEP=1; shift ;;
+    --console) CONSOLE=(--console); shift ;;
+    -h|--help) usage ;;
+    *) echo "unknown option $1" >&2; usage ;;
+    esac
+done
+case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
+
+N=0 FAILED=0
+pass() { N=$((N + 1)); echo "ok $N - $*"; }
+fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
+finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/kernel-qtest.XXXXXX")
+cleanup() {
+    if [ "$KEEP" = 1 ]; then echo "# work directory kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+CTL=$BUILD_DIR/tools/vhost-scsi-ctl
+QTEST=$BUILD_DIR/tests/qtest/virtio-scsi-qtest
+# The guest runs the QEMU the host tests use (QEMU= selects another).
+QEMU_BIN=$(readlink -f "$(command -v "${QEMU:-qemu-system-x86_64}")")
+VAPIC=/usr/share/qemu/kvmvapic.bin
+for b in "$CTL" "$QTEST" "$QEMU_BIN"; do
+    [ -x "$b" ] || { fail "binary $b missing (build it first)"; finish; }
+done
+[ -r "$VAPIC" ] || { fail "$VAPIC missing (qemu-system-data)"; finish; }
+if ldd "$QTEST" | grep -q libasan; then
+    echo "# note: $QTEST is an ASan build; the guest test is meant for the optimised build"
+fi
+
+KERNEL=$("$SRC/scripts/mkinitramfs.sh" --print-kernel) || { fail "no guest kernel"; finish; }
+KVER=${KERNEL#/boot/vmlinuz-}
+
+# vhost-scsi-ctl loads the modules itself, so they go in as plain files at
+# their usual paths with the index files libkmod resolves names with.
+FILES=(--file "$VAPIC:$VAPIC")
+declare -A seen=()
+for m in vhost_scsi target_core_file target_core_iblock; do
+    while read -r kind path _; do
+        [ "$kind" = insmod ] && [ -z "${seen[$path]:-}" ] || continue
+        seen[$path]=1
+        FILES+=(--file "$path:$path")
+    done < <(modprobe -S "$KVER" --show-depends "$m" 2>&1)
+done
+for f in /lib/modules/"$KVER"/modules.*; do
+    FILES+=(--file "$f:$f")
+done
+
+INITRD=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}/kernel-qtest.cpio
+if "$SRC/scripts/mkinitramfs.sh" --out "$INITRD" --kver "$KVER" \
+        --init-script "$HERE/kernel-qtest-guest.sh" --bin "$CTL" --bin "$QTEST" \
+        --bin "$QEMU_BIN" "${FILES[@]}" >"$WORK/mkinitramfs.log" 2>&1; then
+    pass "initramfs ready ($INITRD)"
+else
+    fail "initramfs build"; sed 's/^/# /' "$WORK/mkinitramfs.log"; finish
+fi
+
+start=$(date +%s)
+# 2 GiB: the initramfs (~100 MiB) lives in RAM, each inner QEMU has 256 MiB.
+"$HERE/run-qemu.sh" --initrd "$INITRD" --kernel "$KERNEL" --log "$WORK/guest.log" \
+    --mem 2G --smp 2 --timeout "${KQTEST_TIMEOUT:-540}" ${CONSOLE[@]+"${CONSOLE[@]}"}
+rc=$?
+echo "# guest ran for $(($(date +%s) - start))s"
+
+while IFS= read -r line; do
+    case "$line" in
+    "ok "*) pass "guest: ${line#ok*- }" ;;
+    "not ok "*) fail "guest: ${line#not ok*- }" ;;
+    "# "*) echo "$line" ;;
+    esac
+done < <(tr -d '\r' <"$WORK/guest.log")
+case "$rc" in
+0) pass "guest finished, all its checks passed" ;;
+124|125) fail "guest did not finish (run-qemu status $rc)"
+         tr -d '\r' <"$WORK/guest.log" | tail -n 40 | sed 's/^/# console: /' ;;
+*) fail "guest reported $rc failures" ;;
+esac
+[ "$FAILED" = 0 ] || KEEP=1
+finish
