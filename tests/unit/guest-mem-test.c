@@ -204,6 +204,32 @@ static void test_map_fd_errors(void)
     g_test_assert_expected_messages();
     g_assert_false(fd_is_open(fd));
 
+    /*
+     * Memory we may not write (a read-only fd, a write-sealed memfd) cannot
+     * hold a used ring or device-writable buffers: refused at mapping, so
+     * no ring can ever be set up in it.
+     */
+    fd = memfd_create("gm-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    g_assert_cmpint(ftruncate(fd, 0x1000), ==, 0);
+    g_assert_cmpint(fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE), ==, 0);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory: mmap*");
+    g_assert_cmpint(guest_mem_map_fd(&m, fd, 0, 0x1000, 0, 0), <, 0);
+    g_test_assert_expected_messages();
+    g_assert_false(fd_is_open(fd));
+    {
+        char path[] = "/tmp/gm-test-ro-XXXXXX";
+        int wfd = mkstemp(path);
+
+        g_assert_cmpint(ftruncate(wfd, 0x1000), ==, 0);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        close(wfd);
+        unlink(path);
+        g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory: mmap*");
+        g_assert_cmpint(guest_mem_map_fd(&m, fd, 0, 0x1000, 0, 0), ==, -EACCES);
+        g_test_assert_expected_messages();
+    }
+    g_assert_cmpuint(m.nregions, ==, 0);
+
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory: mmap*");
     g_assert_cmpint(guest_mem_map_fd(&m, 1000000, 0, 0x1000, 0, 0), ==, -EBADF);
     g_test_assert_expected_messages();
