@@ -79,8 +79,8 @@ if "g2-irq-qd32" in runs:
     c32, c1 = med("g2-irq-qd32", "backend.ctxsw_per_io"), med("g2-irq-qd1", "backend.ctxsw_per_io")
     goals.append(("2. interrupt mode: <= 0.1 target context switches/IO at QD32, <= 1 at QD1",
                   "QD32 %s/IO (%s IOPS), QD1 %s/IO (%s IOPS)" % (
-                      fmt(c32, "{:.3f}"), fmt(med("g2-irq-qd32", "iops")),
-                      fmt(c1, "{:.3f}"), fmt(med("g2-irq-qd1", "iops"))),
+                      fmt(c32, "{:.4f}"), fmt(med("g2-irq-qd32", "iops")),
+                      fmt(c1, "{:.4f}"), fmt(med("g2-irq-qd1", "iops"))),
                   cmd("g2-irq-qd32") + "<br>QD1: `--iodepth 1`",
                   verdict(c32 is not None and c1 is not None and c32 <= 0.1 and c1 <= 1.0)))
 # 3. file LUN vs fio on the host
@@ -106,8 +106,8 @@ for mode, sfx in (("adaptive", ""), ("off", "-off")):
     fall = 1 - (i1 or 0) / i0 if i0 else None
     sysr = s1 / s0 if s0 and s1 is not None else None
     goals.append(("4. two nice-10 busy loops, --poll %s: IOPS fall <= 25%%, sys/IO <= 1.5x" % mode,
-                  "IOPS %s -> %s (fall %s); sys %s -> %s us/IO (x%s); busy loops got %s of "
-                  "both cores" % (fmt(i0), fmt(i1), fmt(fall and fall * 100, "{:.0f}%"),
+                  "IOPS %s -> %s (%s); sys %s -> %s us/IO (x%s); busy loops got %s of "
+                  "both cores" % (fmt(i0), fmt(i1), fmt(fall and -fall * 100, "{:+.0f}%"),
                                   fmt(s0, "{:.2f}"), fmt(s1, "{:.2f}"), fmt(sysr, "{:.2f}"),
                                   fmt(share and share * 100, "{:.0f}%")),
                   cmd("g4-load" + sfx) + " (+ load)",

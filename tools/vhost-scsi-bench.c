@@ -96,6 +96,7 @@ struct opts {
     char *lun_str;
     int iodepth;
     int queues;
+    int first_queue;
     int time_s;
     gint64 ios;
     int pid;
@@ -515,6 +516,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         { "bs", 0, 0, G_OPTION_ARG_STRING, &o->bs_str, "block size, e.g. 4k (default 4k)", "SIZE" },
         { "iodepth", 0, 0, G_OPTION_ARG_INT, &o->iodepth, "requests in flight per queue (16)", "N" },
         { "queues", 0, 0, G_OPTION_ARG_INT, &o->queues, "request queues (1)", "N" },
+        { "first-queue", 0, 0, G_OPTION_ARG_INT, &o->first_queue,
+          "use request queues N..N+queues-1 only (several bench processes on one "
+          "target, one queue each)", "N" },
         { "time", 0, 0, G_OPTION_ARG_INT, &o->time_s, "run time in seconds (10)", "SECS" },
         { "ios", 0, 0, G_OPTION_ARG_INT64, &o->ios, "stop after N I/Os", "N" },
         { "lun", 0, 0, G_OPTION_ARG_STRING, &o->lun_str,
@@ -597,6 +601,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         if (!o->lun_str) {
             o->target = o->tpgt;
         }
+    }
+    if (o->first_queue < 0 || o->first_queue + o->queues > 64) {
+        fprintf(stderr, "vhost-scsi-bench: --first-queue + --queues must be <= 64\n");
+        return -EINVAL;
     }
     if (o->iodepth < 1 || o->iodepth > 4096 || o->queues < 1 || o->queues > 64 ||
         o->time_s < 1 || o->ios < 0 || o->rwmix < 0 || o->rwmix > 100) {
@@ -737,7 +745,7 @@ int main(int argc, char **argv)
         .path = o.socket,
         .wwpn = o.kernel,
         .tpgt = o.tpgt,
-        .num_request_queues = o.queues,
+        .num_request_queues = o.first_queue + o.queues,
         .queue_size = qsize,
         .mem_size = (size_t)o.queues * depth * o.bs + ((size_t)o.queues + 2) * qsize * 512 +
                     (16u << 20),
@@ -763,7 +771,7 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < b.nios; i++) {
         struct io *io = &b.ios[i];
         io->b = &b;
-        io->req.queue = i % o.queues;
+        io->req.queue = o.first_queue + i % o.queues;
         memcpy(io->req.lun, b.lun, 8);
         io->req.data = vfe_alloc(b.fe, o.bs, 4096);
         io->req.data_len = o.bs;

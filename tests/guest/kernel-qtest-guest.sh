@@ -13,7 +13,7 @@
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
-QTEST=${GUEST_QTEST:-virtio-scsi-qtest}
+QTEST=virtio-scsi-qtest
 # DISK_SIZE of tests/qtest/virtio-scsi-test.c: READ CAPACITY must match it.
 LUN_BYTES=67108864
 SCENARIOS="bring-up
@@ -40,7 +40,7 @@ if vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/lun0.img,size=$LUN_BYTES" --tpgt
 else
     notok "lun add 0"; sed 's/^/# /' /tmp/err; exit $FAILED
 fi
-[ -c /dev/vhost-scsi ] && ok "/dev/vhost-scsi exists" || { notok "/dev/vhost-scsi missing"; exit $FAILED; }
+if [ -c /dev/vhost-scsi ]; then ok "/dev/vhost-scsi exists"; else notok "no /dev/vhost-scsi"; exit $FAILED; fi
 
 export VHOST_SCSI_WWPN=$W
 echo "# $(qemu-system-x86_64 --version | head -n 1), kernel $(uname -r)"

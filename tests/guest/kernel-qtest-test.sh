@@ -16,6 +16,8 @@
 #                     optimised build, not ASan, inside the guest)
 #   --keep            keep the work directory (guest console log)
 #   --console         copy the guest console to stdout while it runs
+# KQTEST_TIMEOUT (seconds, default 540) bounds the guest run; QEMU= picks the
+# QEMU binary that goes into the guest.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -uo pipefail

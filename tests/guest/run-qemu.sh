@@ -16,7 +16,8 @@
 #   --kernel FILE        guest kernel (default: newest /boot/vmlinuz-*)
 #   --mem SIZE           guest RAM (1G); --smp N  vCPUs (2)
 #   --console            also copy the console to stdout while it runs
-#   --qemu BIN           QEMU binary (default: $QEMU or qemu-system-x86_64)
+#   --qemu BIN           QEMU binary (default: $QEMU or qemu-system-x86_64;
+#                        $QEMU_DATADIR, if set, is passed as -L)
 #   --grace SECS         time allowed from GUEST-EXIT to power-off (20)
 # Everything after `--` is passed to QEMU unchanged (e.g. a virtio-scsi-pci
 # with scsi-hd disks to compare against QEMU's own device model).
@@ -68,6 +69,8 @@ for s in ${SOCKS[@]+"${SOCKS[@]}"}; do
     i=$((i + 1))
 done
 args+=(${EXTRA[@]+"${EXTRA[@]}"})
+# A QEMU unpacked outside /usr (scripts/qemu-7.2.sh --env) names its firmware dir.
+[ -z "${QEMU_DATADIR:-}" ] || args=(-L "$QEMU_DATADIR" "${args[@]}")
 
 mkdir -p "$(dirname "$LOG")"
 echo "+ $QEMU_BIN ${args[*]}" >"$LOG"

@@ -16,6 +16,7 @@
 #   --lun1-bytes N      size of the ram LUN (default 256M)
 #   --lun0-bs N / --lun1-bs N   expected logical block size (default 512)
 #   --lun0-spec S / --lun1-spec S  override the target's --lun specs
+#   --lun0-opts O / --lun1-opts O  append to the default specs (",block-size=4096")
 #   --fio-size S        size of the phase-1 verify jobs (default 64M)
 #   --resets N          device reset cycles in phase 1 (default 1)
 #   --target-arg ARG    extra target argument (repeatable, e.g. --verbose)
@@ -31,7 +32,7 @@ SRC=$(cd "$HERE/../.." && pwd)
 PEER=${GUEST_TEST_PEER:-target}
 BUILD_DIR=${BUILD_DIR:-build}
 LUN0_BYTES=512M LUN1_BYTES=256M LUN0_BS=512 LUN1_BS=512
-LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=() TARGET_ARGS=() RESETS=1
+LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=() TARGET_ARGS=() RESETS=1 LUN0_OPTS="" LUN1_OPTS=""
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 while [ $# -gt 0 ]; do
@@ -44,6 +45,8 @@ while [ $# -gt 0 ]; do
     --lun1-bs) LUN1_BS=$2; shift 2 ;;
     --lun0-spec) LUN0_SPEC=$2; shift 2 ;;
     --lun1-spec) LUN1_SPEC=$2; shift 2 ;;
+    --lun0-opts) LUN0_OPTS=$2; shift 2 ;;
+    --lun1-opts) LUN1_OPTS=$2; shift 2 ;;
     --fio-size) FIO_SIZE=$2; shift 2 ;;
     --resets) RESETS=$2; shift 2 ;;
     --target-arg) TARGET_ARGS+=("$2"); shift 2 ;;
@@ -112,8 +115,8 @@ QEMU_ARGS=() RUN_ARGS=()
 if [ "$PEER" = target ]; then
     TARGET=$BUILD_DIR/tools/vhost-scsi-target
     SOCK=$WORK/vhost-scsi.sock
-    [ -n "$LUN0_SPEC" ] || LUN0_SPEC="file:$DISK0"
-    [ -n "$LUN1_SPEC" ] || LUN1_SPEC="ram:$LUN1_BYTES"
+    [ -n "$LUN0_SPEC" ] || LUN0_SPEC="file:$DISK0$LUN0_OPTS"
+    [ -n "$LUN1_SPEC" ] || LUN1_SPEC="ram:$LUN1_BYTES$LUN1_OPTS"
     "$TARGET" --socket-path "$SOCK" --lun "0=$LUN0_SPEC" --lun "1=$LUN1_SPEC" \
         --queues 2 ${TARGET_ARGS[@]+"${TARGET_ARGS[@]}"} >"$WORK/target.log" 2>&1 &
     TARGET_PID=$!

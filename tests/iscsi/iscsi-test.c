@@ -19,23 +19,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <glib.h>
-#include <glib/gstdio.h>
 #include <linux/virtio_scsi.h>
 
-#include "vhost-frontend.h"
+#include "proto-util.h"
 
-#define TIMEOUT_MS 10000
 #define DISK_BYTES (32ull << 20)
 #define IQN_A "iqn.2026-12.org.vhost-scsi.test:open"
 #define IQN_B "iqn.2026-12.org.vhost-scsi.test:chap"
@@ -45,63 +40,19 @@
 #define PRODUCT "REMOTE-DISK"
 #define SERIAL "SN20261202"
 
-struct proc {
-    GPid pid;
-    int pidfd;
-};
-
 static struct {
-    char *dir, *disk_a, *disk_b, *sock;
+    struct pu_daemon target;    /* its directory also holds the disks and secrets */
+    char *disk_a, *disk_b;
     int port, ctl;
-    struct proc tgtd, target;
+    struct pu_proc tgtd;
 } g;
 
 /* ---- processes ----------------------------------------------------------- */
 
 static void child_setup(gpointer unused)
 {
-    /* an aborted test must not leave tgtd or the daemon behind */
+    /* an aborted test must not leave a child behind */
     prctl(PR_SET_PDEATHSIG, SIGKILL);
-}
-
-static struct proc spawn(const char *const *argv)
-{
-    struct proc p;
-    GError *err = NULL;
-    /*
-     * Children's stdout goes to our stderr: stdout carries TAP.  Through a
-     * copy of fd 2: GLib closes a source fd equal to its target, which
-     * would leave the child without fd 2.
-     */
-    int efd = fcntl(2, F_DUPFD_CLOEXEC, 3);
-    gboolean ok = g_spawn_async_with_fds(NULL, (char **)argv, NULL, G_SPAWN_DO_NOT_REAP_CHILD,
-                                         child_setup, NULL, &p.pid, -1, efd, efd, &err);
-    close(efd);
-    g_assert_no_error(err);
-    g_assert_true(ok);
-    p.pidfd = syscall(SYS_pidfd_open, p.pid, 0);
-    g_assert_cmpint(p.pidfd, >=, 0);
-    return p;
-}
-
-static bool proc_wait_exit(struct proc *p, int ms)
-{
-    struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
-    return poll(&pf, 1, ms) == 1;
-}
-
-/* Stops p with sig (escalating to SIGKILL) and returns its wait status. */
-static int proc_stop(struct proc *p, int sig)
-{
-    int status = -1;
-    kill(p->pid, sig);
-    if (!proc_wait_exit(p, TIMEOUT_MS)) {
-        kill(p->pid, SIGKILL);
-    }
-    waitpid(p->pid, &status, 0);
-    close(p->pidfd);
-    p->pidfd = -1;
-    return status;
 }
 
 /* Runs argv to completion; returns its exit status, *errout gets its stderr. */
@@ -139,7 +90,7 @@ static void tgtd_start(void)
                              NULL };
     g_autofree char *err_a = NULL, *err_b = NULL;
 
-    g.tgtd = spawn(run_argv);
+    pu_spawn(&g.tgtd, run_argv);
     if (run(a_argv, &err_a) != 0 || run(b_argv, &err_b) != 0) {
         g_autofree char *why = g_strdup_printf("%s %s", err_a ? err_a : "", err_b ? err_b : "");
         g_strdelimit(why, "\n", ' ');     /* one line: TAP */
@@ -149,7 +100,7 @@ static void tgtd_start(void)
 
 static void tgtd_kill(void)
 {
-    proc_stop(&g.tgtd, SIGKILL);
+    pu_proc_stop(&g.tgtd, SIGKILL);
 }
 
 static char *lun_url(const char *cred, const char *iqn)
@@ -158,41 +109,23 @@ static char *lun_url(const char *cred, const char *iqn)
 }
 
 /*
- * Starts vhost-scsi-target on sock with --lun 0=spec.  Returns true once it
- * listens, false if it exited first (a refused LUN); *status then holds
- * its wait status.
+ * Starts vhost-scsi-target (d initialised) with --lun 0=spec.  Returns true
+ * once it listens, false if it exited first (a refused LUN); *status then
+ * holds its wait status.
  */
-static bool target_start(struct proc *p, const char *sock, const char *spec, int *status)
+static bool target_start(struct pu_daemon *d, const char *spec, int *status)
 {
-    const char *bin = g_getenv("VHOST_SCSI_TARGET");
     g_autofree char *lun = g_strdup_printf("0=%s", spec);
-    const char *argv[] = { bin, "--socket-path", sock, "--lun", lun, "--queues", "2",
-                           "--threads", "2", NULL };
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    const char *args[] = { "--lun", lun, "--queues", "2", "--threads", "2", NULL };
 
-    *p = spawn(argv);
-    g_strlcpy(sa.sun_path, sock, sizeof(sa.sun_path));
-    for (int i = 0; i < 1500; i++) {
-        int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        int r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
-        close(s);
-        if (r == 0) {
-            return true;
-        }
-        if (proc_wait_exit(p, 10)) {
-            waitpid(p->pid, status, 0);
-            close(p->pidfd);
-            return false;
-        }
-    }
-    g_error("vhost-scsi-target did not listen on %s within 15 s", sock);
+    return pu_daemon_try_start(d, args, status);
 }
 
 /* Runs the daemon expecting it to refuse the LUN; returns what it printed. */
 static char *target_refuses(const char *spec)
 {
     const char *bin = g_getenv("VHOST_SCSI_TARGET");
-    g_autofree char *sock = g_build_filename(g.dir, "refused.sock", NULL);
+    g_autofree char *sock = g_build_filename(g.target.dir, "refused.sock", NULL);
     g_autofree char *lun = g_strdup_printf("0=%s", spec);
     const char *argv[] = { bin, "--socket-path", sock, "--lun", lun, NULL };
     char *err = NULL;
@@ -206,84 +139,21 @@ static char *target_refuses(const char *spec)
 
 /* ---- SCSI helpers ------------------------------------------------------ */
 
-static struct vfe *connect_fe(const char *sock)
+static struct vfe *connect_fe(const struct pu_daemon *d)
 {
-    struct vfe_config cfg = {
-        .transport = VFE_VHOST_USER, .path = sock, .num_request_queues = 2,
-        .queue_size = 256, .mem_size = 32 << 20, .event_idx = true, .timeout_ms = TIMEOUT_MS,
-    };
-    struct vfe *fe = NULL;
-    g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
-    return fe;
+    struct vfe_config cfg = { .num_request_queues = 2, .queue_size = 256,
+                              .mem_size = 32 << 20, .event_idx = true };
+
+    return pu_connect_cfg(d, &cfg);
 }
 
-static void put_be(uint8_t *p, uint64_t v, int n)
-{
-    for (int i = 0; i < n; i++) {
-        p[i] = v >> (8 * (n - 1 - i));
-    }
-}
-
-static uint64_t get_be(const uint8_t *p, int n)
-{
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) {
-        v = v << 8 | p[i];
-    }
-    return v;
-}
-
-struct sense {
-    unsigned key, asc, ascq;
-};
-
-static struct sense sense_of(const struct virtio_scsi_cmd_resp *r)
-{
-    const uint8_t *b = r->sense;
-    if (r->sense_len >= 14 && (b[0] & 0x7e) == 0x70) {
-        return (struct sense){ b[2] & 0xf, b[12], b[13] };
-    }
-    if (r->sense_len >= 4 && (b[0] & 0x7e) == 0x72) {
-        return (struct sense){ b[1] & 0xf, b[2], b[3] };
-    }
-    return (struct sense){ 0 };
-}
-
+/* One command to LUN 0; a remote LUN may take longer than a local one. */
 static void cmd(struct vfe *fe, const uint8_t *cdb, unsigned cdb_len, void *buf, uint32_t len,
                 bool in, struct vfe_req *out)
 {
-    memset(out, 0, sizeof(*out));
-    vfe_lun(out->lun, 0, 0);
-    memcpy(out->cdb, cdb, cdb_len);
-    out->data = buf;
-    out->data_len = len;
-    out->data_in = in;
-    g_assert_cmpint(vfe_exec(fe, out, 3 * TIMEOUT_MS), ==, 0);
+    pu_req_prep(out, 0, 0, cdb, cdb_len, buf, len, in);
+    g_assert_cmpint(vfe_exec(fe, out, 3 * PU_TIMEOUT_MS), ==, 0);
     g_assert_cmpuint(out->resp.response, ==, VIRTIO_SCSI_S_OK);
-}
-
-/* Consumes the power-on unit attention; the LUN must then be ready. */
-static void make_ready(struct vfe *fe)
-{
-    static const uint8_t tur[6] = { 0 };
-    struct vfe_req r;
-    for (int i = 0; i < 4; i++) {
-        cmd(fe, tur, sizeof(tur), NULL, 0, false, &r);
-        if (r.resp.status == 0) {
-            return;
-        }
-        g_assert_cmpuint(sense_of(&r.resp).key, ==, 6);
-    }
-    g_assert_not_reached();
-}
-
-static void make_rw(struct vfe_req *r, bool write, uint64_t lba, uint32_t blocks)
-{
-    memset(r->cdb, 0, sizeof(r->cdb));
-    r->cdb[0] = write ? 0x8a : 0x88;
-    put_be(&r->cdb[2], lba, 8);
-    put_be(&r->cdb[10], blocks, 4);
-    r->data_in = !write;
 }
 
 /* One 4 KiB block READ(16)/WRITE(16) at lba; returns the request. */
@@ -291,24 +161,11 @@ static struct vfe_req rw_4k(struct vfe *fe, bool write, uint64_t lba, void *buf)
 {
     struct vfe_req r = { .data = buf, .data_len = 4096 };
     vfe_lun(r.lun, 0, 0);
-    make_rw(&r, write, lba, 8);
+    pu_make_rw16(&r, write, lba, 8);
     /* long enough for a request held through the whole unreachable window */
-    g_assert_cmpint(vfe_exec(fe, &r, 6 * TIMEOUT_MS), ==, 0);
+    g_assert_cmpint(vfe_exec(fe, &r, 6 * PU_TIMEOUT_MS), ==, 0);
     g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
     return r;
-}
-
-static uint8_t pattern(uint64_t seed, uint64_t byte)
-{
-    uint64_t x = (seed + byte / 8) * 0x9e3779b97f4a7c15ull;
-    return (uint8_t)(x >> (56 - 8 * (byte % 8)));
-}
-
-static void fill(uint8_t *p, size_t len, uint64_t seed, uint64_t offset)
-{
-    for (size_t j = 0; j < len; j++) {
-        p[j] = pattern(seed, offset + j);
-    }
 }
 
 /* The remote backing file holds the pattern at [offset, offset + len). */
@@ -319,19 +176,14 @@ static bool file_has(const char *path, uint64_t offset, size_t len, uint64_t see
     g_assert_cmpint(fd, >=, 0);
     g_assert_cmpint(pread(fd, buf, len, offset), ==, (ssize_t)len);
     close(fd);
-    for (size_t j = 0; j < len; j++) {
-        if (buf[j] != pattern(seed, offset + j)) {
-            return false;
-        }
-    }
-    return true;
+    return pu_pattern_mismatch(buf, len, seed, offset) == len;
 }
 
 /* ---- tests --------------------------------------------------------------- */
 
 static void test_inquiry_is_remote(void)
 {
-    struct vfe *fe = connect_fe(g.sock);
+    struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, 255, 64);
     uint8_t std_cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
     uint8_t sn_cdb[6] = { 0x12, 1, 0x80, 0, 255, 0 };
@@ -353,28 +205,15 @@ static void test_inquiry_is_remote(void)
 
 static void test_capacity_is_remote(void)
 {
-    struct vfe *fe = connect_fe(g.sock);
-    uint8_t cdb[16] = { 0x9e, 0x10 };
-    uint8_t *buf = vfe_alloc(fe, 32, 64);
-    struct vfe_req r;
+    struct vfe *fe = connect_fe(&g.target);
+    uint64_t blocks;
+    uint32_t bsize;
 
-    make_ready(fe);
-    put_be(&cdb[10], 32, 4);
-    cmd(fe, cdb, sizeof(cdb), buf, 32, true, &r);
-    g_assert_cmpuint(r.resp.status, ==, 0);
-    g_assert_cmpuint(get_be(buf, 8) + 1, ==, DISK_BYTES / 512);
-    g_assert_cmpuint(get_be(buf + 8, 4), ==, 512);
-    vfe_free(fe, buf);
+    pu_make_ready(fe, 0);
+    pu_read_capacity16(fe, 0, &blocks, &bsize);
+    g_assert_cmpuint(blocks, ==, DISK_BYTES / 512);
+    g_assert_cmpuint(bsize, ==, 512);
     vfe_close(fe);
-}
-
-struct batch {
-    unsigned done;
-};
-
-static void batch_done(struct vfe_req *r)
-{
-    ((struct batch *)r->opaque)->done++;
 }
 
 /*
@@ -382,60 +221,25 @@ static void batch_done(struct vfe_req *r)
  * queues (so over both I/O threads' sessions), then read back the same
  * way; the data must match and must be in tgt's backing file.
  */
-static void write_read_many(const char *sock, uint64_t seed)
+static void write_read_many(const struct pu_daemon *d, uint64_t seed)
 {
-    enum { N = 128, BYTES = 64 << 10 };
-    const uint64_t stride = DISK_BYTES / 512 / N;
-    struct vfe *fe = connect_fe(sock);
-    struct vfe_req *reqs = g_new0(struct vfe_req, N);
-    struct batch b;
+    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 128, .io_bytes = 64 << 10,
+                             .seed = seed, .timeout_ms = 3 * PU_TIMEOUT_MS };
+    struct vfe *fe = connect_fe(d);
+    uint64_t distance;
 
-    make_ready(fe);
-    for (unsigned i = 0; i < N; i++) {
-        reqs[i].data = vfe_alloc(fe, BYTES, 4096);
-        g_assert_nonnull(reqs[i].data);
-        reqs[i].data_len = BYTES;
-        reqs[i].queue = i % 2;
-        reqs[i].opaque = &b;
-        reqs[i].complete = batch_done;
-        vfe_lun(reqs[i].lun, 0, 0);
+    pu_make_ready(fe, 0);
+    distance = pu_write_read_compare(fe, &io);
+    for (unsigned i = 0; i < io.n_io; i++) {
+        /* 512-byte blocks: see capacity-is-remote */
+        g_assert_true(file_has(g.disk_a, i * distance * 512, io.io_bytes, seed));
     }
-    for (int pass = 0; pass < 2; pass++) {
-        bool write = pass == 0;
-        b.done = 0;
-        for (unsigned i = 0; i < N; i++) {
-            if (write) {
-                fill(reqs[i].data, BYTES, seed, i * stride * 512);
-            } else {
-                memset(reqs[i].data, 0xa5, BYTES);
-            }
-            make_rw(&reqs[i], write, i * stride, BYTES / 512);
-            g_assert_cmpint(vfe_submit(fe, &reqs[i]), ==, 0);
-        }
-        while (b.done < N) {
-            g_assert_cmpint(vfe_poll(fe, 3 * TIMEOUT_MS), >, 0);
-        }
-        for (unsigned i = 0; i < N; i++) {
-            g_assert_cmpuint(reqs[i].resp.response, ==, VIRTIO_SCSI_S_OK);
-            g_assert_cmpuint(reqs[i].resp.status, ==, 0);
-            if (!write) {
-                g_autofree uint8_t *want = g_malloc(BYTES);
-                fill(want, BYTES, seed, i * stride * 512);
-                g_assert_cmpmem(reqs[i].data, BYTES, want, BYTES);
-            }
-        }
-    }
-    for (unsigned i = 0; i < N; i++) {
-        g_assert_true(file_has(g.disk_a, i * stride * 512, BYTES, seed));
-        vfe_free(fe, reqs[i].data);
-    }
-    g_free(reqs);
     vfe_close(fe);
 }
 
 static void test_write_read_many_in_flight(void)
 {
-    write_read_many(g.sock, 0x15c51);
+    write_read_many(&g.target, 0x15c51);
 }
 
 /*
@@ -444,17 +248,18 @@ static void test_write_read_many_in_flight(void)
  */
 static void test_sessions_and_queue_depth(void)
 {
-    g_autofree char *sock = g_build_filename(g.dir, "qd.sock", NULL);
     g_autofree char *url = lun_url("", IQN_A);
     g_autofree char *spec = g_strdup_printf("%s,sessions=3,queue-depth=2,"
                                             "initiator-name=iqn.2026-12.org.example:qd", url);
-    struct proc p;
+    struct pu_daemon d;
     int status;
 
-    g_assert_true(target_start(&p, sock, spec, &status));
-    write_read_many(sock, 0x5e55);
-    status = proc_stop(&p, SIGTERM);
+    pu_daemon_init(&d);
+    g_assert_true(target_start(&d, spec, &status));
+    write_read_many(&d, 0x5e55);
+    status = pu_daemon_stop(&d, false);
     g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pu_daemon_cleanup(&d);
 }
 
 /* A CHECK CONDITION from the remote LUN reaches the initiator as sent. */
@@ -464,17 +269,17 @@ static void test_remote_sense_passes_through(void)
     g_autofree char *ctl = g_strdup_printf("%d", g.ctl);
     const char *ro[] = { sh, "update", ctl, "1", "readonly=1", NULL };
     const char *rw[] = { sh, "update", ctl, "1", "readonly=0", NULL };
-    struct vfe *fe = connect_fe(g.sock);
+    struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, 4096, 4096);
     struct vfe_req r;
-    struct sense s;
+    struct pu_sense s;
 
-    make_ready(fe);
+    pu_make_ready(fe, 0);
     memset(buf, 0x5a, 4096);
     g_assert_cmpint(run(ro, NULL), ==, 0);
     r = rw_4k(fe, true, 64, buf);
     g_assert_cmpuint(r.resp.status, ==, 2);          /* CHECK CONDITION */
-    s = sense_of(&r.resp);
+    s = pu_sense_of(&r.resp);
     g_assert_cmpuint(s.key, ==, 7);                   /* DATA PROTECT, as tgt said */
     g_assert_cmphex(s.asc, ==, 0x27);                 /* WRITE PROTECTED */
     g_assert_cmpint(run(rw, NULL), ==, 0);
@@ -491,25 +296,25 @@ static void test_remote_sense_passes_through(void)
 static void test_write_same_zeroes(void)
 {
     enum { LBA = 8192, BLOCKS = 256 };
-    struct vfe *fe = connect_fe(g.sock);
+    struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, BLOCKS * 512, 4096);
     uint8_t cdb[16] = { 0x93 };
     struct vfe_req r;
 
-    make_ready(fe);
-    fill(buf, BLOCKS * 512, 0x3a3e, LBA * 512);
+    pu_make_ready(fe, 0);
+    pu_pattern_fill(buf, BLOCKS * 512, 0x3a3e, LBA * 512);
     memset(&r, 0, sizeof(r));
     r.data = buf;
     r.data_len = BLOCKS * 512;
     vfe_lun(r.lun, 0, 0);
-    make_rw(&r, true, LBA, BLOCKS);
-    g_assert_cmpint(vfe_exec(fe, &r, 3 * TIMEOUT_MS), ==, 0);
+    pu_make_rw16(&r, true, LBA, BLOCKS);
+    g_assert_cmpint(vfe_exec(fe, &r, 3 * PU_TIMEOUT_MS), ==, 0);
     g_assert_cmpuint(r.resp.status, ==, 0);
     g_assert_true(file_has(g.disk_a, LBA * 512, BLOCKS * 512, 0x3a3e));
 
     memset(buf, 0, 512);
-    put_be(&cdb[2], LBA, 8);
-    put_be(&cdb[10], BLOCKS, 4);
+    pu_put_be(&cdb[2], LBA, 8);
+    pu_put_be(&cdb[10], BLOCKS, 4);
     cmd(fe, cdb, sizeof(cdb), buf, 512, false, &r);
     g_assert_cmpuint(r.resp.status, ==, 0);
 
@@ -527,24 +332,25 @@ static void test_write_same_zeroes(void)
 /* Serves spec on a second daemon, checks the LUN works, stops it. */
 static void serve_and_check(const char *spec)
 {
-    g_autofree char *sock = g_build_filename(g.dir, "chap.sock", NULL);
-    struct proc p;
+    struct pu_daemon d;
     int status;
     struct vfe *fe;
     uint8_t *buf;
     struct vfe_req r;
 
-    g_assert_true(target_start(&p, sock, spec, &status));
-    fe = connect_fe(sock);
-    make_ready(fe);
+    pu_daemon_init(&d);
+    g_assert_true(target_start(&d, spec, &status));
+    fe = connect_fe(&d);
+    pu_make_ready(fe, 0);
     buf = vfe_alloc(fe, 4096, 4096);
-    fill(buf, 4096, 77, 0);
+    pu_pattern_fill(buf, 4096, 77, 0);
     r = rw_4k(fe, true, 0, buf);
     g_assert_cmpuint(r.resp.status, ==, 0);
     vfe_free(fe, buf);
     vfe_close(fe);
-    status = proc_stop(&p, SIGTERM);
+    status = pu_daemon_stop(&d, false);
     g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pu_daemon_cleanup(&d);
     g_assert_true(file_has(g.disk_b, 0, 4096, 77));
 }
 
@@ -556,7 +362,7 @@ static void test_chap_password_in_url(void)
 
 static char *write_secret(const char *contents, mode_t mode)
 {
-    char *path = g_build_filename(g.dir, "chap.secret", NULL);
+    char *path = g_build_filename(g.target.dir, "chap.secret", NULL);
     g_assert_true(g_file_set_contents(path, contents, -1, NULL));
     g_assert_cmpint(chmod(path, mode), ==, 0);
     return path;
@@ -622,7 +428,7 @@ struct fault_run {
 static void fault_submit(struct fault_run *f, struct fault_io *io)
 {
     memset(&io->r.resp, 0, sizeof(io->r.resp));
-    make_rw(&io->r, true, io->lba, 8);
+    pu_make_rw16(&io->r, true, io->lba, 8);
     g_assert_cmpint(vfe_submit(f->fe, &io->r), ==, 0);
     f->inflight++;
 }
@@ -655,8 +461,8 @@ static void test_tgtd_killed_during_writes_loses_no_acked_write(void)
     bool killed = false, restarted = false;
     gint64 t_kill = 0;
 
-    f.fe = connect_fe(g.sock);
-    make_ready(f.fe);
+    f.fe = connect_fe(&g.target);
+    pu_make_ready(f.fe, 0);
     f.ios = g_new0(struct fault_io, N);
     for (unsigned i = 0; i < N; i++) {
         struct fault_io *io = &f.ios[i];
@@ -668,7 +474,7 @@ static void test_tgtd_killed_during_writes_loses_no_acked_write(void)
         io->r.opaque = &f;
         io->r.complete = fault_done;
         vfe_lun(io->r.lun, 0, 0);
-        fill(io->r.data, 4096, seed, io->lba * 512);
+        pu_pattern_fill(io->r.data, 4096, seed, io->lba * 512);
     }
     while (f.next < DEPTH) {
         fault_submit(&f, &f.ios[f.next++]);
@@ -676,7 +482,7 @@ static void test_tgtd_killed_during_writes_loses_no_acked_write(void)
     while (f.acked < N) {
         /* While tgtd is down nothing completes: come back to restart it. */
         bool outage = killed && !restarted;
-        int n = vfe_poll(f.fe, outage ? 100 : 3 * TIMEOUT_MS);
+        int n = vfe_poll(f.fe, outage ? 100 : 3 * PU_TIMEOUT_MS);
 
         g_assert_true(n > 0 || (outage && (n == 0 || n == -ETIMEDOUT)));
         if (!killed && f.acked >= N / 4) {
@@ -713,12 +519,12 @@ static void test_tgtd_killed_during_writes_loses_no_acked_write(void)
  */
 static void test_hung_target_times_out(void)
 {
-    struct vfe *fe = connect_fe(g.sock);
+    struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, 4096, 4096);
     gint64 start, took;
     struct vfe_req r;
 
-    make_ready(fe);
+    pu_make_ready(fe, 0);
     g_assert_cmpint(kill(g.tgtd.pid, SIGSTOP), ==, 0);
     start = g_get_monotonic_time();
     r = rw_4k(fe, false, 0, buf);
@@ -746,13 +552,13 @@ static void test_hung_target_times_out(void)
  */
 static void test_unreachable_target_becomes_not_ready(void)
 {
-    struct vfe *fe = connect_fe(g.sock);
+    struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, 4096, 4096);
     gint64 start;
     struct vfe_req r;
-    struct sense s;
+    struct pu_sense s;
 
-    make_ready(fe);
+    pu_make_ready(fe, 0);
     tgtd_kill();
     start = g_get_monotonic_time();
     for (;;) {
@@ -763,7 +569,7 @@ static void test_unreachable_target_becomes_not_ready(void)
         g_assert_cmpint(g_get_monotonic_time() - start, <, 60 * G_USEC_PER_SEC);
     }
     g_assert_cmpuint(r.resp.status, ==, 2);
-    s = sense_of(&r.resp);
+    s = pu_sense_of(&r.resp);
     g_assert_cmpuint(s.key, ==, 2);                  /* NOT READY */
     g_assert_cmphex(s.asc, ==, 0x04);
     g_assert_cmphex(s.ascq, ==, 0x00);
@@ -799,10 +605,9 @@ int main(int argc, char **argv)
     g_assert_nonnull(g_getenv("ISCSI_TGT_SH"));
     signal(SIGPIPE, SIG_IGN);
 
-    g.dir = g_dir_make_tmp("vhost-scsi-iscsi-XXXXXX", NULL);
-    g.disk_a = g_build_filename(g.dir, "open.img", NULL);
-    g.disk_b = g_build_filename(g.dir, "chap.img", NULL);
-    g.sock = g_build_filename(g.dir, "target.sock", NULL);
+    pu_daemon_init(&g.target);
+    g.disk_a = g_build_filename(g.target.dir, "open.img", NULL);
+    g.disk_b = g_build_filename(g.target.dir, "chap.img", NULL);
     for (int i = 0; i < 2; i++) {
         fd = open(i ? g.disk_b : g.disk_a, O_CREAT | O_RDWR | O_CLOEXEC, 0600);
         g_assert_cmpint(fd, >=, 0);
@@ -813,7 +618,7 @@ int main(int argc, char **argv)
     g.ctl = g_random_int_range(10000, 32768);     /* tgtadm takes <= 32767 */
     tgtd_start();
     url = lun_url("", IQN_A);
-    if (!target_start(&g.target, g.sock, url, &status)) {
+    if (!target_start(&g.target, url, &status)) {
         g_error("vhost-scsi-target refused %s (status %d)", url, status);
     }
 
@@ -835,18 +640,11 @@ int main(int argc, char **argv)
                     test_unreachable_target_becomes_not_ready);
     ret = g_test_run();
 
-    status = proc_stop(&g.target, SIGTERM);
+    status = pu_daemon_stop(&g.target, false);
     g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     tgtd_kill();
-    g_unlink(g.disk_a);
-    g_unlink(g.disk_b);
-    g_unlink(g.sock);
-    g_autofree char *secret = g_build_filename(g.dir, "chap.secret", NULL);
-    g_unlink(secret);
-    g_rmdir(g.dir);
+    pu_daemon_cleanup(&g.target);     /* the disks and the secret file too */
     g_free(g.disk_a);
     g_free(g.disk_b);
-    g_free(g.sock);
-    g_free(g.dir);
     return ret;
 }

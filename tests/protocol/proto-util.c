@@ -1,7 +1,10 @@
 /*
- * See proto-util.h.  The daemon is started with PR_SET_PDEATHSIG so an
- * aborted test never leaves it behind, and "listening" is established by
- * connecting (bounded retries), never by sleeping.
+ * See proto-util.h.  Children are forked and exec'd here rather than
+ * through g_spawn: GLib closes a source fd equal to its target, so handing
+ * it fd 2 for the child's stdout/stderr leaves the child without fd 2.
+ * They get PR_SET_PDEATHSIG so an aborted test never leaves them behind,
+ * and "listening" is established by connecting (bounded retries), never
+ * by sleeping.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -22,27 +25,74 @@
 
 #include "proto-util.h"
 
+/* iSCSI LUNs log in before the daemon listens: allow for a slow target. */
+#define PU_LISTEN_MS 15000
+
+static void spawn_as(struct pu_proc *p, const char *const *argv, uid_t run_as)
+{
+    p->pid = fork();
+    g_assert_cmpint(p->pid, >=, 0);
+    if (p->pid == 0) {
+        if (run_as && (setgroups(0, NULL) < 0 || setgid(run_as) < 0 || setuid(run_as) < 0)) {
+            _exit(126);
+        }
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* stdout carries TAP: the child's output goes to stderr. */
+        dup2(2, 1);
+        /* nothing of ours (meson's pipes, other children's sockets) leaks into it */
+        close_range(3, ~0u, 0);
+        execv(argv[0], (char **)argv);
+        _exit(127);
+    }
+    p->pidfd = (int)syscall(SYS_pidfd_open, p->pid, 0);
+    g_assert_cmpint(p->pidfd, >=, 0);
+}
+
+void pu_spawn(struct pu_proc *p, const char *const *argv)
+{
+    spawn_as(p, argv, 0);
+}
+
+bool pu_proc_exited(struct pu_proc *p, int ms)
+{
+    struct pollfd pf = { .fd = p->pidfd, .events = POLLIN };
+
+    return poll(&pf, 1, ms) == 1;
+}
+
+int pu_proc_stop(struct pu_proc *p, int sig)
+{
+    int status = -1;
+
+    if (p->pidfd < 0) {
+        return -1;
+    }
+    kill(p->pid, sig);
+    if (!pu_proc_exited(p, PU_TIMEOUT_MS)) {
+        g_printerr("pid %d ignored signal %d for %d ms\n", (int)p->pid, sig, PU_TIMEOUT_MS);
+        kill(p->pid, SIGKILL);
+    }
+    waitpid(p->pid, &status, 0);
+    close(p->pidfd);
+    p->pidfd = -1;
+    return status;
+}
+
 void pu_daemon_init(struct pu_daemon *d)
 {
     memset(d, 0, sizeof(*d));
     d->dir = g_dir_make_tmp("vhost-scsi-proto-XXXXXX", NULL);
     g_assert_nonnull(d->dir);
     d->sock = g_build_filename(d->dir, "target.sock", NULL);
-    d->pidfd = -1;
+    d->proc.pidfd = -1;
 }
 
-static bool wait_exit(struct pu_daemon *d, int ms)
-{
-    struct pollfd p = { .fd = d->pidfd, .events = POLLIN };
-
-    return poll(&p, 1, ms) == 1;
-}
-
-void pu_daemon_start(struct pu_daemon *d, const char *const *args)
+bool pu_daemon_try_start(struct pu_daemon *d, const char *const *args, int *status)
 {
     const char *bin = g_getenv("VHOST_SCSI_TARGET");
     GPtrArray *argv = g_ptr_array_new();
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    gint64 deadline = g_get_monotonic_time() + PU_LISTEN_MS * G_TIME_SPAN_MILLISECOND;
 
     g_assert_nonnull(bin);
     g_ptr_array_add(argv, (char *)bin);
@@ -56,60 +106,48 @@ void pu_daemon_start(struct pu_daemon *d, const char *const *args)
     if (d->run_as) {
         g_assert_cmpint(chown(d->dir, d->run_as, d->run_as), ==, 0);
     }
-    d->pid = fork();
-    g_assert_cmpint(d->pid, >=, 0);
-    if (d->pid == 0) {
-        if (d->run_as && (setgroups(0, NULL) < 0 || setgid(d->run_as) < 0 ||
-                          setuid(d->run_as) < 0)) {
-            _exit(126);
-        }
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        /* stdout carries TAP: the daemon's output goes to stderr. */
-        dup2(2, 1);
-        execv(bin, (char **)argv->pdata);
-        _exit(127);
-    }
+    spawn_as(&d->proc, (const char *const *)argv->pdata, d->run_as);
     g_ptr_array_free(argv, TRUE);
-    d->pidfd = (int)syscall(SYS_pidfd_open, d->pid, 0);
-    g_assert_cmpint(d->pidfd, >=, 0);
 
     g_strlcpy(sa.sun_path, d->sock, sizeof(sa.sun_path));
-    for (int i = 0; i < 1000; i++) {
+    while (g_get_monotonic_time() < deadline) {
         int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         int r = connect(s, (struct sockaddr *)&sa, sizeof(sa));
         int e = errno;
 
         close(s);
         if (r == 0) {
-            return;
+            return true;    /* a probe: the daemon sees a front-end hang up at once */
         }
         g_assert_true(e == ENOENT || e == ECONNREFUSED);
-        g_assert_false(wait_exit(d, 10));
+        if (pu_proc_exited(&d->proc, 10)) {
+            waitpid(d->proc.pid, status, 0);
+            close(d->proc.pidfd);
+            d->proc.pidfd = -1;
+            return false;
+        }
     }
-    g_error("vhost-scsi-target did not listen on %s within 10 s", d->sock);
+    g_error("vhost-scsi-target did not listen on %s within %d s", d->sock, PU_LISTEN_MS / 1000);
+}
+
+void pu_daemon_start(struct pu_daemon *d, const char *const *args)
+{
+    int status;
+
+    if (!pu_daemon_try_start(d, args, &status)) {
+        g_error("vhost-scsi-target exited with status 0x%x before listening on %s", status,
+                d->sock);
+    }
 }
 
 int pu_daemon_stop(struct pu_daemon *d, bool kill9)
 {
-    int status = -1;
-
-    if (d->pidfd < 0) {
-        return -1;
-    }
-    kill(d->pid, kill9 ? SIGKILL : SIGTERM);
-    if (!wait_exit(d, PU_TIMEOUT_MS)) {
-        g_printerr("vhost-scsi-target ignored SIGTERM for %d ms\n", PU_TIMEOUT_MS);
-        kill(d->pid, SIGKILL);
-    }
-    waitpid(d->pid, &status, 0);
-    close(d->pidfd);
-    d->pidfd = -1;
-    return status;
+    return pu_proc_stop(&d->proc, kill9 ? SIGKILL : SIGTERM);
 }
 
 bool pu_daemon_alive(struct pu_daemon *d)
 {
-    return d->pidfd >= 0 && !wait_exit(d, 0);
+    return d->proc.pidfd >= 0 && !pu_proc_exited(&d->proc, 0);
 }
 
 void pu_daemon_cleanup(struct pu_daemon *d)
@@ -131,17 +169,27 @@ void pu_daemon_cleanup(struct pu_daemon *d)
     g_free(d->dir);
 }
 
+struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg)
+{
+    struct vfe *fe = NULL;
+
+    cfg->transport = VFE_VHOST_USER;
+    cfg->path = d->sock;
+    if (!cfg->timeout_ms) {
+        cfg->timeout_ms = PU_TIMEOUT_MS;
+    }
+    g_assert_cmpint(vfe_open(cfg, &fe), ==, 0);
+    g_assert_nonnull(fe);
+    return fe;
+}
+
 struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq)
 {
     struct vfe_config cfg = {
-        .transport = VFE_VHOST_USER, .path = d->sock, .num_request_queues = nrq,
-        .queue_size = 128, .mem_size = 32 << 20, .event_idx = true,
-        .timeout_ms = PU_TIMEOUT_MS,
+        .num_request_queues = nrq, .queue_size = 128, .mem_size = 32 << 20, .event_idx = true,
     };
-    struct vfe *fe = NULL;
 
-    g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
-    return fe;
+    return pu_connect_cfg(d, &cfg);
 }
 
 struct pu_sense pu_sense_of(const struct virtio_scsi_cmd_resp *r)
@@ -157,33 +205,72 @@ struct pu_sense pu_sense_of(const struct virtio_scsi_cmd_resp *r)
     return s;
 }
 
-void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *buf,
-            uint32_t len, bool data_in, struct vfe_req *out)
+void pu_req_prep(struct vfe_req *out, unsigned target, unsigned lun, const uint8_t *cdb,
+                 unsigned cdb_len, void *buf, uint32_t len, bool data_in)
 {
     memset(out, 0, sizeof(*out));
-    vfe_lun(out->lun, 0, lun);
+    vfe_lun(out->lun, target, lun);
     memcpy(out->cdb, cdb, cdb_len);
     out->data = buf;
     out->data_len = len;
     out->data_in = data_in;
+}
+
+void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *buf,
+            uint32_t len, bool data_in, struct vfe_req *out)
+{
+    pu_req_prep(out, 0, lun, cdb, cdb_len, buf, len, data_in);
     g_assert_cmpint(vfe_exec(fe, out, PU_TIMEOUT_MS), ==, 0);
+}
+
+struct vfe_req pu_tur(struct vfe *fe, unsigned target, unsigned lun)
+{
+    static const uint8_t cdb[6] = { 0 };
+    struct vfe_req r;
+
+    pu_req_prep(&r, target, lun, cdb, sizeof(cdb), NULL, 0, false);
+    g_assert_cmpint(vfe_exec(fe, &r, PU_TIMEOUT_MS), ==, 0);
+    return r;
 }
 
 void pu_make_ready(struct vfe *fe, unsigned lun)
 {
-    static const uint8_t cdb[6] = { 0 };
-
     for (int i = 0; i < 4; i++) {
-        struct vfe_req r;
+        struct vfe_req r = pu_tur(fe, 0, lun);
 
-        pu_cmd(fe, lun, cdb, sizeof(cdb), NULL, 0, false, &r);
         g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
         if (r.resp.status == 0) {
             return;
         }
+        g_assert_cmpuint(r.resp.status, ==, 2);
         g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, 6);
     }
     g_assert_not_reached();
+}
+
+void pu_read_capacity16(struct vfe *fe, unsigned lun, uint64_t *blocks, uint32_t *bsize)
+{
+    uint8_t cdb[16] = { 0x9e, 0x10 };
+    uint8_t *buf = vfe_alloc(fe, 32, 64);
+    struct vfe_req r;
+
+    g_assert_nonnull(buf);
+    pu_put_be(&cdb[10], 32, 4);
+    pu_cmd(fe, lun, cdb, sizeof(cdb), buf, 32, true, &r);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    *blocks = pu_get_be(buf, 8) + 1;
+    *bsize = (uint32_t)pu_get_be(buf + 8, 4);
+    vfe_free(fe, buf);
+}
+
+void pu_make_rw16(struct vfe_req *r, bool write, uint64_t lba, uint32_t blocks)
+{
+    memset(r->cdb, 0, sizeof(r->cdb));
+    r->cdb[0] = write ? 0x8a : 0x88;
+    pu_put_be(&r->cdb[2], lba, 8);
+    pu_put_be(&r->cdb[10], blocks, 4);
+    r->data_in = !write;
 }
 
 void pu_put_be(uint8_t *p, uint64_t v, int n)
@@ -201,4 +288,106 @@ uint64_t pu_get_be(const uint8_t *p, int n)
         v = v << 8 | p[i];
     }
     return v;
+}
+
+uint8_t pu_pattern(uint64_t seed, uint64_t offset)
+{
+    uint64_t x = (seed + offset / 8) * 0x9e3779b97f4a7c15ull;
+
+    return (uint8_t)(x >> (56 - 8 * (offset % 8)));
+}
+
+void pu_pattern_fill(uint8_t *p, size_t len, uint64_t seed, uint64_t offset)
+{
+    for (size_t j = 0; j < len; j++) {
+        p[j] = pu_pattern(seed, offset + j);
+    }
+}
+
+size_t pu_pattern_mismatch(const uint8_t *p, size_t len, uint64_t seed, uint64_t offset)
+{
+    for (size_t j = 0; j < len; j++) {
+        if (p[j] != pu_pattern(seed, offset + j)) {
+            return j;
+        }
+    }
+    return len;
+}
+
+void pu_batch_done(struct vfe_req *r)
+{
+    ((struct pu_batch *)r->opaque)->done++;
+}
+
+void pu_batch_wait(struct vfe *fe, const struct pu_batch *b, unsigned n, int timeout_ms)
+{
+    while (b->done < n) {
+        g_assert_cmpint(vfe_poll(fe, timeout_ms), >, 0);
+    }
+}
+
+uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s)
+{
+    int timeout_ms = s->timeout_ms ? s->timeout_ms : PU_TIMEOUT_MS;
+    uint64_t blocks, slots, distance;
+    uint32_t bsize, nb;
+    struct vfe_req *reqs;
+    struct pu_batch b = { 0 };
+
+    pu_read_capacity16(fe, s->lun, &blocks, &bsize);
+    g_assert_cmpuint(s->io_bytes % bsize, ==, 0);
+    nb = s->io_bytes / bsize;
+    slots = blocks / nb;
+    g_assert_cmpuint(slots, >=, s->n_io);
+    /* stride across the LUN so requests land far apart */
+    distance = slots / s->n_io * nb;
+
+    reqs = g_new0(struct vfe_req, s->n_io);
+    for (unsigned i = 0; i < s->n_io; i++) {
+        reqs[i].data = vfe_alloc(fe, s->io_bytes, 4096);
+        g_assert_nonnull(reqs[i].data);
+        reqs[i].data_len = s->io_bytes;
+        reqs[i].queue = i % s->queues;
+        reqs[i].opaque = &b;
+        reqs[i].complete = pu_batch_done;
+        reqs[i].tag = i + 1;
+        vfe_lun(reqs[i].lun, 0, s->lun);
+    }
+    for (int pass = s->verify_only ? 1 : 0; pass < 2; pass++) {
+        bool write = pass == 0;
+
+        b.done = 0;
+        for (unsigned i = 0; i < s->n_io; i++) {
+            uint64_t lba = i * distance;
+
+            if (write) {
+                pu_pattern_fill(reqs[i].data, s->io_bytes, s->seed, lba * bsize);
+            } else {
+                memset(reqs[i].data, 0xa5, s->io_bytes);
+            }
+            memset(&reqs[i].resp, 0, sizeof(reqs[i].resp));
+            pu_make_rw16(&reqs[i], write, lba, nb);
+            g_assert_cmpint(vfe_submit(fe, &reqs[i]), ==, 0);
+        }
+        pu_batch_wait(fe, &b, s->n_io, timeout_ms);
+        for (unsigned i = 0; i < s->n_io; i++) {
+            uint64_t lba = i * distance;
+            size_t j;
+
+            g_assert_cmpuint(reqs[i].resp.response, ==, VIRTIO_SCSI_S_OK);
+            g_assert_cmpuint(reqs[i].resp.status, ==, 0);
+            j = write ? s->io_bytes
+                      : pu_pattern_mismatch(reqs[i].data, s->io_bytes, s->seed, lba * bsize);
+            if (j < s->io_bytes) {
+                g_error("LUN %u lba %" G_GUINT64_FORMAT " byte %zu: read 0x%02x, wrote 0x%02x",
+                        s->lun, lba, j, ((const uint8_t *)reqs[i].data)[j],
+                        pu_pattern(s->seed, lba * bsize + j));
+            }
+        }
+    }
+    for (unsigned i = 0; i < s->n_io; i++) {
+        vfe_free(fe, reqs[i].data);
+    }
+    g_free(reqs);
+    return distance;
 }

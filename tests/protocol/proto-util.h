@@ -1,7 +1,10 @@
 /*
- * Helpers for protocol tests that run the real vhost-scsi-target: spawn
- * it on a private socket with given arguments, wait until it listens,
- * stop or kill it, and issue SCSI commands through the front-end library.
+ * Helpers for tests that run the real vhost-scsi-target (and, for iSCSI,
+ * tgtd) as child processes: spawn a process that dies with the test, spawn
+ * the daemon on a private socket with given arguments and wait until it
+ * listens, stop or kill it; connect the front-end library to it, issue
+ * SCSI commands, decode sense, and write a seeded pattern with many
+ * requests in flight and read it back.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -9,6 +12,7 @@
 #define VHOST_SCSI_PROTO_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <linux/virtio_scsi.h>
@@ -17,11 +21,26 @@
 
 #define PU_TIMEOUT_MS 10000
 
+/* A child process, with a pidfd to wait on it without sleeping. */
+struct pu_proc {
+    pid_t pid;
+    int pidfd;      /* -1 once reaped */
+};
+
+/*
+ * Starts argv[0] (a path) with argv; its stdout goes to our stderr
+ * (stdout carries TAP) and it is SIGKILLed if the test dies.
+ */
+void pu_spawn(struct pu_proc *p, const char *const *argv);
+/* Waits up to ms for p to exit; true if it has. */
+bool pu_proc_exited(struct pu_proc *p, int ms);
+/* Sends sig (SIGKILL after PU_TIMEOUT_MS if ignored) and reaps; returns the wait status. */
+int pu_proc_stop(struct pu_proc *p, int sig);
+
 struct pu_daemon {
     char *dir;      /* private temporary directory, removed by pu_daemon_cleanup */
     char *sock;     /* DIR/target.sock */
-    pid_t pid;
-    int pidfd;
+    struct pu_proc proc;
     uid_t run_as;   /* 0: as ourselves; else drop to this uid/gid before exec */
 };
 
@@ -29,25 +48,77 @@ struct pu_daemon {
 void pu_daemon_init(struct pu_daemon *d);
 /* Starts VHOST_SCSI_TARGET --socket-path SOCK ARGS... and waits until it listens. */
 void pu_daemon_start(struct pu_daemon *d, const char *const *args);
+/*
+ * The same for a daemon that may refuse its arguments: false if it exited
+ * before listening, with its wait status in *status (it is reaped).
+ */
+bool pu_daemon_try_start(struct pu_daemon *d, const char *const *args, int *status);
 /* SIGTERM (or SIGKILL when kill9) and reap; returns the wait status. */
 int pu_daemon_stop(struct pu_daemon *d, bool kill9);
 bool pu_daemon_alive(struct pu_daemon *d);
 /* Removes the directory and everything in it. */
 void pu_daemon_cleanup(struct pu_daemon *d);
 
+/* nrq request queues of 128 entries, EVENT_IDX, 32 MiB of guest memory. */
 struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq);
+/* Any other configuration: fills in transport, path and (if 0) timeout_ms. */
+struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg);
 
 struct pu_sense {
     unsigned key, asc, ascq;
 };
+/* Fixed or descriptor format; all zero when there is no sense. */
 struct pu_sense pu_sense_of(const struct virtio_scsi_cmd_resp *r);
 
+/* Fills out for one command to target:lun on request queue 0; buf from vfe_alloc. */
+void pu_req_prep(struct vfe_req *out, unsigned target, unsigned lun, const uint8_t *cdb,
+                 unsigned cdb_len, void *buf, uint32_t len, bool data_in);
 /* One command on request queue 0, waited for; buf must come from vfe_alloc. */
 void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *buf,
             uint32_t len, bool data_in, struct vfe_req *out);
+/* TEST UNIT READY to target:lun, waited for. */
+struct vfe_req pu_tur(struct vfe *fe, unsigned target, unsigned lun);
 /* TEST UNIT READY until the pending unit attentions are consumed. */
 void pu_make_ready(struct vfe *fe, unsigned lun);
+/* READ CAPACITY(16), which must succeed: the LUN's size in blocks and block size. */
+void pu_read_capacity16(struct vfe *fe, unsigned lun, uint64_t *blocks, uint32_t *bsize);
+/* Makes r a READ(16) or WRITE(16) of blocks at lba (data, lun untouched). */
+void pu_make_rw16(struct vfe_req *r, bool write, uint64_t lba, uint32_t blocks);
 void pu_put_be(uint8_t *p, uint64_t v, int n);
 uint64_t pu_get_be(const uint8_t *p, int n);
+
+/*
+ * A pattern that differs per seed and per byte offset in the LUN, so a
+ * block read back from the wrong place or a stale write is caught.
+ */
+uint8_t pu_pattern(uint64_t seed, uint64_t offset);
+void pu_pattern_fill(uint8_t *p, size_t len, uint64_t seed, uint64_t offset);
+/* Index of the first byte of p that is not the pattern, or len if none. */
+size_t pu_pattern_mismatch(const uint8_t *p, size_t len, uint64_t seed, uint64_t offset);
+
+/* Counts completions of a batch of requests (their opaque and complete). */
+struct pu_batch {
+    unsigned done;
+};
+void pu_batch_done(struct vfe_req *r);
+/* Polls until b->done reaches n; each wait for progress is bounded by timeout_ms. */
+void pu_batch_wait(struct vfe *fe, const struct pu_batch *b, unsigned n, int timeout_ms);
+
+struct pu_rw_spec {
+    unsigned lun;
+    unsigned queues;    /* requests go round-robin to request queues 0..queues-1 */
+    unsigned n_io;      /* all in flight at once */
+    uint32_t io_bytes;  /* a multiple of the block size */
+    uint64_t seed;
+    bool verify_only;   /* no write pass: check what an earlier call wrote */
+    int timeout_ms;     /* bound on each wait for progress; 0: PU_TIMEOUT_MS */
+};
+/*
+ * Writes s->n_io pattern blocks of s->io_bytes spread evenly over the LUN
+ * with all of them in flight, reads them back the same way and compares.
+ * Returns the distance in blocks between consecutive requests: request i
+ * is at LBA i * distance.
+ */
+uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s);
 
 #endif

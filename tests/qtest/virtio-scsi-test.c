@@ -219,12 +219,38 @@ static void write_read_verify(struct qt_vscsi *d, struct qt_vring *vq, uint32_t 
 
 /* ---- shared steps ---- */
 
+/*
+ * After DRIVER_OK, QEMU (7.2 and 10.0 alike) re-sends SET_VRING_CALL for
+ * every running ring (vhost-scsi-common's "unmask everything"), and a
+ * vhost-user back-end signals each new call fd once so that a completion
+ * signalled on the masked fd is not lost (vhost-user-server.c;
+ * libvhost-user does the same).  These interrupts land whenever the daemon
+ * gets to the messages -- with 7.2 often after the driver's first I/O -- so
+ * they are waited for and consumed here, before any I/O, and scenarios that
+ * count interrupts start clean.
+ */
+static void wait_startup_interrupts(struct env *e, const struct qt_vscsi_opts *o)
+{
+    struct qt_vscsi *d = &e->dev;
+    if (!e->f->vhost || !d->use_msix || (o && o->no_driver_ok)) {
+        return;
+    }
+    for (unsigned q = 0; q < 2 + d->nq; q++) {
+        uint16_t v = d->vq[q].vector;
+        if (v != VIRTIO_MSI_NO_VECTOR && !qt_msix_wait(&d->vpci.msix, v, QT_TIMEOUT_US)) {
+            g_error("queue %u: no interrupt on vector %u for its new call fd after DRIVER_OK",
+                    q, v);
+        }
+    }
+}
+
 /* qt_vscsi_init, knowing what the flavour's device does differently. */
 static void vscsi_init(struct env *e, const struct qt_vscsi_opts *o)
 {
     qt_vscsi_init(&e->dev, e->qts, o);
     /* Linux (6.1) vhost-scsi completes every command with used.len 0. */
     e->dev.used_len_zero_ok = e->f->kernel;
+    wait_startup_interrupts(e, o);
 }
 
 static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
@@ -438,42 +464,21 @@ static void test_msix_per_queue_vectors(gconstpointer data)
     struct qt_vscsi *d = &e->dev;
     struct qt_msix *m = &d->vpci.msix;
 
-    /*
-     * QEMU 7.2's vhost-user-scsi re-sends SET_VRING_CALL for every running
-     * ring right after DRIVER_OK ("unmask everything"), and the target
-     * signals each replaced call fd once so that no completion signalled on
-     * the masked fd is lost (vhost-user-server.c).  Those interrupts land
-     * whenever the daemon gets to the messages: each vector may be excused
-     * once, and the queue's I/O is then repeated and must be clean.
-     */
-    bool *excused = g_new0(bool, m->nvec);
-
     start_driver(e, NULL);
     g_assert_cmpuint(m->nvec, >=, d->nq + 3);
     for (unsigned q = 0; q < d->nq; q++) {
         struct qt_vring *vq = qt_vscsi_rq(d, q);
         g_assert_cmpuint(vq->vector, ==, 3 + q);   /* config 0, ctrl 1, event 2 */
-        bool clean;
-        do {
-            clean = true;
-            drain_vectors(d);
-            read_one(d, vq, q);
-            g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
-            /* Only this queue's vector was written. */
-            for (unsigned v = 0; v < m->nvec; v++) {
-                if (v == vq->vector || !qt_msix_fired(m, v)) {
-                    continue;
-                }
-                if (!e->f->vhost || excused[v]) {
-                    g_error("queue %u: completion also wrote vector %u", q, v);
-                }
-                g_test_message("vector %u: one start-up interrupt (replaced call fd)", v);
-                excused[v] = true;
-                clean = false;
+        drain_vectors(d);
+        read_one(d, vq, q);
+        g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+        /* Only this queue's vector was written. */
+        for (unsigned v = 0; v < m->nvec; v++) {
+            if (v != vq->vector) {
+                g_assert_false(qt_msix_fired(m, v));
             }
-        } while (!clean);
+        }
     }
-    g_free(excused);
     env_free(e);
 }
 
@@ -556,7 +561,16 @@ static void test_msix_disabled_intx_isr(gconstpointer data)
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
     }
     g_assert_cmphex(isr & 2, ==, 0);          /* not a config change */
-    g_assert_cmphex(qt_vpci_isr(&d->vpci), ==, 0);
+    /*
+     * Reading acknowledged it.  A vhost-user back-end's one interrupt per
+     * new call fd after DRIVER_OK (see wait_startup_interrupts) can only
+     * show in this shared bit, and may land late: allow one per queue.
+     */
+    unsigned late = 0;
+    while ((isr = qt_vpci_isr(&d->vpci)) != 0) {
+        g_assert_cmphex(isr, ==, 1);
+        g_assert_true(e->f->vhost && ++late <= 2 + d->nq);
+    }
     for (unsigned v = 0; v < d->vpci.msix.nvec; v++) {
         g_assert_false(qt_msix_fired(&d->vpci.msix, v));
     }
