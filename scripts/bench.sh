@@ -140,6 +140,45 @@ run() {
     done
 }
 
+# run_pair NAME "TARGET ARGS" "BENCH ARGS": two bench processes at once,
+# each on its own request queue (--first-queue 0 and 1) of its own
+# connection, so the load generator is two threads, not one.  One JSON line
+# per run: IOPS summed, latency percentiles the worse of the two.
+run_pair() {
+    local name=$1 targs=$2 bargs=$3 i
+    say "$name: target $targs | 2 x bench $bargs"
+    for i in $(seq "$REPS"); do
+        # shellcheck disable=SC2086
+        start_target $targs
+        local la
+        la=$(cut -d' ' -f1 /proc/loadavg)
+        # shellcheck disable=SC2086
+        $ISOLATE "$BENCH" --socket "$SOCK" --json -q --time "$RUNTIME" --first-queue 0 \
+            $bargs >"$WORK/b0.json" &
+        local p0=$!
+        # shellcheck disable=SC2086
+        if ! $ISOLATE "$BENCH" --socket "$SOCK" --json -q --time "$RUNTIME" --first-queue 1 \
+            $bargs >"$WORK/b1.json" || ! wait "$p0"; then
+            echo "bench: run failed: $name" >&2
+            exit 1
+        fi
+        stop_target
+        python3 - "$WORK/b0.json" "$WORK/b1.json" "$name" "$i" "$la" \
+            "vhost-scsi-target --socket-path S $targs" \
+            "2 x vhost-scsi-bench --socket S --time $RUNTIME $bargs --first-queue 0|1" \
+            >>"$OUT/$name.jsonl" <<'EOF'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+print(json.dumps({"name": sys.argv[3], "rep": int(sys.argv[4]), "loadavg": float(sys.argv[5]),
+                  "iops": a["iops"] + b["iops"],
+                  "lat_us": {k: max(a["lat_us"][k], b["lat_us"][k]) for k in a["lat_us"]},
+                  "interrupts_per_io": (a["interrupts_per_io"] + b["interrupts_per_io"]) / 2,
+                  "kicks_per_io": (a["kicks_per_io"] + b["kicks_per_io"]) / 2,
+                  "target_cmd": sys.argv[6], "bench_cmd": sys.argv[7]}))
+EOF
+    done
+}
+
 # fio NAME FILE "FIO ARGS": the backend's own limit, directly on the host.
 run_fio() {
     local name=$1 file=$2 fargs=$3 i
@@ -204,8 +243,10 @@ fi
 if want g6; then
     run g6-1thread "$NULL --queues 2 --threads 1 --poll off" "$RW --iodepth 32 --queues 2"
     run g6-2threads "$NULL --queues 2 --threads 2 --poll off" "$RW --iodepth 32 --queues 2"
-    run g6-1thread-qd1 "$NULL --queues 2 --threads 1 --poll off" "$RW --iodepth 1 --queues 2"
-    run g6-2threads-qd1 "$NULL --queues 2 --threads 2 --poll off" "$RW --iodepth 1 --queues 2"
+    run_pair g6-pair-1thread "$NULL --queues 2 --threads 1 --poll off" "$RW --iodepth 32"
+    run_pair g6-pair-2threads "$NULL --queues 2 --threads 2 --poll off" "$RW --iodepth 32"
+    run_pair g6-pair-1thread-qd1 "$NULL --queues 2 --threads 1 --poll off" "$RW --iodepth 1"
+    run_pair g6-pair-2threads-qd1 "$NULL --queues 2 --threads 2 --poll off" "$RW --iodepth 1"
 fi
 if want g7; then
     IMG=$WORK/rss.img

@@ -8,9 +8,9 @@
 # are printed as a table and written to out/demo-results.txt.
 # Exits non-zero if anything fails (build, target, guest, fio, verify).
 #
-# Environment: BUILD_DIR (default build), DEMO_RUNTIME (seconds per timed
-# job, default 15), DEMO_VERIFY_SIZE (default 64M), DEMO_SKIP_DEPS=1 to skip
-# scripts/install-deps.sh, DEMO_SKIP_BUILD=1 to use the build as it is,
+# Environment: BUILD_DIR (default $BUILD, then build), DEMO_RUNTIME (seconds
+# per timed job, default 15), DEMO_VERIFY_SIZE (default 64M), DEMO_SKIP_DEPS=1
+# to skip scripts/install-deps.sh, DEMO_SKIP_BUILD=1 to use the build as it is,
 # DEMO_KEEP=1 to keep the work directory.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -18,7 +18,7 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC"
-BUILD_DIR=${BUILD_DIR:-build}
+BUILD_DIR=${BUILD_DIR:-${BUILD:-build}}
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
 RUNTIME=${DEMO_RUNTIME:-15}
 VSIZE=${DEMO_VERIFY_SIZE:-64M}
@@ -33,8 +33,8 @@ fi
 
 if [ -z "${DEMO_SKIP_BUILD:-}" ]; then
     say "building in $BUILD_DIR"
-    [ -f "$BUILD_DIR/build.ninja" ] || meson setup "$BUILD_DIR" >/dev/null
-    ninja -C "$BUILD_DIR" >/dev/null || ninja -C "$BUILD_DIR"
+    bash "$SRC/scripts/build.sh" "$BUILD_DIR" release >/dev/null ||
+        bash "$SRC/scripts/build.sh" "$BUILD_DIR" release
 fi
 TARGET=$BUILD_DIR/tools/vhost-scsi-target
 [ -x "$TARGET" ] || { echo "demo: $TARGET missing after the build" >&2; exit 1; }

@@ -65,8 +65,6 @@ pick_version() {
 
 fetch() {   # fetch PKG=VERSION... into $DIR/debs and unpack into $ROOT
     mkdir -p "$DIR/debs" "$ROOT"
-    # apt drops privileges to _apt for downloads; let it write here.
-    chmod 0777 "$DIR/debs" 2>/dev/null || true
     local spec pkg ver deb
     for spec in "$@"; do
         pkg=${spec%%=*} ver=${spec#*=}
