@@ -1,6 +1,7 @@
 #!/bin/bash
 # The whole test suite (`make check`): an optimised build and an
-# AddressSanitizer+UBSan build; unit, protocol and qtest suites run under
+# AddressSanitizer+UBSan build; unit, protocol and qtest suites (the qtest
+# suite against QEMU 10.0 and, unpacked beside it, bookworm's 7.2) run under
 # the sanitizers, guest tests (QEMU booting Linux) with the optimised
 # binaries.  Ends with the line "N passed, N failed".
 set -uo pipefail
@@ -25,7 +26,7 @@ rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 # libFuzzer, 10 s per target from the seed corpora (clang build).
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 meson test -C build-asan --no-rebuild --print-errorlogs \
-    --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi
+    --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi --suite qtest-qemu72
 meson test -C build --no-rebuild --print-errorlogs --suite guest --num-processes 1
 
 python3 - build-asan/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json \

@@ -71,7 +71,10 @@ finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
 
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/vhost-user-guest.XXXXXX")
 TARGET_PID=""
+MAIN_PID=$BASHPID
 cleanup() {
+    # Subshells must not tear down the work directory of the main script.
+    [ "$BASHPID" = "$MAIN_PID" ] || return 0
     if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
         kill "$TARGET_PID" 2>/dev/null; wait "$TARGET_PID" 2>/dev/null
     fi
@@ -184,10 +187,11 @@ fi
 if [ "$PEER" = target ] && kill -0 "$TARGET_PID" 2>/dev/null; then
     kill -TERM "$TARGET_PID"
     # Bounded wait: a target that ignores SIGTERM is killed after 10 s.
-    ( sleep 10; kill -KILL "$TARGET_PID" 2>/dev/null ) &
-    watchdog=$!
+    if ! timeout 10 tail -f --pid="$TARGET_PID" /dev/null; then
+        note "target still running 10 s after SIGTERM; killing it"
+        kill -KILL "$TARGET_PID" 2>/dev/null
+    fi
     wait "$TARGET_PID"; trc=$?
-    kill "$watchdog" 2>/dev/null; wait "$watchdog" 2>/dev/null
     TARGET_PID=""
     if [ "$trc" = 0 ]; then pass "target exits with status 0 on SIGTERM"
     else fail "target exits with status 0 on SIGTERM (status $trc)"; fi
