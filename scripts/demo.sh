@@ -25,6 +25,8 @@ VSIZE=${DEMO_VERIFY_SIZE:-64M}
 OUT_DIR=$SRC/out
 RESULTS=$OUT_DIR/demo-results.txt
 say() { echo "== $*"; }
+# For wait_for_socket (it also sets up the guest tests' TAP helpers, unused here).
+. "$SRC/tests/guest/lib.sh"
 
 if [ -z "${DEMO_SKIP_DEPS:-}" ]; then
     say "checking packages"
@@ -64,12 +66,7 @@ SOCK=$WORK/vhost-scsi.sock
 "$TARGET" --socket-path "$SOCK" --lun "0=file:$WORK/target.img,direct" --queues 2 \
     >"$WORK/target.log" 2>&1 &
 TARGET_PID=$!
-for _ in $(seq 100); do
-    [ -S "$SOCK" ] && break
-    kill -0 "$TARGET_PID" 2>/dev/null || break
-    sleep 0.1
-done
-if ! [ -S "$SOCK" ] || ! kill -0 "$TARGET_PID" 2>/dev/null; then
+if ! wait_for_socket "$SOCK" "$TARGET_PID"; then
     echo "demo: the target did not start:" >&2; cat "$WORK/target.log" >&2; exit 1
 fi
 

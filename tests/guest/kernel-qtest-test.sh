@@ -23,32 +23,9 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
-BUILD_DIR=${BUILD_DIR:-build}
-KEEP=0 CONSOLE=()
-
-usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --build-dir) BUILD_DIR=$2; shift 2 ;;
-    --keep) KEEP=1; shift ;;
-    --console) CONSOLE=(--console); shift ;;
-    -h|--help) usage ;;
-    *) echo "unknown option $1" >&2; usage ;;
-    esac
-done
-case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
-
-N=0 FAILED=0
-pass() { N=$((N + 1)); echo "ok $N - $*"; }
-fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
-finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kernel-qtest.XXXXXX")
-cleanup() {
-    if [ "$KEEP" = 1 ]; then echo "# work directory kept: $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+. "$HERE/lib.sh"
+guest_parse_args "$@"
+guest_work_dir kernel-qtest
 
 CTL=$BUILD_DIR/tools/vhost-scsi-ctl
 QTEST=$BUILD_DIR/tests/qtest/virtio-scsi-qtest
@@ -66,29 +43,13 @@ fi
 KERNEL=$("$SRC/scripts/mkinitramfs.sh" --print-kernel) || { fail "no guest kernel"; finish; }
 KVER=${KERNEL#/boot/vmlinuz-}
 
-# vhost-scsi-ctl loads the modules itself, so they go in as plain files at
-# their usual paths with the index files libkmod resolves names with.
 FILES=(--file "$VAPIC:$VAPIC")
-declare -A seen=()
-for m in vhost_scsi target_core_file target_core_iblock; do
-    while read -r kind path _; do
-        [ "$kind" = insmod ] && [ -z "${seen[$path]:-}" ] || continue
-        seen[$path]=1
-        FILES+=(--file "$path:$path")
-    done < <(modprobe -S "$KVER" --show-depends "$m" 2>&1)
-done
-for f in /lib/modules/"$KVER"/modules.*; do
-    FILES+=(--file "$f:$f")
-done
+guest_module_files "$KVER" vhost_scsi target_core_file target_core_iblock
 
 INITRD=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}/kernel-qtest.cpio
-if "$SRC/scripts/mkinitramfs.sh" --out "$INITRD" --kver "$KVER" \
-        --init-script "$HERE/kernel-qtest-guest.sh" --bin "$CTL" --bin "$QTEST" \
-        --bin "$QEMU_BIN" "${FILES[@]}" >"$WORK/mkinitramfs.log" 2>&1; then
-    pass "initramfs ready ($INITRD)"
-else
-    fail "initramfs build"; sed 's/^/# /' "$WORK/mkinitramfs.log"; finish
-fi
+guest_initramfs "$INITRD" --kver "$KVER" \
+    --init-script "$HERE/kernel-qtest-guest.sh" --bin "$CTL" --bin "$QTEST" \
+    --bin "$QEMU_BIN" "${FILES[@]}"
 
 start=$(date +%s)
 # 2 GiB: the initramfs (~100 MiB) lives in RAM, each inner QEMU has 256 MiB.
@@ -97,18 +58,6 @@ start=$(date +%s)
 rc=$?
 echo "# guest ran for $(($(date +%s) - start))s"
 
-while IFS= read -r line; do
-    case "$line" in
-    "ok "*) pass "guest: ${line#ok*- }" ;;
-    "not ok "*) fail "guest: ${line#not ok*- }" ;;
-    "# "*) echo "$line" ;;
-    esac
-done < <(tr -d '\r' <"$WORK/guest.log")
-case "$rc" in
-0) pass "guest finished, all its checks passed" ;;
-124|125) fail "guest did not finish (run-qemu status $rc)"
-         tr -d '\r' <"$WORK/guest.log" | tail -n 40 | sed 's/^/# console: /' ;;
-*) fail "guest reported $rc failures" ;;
-esac
+relay_kernel_guest "$WORK/guest.log" "$rc"
 [ "$FAILED" = 0 ] || KEEP=1
 finish

@@ -18,33 +18,10 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
-BUILD_DIR=${BUILD_DIR:-build}
-KEEP=0 CONSOLE=()
+. "$HERE/lib.sh"
 BLK_BYTES=$((16 << 20))
-
-usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while [ $# -gt 0 ]; do
-    case "$1" in
-    --build-dir) BUILD_DIR=$2; shift 2 ;;
-    --keep) KEEP=1; shift ;;
-    --console) CONSOLE=(--console); shift ;;
-    -h|--help) usage ;;
-    *) echo "unknown option $1" >&2; usage ;;
-    esac
-done
-case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
-
-N=0 FAILED=0
-pass() { N=$((N + 1)); echo "ok $N - $*"; }
-fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
-finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/kernel-vhost.XXXXXX")
-cleanup() {
-    if [ "$KEEP" = 1 ]; then echo "# work directory kept: $WORK"; else rm -rf "$WORK"; fi
-}
-trap cleanup EXIT
+guest_parse_args "$@"
+guest_work_dir kernel-vhost
 
 CTL=$BUILD_DIR/tools/vhost-scsi-ctl
 PROBE=$BUILD_DIR/tests/guest/kernel-vhost-probe
@@ -58,29 +35,13 @@ fi
 KERNEL=$("$SRC/scripts/mkinitramfs.sh" --print-kernel) || { fail "no guest kernel"; finish; }
 KVER=${KERNEL#/boot/vmlinuz-}
 
-# vhost-scsi-ctl loads the modules itself, so they go in as plain files at
-# their usual paths with the index files libkmod resolves names with.
 FILES=()
-declare -A seen=()
-for m in vhost_scsi target_core_file target_core_iblock; do
-    while read -r kind path _; do
-        [ "$kind" = insmod ] && [ -z "${seen[$path]:-}" ] || continue
-        seen[$path]=1
-        FILES+=(--file "$path:$path")
-    done < <(modprobe -S "$KVER" --show-depends "$m" 2>&1)
-done
-for f in /lib/modules/"$KVER"/modules.*; do
-    FILES+=(--file "$f:$f")
-done
+guest_module_files "$KVER" vhost_scsi target_core_file target_core_iblock
 
 INITRD=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}/kernel-vhost.cpio
-if "$SRC/scripts/mkinitramfs.sh" --out "$INITRD" --kver "$KVER" \
-        --init-script "$HERE/kernel-vhost-guest.sh" --bin "$CTL" --bin "$PROBE" \
-        "${FILES[@]}" >"$WORK/mkinitramfs.log" 2>&1; then
-    pass "initramfs ready ($INITRD)"
-else
-    fail "initramfs build"; sed 's/^/# /' "$WORK/mkinitramfs.log"; finish
-fi
+guest_initramfs "$INITRD" --kver "$KVER" \
+    --init-script "$HERE/kernel-vhost-guest.sh" --bin "$CTL" --bin "$PROBE" \
+    "${FILES[@]}"
 
 BLK=$WORK/blk.img
 truncate -s "$BLK_BYTES" "$BLK"
@@ -91,19 +52,7 @@ truncate -s "$BLK_BYTES" "$BLK"
     -device scsi-hd,bus=vs0.0,drive=blk0,serial=kvblk
 rc=$?
 
-while IFS= read -r line; do
-    case "$line" in
-    "ok "*) pass "guest: ${line#ok*- }" ;;
-    "not ok "*) fail "guest: ${line#not ok*- }" ;;
-    "# "*) echo "$line" ;;
-    esac
-done < <(tr -d '\r' <"$WORK/guest.log")
-case "$rc" in
-0) pass "guest finished, all its checks passed" ;;
-124|125) fail "guest did not finish (run-qemu status $rc)"
-         tr -d '\r' <"$WORK/guest.log" | tail -n 40 | sed 's/^/# console: /' ;;
-*) fail "guest reported $rc failures" ;;
-esac
+relay_kernel_guest "$WORK/guest.log" "$rc"
 
 # LUN 1 (iblock on the scsi-hd) got the probe's pattern: word at byte 0 is
 # (lun << 56) ^ offset ^ 0x5a5aa5a5c3c33c3c, little-endian.

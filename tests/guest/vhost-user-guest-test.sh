@@ -28,71 +28,45 @@
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
-SRC=$(cd "$HERE/../.." && pwd)
+. "$HERE/lib.sh"
 PEER=${GUEST_TEST_PEER:-target}
-BUILD_DIR=${BUILD_DIR:-build}
 LUN0_BYTES=512M LUN1_BYTES=256M LUN0_BS=512 LUN1_BS=512
-LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 KEEP=0 CONSOLE=() TARGET_ARGS=() RESETS=1 LUN0_OPTS="" LUN1_OPTS=""
+LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 TARGET_ARGS=() RESETS=1 LUN0_OPTS="" LUN1_OPTS=""
 
-usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
-while [ $# -gt 0 ]; do
+guest_extra_option() {
     case "$1" in
-    --peer) PEER=$2; shift 2 ;;
-    --build-dir) BUILD_DIR=$2; shift 2 ;;
-    --lun0-bytes) LUN0_BYTES=$2; shift 2 ;;
-    --lun1-bytes) LUN1_BYTES=$2; shift 2 ;;
-    --lun0-bs) LUN0_BS=$2; shift 2 ;;
-    --lun1-bs) LUN1_BS=$2; shift 2 ;;
-    --lun0-spec) LUN0_SPEC=$2; shift 2 ;;
-    --lun1-spec) LUN1_SPEC=$2; shift 2 ;;
-    --lun0-opts) LUN0_OPTS=$2; shift 2 ;;
-    --lun1-opts) LUN1_OPTS=$2; shift 2 ;;
-    --fio-size) FIO_SIZE=$2; shift 2 ;;
-    --resets) RESETS=$2; shift 2 ;;
-    --target-arg) TARGET_ARGS+=("$2"); shift 2 ;;
-    --no-reconnect) RECONNECT=0; shift ;;
-    --keep) KEEP=1; shift ;;
-    --console) CONSOLE=(--console); shift ;;
-    -h|--help) usage ;;
-    *) echo "unknown option $1" >&2; usage ;;
+    --peer) PEER=$2; SHIFTED=2 ;;
+    --lun0-bytes) LUN0_BYTES=$2; SHIFTED=2 ;;
+    --lun1-bytes) LUN1_BYTES=$2; SHIFTED=2 ;;
+    --lun0-bs) LUN0_BS=$2; SHIFTED=2 ;;
+    --lun1-bs) LUN1_BS=$2; SHIFTED=2 ;;
+    --lun0-spec) LUN0_SPEC=$2; SHIFTED=2 ;;
+    --lun1-spec) LUN1_SPEC=$2; SHIFTED=2 ;;
+    --lun0-opts) LUN0_OPTS=$2; SHIFTED=2 ;;
+    --lun1-opts) LUN1_OPTS=$2; SHIFTED=2 ;;
+    --fio-size) FIO_SIZE=$2; SHIFTED=2 ;;
+    --resets) RESETS=$2; SHIFTED=2 ;;
+    --target-arg) TARGET_ARGS+=("$2"); SHIFTED=2 ;;
+    --no-reconnect) RECONNECT=0; SHIFTED=1 ;;
     esac
-done
+}
+guest_parse_args "$@"
 case "$PEER" in target|qemu) ;; *) echo "--peer must be target or qemu" >&2; exit 2 ;; esac
-case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
 bytes() { numfmt --from=iec "$1"; }
 LUN0_BYTES=$(bytes "$LUN0_BYTES") LUN1_BYTES=$(bytes "$LUN1_BYTES")
 
-N=0 FAILED=0
-pass() { N=$((N + 1)); echo "ok $N - $*"; }
-fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
-skip() { N=$((N + 1)); echo "ok $N - $* # SKIP"; }
-note() { echo "# $*"; }
-finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
-
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/vhost-user-guest.XXXXXX")
 TARGET_PID=""
-MAIN_PID=$BASHPID
-cleanup() {
-    # Subshells must not tear down the work directory of the main script.
-    [ "$BASHPID" = "$MAIN_PID" ] || return 0
+guest_cleanup_extra() {
     if [ -n "$TARGET_PID" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
         kill "$TARGET_PID" 2>/dev/null; wait "$TARGET_PID" 2>/dev/null
     fi
-    if [ "$KEEP" = 1 ]; then echo "# work directory kept: $WORK"; else rm -rf "$WORK"; fi
 }
-trap cleanup EXIT
+guest_work_dir vhost-user-guest
 
 # Re-emits the guest's TAP lines from a console log under our numbering and
 # shows the log tail when the guest did not finish.
 relay_guest() {  # relay_guest LOG PHASE RC
-    local line
-    while IFS= read -r line; do
-        case "$line" in
-        "ok "*) pass "guest$2: ${line#ok * - }" ;;
-        "not ok "*) fail "guest$2: ${line#not ok * - }" ;;
-        "# "*) echo "$line" ;;
-        esac
-    done < <(tr -d '\r' <"$1")
+    relay_guest_tap "$1" "guest$2" " * - "
     case "$3" in
     0) pass "guest phase $2 finished, all its checks passed" ;;
     124|125) fail "guest phase $2 did not finish (run-qemu status $3)"
@@ -104,12 +78,7 @@ relay_guest() {  # relay_guest LOG PHASE RC
 # --- image --------------------------------------------------------------------
 IMG_DIR=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}
 INITRD=$IMG_DIR/scsi-checks.cpio
-if "$SRC/scripts/mkinitramfs.sh" --out "$INITRD" \
-        --init-script "$HERE/guest-scsi-checks.sh" >"$WORK/mkinitramfs.log" 2>&1; then
-    pass "initramfs ready ($INITRD)"
-else
-    fail "initramfs build"; sed 's/^/# /' "$WORK/mkinitramfs.log"; finish
-fi
+guest_initramfs "$INITRD" --init-script "$HERE/guest-scsi-checks.sh"
 
 # --- back-end -----------------------------------------------------------------
 DISK0=$WORK/lun0.img
@@ -123,14 +92,7 @@ if [ "$PEER" = target ]; then
     "$TARGET" --socket-path "$SOCK" --lun "0=$LUN0_SPEC" --lun "1=$LUN1_SPEC" \
         --queues 2 ${TARGET_ARGS[@]+"${TARGET_ARGS[@]}"} >"$WORK/target.log" 2>&1 &
     TARGET_PID=$!
-    # The target creates the socket once it listens; QEMU must not start
-    # before that (it would fail to connect).
-    for _ in $(seq 100); do
-        [ -S "$SOCK" ] && break
-        kill -0 "$TARGET_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ -S "$SOCK" ] && kill -0 "$TARGET_PID" 2>/dev/null; then
+    if wait_for_socket "$SOCK" "$TARGET_PID"; then
         pass "target listening on $SOCK (pid $TARGET_PID)"
     else
         fail "target listening on $SOCK"
