@@ -396,12 +396,46 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     return 1;
 }
 
+/* Writes one used element at used_idx; not visible until used_publish(). */
+static void used_put(struct virtqueue *vq, uint16_t head, uint32_t len)
+{
+    struct vring_used_elem *e = &vq->used->ring[vq->used_idx & (vq->num - 1)];
+
+    WRITE_ONCE(e->id, htole32(head));
+    WRITE_ONCE(e->len, htole32(len));
+    vq->used_idx++;
+}
+
+static void used_publish(struct virtqueue *vq)
+{
+    /* Used elements must be visible before the index that publishes them. */
+    smp_wmb_release();
+    WRITE_ONCE(vq->used->idx, htole16(vq->used_idx));
+    vq->flushed_used_idx = vq->used_idx;
+}
+
+/* Writes the call eventfd (the caller decided the driver wants it). */
+static bool signal_call(struct virtqueue *vq)
+{
+    static const uint64_t one = 1;
+
+    if (vq->call_fd < 0) {
+        return false;
+    }
+    if (write(vq->call_fd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN) {
+        g_warning("%s: writing call eventfd %d failed: %s", vq->name, vq->call_fd,
+                  g_strerror(errno));
+        return false;
+    }
+    vq->notifications++;
+    return true;
+}
+
 int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
 {
     const uint8_t *src = resp;
     unsigned i, visited = 0;
     size_t written = 0;
-    struct vring_used_elem *e;
 
     if (!vq->has_bad_head || !vq->used) {
         return -ENOENT;
@@ -435,22 +469,14 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
         }
         i = d.next;
     }
-    /* The queue is broken: bypass vq_fill/vq_flush, which refuse to run. */
-    e = &vq->used->ring[vq->used_idx & (vq->num - 1)];
-    WRITE_ONCE(e->id, htole32(vq->bad_head));
-    WRITE_ONCE(e->len, htole32((uint32_t)written));
-    vq->used_idx++;
-    smp_wmb_release();
-    WRITE_ONCE(vq->used->idx, htole16(vq->used_idx));
-    vq->flushed_used_idx = vq->used_idx;
-    if (vq->call_fd >= 0) {
-        static const uint64_t one = 1;
-
-        /* Unconditionally: the driver must learn of this one. */
-        if (write(vq->call_fd, &one, sizeof(one)) == sizeof(one)) {
-            vq->notifications++;
-        }
-    }
+    /*
+     * The queue is broken, so vq_fill/vq_flush refuse to run, and the
+     * request never counted as in flight: write the used ring directly,
+     * and interrupt unconditionally — the driver must learn of this one.
+     */
+    used_put(vq, vq->bad_head, (uint32_t)written);
+    used_publish(vq);
+    signal_call(vq);
     return (int)written;
 }
 
@@ -470,8 +496,6 @@ void vq_unpop(struct virtqueue *vq)
 
 void vq_fill(struct virtqueue *vq, uint16_t head, uint32_t len)
 {
-    struct vring_used_elem *e;
-
     if (vq->broken) {
         return;
     }
@@ -479,10 +503,7 @@ void vq_fill(struct virtqueue *vq, uint16_t head, uint32_t len)
         vq_fail(vq, -EINVAL, "completing head %u, ring size %u", head, vq->num);
         return;
     }
-    e = &vq->used->ring[vq->used_idx & (vq->num - 1)];
-    WRITE_ONCE(e->id, htole32(head));
-    WRITE_ONCE(e->len, htole32(len));
-    vq->used_idx++;
+    used_put(vq, head, len);
     if (vq->inflight > 0) {
         vq->inflight--;
     }
@@ -514,10 +535,7 @@ void vq_flush(struct virtqueue *vq)
     if (vq->broken || batch == 0) {
         return;
     }
-    /* Used elements must be visible before the index that publishes them. */
-    smp_wmb_release();
-    WRITE_ONCE(vq->used->idx, htole16(vq->used_idx));
-    vq->flushed_used_idx = vq->used_idx;
+    used_publish(vq);
 
     if (vq->inflight_region) {
         struct vhost_user_inflight_queue *q = vq->inflight_region;
@@ -573,18 +591,10 @@ bool vq_should_notify(struct virtqueue *vq)
 
 bool vq_notify(struct virtqueue *vq)
 {
-    static const uint64_t one = 1;
-
     if (vq->call_fd < 0 || !vq_should_notify(vq)) {
         return false;
     }
-    if (write(vq->call_fd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN) {
-        g_warning("%s: writing call eventfd %d failed: %s", vq->name, vq->call_fd,
-                  g_strerror(errno));
-        return false;
-    }
-    vq->notifications++;
-    return true;
+    return signal_call(vq);
 }
 
 void vq_disable_notify(struct virtqueue *vq)
