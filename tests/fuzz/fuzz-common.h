@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <glib.h>
@@ -61,6 +62,20 @@ static inline void fuzz_quiet_logs(void)
             g_log_set_handler("vhost-scsi", G_LOG_LEVEL_MASK, fuzz_log_nothing, NULL);
         }
         done = TRUE;
+    }
+}
+
+/* Registers ram (FUZZ_RAM_SIZE bytes) as guest RAM at FUZZ_RAM_GPA, or aborts. */
+static inline void fuzz_mem_init(struct guest_mem *mem, uint8_t *ram)
+{
+    struct guest_mem_region r = {
+        .gpa = FUZZ_RAM_GPA, .size = FUZZ_RAM_SIZE, .uva = (uintptr_t)ram, .host = ram,
+        .fd = -1,
+    };
+
+    guest_mem_init(mem);
+    if (guest_mem_add(mem, &r) < 0) {
+        abort();
     }
 }
 

@@ -69,7 +69,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static struct iothread *thread;
     struct fuzz_in in = { data, size };
     struct guest_mem mem;
-    struct guest_mem_region r = { 0 };
     struct vscsi_dev_config cfg = { 0 };
     struct vscsi_dev *dev;
     struct virtqueue vq;
@@ -131,15 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     avail->idx = (uint16_t)n;
 
-    guest_mem_init(&mem);
-    r.gpa = FUZZ_RAM_GPA;
-    r.size = FUZZ_RAM_SIZE;
-    r.uva = (uintptr_t)ram;
-    r.host = ram;
-    r.fd = -1;
-    if (guest_mem_add(&mem, &r) < 0) {
-        abort();
-    }
+    fuzz_mem_init(&mem, ram);
     vq_init(&vq, 2, "fuzz-vq");
     if (vq_setup(&vq, &mem, RING_NUM, l.desc, avail, used, 0, 0) < 0) {
         abort();

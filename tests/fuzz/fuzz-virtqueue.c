@@ -17,7 +17,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static uint8_t *ram;
     struct guest_mem mem;
-    struct guest_mem_region r = { 0 };
     struct virtqueue vq;
     struct fuzz_in in = { data, size };
     struct iovec iov[64];
@@ -39,15 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     max_iov = 1 + (unsigned)(fuzz_take(&in, 1) % G_N_ELEMENTS(iov));
     fuzz_copy(&in, ram, FUZZ_RAM_SIZE);
 
-    guest_mem_init(&mem);
-    r.gpa = FUZZ_RAM_GPA;
-    r.size = FUZZ_RAM_SIZE;
-    r.uva = (uintptr_t)ram;
-    r.host = ram;
-    r.fd = -1;
-    if (guest_mem_add(&mem, &r) < 0) {
-        abort();
-    }
+    fuzz_mem_init(&mem, ram);
     vq_init(&vq, 2, "fuzz-vq");
     /* Rings at fixed places: desc at 0, avail at 16*num, used 4 KiB-aligned after. */
     size_t avail_off = 16u * num;
