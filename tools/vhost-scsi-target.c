@@ -57,7 +57,7 @@ struct target {
     unsigned nthreads;
     int listen_fd;
     int signal_fd;
-    bool unlink_socket;
+    const char *created_socket;   /* the socket file we made, removed at exit */
     unsigned next_conn_id;
     GList *conns;
 };
@@ -272,7 +272,7 @@ static int listen_on(struct target *tgt, const char *path, const char *group)
             return -EINVAL;
         }
     }
-    tgt->unlink_socket = true;
+    tgt->created_socket = path;
     return fd;
 }
 
@@ -631,10 +631,8 @@ out:
     if (tgt.listen_fd >= 0) {
         close(tgt.listen_fd);
     }
-    if (tgt.unlink_socket && opts.socket_path) {
-        unlink(opts.socket_path);
-    } else if (tgt.unlink_socket) {
-        unlink(DEFAULT_SOCKET);
+    if (tgt.created_socket) {
+        unlink(tgt.created_socket);
     }
     if (tgt.signal_fd >= 0) {
         close(tgt.signal_fd);

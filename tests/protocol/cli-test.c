@@ -126,6 +126,7 @@ static void test_embedded_default(void)
     struct pu_daemon d = { .sock = sock };
     struct vfe *fe;
     uint64_t blocks;
+    uint32_t bsize;
 
     g_assert_cmpint(pipe(pipefd), ==, 0);
     pid = fork();
@@ -156,18 +157,8 @@ static void test_embedded_default(void)
 
     fe = pu_connect(&d, 1);
     pu_make_ready(fe, 0);
-    {
-        uint8_t cdb[16] = { 0x9e, 0x10 };
-        uint8_t *cap = vfe_alloc(fe, 32, 64);
-        struct vfe_req r;
-
-        pu_put_be(&cdb[10], 32, 4);
-        pu_cmd(fe, 0, cdb, sizeof(cdb), cap, 32, true, &r);
-        g_assert_cmpuint(r.resp.status, ==, 0);
-        blocks = pu_get_be(cap, 8) + 1;
-        g_assert_cmpuint(blocks * pu_get_be(cap + 8, 4), ==, 1ull << 30);
-        vfe_free(fe, cap);
-    }
+    pu_read_capacity16(fe, 0, &blocks, &bsize);
+    g_assert_cmpuint(blocks * bsize, ==, 1ull << 30);
     vfe_close(fe);
     kill(pid, SIGINT);
     int status;
