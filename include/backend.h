@@ -44,6 +44,11 @@ struct backend_io {
      */
     bool has_sense;
     uint8_t sense_key, asc, ascq;
+    /*
+     * Set by a backend with ret == -EREMOTEIO and no sense: a remote SCSI
+     * status that is itself the answer (RESERVATION CONFLICT), passed on.
+     */
+    uint8_t status;
 };
 
 struct lun_backend;
@@ -77,6 +82,12 @@ struct lun_backend {
     bool can_discard;        /* DISCARD supported */
     bool discard_zeroes;     /* discarded blocks read back as zeros (LBPRZ) */
     bool write_cache;        /* backend has a volatile cache (FLUSH matters) */
+    /*
+     * Largest READ/WRITE the device behind the backend accepts, in bytes
+     * (a remote LUN's Block Limits); 0: no limit of its own.  The LUN
+     * reports and enforces the smaller of this and its own limit.
+     */
+    uint32_t max_transfer;
 };
 
 /* Generic entry points; they check the op against the geometry. */

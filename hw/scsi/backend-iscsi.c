@@ -251,8 +251,13 @@ static void task_cb(struct iscsi_context *ctx, int status, void *command_data, v
         ret = -EAGAIN;
         break;
     case SCSI_STATUS_RESERVATION_CONFLICT:
-        g_warning("%s: reservation conflict", s->name);
-        ret = -EIO;
+        /*
+         * Another initiator holds a reservation: a cluster's normal state,
+         * not a fault, so the guest gets the status itself and decides.
+         */
+        g_debug("%s: reservation conflict", s->name);
+        io->status = SCSI_STATUS_RESERVATION_CONFLICT;
+        ret = -EREMOTEIO;
         break;
     case SCSI_STATUS_TIMEOUT:
         /* The target may still run the task: only a new session retires it. */
@@ -1000,6 +1005,13 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
         il->max_unmap = bl->max_unmap == 0xffffffffu ? 0 : bl->max_unmap;
         il->max_unmap_bdc = bl->max_unmap_bdc == 0xffffffffu ? 0 : bl->max_unmap_bdc;
         il->max_ws = bl->max_ws_len;
+        /* Bigger commands would be refused there: report its limit instead. */
+        if (bl->max_xfer_len && bl->max_xfer_len != 0xffffffffu) {
+            uint64_t bytes = (uint64_t)bl->max_xfer_len * il->be.block_size;
+
+            il->be.max_transfer = (uint32_t)MIN(bytes, (uint64_t)UINT32_MAX / il->be.block_size *
+                                                il->be.block_size);
+        }
         scsi_free_scsi_task(task);
     }
 

@@ -127,7 +127,7 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         break;
     }
     case 0xb0: {
-        uint32_t max_xfer = MAX_XFER_BYTES / lun->bs;
+        uint32_t max_xfer = sd_max_xfer_bytes(lun) / lun->bs;
 
         b[4] = 0x01;        /* WSNZ: WRITE SAME needs a non-zero length */
         st16(b + 6, 1);

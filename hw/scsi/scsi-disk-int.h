@@ -129,6 +129,23 @@ static inline void st32(uint8_t *p, uint32_t v)
 }
 static inline void st64(uint8_t *p, uint64_t v) { st32(p, (uint32_t)(v >> 32)); st32(p + 4, (uint32_t)v); }
 
+/*
+ * The largest READ/WRITE this LUN takes: its own cap, or the backend's
+ * device's when smaller (a remote LUN would refuse more), whole blocks.
+ */
+static inline uint32_t sd_max_xfer_bytes(const struct scsi_lun *lun)
+{
+    uint32_t dev = lun->be->max_transfer / lun->bs * lun->bs;
+
+    return dev && dev < MAX_XFER_BYTES ? dev : MAX_XFER_BYTES;
+}
+
+/* Bounce-buffer steps (VERIFY, WRITE SAME) go to the backend as I/O too. */
+static inline uint32_t sd_chunk_bytes(const struct scsi_lun *lun)
+{
+    return MIN(CHUNK_BYTES, sd_max_xfer_bytes(lun));
+}
+
 static inline size_t sd_data_in_size(const struct scsi_cmd *cmd)
 {
     return cmd->data_in ? iov_size(cmd->data_in, cmd->data_in_cnt) : 0;

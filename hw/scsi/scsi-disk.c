@@ -100,6 +100,17 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
             scsi_cmd_set_sense(cmd, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
             return;
         }
+        /*
+         * A status without sense (another initiator holds a reservation):
+         * the guest must see it as such, not as a medium error to retry.
+         */
+        if (cmd->bio.status == SAM_STAT_RESERVATION_CONFLICT) {
+            g_debug("%s: %s at byte %" PRIu64 ": reservation conflict", lun->name, what,
+                    offset);
+            cmd->status = SAM_STAT_RESERVATION_CONFLICT;
+            cmd->sense_len = 0;
+            return;
+        }
         scsi_cmd_set_sense(cmd, SENSE_HARDWARE_ERROR, 0x44, 0x00);
         break;
     case -ENOTCONN:
@@ -308,6 +319,7 @@ static void bio_init(struct scsi_lun *lun, struct scsi_cmd *cmd, enum backend_op
     bio->iovcnt = 0;
     bio->fua = false;
     bio->has_sense = false;
+    bio->status = 0;
     bio->thread = cmd->thread;
     bio->complete = done;
     bio->opaque = cmd;
@@ -483,7 +495,7 @@ static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool 
         return lba_out_of_range(cmd);
     }
     bytes = (uint64_t)n * lun->bs;
-    if (bytes > MAX_XFER_BYTES) {
+    if (bytes > sd_max_xfer_bytes(lun)) {
         return invalid_cdb(cmd, len_byte, 7);
     }
     /* A short buffer is refused rather than half-filled (or over-run). */
@@ -615,7 +627,7 @@ static int exec_verify(struct scsi_lun *lun, struct scsi_cmd *cmd)
         cmd->status = SAM_STAT_GOOD;
         return EXEC_DONE;
     }
-    if ((uint64_t)n * lun->bs > MAX_XFER_BYTES) {
+    if ((uint64_t)n * lun->bs > sd_max_xfer_bytes(lun)) {
         return invalid_cdb(cmd, len_byte, 7);
     }
     if (sd_data_out_size(cmd) < (bytchk == 3 ? lun->bs : (uint64_t)n * lun->bs)) {
@@ -624,7 +636,7 @@ static int exec_verify(struct scsi_lun *lun, struct scsi_cmd *cmd)
     st = op_new(cmd, verify_step);
     st->lba = lba;
     st->remaining = n;
-    st->chunk_blocks = MIN((uint64_t)n, CHUNK_BYTES / lun->bs);
+    st->chunk_blocks = MIN((uint64_t)n, sd_chunk_bytes(lun) / lun->bs);
     st->buf = g_malloc(st->chunk_blocks * lun->bs);
     if (bytchk == 3) {
         st->block = g_malloc(lun->bs);
@@ -678,7 +690,7 @@ enum { WS_ZEROES, WS_ZEROES_SENT, WS_REPLICATE, WS_FLUSH_SENT };
 
 static void ws_setup_replicate(struct scsi_lun *lun, struct op_state *st)
 {
-    st->chunk_blocks = MIN(st->remaining, CHUNK_BYTES / lun->bs);
+    st->chunk_blocks = MIN(st->remaining, sd_chunk_bytes(lun) / lun->bs);
     st->buf = g_malloc(st->chunk_blocks * lun->bs);
     for (uint64_t i = 0; i < st->chunk_blocks; i++) {
         memcpy(st->buf + i * lun->bs, st->block, lun->bs);

@@ -6,7 +6,8 @@
  * LUN reports the remote identity and capacity, that data written with
  * many requests in flight reads back and is in the remote backing file,
  * (also through several sessions with a small queue depth), that remote
- * sense reaches the initiator unchanged, that WRITE SAME zeroes the remote
+ * sense reaches the initiator unchanged, and another initiator's
+ * reservation as RESERVATION CONFLICT, that WRITE SAME zeroes the remote
  * range, that CHAP works from the URL and from a secret file and that a
  * wrong password stops the daemon with a clear message, that killing tgtd
  * in the middle of writes loses no acknowledged write, that a hung target
@@ -27,6 +28,8 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <glib.h>
+#include <iscsi/iscsi.h>
+#include <iscsi/scsi-lowlevel.h>
 #include <linux/virtio_scsi.h>
 
 #include "proto-util.h"
@@ -325,6 +328,58 @@ static void test_write_same_zeroes(void)
     for (unsigned i = 0; i < BLOCKS * 512; i++) {
         g_assert_cmpuint(file[i], ==, 0);
     }
+    vfe_free(fe, buf);
+    vfe_close(fe);
+}
+
+/* A second initiator logged in to IQN_A directly, as another host would be. */
+static struct iscsi_context *other_initiator(void)
+{
+    struct iscsi_context *ctx = iscsi_create_context("iqn.2026-12.org.vhost-scsi.test:other");
+    g_autofree char *portal = g_strdup_printf("127.0.0.1:%d", g.port);
+
+    g_assert_nonnull(ctx);
+    g_assert_cmpint(iscsi_set_targetname(ctx, IQN_A), ==, 0);
+    g_assert_cmpint(iscsi_set_session_type(ctx, ISCSI_SESSION_NORMAL), ==, 0);
+    g_assert_cmpint(iscsi_set_header_digest(ctx, ISCSI_HEADER_DIGEST_NONE), ==, 0);
+    g_assert_cmpint(iscsi_full_connect_sync(ctx, portal, 1), ==, 0);
+    return ctx;
+}
+
+/* Runs a RESERVE(6) or RELEASE(6) on ctx; both must succeed. */
+static void reserve6(struct iscsi_context *ctx, bool reserve)
+{
+    struct scsi_task *t = reserve ? iscsi_reserve6_sync(ctx, 1) : iscsi_release6_sync(ctx, 1);
+
+    g_assert_nonnull(t);
+    g_assert_cmpint(t->status, ==, SCSI_STATUS_GOOD);
+    scsi_free_scsi_task(t);
+}
+
+/*
+ * Another initiator's reservation: the guest sees RESERVATION CONFLICT
+ * itself (which a cluster manager acts on), not a medium error, and writes
+ * go through again once the other side releases.
+ */
+static void test_reservation_conflict_reaches_initiator(void)
+{
+    struct vfe *fe = connect_fe(&g.target);
+    uint8_t *buf = vfe_alloc(fe, 4096, 4096);
+    struct iscsi_context *other = other_initiator();
+    struct vfe_req r;
+
+    pu_make_ready(fe, 0);
+    pu_pattern_fill(buf, 4096, 0x7e5, 96 * 512);
+    reserve6(other, true);
+    r = rw_4k(fe, true, 96, buf);
+    g_assert_cmphex(r.resp.status, ==, 0x18);         /* RESERVATION CONFLICT */
+    g_assert_cmpuint(r.resp.sense_len, ==, 0);
+    reserve6(other, false);
+    r = rw_4k(fe, true, 96, buf);
+    g_assert_cmphex(r.resp.status, ==, 0);
+    g_assert_true(file_has(g.disk_a, 96 * 512, 4096, 0x7e5));
+    iscsi_logout_sync(other);
+    iscsi_destroy_context(other);
     vfe_free(fe, buf);
     vfe_close(fe);
 }
@@ -628,6 +683,8 @@ int main(int argc, char **argv)
     g_test_add_func("/iscsi/sessions-and-queue-depth", test_sessions_and_queue_depth);
     g_test_add_func("/iscsi/remote-sense-passes-through", test_remote_sense_passes_through);
     g_test_add_func("/iscsi/write-same-zeroes", test_write_same_zeroes);
+    g_test_add_func("/iscsi/reservation-conflict-reaches-initiator",
+                    test_reservation_conflict_reaches_initiator);
     g_test_add_func("/iscsi/chap/password-in-url", test_chap_password_in_url);
     g_test_add_func("/iscsi/chap/secret-file", test_chap_secret_file);
     g_test_add_func("/iscsi/chap/secret-file-readable-by-others-is-refused",

@@ -19,6 +19,7 @@
 #include "backend.h"
 #include "scsi-disk.h"
 
+#define KiB 1024
 #define MiB (1024 * 1024)
 
 /* ---- harness ----------------------------------------------------------- */
@@ -197,7 +198,9 @@ struct spy {
     struct lun_backend *inner;
     int fail_op;            /* -1: none */
     int fail_ret;
+    uint8_t fail_status;    /* with -EREMOTEIO: a status instead of sense */
     bool defer;
+    uint64_t max_len;       /* largest READ/WRITE submitted */
     GQueue pending;
     unsigned ops[5];
     unsigned fua_writes, plain_writes;
@@ -208,6 +211,9 @@ static int spy_submit(struct lun_backend *be, struct backend_io *io)
     struct spy *s = (struct spy *)be;
 
     s->ops[io->op]++;
+    if (io->op == BACKEND_READ || io->op == BACKEND_WRITE) {
+        s->max_len = MAX(s->max_len, io->len);
+    }
     if (io->op == BACKEND_WRITE) {
         if (io->fua) {
             s->fua_writes++;
@@ -216,7 +222,9 @@ static int spy_submit(struct lun_backend *be, struct backend_io *io)
         }
     }
     if ((int)io->op == s->fail_op) {
-        if (s->fail_ret == -EREMOTEIO) {
+        if (s->fail_ret == -EREMOTEIO && s->fail_status) {
+            io->status = s->fail_status;
+        } else if (s->fail_ret == -EREMOTEIO) {
             io->has_sense = true;
             io->sense_key = SENSE_MEDIUM_ERROR;
             io->asc = 0x11;
@@ -261,7 +269,7 @@ static void spy_close(struct lun_backend *be)
 static const struct backend_ops spy_ops = { .name = "spy", .submit = spy_submit,
                                             .close = spy_close };
 
-static struct scsi_lun *spy_lun(bool write_cache, struct spy **out)
+static struct scsi_lun *spy_lun_with(bool write_cache, uint32_t max_transfer, struct spy **out)
 {
     struct spy *s = g_new0(struct spy, 1);
 
@@ -270,10 +278,16 @@ static struct scsi_lun *spy_lun(bool write_cache, struct spy **out)
     s->be.ops = &spy_ops;
     s->be.name = g_strdup("spy");
     s->be.write_cache = write_cache;
+    s->be.max_transfer = max_transfer;
     s->fail_op = -1;
     g_queue_init(&s->pending);
     *out = s;
     return ready(scsi_lun_new(&s->be, "test:spy", NULL));
+}
+
+static struct scsi_lun *spy_lun(bool write_cache, struct spy **out)
+{
+    return spy_lun_with(write_cache, 0, out);
 }
 
 /* ---- unit attention ---------------------------------------------------- */
@@ -808,6 +822,37 @@ static void test_transfer_length_cap(void)
     cdb16(cdb, 0x88, 0, 0, max + 1);
     r = run(lun, cdb, 16, NULL, 0, buf, 32 * MiB + 512);
     assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
+    scsi_lun_free(lun);
+}
+
+/*
+ * A backend whose device takes at most 64 KiB per command (a remote LUN's
+ * Block Limits): the LUN reports that limit, refuses a bigger READ as the
+ * remote would, and splits its own bounce-buffer I/O to fit.
+ */
+static void test_backend_transfer_limit(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun;
+    g_autofree uint8_t *buf = g_malloc0(128 * KiB);
+    uint8_t vbuf[64], cdb[16], blk[512];
+    struct result r;
+
+    lun = spy_lun_with(false, 64 * KiB, &s);
+    g_assert_cmpuint(vpd(lun, 0xb0, vbuf, sizeof(vbuf)), ==, 64);
+    g_assert_cmpuint(be32(vbuf + 8), ==, 128);                 /* max transfer, blocks */
+    g_assert_cmpuint(be32(vbuf + 12), <=, 128);                /* optimal <= max */
+    cdb16(cdb, 0x88, 0, 0, 128);
+    r = run(lun, cdb, 16, NULL, 0, buf, 128 * KiB);
+    assert_good(&r);
+    cdb16(cdb, 0x88, 0, 0, 129);
+    r = run(lun, cdb, 16, NULL, 0, buf, 128 * KiB);
+    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
+    memset(blk, 0xa5, sizeof(blk));
+    cdb16(cdb, 0x93, 0, 0, 4000);                              /* WRITE SAME, 2 MB */
+    r = run(lun, cdb, 16, blk, 512, NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->max_len, ==, 64 * KiB);
     scsi_lun_free(lun);
 }
 
@@ -1812,6 +1857,18 @@ static void test_backend_errors(void)
     r = run(lun, cdb, 10, NULL, 0, buf, 512);
     assert_sense(&r, SENSE_MEDIUM_ERROR, 0x11, 0x04);
 
+    /*
+     * A remote status that is itself the answer: another initiator's
+     * reservation is RESERVATION CONFLICT, not a medium error to retry.
+     */
+    s->fail_op = BACKEND_WRITE;
+    s->fail_status = SAM_STAT_RESERVATION_CONFLICT;
+    cdb10(cdb, 0x2a, 0, 1, 1);
+    r = run(lun, cdb, 10, buf, 512, NULL, 0);
+    g_assert_cmphex(r.status, ==, SAM_STAT_RESERVATION_CONFLICT);
+    g_assert_cmpuint(r.sense_len, ==, 0);
+    s->fail_status = 0;
+
     /* Transient: BUSY, no sense, nothing logged as an error. */
     s->fail_op = BACKEND_WRITE;
     cdb10(cdb, 0x2a, 0, 1, 1);
@@ -2180,6 +2237,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/rw/scattered-larger-buffer", test_read_into_larger_scattered_buffer);
     g_test_add_func("/scsi-disk/rw/lba-out-of-range", test_lba_out_of_range);
     g_test_add_func("/scsi-disk/rw/transfer-cap", test_transfer_length_cap);
+    g_test_add_func("/scsi-disk/rw/backend-transfer-limit", test_backend_transfer_limit);
     g_test_add_func("/scsi-disk/rw/short-buffers", test_short_buffers);
     g_test_add_func("/scsi-disk/rw/write-protected", test_write_protected);
     g_test_add_func("/scsi-disk/rw/null-backend", test_null_backend);
