@@ -98,7 +98,8 @@ for kind, label in (("cached", "page-cached file"), ("direct", "O_DIRECT loop de
                   "%s vs fio %s IOPS: **%.2f** [%s]" % (fmt(ours), fmt(fio), ratio, best),
                   cmd(best) + "<br>" + cmd("g3-fio-" + kind), verdict(ratio >= 0.7)))
 # 4. under load
-for mode, sfx in (("adaptive", ""), ("off", "-off")):
+for mode, sfx in (("adaptive", ""), ("off", "-off"),
+                  ("adaptive, driver polls completions (bench --poll)", "-poll")):
     if "g4-noload" + sfx not in runs:
         continue
     i0, i1 = med("g4-noload" + sfx, "iops"), med("g4-load" + sfx, "iops")

@@ -238,6 +238,10 @@ if want g4; then
     run g4-load "$NULL --queues 1 --threads 1 --poll adaptive" "$RW --iodepth 32" load
     run g4-noload-off "$NULL --queues 1 --threads 1 --poll off" "$RW --iodepth 32"
     run g4-load-off "$NULL --queues 1 --threads 1 --poll off" "$RW --iodepth 32" load
+    # The same with the driver polling for completions (a guest with
+    # io_poll, or SPDK's virtio driver): no wake-up on either side.
+    run g4-noload-poll "$NULL --queues 1 --threads 1 --poll adaptive" "$RW --iodepth 32 --poll"
+    run g4-load-poll "$NULL --queues 1 --threads 1 --poll adaptive" "$RW --iodepth 32 --poll" load
     ISOLATE=setsid
 fi
 if want g6; then
