@@ -34,6 +34,8 @@ void lun_map_init(struct lun_map *m);
 int lun_map_add(struct lun_map *m, unsigned target, unsigned lun, struct scsi_lun *l);
 void lun_map_clear(struct lun_map *m);   /* frees every LUN */
 struct scsi_lun *lun_map_find(const struct lun_map *m, unsigned target, unsigned lun);
+/* The entry's index in e[] (stable once the map is built), or -1. */
+int lun_map_index(const struct lun_map *m, unsigned target, unsigned lun);
 bool lun_map_has_target(const struct lun_map *m, unsigned target);
 /* Fills ids with the LUNs of target (up to max); returns how many exist. */
 unsigned lun_map_target_luns(const struct lun_map *m, unsigned target,

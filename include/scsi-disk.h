@@ -10,6 +10,7 @@
 #ifndef VHOST_SCSI_SCSI_DISK_H
 #define VHOST_SCSI_SCSI_DISK_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/uio.h>
@@ -40,6 +41,7 @@
 #define SENSE_MISCOMPARE      0xe
 
 struct scsi_lun;
+struct scsi_ua_state;
 
 struct scsi_lun_info {
     const char *vendor;      /* 8 chars max; default "VHOSTSCS" */
@@ -58,6 +60,8 @@ struct scsi_cmd {
     unsigned data_in_cnt;
     uint64_t tag;
     struct iothread *thread;          /* the thread executing the command */
+    /* The I_T nexus's unit attentions for this LUN; NULL: the LUN's own. */
+    struct scsi_ua_state *ua;
     void (*complete)(struct scsi_cmd *cmd);
     void *opaque;
 
@@ -104,7 +108,13 @@ unsigned scsi_lun_inflight(struct scsi_lun *lun);
 /*
  * Unit attention conditions, reported once to the next command (then
  * cleared), except INQUIRY/REPORT LUNS/REQUEST SENSE which pass through
- * (SPC-4 5.14 / SAM-5).  Power-on is pending after scsi_lun_new().
+ * (SPC-4 5.14 / SAM-5).  They are kept per I_T nexus, as LIO keeps them
+ * per initiator: each front-end connection (a scsi_ua_state per LUN, owned
+ * by the transport and named by scsi_cmd.ua) sees its own power-on
+ * condition, a condition raised for the whole LUN is reported once to
+ * every nexus, and one raised for one nexus only to that nexus.  A command
+ * with ua == NULL uses the LUN's own state (one initiator); power-on is
+ * pending there after scsi_lun_new().
  */
 enum scsi_ua {
     SCSI_UA_POWER_ON,         /* 29h/00h POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
@@ -112,7 +122,20 @@ enum scsi_ua {
     SCSI_UA_NEXUS_LOSS,       /* 29h/07h I_T NEXUS LOSS OCCURRED */
     SCSI_UA_CAPACITY_CHANGED, /* 2Ah/09h CAPACITY DATA HAS CHANGED */
     SCSI_UA_REPORTED_LUNS_CHANGED, /* 3Fh/0Eh */
+    SCSI_UA_COUNT
 };
+
+struct scsi_ua_state {
+    atomic_uint pending;                 /* bit per enum scsi_ua */
+    atomic_uint seen_events;             /* the LUN's event count folded in so far */
+    atomic_uint seen_gen[SCSI_UA_COUNT]; /* the LUN's per-condition counts folded in */
+};
+
+/* A new I_T nexus to lun: power-on pending, earlier LUN-wide conditions not. */
+void scsi_ua_init(struct scsi_ua_state *s, struct scsi_lun *lun);
+/* A condition for one I_T nexus only (its I_T NEXUS RESET, its bus reset). */
+void scsi_ua_set(struct scsi_ua_state *s, enum scsi_ua ua);
+/* A condition for every I_T nexus to lun (LOGICAL UNIT RESET, capacity change). */
 void scsi_lun_set_ua(struct scsi_lun *lun, enum scsi_ua ua);
 
 /*

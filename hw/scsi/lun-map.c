@@ -51,16 +51,23 @@ void lun_map_clear(struct lun_map *m)
     lun_map_init(m);
 }
 
-struct scsi_lun *lun_map_find(const struct lun_map *m, unsigned target, unsigned lun)
+int lun_map_index(const struct lun_map *m, unsigned target, unsigned lun)
 {
     struct lun_map_entry key = { .target = target, .lun = lun };
     struct lun_map_entry *e;
 
     if (target > LUN_MAP_MAX_TARGET || lun > LUN_MAP_MAX_LUN || !m->n) {
-        return NULL;
+        return -1;
     }
     e = bsearch(&key, m->e, m->n, sizeof(*m->e), entry_cmp);
-    return e ? e->l : NULL;
+    return e ? (int)(e - m->e) : -1;
+}
+
+struct scsi_lun *lun_map_find(const struct lun_map *m, unsigned target, unsigned lun)
+{
+    int i = lun_map_index(m, target, lun);
+
+    return i < 0 ? NULL : m->e[i].l;
 }
 
 bool lun_map_has_target(const struct lun_map *m, unsigned target)

@@ -220,7 +220,7 @@ int sd_exec_request_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (cmd->cdb[1] & 0x01) {
         return invalid_cdb(cmd, 1, 0);   /* DESC: only fixed format here */
     }
-    ua = sd_take_ua(lun);
+    ua = sd_take_ua(lun, cmd);
     if (ua >= 0) {
         sd_fill_fixed_sense(s, SENSE_UNIT_ATTENTION, sd_ua_codes[ua][0], sd_ua_codes[ua][1]);
     } else {

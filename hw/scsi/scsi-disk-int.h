@@ -85,7 +85,13 @@ struct scsi_lun {
     uint32_t bs;
 
     atomic_uint inflight;  /* count | INFLIGHT_DRAIN */
-    atomic_uint ua_pending; /* bit per enum scsi_ua */
+    /*
+     * LUN-wide unit attentions: a count per condition, and their sum so the
+     * data path checks one word; each nexus folds in what changed.
+     */
+    atomic_uint ua_events;
+    atomic_uint ua_gen[SCSI_UA_COUNT];
+    struct scsi_ua_state own_ua;  /* for commands that name no nexus */
     atomic_bool wce;       /* caching mode page WCE: read on every write */
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
@@ -177,9 +183,10 @@ sd_exec_fn sd_exec_inquiry, sd_exec_read_capacity_10, sd_exec_read_capacity_16,
 
 /* ---- scsi-disk.c ------------------------------------------------------- */
 
-extern const uint8_t sd_ua_codes[][2];
+extern const uint8_t sd_ua_codes[SCSI_UA_COUNT][2];
 /* Takes the highest-priority pending unit attention, or returns -1. */
-int sd_take_ua(struct scsi_lun *lun);
+int sd_take_ua(struct scsi_lun *lun, struct scsi_cmd *cmd);
+bool sd_ua_maybe_pending(struct scsi_lun *lun, struct scsi_cmd *cmd);
 /* Finishes the command after a backend FLUSH (asynchronously). */
 int sd_start_flush(struct scsi_lun *lun, struct scsi_cmd *cmd);
 

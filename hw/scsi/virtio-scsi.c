@@ -91,6 +91,8 @@ struct vscsi_dev {
     void (*queue_broken)(void *opaque, unsigned idx);
     void *opaque;
     struct vscsi_queue *queues;
+    /* This front-end's I_T nexus: its unit attentions, one per luns->e[]. */
+    struct scsi_ua_state *ua;
 };
 
 uint64_t vscsi_dev_features(void)
@@ -195,7 +197,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     uint64_t out_data, in_data;
     unsigned target, lun_id;
     struct scsi_lun *lun;
-    int kind, n = 0;
+    int kind, idx, n = 0;
 
     if (r->elem.out_len < hdr_len || r->elem.in_len < resp_len) {
         /*
@@ -262,7 +264,8 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
         cmd_complete(cmd);
         return;
     }
-    lun = kind == 0 ? lun_map_find(dev->luns, target, lun_id) : NULL;
+    idx = kind == 0 ? lun_map_index(dev->luns, target, lun_id) : -1;
+    lun = idx >= 0 ? dev->luns->e[idx].l : NULL;
     if (!lun) {
         /*
          * A hole in the LUN space of an existing target: answer what an
@@ -277,6 +280,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
         }
         return;
     }
+    cmd->ua = &dev->ua[idx];
     scsi_lun_exec(lun, cmd);
 }
 
@@ -558,8 +562,9 @@ static uint8_t ctrl_tmf(struct vscsi_dev *dev, const struct virtio_scsi_ctrl_tmf
     case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET: {
         for (unsigned i = 0; i < dev->luns->n; i++) {
             if (dev->luns->e[i].target == target) {
+                /* Only this front-end's nexus was reset: other initiators see nothing. */
                 scsi_lun_drain(dev->luns->e[i].l);
-                scsi_lun_set_ua(dev->luns->e[i].l, SCSI_UA_NEXUS_LOSS);
+                scsi_ua_set(&dev->ua[i], SCSI_UA_NEXUS_LOSS);
             }
         }
         g_message("%s: I_T NEXUS RESET on target %u", dev->name, target);
@@ -701,6 +706,11 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     dev->queue_broken = cfg->queue_broken;
     dev->opaque = cfg->opaque;
     dev->queues = g_new0(struct vscsi_queue, dev->nq);
+    /* A new connection is a new initiator: each LUN has just powered on for it. */
+    dev->ua = g_new0(struct scsi_ua_state, MAX(dev->luns->n, 1u));
+    for (unsigned i = 0; i < dev->luns->n; i++) {
+        scsi_ua_init(&dev->ua[i], dev->luns->e[i].l);
+    }
     for (unsigned i = 0; i < dev->nq; i++) {
         struct vscsi_queue *q = &dev->queues[i];
 
@@ -765,6 +775,10 @@ void vscsi_dev_reset(struct vscsi_dev *dev)
             vscsi_queue_stop(dev, i, dev->queues[i].vq);
         }
     }
+    /* A device reset is a bus reset for this initiator, as in QEMU's HBA. */
+    for (unsigned i = 0; i < dev->luns->n; i++) {
+        scsi_ua_set(&dev->ua[i], SCSI_UA_POWER_ON);
+    }
 }
 
 void vscsi_dev_free(struct vscsi_dev *dev)
@@ -778,6 +792,7 @@ void vscsi_dev_free(struct vscsi_dev *dev)
         pthread_cond_destroy(&dev->queues[i].cond);
     }
     g_free(dev->queues);
+    g_free(dev->ua);
     g_free(dev->name);
     g_free(dev);
 }

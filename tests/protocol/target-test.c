@@ -3,6 +3,7 @@
  * front-end library as a guest would drive it: the daemon is started once
  * on a socket in a temporary directory with a RAM, a null and a file LUN,
  * and every test connects, checks one behaviour (unit attention first,
+ * unit attentions per front-end,
  * INQUIRY, READ CAPACITY(16), data integrity with many requests in flight
  * on two queues, missing LUNs, TMFs, stop/start, reconnect, indirect
  * descriptors with ADD_MEM_REG, a full ring, a front-end that dies with
@@ -68,6 +69,43 @@ static void test_unit_attention_first(void)
     r = pu_tur(fe, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 0);      /* consumed: now GOOD */
     vfe_close(fe);
+}
+
+/*
+ * Each connection is its own initiator (I_T nexus): a second front-end gets
+ * its own power-on unit attention though the first consumed its own, and
+ * an I_T NEXUS RESET from one is reported to that one only.
+ */
+static void test_unit_attention_per_front_end(void)
+{
+    struct vfe *a = connect_fe(1, true), *b;
+    struct vfe_req r;
+    uint8_t lun[8], resp = 0xee;
+
+    pu_make_ready(a, 0);
+    b = connect_fe(1, true);
+    r = pu_tur(b, 0, 0);
+    g_assert_cmpuint(r.resp.status, ==, 2);
+    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, 6);
+    g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, 0x29);
+    g_assert_cmphex(pu_sense_of(&r.resp).ascq, ==, 0x00);
+    r = pu_tur(b, 0, 0);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+
+    vfe_lun(lun, 0, 0);
+    g_assert_cmpint(vfe_tmf(b, lun, VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET, 0, &resp, PU_TIMEOUT_MS),
+                    ==, 0);
+    g_assert_cmpuint(resp, ==, VIRTIO_SCSI_S_OK);     /* FUNCTION COMPLETE */
+    r = pu_tur(a, 0, 0);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    r = pu_tur(b, 0, 0);
+    g_assert_cmpuint(r.resp.status, ==, 2);
+    g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, 0x29);
+    g_assert_cmphex(pu_sense_of(&r.resp).ascq, ==, 0x07);     /* I_T NEXUS LOSS */
+    r = pu_tur(b, 0, 0);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    vfe_close(b);
+    vfe_close(a);
 }
 
 static void test_inquiry(void)
@@ -353,6 +391,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     signal(SIGPIPE, SIG_IGN);
     g_test_add_func("/target/unit-attention-first", test_unit_attention_first);
+    g_test_add_func("/target/unit-attention-per-front-end", test_unit_attention_per_front_end);
     g_test_add_func("/target/inquiry", test_inquiry);
     g_test_add_func("/target/read-capacity-16", test_read_capacity);
     g_test_add_func("/target/write-read-ram-2-queues", test_write_read_ram);

@@ -331,6 +331,112 @@ static void test_ua_reported_to_any_command(void)
     scsi_lun_free(lun);
 }
 
+/* A TEST UNIT READY sent through one I_T nexus's unit-attention state. */
+static struct result tur_as(struct scsi_lun *lun, struct scsi_ua_state *ua)
+{
+    struct pending_cmd p;
+
+    memset(&p, 0, sizeof(p));
+    p.cmd.cdb = TUR;
+    p.cmd.cdb_len = sizeof(TUR);
+    p.cmd.ua = ua;
+    p.cmd.complete = count_completion;
+    p.cmd.opaque = &p;
+    scsi_lun_exec(lun, &p.cmd);
+    g_assert_cmpint(p.completions, ==, 1);
+    return result_of(&p.cmd);
+}
+
+static void assert_ua_once(struct scsi_lun *lun, struct scsi_ua_state *ua, uint8_t asc,
+                           uint8_t ascq)
+{
+    struct result r = tur_as(lun, ua);
+
+    assert_sense(&r, SENSE_UNIT_ATTENTION, asc, ascq);
+    r = tur_as(lun, ua);
+    assert_good(&r);
+}
+
+/*
+ * Unit attentions belong to an I_T nexus (one front-end connection): each
+ * sees its own power-on, a LUN-wide condition is reported once to every
+ * nexus, one raised for a single nexus only to it, and a nexus that
+ * appears later does not inherit what happened before it.
+ */
+static void test_ua_per_nexus(void)
+{
+    struct scsi_lun *lun = ram_lun();      /* the LUN's own nexus: power-on consumed */
+    struct scsi_ua_state a, b, late;
+    struct result r;
+
+    scsi_ua_init(&a, lun);
+    scsi_ua_init(&b, lun);
+    assert_ua_once(lun, &a, 0x29, 0x00);
+    assert_ua_once(lun, &b, 0x29, 0x00);   /* a consuming its own left b's */
+
+    scsi_lun_set_ua(lun, SCSI_UA_CAPACITY_CHANGED);
+    assert_ua_once(lun, &a, 0x2a, 0x09);
+    assert_ua_once(lun, &b, 0x2a, 0x09);
+    r = RUN(lun, TUR);
+    assert_sense(&r, SENSE_UNIT_ATTENTION, 0x2a, 0x09);
+
+    scsi_ua_set(&b, SCSI_UA_NEXUS_LOSS);
+    r = tur_as(lun, &a);
+    assert_good(&r);
+    assert_ua_once(lun, &b, 0x29, 0x07);
+
+    scsi_lun_set_ua(lun, SCSI_UA_REPORTED_LUNS_CHANGED);
+    scsi_ua_init(&late, lun);
+    assert_ua_once(lun, &late, 0x29, 0x00);
+    assert_ua_once(lun, &a, 0x3f, 0x0e);
+    scsi_lun_free(lun);
+}
+
+struct ua_race {
+    struct scsi_lun *lun;
+    struct scsi_ua_state *ua;
+    atomic_int reports;
+};
+
+static gpointer ua_race_thread(gpointer opaque)
+{
+    struct ua_race *u = opaque;
+
+    for (int i = 0; i < 200; i++) {
+        struct result r = tur_as(u->lun, u->ua);
+
+        if (r.status != SAM_STAT_GOOD) {
+            g_assert_cmpuint(r.sense[2] & 0xf, ==, SENSE_UNIT_ATTENTION);
+            atomic_fetch_add(&u->reports, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Commands racing on several threads through one nexus: exactly one reports it. */
+static void test_ua_reported_once_across_threads(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    struct scsi_ua_state ua;
+    struct ua_race u = { .lun = lun, .ua = &ua };
+    GThread *th[4];
+
+    scsi_ua_init(&ua, lun);
+    for (int round = 0; round < 50; round++) {
+        atomic_store(&u.reports, 0);
+        scsi_lun_set_ua(lun, round & 1 ? SCSI_UA_LUN_RESET : SCSI_UA_CAPACITY_CHANGED);
+        for (unsigned i = 0; i < G_N_ELEMENTS(th); i++) {
+            th[i] = g_thread_new("ua", ua_race_thread, &u);
+        }
+        for (unsigned i = 0; i < G_N_ELEMENTS(th); i++) {
+            g_thread_join(th[i]);
+        }
+        /* round 0 also has the nexus's power-on, which covers a reset only */
+        g_assert_cmpint(atomic_load(&u.reports), ==, round == 0 ? 2 : 1);
+    }
+    scsi_lun_free(lun);
+}
+
 static void test_ua_power_on_covers_reset(void)
 {
     struct scsi_lun *lun = ram_lun();
@@ -2213,6 +2319,9 @@ int main(int argc, char **argv)
 
     g_test_add_func("/scsi-disk/ua/power-on-reported-once", test_ua_power_on_reported_once);
     g_test_add_func("/scsi-disk/ua/reported-to-any-command", test_ua_reported_to_any_command);
+    g_test_add_func("/scsi-disk/ua/per-nexus", test_ua_per_nexus);
+    g_test_add_func("/scsi-disk/ua/reported-once-across-threads",
+                    test_ua_reported_once_across_threads);
     g_test_add_func("/scsi-disk/ua/power-on-covers-reset", test_ua_power_on_covers_reset);
     g_test_add_func("/scsi-disk/ua/request-sense-returns-and-clears",
                     test_request_sense_returns_and_clears_ua);
