@@ -25,10 +25,16 @@ struct guest_mem_region {
     void *mmap_base;       /* what to munmap; NULL if not owned (tests) */
     size_t mmap_size;
     int fd;                /* -1 if none/closed */
+    int guard;             /* guest-mem-guard handle; 0: unguarded */
 };
 
 struct guest_mem {
     unsigned nregions;
+    /*
+     * The connection the regions came from: if one loses its backing file
+     * under us, the SIGBUS guard shuts this socket down (-1: none).
+     */
+    int owner_fd;
     struct guest_mem_region r[GUEST_MEM_MAX_REGIONS];
 };
 
@@ -42,7 +48,11 @@ void guest_mem_init(struct guest_mem *m);
  */
 int guest_mem_add(struct guest_mem *m, struct guest_mem_region *r);
 
-/* mmaps fd at offset for size bytes and adds it; -errno on failure. */
+/*
+ * mmaps fd at offset for size bytes and adds it; -errno on failure.  A
+ * file that could still shrink (anything but a memfd sealed against it)
+ * is put under the SIGBUS guard with m->owner_fd as its owner.
+ */
 int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
                      uint64_t uva, uint64_t mmap_offset);
 

@@ -105,6 +105,15 @@ struct vfe_stats {
 void vfe_get_stats(struct vfe *fe, struct vfe_stats *st);
 /* Call eventfd of virtqueue `queue` (0 control, 1 event, 2+ request queues). */
 int vfe_call_fd(struct vfe *fe, unsigned queue);
+/*
+ * For tests that play a hostile front-end: the kick eventfd of a queue
+ * (a kick with no ring update) and the memfd standing in for guest RAM
+ * (which such a test may truncate).
+ */
+int vfe_kick_fd(struct vfe *fe, unsigned queue);
+int vfe_mem_fd(struct vfe *fe);
+/* The vhost-user socket or /dev/vhost-scsi fd (to watch for a hang-up). */
+int vfe_conn_fd(struct vfe *fe);
 uint64_t vfe_features(struct vfe *fe);
 
 #endif

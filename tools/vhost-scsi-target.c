@@ -27,6 +27,7 @@
 #include <glib.h>
 #include <linux/virtio_config.h>
 
+#include "guest-mem-guard.h"
 #include "iothread.h"
 #include "lun-map.h"
 #include "lun-spec.h"
@@ -566,6 +567,10 @@ int main(int argc, char **argv)
     }
 
     signal(SIGPIPE, SIG_IGN);
+    /* A front-end truncating shared memory costs its connection, not the daemon. */
+    if (guest_mem_guard_install() < 0) {
+        goto out;
+    }
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);

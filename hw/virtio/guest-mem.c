@@ -10,6 +10,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -18,14 +19,18 @@
 #include <glib.h>
 
 #include "guest-mem.h"
+#include "guest-mem-guard.h"
 
 void guest_mem_init(struct guest_mem *m)
 {
     memset(m, 0, sizeof(*m));
+    m->owner_fd = -1;
 }
 
 static void region_release(struct guest_mem_region *r)
 {
+    guest_mem_guard_remove(r->guard);
+    r->guard = 0;
     if (r->mmap_base) {
         munmap(r->mmap_base, r->mmap_size);
         r->mmap_base = NULL;
@@ -96,6 +101,7 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
         .gpa = gpa, .size = size, .uva = uva, .mmap_offset = mmap_offset, .fd = fd,
     };
     void *base;
+    int seals;
 
     /*
      * Mapping from offset 0 keeps hugetlbfs happy (its offsets must be
@@ -138,6 +144,11 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
     }
     r.mmap_base = base;
     r.host = (char *)base + mmap_offset;
+    /* QEMU's memfds are sealed against shrinking: nothing to guard there. */
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        r.guard = guest_mem_guard_add(base, r.mmap_size, m->owner_fd);
+    }
     /* The mapping keeps the memory alive; holding the fd would only cost fds. */
     close(fd);
     r.fd = -1;

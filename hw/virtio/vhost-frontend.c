@@ -885,6 +885,21 @@ int vfe_call_fd(struct vfe *fe, unsigned queue)
     return queue < fe->num_queues ? fe->queues[queue].call_fd : -1;
 }
 
+int vfe_kick_fd(struct vfe *fe, unsigned queue)
+{
+    return queue < fe->num_queues ? fe->queues[queue].kick_fd : -1;
+}
+
+int vfe_mem_fd(struct vfe *fe)
+{
+    return fe->mem_fd;
+}
+
+int vfe_conn_fd(struct vfe *fe)
+{
+    return fe->fd;
+}
+
 uint64_t vfe_features(struct vfe *fe)
 {
     return fe->features;

@@ -27,6 +27,7 @@
 
 #include <glib.h>
 
+#include "guest-mem-guard.h"
 #include "vhost-user-server.h"
 
 /*
@@ -73,6 +74,7 @@ struct vu_inflight {
     uint8_t *area;               /* first queue region */
     uint16_t num_queues;
     uint16_t queue_size;
+    int guard;                   /* guest-mem-guard handle */
 };
 
 struct vu_dev {
@@ -684,6 +686,7 @@ static int handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
     /* Map everything first, so a bad table leaves the old one in place. */
     table = g_new(struct guest_mem, 1);
     guest_mem_init(table);
+    table->owner_fd = dev->fd;
     for (unsigned i = 0; i < m->nregions; i++) {
         const struct vhost_user_mem_region *r = &m->regions[i];
         int ret = check_region_fd(dev, msg->fds[i], r);
@@ -934,8 +937,20 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
     return 0;
 }
 
+/* True if a mapping of this connection lost its file (see guest-mem-guard.c). */
+static bool mem_lost(const struct vu_dev *dev)
+{
+    for (unsigned i = 0; i < dev->mem.nregions; i++) {
+        if (guest_mem_guard_tripped(dev->mem.r[i].guard)) {
+            return true;
+        }
+    }
+    return guest_mem_guard_tripped(dev->inflight.guard);
+}
+
 static void inflight_unmap(struct vu_inflight *inf)
 {
+    guest_mem_guard_remove(inf->guard);
     if (inf->map) {
         munmap(inf->map, inf->map_size);
     }
@@ -962,6 +977,8 @@ static void inflight_install(struct vu_dev *dev, void *map, size_t map_size, uin
     inflight_unmap(&dev->inflight);
     dev->inflight.map = map;
     dev->inflight.map_size = map_size;
+    /* A front-end's own fd (SET_INFLIGHT_FD) could be truncated under us. */
+    dev->inflight.guard = guest_mem_guard_add(map, map_size, dev->fd);
     dev->inflight.area = area;
     dev->inflight.num_queues = in->num_queues;
     dev->inflight.queue_size = in->queue_size;
@@ -1181,6 +1198,12 @@ int vu_dev_dispatch(struct vu_dev *dev)
     memset(&msg, 0, sizeof(msg));
     r = recv_full(dev, &msg.hdr, sizeof(msg.hdr), &msg, &extra_fds, &got);
     if (r < 0) {
+        if (mem_lost(dev)) {
+            /* The SIGBUS guard shut the socket: say why, once, here. */
+            g_warning("%s: the front-end truncated shared memory under us; connection "
+                      "dropped", dev->name);
+            return -ECONNRESET;   /* logged: the caller just drops it */
+        }
         if (r == -ECONNRESET && got == 0) {
             g_message("%s: front-end closed the connection", dev->name);
         } else {
@@ -1273,6 +1296,7 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
                              VU_PROTOCOL_DEFAULT) & VU_PROTOCOL_SUPPORTED;
     dev->backend_fd = -1;
     guest_mem_init(&dev->mem);
+    dev->mem.owner_fd = fd;
     for (unsigned i = 0; i < nq; i++) {
         struct vu_queue *q = &dev->q[i];
 
@@ -1297,10 +1321,11 @@ void vu_dev_free(struct vu_dev *dev)
         close_fd(&q->call_fd);
         close_fd(&q->err_fd);
     }
-    close_fd(&dev->backend_fd);
-    close_fd(&dev->fd);
+    /* Unguard and unmap before the socket's fd number can be reused. */
     guest_mem_clear(&dev->mem);
     inflight_unmap(&dev->inflight);
+    close_fd(&dev->backend_fd);
+    close_fd(&dev->fd);
     g_free(dev->name);
     g_free(dev);
 }

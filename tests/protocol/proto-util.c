@@ -150,6 +150,26 @@ bool pu_daemon_alive(struct pu_daemon *d)
     return d->proc.pidfd >= 0 && !pu_proc_exited(&d->proc, 0);
 }
 
+int pu_wait_hangup(struct vfe *fe, int timeout_ms)
+{
+    int64_t deadline = g_get_monotonic_time() + (int64_t)timeout_ms * 1000;
+    struct pollfd p = { .fd = vfe_conn_fd(fe), .events = POLLIN };
+
+    for (;;) {
+        int64_t left = (deadline - g_get_monotonic_time()) / 1000;
+        char buf[256];
+        ssize_t n;
+
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+            return -ETIMEDOUT;
+        }
+        n = recv(p.fd, buf, sizeof(buf), MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+            return 0;
+        }
+    }
+}
+
 void pu_daemon_cleanup(struct pu_daemon *d)
 {
     GDir *dir = g_dir_open(d->dir, 0, NULL);

@@ -56,6 +56,11 @@ bool pu_daemon_try_start(struct pu_daemon *d, const char *const *args, int *stat
 /* SIGTERM (or SIGKILL when kill9) and reap; returns the wait status. */
 int pu_daemon_stop(struct pu_daemon *d, bool kill9);
 bool pu_daemon_alive(struct pu_daemon *d);
+/*
+ * Waits up to timeout_ms for the daemon to hang up on fe's socket (end of
+ * stream); returns 0, or -ETIMEDOUT.  Reads and discards anything before.
+ */
+int pu_wait_hangup(struct vfe *fe, int timeout_ms);
 /* Removes the directory and everything in it. */
 void pu_daemon_cleanup(struct pu_daemon *d);
 

@@ -3,7 +3,7 @@
  * front-end library as a guest would drive it: the daemon is started once
  * on a socket in a temporary directory with a RAM, a null and a file LUN,
  * and every test connects, checks one behaviour (unit attention first,
- * unit attentions per front-end,
+ * unit attentions per front-end, a front-end truncating its guest RAM,
  * INQUIRY, READ CAPACITY(16), data integrity with many requests in flight
  * on two queues, missing LUNs, TMFs, stop/start, reconnect, indirect
  * descriptors with ADD_MEM_REG, a full ring, a front-end that dies with
@@ -19,6 +19,7 @@
 #include <signal.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <glib.h>
 #include <linux/virtio_scsi.h>
@@ -106,6 +107,42 @@ static void test_unit_attention_per_front_end(void)
     g_assert_cmpuint(r.resp.status, ==, 0);
     vfe_close(b);
     vfe_close(a);
+}
+
+/*
+ * A front-end that truncates the memfd behind its guest RAM and then kicks
+ * makes the daemon fault on the lost pages: that connection is dropped,
+ * the daemon lives, and another front-end's I/O goes on undisturbed.
+ */
+static void test_truncated_guest_memory_drops_only_that_front_end(void)
+{
+    struct vfe *a = connect_fe(1, true), *b = connect_fe(1, true), *c;
+    struct pu_rw_spec io = { .lun = 0, .queues = 1, .n_io = 16, .io_bytes = 4096, .seed = 77 };
+    uint64_t one = 1;
+    struct stat st;
+
+    pu_make_ready(a, 0);
+    pu_make_ready(b, 0);
+    /* Until it is grown back, b's memory is gone for us too: only fds are touched. */
+    g_assert_cmpint(fstat(vfe_mem_fd(b), &st), ==, 0);
+    g_assert_cmpint(ftruncate(vfe_mem_fd(b), 0), ==, 0);
+    g_assert_cmpint(write(vfe_kick_fd(b, 2), &one, sizeof(one)), ==, sizeof(one));
+    /* The daemon hangs up on b (its socket is shut down) ... */
+    g_assert_cmpint(pu_wait_hangup(b, PU_TIMEOUT_MS), ==, 0);
+    g_assert_true(pu_daemon_alive(&d));
+    /* ... while a, and a new front-end, are served as before. */
+    pu_write_read_compare(a, &io);
+    c = connect_fe(1, true);
+    pu_make_ready(c, 0);
+    io.verify_only = true;
+    pu_write_read_compare(c, &io);
+    vfe_close(c);
+    vfe_close(a);
+    /* Closing b reads its rings (now zeros) and finds its socket gone. */
+    g_assert_cmpint(ftruncate(vfe_mem_fd(b), st.st_size), ==, 0);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "vhost front-end:*GET_VRING_BASE*");
+    vfe_close(b);
+    g_test_assert_expected_messages();
 }
 
 static void test_inquiry(void)
@@ -392,6 +429,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     g_test_add_func("/target/unit-attention-first", test_unit_attention_first);
     g_test_add_func("/target/unit-attention-per-front-end", test_unit_attention_per_front_end);
+    g_test_add_func("/target/truncated-guest-memory-drops-only-that-front-end",
+                    test_truncated_guest_memory_drops_only_that_front_end);
     g_test_add_func("/target/inquiry", test_inquiry);
     g_test_add_func("/target/read-capacity-16", test_read_capacity);
     g_test_add_func("/target/write-read-ram-2-queues", test_write_read_ram);
