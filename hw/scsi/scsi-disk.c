@@ -82,6 +82,16 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
                 offset, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
         return;
     }
+    /*
+     * So is a remote status without sense (another initiator holds a
+     * reservation): the guest must see it as such, not as a medium error.
+     */
+    if (ret == -EREMOTEIO && cmd->bio.status == SAM_STAT_RESERVATION_CONFLICT) {
+        g_debug("%s: %s at byte %" PRIu64 ": reservation conflict", lun->name, what, offset);
+        cmd->status = SAM_STAT_RESERVATION_CONFLICT;
+        cmd->sense_len = 0;
+        return;
+    }
     switch (ret) {
     case -EAGAIN:
     case -EBUSY:
@@ -92,25 +102,7 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
         cmd->sense_len = 0;
         return;
     case -EREMOTEIO:
-        /*
-         * [iscsi] A remote LUN answered CHECK CONDITION: pass its sense on
-         * unchanged (the backend logged it; the guest handles it).
-         */
-        if (cmd->bio.has_sense) {
-            scsi_cmd_set_sense(cmd, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
-            return;
-        }
-        /*
-         * A status without sense (another initiator holds a reservation):
-         * the guest must see it as such, not as a medium error to retry.
-         */
-        if (cmd->bio.status == SAM_STAT_RESERVATION_CONFLICT) {
-            g_debug("%s: %s at byte %" PRIu64 ": reservation conflict", lun->name, what,
-                    offset);
-            cmd->status = SAM_STAT_RESERVATION_CONFLICT;
-            cmd->sense_len = 0;
-            return;
-        }
+        /* [iscsi] A remote answer with nothing we can pass on (handled above). */
         scsi_cmd_set_sense(cmd, SENSE_HARDWARE_ERROR, 0x44, 0x00);
         break;
     case -ENOTCONN:

@@ -45,11 +45,13 @@ static void count_completion(struct scsi_cmd *cmd)
     p->completions++;
 }
 
-/* Starts a command; the caller checks p->completions. */
-static void start(struct pending_cmd *p, struct scsi_lun *lun, const uint8_t *cdb,
-                  unsigned cdb_len, const void *out, size_t out_len, void *in, size_t in_len)
+/* Starts a command through nexus ua (NULL: the LUN's own); the caller checks p->completions. */
+static void start_as(struct pending_cmd *p, struct scsi_lun *lun, struct scsi_ua_state *ua,
+                     const uint8_t *cdb, unsigned cdb_len, const void *out, size_t out_len,
+                     void *in, size_t in_len)
 {
     memset(p, 0, sizeof(*p));
+    p->cmd.ua = ua;
     p->cmd.cdb = cdb;
     p->cmd.cdb_len = cdb_len;
     if (out) {
@@ -67,6 +69,12 @@ static void start(struct pending_cmd *p, struct scsi_lun *lun, const uint8_t *cd
     p->cmd.complete = count_completion;
     p->cmd.opaque = p;
     scsi_lun_exec(lun, &p->cmd);
+}
+
+static void start(struct pending_cmd *p, struct scsi_lun *lun, const uint8_t *cdb,
+                  unsigned cdb_len, const void *out, size_t out_len, void *in, size_t in_len)
+{
+    start_as(p, lun, NULL, cdb, cdb_len, out, out_len, in, in_len);
 }
 
 static struct result result_of(const struct scsi_cmd *cmd)
@@ -336,13 +344,7 @@ static struct result tur_as(struct scsi_lun *lun, struct scsi_ua_state *ua)
 {
     struct pending_cmd p;
 
-    memset(&p, 0, sizeof(p));
-    p.cmd.cdb = TUR;
-    p.cmd.cdb_len = sizeof(TUR);
-    p.cmd.ua = ua;
-    p.cmd.complete = count_completion;
-    p.cmd.opaque = &p;
-    scsi_lun_exec(lun, &p.cmd);
+    start_as(&p, lun, ua, TUR, sizeof(TUR), NULL, 0, NULL, 0);
     g_assert_cmpint(p.completions, ==, 1);
     return result_of(&p.cmd);
 }
