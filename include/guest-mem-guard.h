@@ -19,7 +19,8 @@ int guest_mem_guard_install(void);
 /*
  * Guards the mapping [base, base + len), whose owner is the connection
  * socket owner_fd (-1: none).  Returns a handle > 0, or 0 when the table
- * is full (the mapping then stays unguarded; logged).
+ * (65,536 mappings) is full: logged, and the caller must then refuse the
+ * mapping, since an unguarded one lets its front-end kill the process.
  */
 int guest_mem_guard_add(void *base, size_t len, int owner_fd);
 

@@ -51,6 +51,8 @@ struct vu_dev_config {
     uint64_t features;         /* device features to offer (VIRTIO_SCSI_F_*, ring features) */
     uint64_t protocol_features;/* protocol features to offer; 0: the server's default set */
     unsigned max_mem_slots;    /* reported by GET_MAX_MEM_SLOTS; 0: GUEST_MEM_MAX_REGIONS */
+    unsigned message_timeout_ms;   /* a message must arrive whole, and a reply be
+                                      taken, this long after it starts; 0: 5000 */
     const struct vu_dev_ops *ops;
     void *opaque;
 };
@@ -65,12 +67,29 @@ void vu_dev_free(struct vu_dev *dev);   /* stops all queues, unmaps memory */
 int vu_dev_fd(const struct vu_dev *dev);
 
 /*
- * Reads one message from the socket and handles it (answers it, if it
- * needs an answer).  Returns 0 on success, -ECONNRESET when the peer
- * closed the socket, or another -errno on a protocol violation; on any
- * negative return the caller frees the device (the connection is over).
+ * Called when the socket is ready (see vu_dev_poll_events): sends what is
+ * left of a pending reply, then reads what has arrived and handles each
+ * complete message (answering it, if it needs an answer), a bounded number
+ * per call.  Never blocks: a partial message is kept for the next call.
+ * Returns 0 to go on, -ECONNRESET when the peer closed the socket, or
+ * another -errno on a protocol violation; on any negative return the
+ * caller frees the device (the connection is over).
  */
 int vu_dev_dispatch(struct vu_dev *dev);
+
+/*
+ * What to wait for before the next vu_dev_dispatch: POLLIN, or POLLOUT
+ * while the peer has not taken a reply (the values of EPOLLIN/EPOLLOUT).
+ */
+uint32_t vu_dev_poll_events(const struct vu_dev *dev);
+
+/*
+ * The g_get_monotonic_time() by which the message under way must have
+ * arrived whole, or its reply been taken; 0 when none is under way.  The
+ * caller drops the connection once vu_dev_expired says so (it logs why).
+ */
+int64_t vu_dev_deadline(const struct vu_dev *dev);
+bool vu_dev_expired(struct vu_dev *dev, int64_t now);
 
 /* The device's view, for the device layer and tests. */
 const struct guest_mem *vu_dev_mem(const struct vu_dev *dev);

@@ -11,17 +11,23 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -36,6 +42,14 @@
 
 #define DEFAULT_SOCKET "vhost-scsi.sock"
 #define DEFAULT_LUN "0=ram:1G"
+#define DEFAULT_MAX_CONNECTIONS 128
+#define DEFAULT_MESSAGE_TIMEOUT_MS 5000
+
+/* Out of fds (or memory) for a new connection: try again after this long. */
+#define ACCEPT_BACKOFF_MS 100
+
+/* A shutdown that has not finished after this long is stuck: exit anyway. */
+#define SHUTDOWN_GRACE_S 10
 
 struct target_opts {
     char *socket_path;
@@ -48,6 +62,9 @@ struct target_opts {
     char *socket_group;
     GArray *allow_uids;
     GArray *allow_gids;
+    unsigned max_conns;
+    unsigned max_conns_per_uid;    /* 0: max_conns */
+    unsigned message_timeout_ms;
 };
 
 struct target {
@@ -61,12 +78,26 @@ struct target {
     const char *created_socket;   /* the socket file we made, removed at exit */
     unsigned next_conn_id;
     GList *conns;
+    unsigned nconns;
+    /*
+     * One timer for the main loop: the earliest message deadline of any
+     * connection, and the end of an accept back-off.
+     */
+    int timer_fd;
+    int64_t timer_armed;          /* monotonic µs it is set to; 0: disarmed */
+    int64_t accept_resume;        /* accepts paused until then; 0: not paused */
+    bool accept_failing;          /* an accept error episode was logged */
+    unsigned accept_errors;       /* failures in this episode */
+    bool refusing;                /* a connection-limit episode was logged */
+    unsigned refused;             /* connections refused in this episode */
 };
 
 struct conn {
     struct target *tgt;
     char name[32];
     int fd;
+    uid_t uid;
+    uint32_t events;              /* what the main loop waits for on fd */
     struct vu_dev *vu;
     struct vscsi_dev *vs;
 };
@@ -105,6 +136,8 @@ static const struct vu_dev_ops conn_ops = {
     .reset = conn_reset,
 };
 
+static void timer_update(struct target *tgt);
+
 static void conn_free(struct conn *c)
 {
     struct target *tgt = c->tgt;
@@ -114,6 +147,7 @@ static void conn_free(struct conn *c)
     vu_dev_free(c->vu);
     vscsi_dev_free(c->vs);
     tgt->conns = g_list_remove(tgt->conns, c);
+    tgt->nconns--;
     g_message("%s: disconnected", c->name);
     g_free(c);
 }
@@ -121,42 +155,176 @@ static void conn_free(struct conn *c)
 static void conn_cb(void *opaque, uint32_t events)
 {
     struct conn *c = opaque;
+    struct target *tgt = c->tgt;
     int ret = vu_dev_dispatch(c->vu);
+    uint32_t want;
 
     if (ret < 0) {
         if (ret != -ECONNRESET) {
             g_warning("%s: closing connection: %s", c->name, g_strerror(-ret));
         }
         conn_free(c);
+        timer_update(tgt);
+        return;
     }
+    /* A peer that does not take its replies is not read from until it does. */
+    want = vu_dev_poll_events(c->vu) == POLLOUT ? EPOLLOUT : EPOLLIN;
+    if (want != c->events && iothread_mod_fd(tgt->main, c->fd, want) == 0) {
+        c->events = want;
+    }
+    timer_update(tgt);
 }
 
-static bool peer_allowed(struct target *tgt, int fd, const char *name)
+/* ---- the main loop's timer: message deadlines and accept back-off -------- */
+
+static void timer_arm(struct target *tgt, int64_t at)
+{
+    struct itimerspec its = { 0 };
+
+    if (at == tgt->timer_armed) {
+        return;
+    }
+    if (at) {
+        its.it_value.tv_sec = at / G_USEC_PER_SEC;
+        its.it_value.tv_nsec = (at % G_USEC_PER_SEC) * 1000;
+    }
+    /* g_get_monotonic_time() is CLOCK_MONOTONIC, like the timer. */
+    if (timerfd_settime(tgt->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+        g_warning("main loop timer: %s", g_strerror(errno));
+        return;
+    }
+    tgt->timer_armed = at;
+}
+
+static void timer_update(struct target *tgt)
+{
+    int64_t at = tgt->accept_resume;
+
+    for (GList *l = tgt->conns; l; l = l->next) {
+        int64_t d = vu_dev_deadline(((struct conn *)l->data)->vu);
+
+        if (d && (!at || d < at)) {
+            at = d;
+        }
+    }
+    timer_arm(tgt, at);
+}
+
+static void accept_cb(void *opaque, uint32_t events);
+
+static void timer_cb(void *opaque, uint32_t events)
+{
+    struct target *tgt = opaque;
+    int64_t now = g_get_monotonic_time();
+    uint64_t expirations;
+    GList *l = tgt->conns;
+
+    if (read(tgt->timer_fd, &expirations, sizeof(expirations)) < 0 && errno != EAGAIN) {
+        g_warning("main loop timer: %s", g_strerror(errno));
+    }
+    tgt->timer_armed = 0;
+    while (l) {
+        struct conn *c = l->data;
+
+        l = l->next;
+        if (vu_dev_expired(c->vu, now)) {
+            conn_free(c);
+        }
+    }
+    if (tgt->accept_resume && now >= tgt->accept_resume) {
+        tgt->accept_resume = 0;
+        if (iothread_add_fd(tgt->main, tgt->listen_fd, EPOLLIN, accept_cb, tgt) < 0) {
+            /* Cannot even watch it: keep trying, the loop is not spinning. */
+            tgt->accept_resume = now + ACCEPT_BACKOFF_MS * 1000;
+        }
+    }
+    timer_update(tgt);
+}
+
+static bool peer_allowed(struct target *tgt, const struct ucred *cred, const char *name)
 {
     struct target_opts *o = tgt->opts;
-    struct ucred cred;
-    socklen_t len = sizeof(cred);
 
     if (!o->allow_uids->len && !o->allow_gids->len) {
         return true;
     }
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-        g_warning("%s: SO_PEERCRED: %s", name, g_strerror(errno));
-        return false;
-    }
     for (guint i = 0; i < o->allow_uids->len; i++) {
-        if (g_array_index(o->allow_uids, uid_t, i) == cred.uid) {
+        if (g_array_index(o->allow_uids, uid_t, i) == cred->uid) {
             return true;
         }
     }
     for (guint i = 0; i < o->allow_gids->len; i++) {
-        if (g_array_index(o->allow_gids, gid_t, i) == cred.gid) {
+        if (g_array_index(o->allow_gids, gid_t, i) == cred->gid) {
             return true;
         }
     }
     g_warning("%s: refusing peer pid %d uid %u gid %u (not in --allow-uid/--allow-gid)",
-              name, cred.pid, cred.uid, cred.gid);
+              name, cred->pid, cred->uid, cred->gid);
     return false;
+}
+
+/*
+ * Connection limits: each connection holds fds, guarded mappings and an
+ * inflight area, so their number is bounded, in total and per uid.  A
+ * peer over the limit is accepted and closed at once (it sees the end of
+ * the stream rather than hanging in the backlog); one log line per
+ * episode, which ends when a connection is accepted again.
+ */
+static bool within_limits(struct target *tgt, const struct ucred *cred, const char *name)
+{
+    struct target_opts *o = tgt->opts;
+    unsigned per_uid = o->max_conns_per_uid ? o->max_conns_per_uid : o->max_conns;
+    unsigned same_uid = 0;
+    const char *what = NULL;
+
+    for (GList *l = tgt->conns; l; l = l->next) {
+        same_uid += ((struct conn *)l->data)->uid == cred->uid;
+    }
+    if (tgt->nconns >= o->max_conns) {
+        what = "--max-connections";
+    } else if (same_uid >= per_uid) {
+        what = "--max-connections-per-uid";
+    }
+    if (!what) {
+        if (tgt->refusing) {
+            g_message("accepting connections again (%u refused over the limit)", tgt->refused);
+            tgt->refusing = false;
+        }
+        return true;
+    }
+    tgt->refused++;
+    if (!tgt->refusing) {
+        g_warning("%s: refusing peer pid %d uid %u: %s reached (%u connections, %u of this "
+                  "uid); further refusals are counted, not logged", name, cred->pid, cred->uid,
+                  what, tgt->nconns, same_uid);
+        tgt->refusing = true;
+        tgt->refused = 1;
+    }
+    return false;
+}
+
+/*
+ * accept() failing for lack of fds or memory fails again at once: stop
+ * watching the listening socket for a while instead of spinning, and say
+ * so once per episode.
+ */
+static void accept_failed(struct target *tgt, int err)
+{
+    if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR || err == ECONNABORTED) {
+        return;
+    }
+    tgt->accept_errors++;
+    if (!tgt->accept_failing) {
+        g_warning("accept: %s (at %u connections); retrying every %d ms until it works",
+                  g_strerror(err), tgt->nconns, ACCEPT_BACKOFF_MS);
+        tgt->accept_failing = true;
+        tgt->accept_errors = 1;
+    }
+    if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
+        iothread_del_fd(tgt->main, tgt->listen_fd);
+        tgt->accept_resume = g_get_monotonic_time() + ACCEPT_BACKOFF_MS * 1000;
+        timer_update(tgt);
+    }
 }
 
 static void accept_cb(void *opaque, uint32_t events)
@@ -164,31 +332,36 @@ static void accept_cb(void *opaque, uint32_t events)
     struct target *tgt = opaque;
     struct vu_dev_config cfg = { 0 };
     struct vscsi_dev_config vcfg = { 0 };
-    struct timeval tv = { .tv_sec = 10 };
+    struct ucred cred;
+    socklen_t len = sizeof(cred);
+    char name[32];
     struct conn *c;
-    int fd = accept4(tgt->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+    int fd = accept4(tgt->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
     if (fd < 0) {
-        if (errno != EAGAIN && errno != EINTR) {
-            g_warning("accept: %s", g_strerror(errno));
-        }
+        accept_failed(tgt, errno);
+        return;
+    }
+    if (tgt->accept_failing) {
+        g_message("accept works again (%u failures)", tgt->accept_errors);
+        tgt->accept_failing = false;
+    }
+    snprintf(name, sizeof(name), "conn%u", ++tgt->next_conn_id);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+        g_warning("%s: SO_PEERCRED: %s", name, g_strerror(errno));
+        close(fd);
+        return;
+    }
+    if (!peer_allowed(tgt, &cred, name) || !within_limits(tgt, &cred, name)) {
+        close(fd);
         return;
     }
     c = g_new0(struct conn, 1);
     c->tgt = tgt;
     c->fd = fd;
-    snprintf(c->name, sizeof(c->name), "conn%u", ++tgt->next_conn_id);
-    if (!peer_allowed(tgt, fd, c->name)) {
-        close(fd);
-        g_free(c);
-        return;
-    }
-    /*
-     * A peer that stops in the middle of a message must not wedge the
-     * main loop, which serves every other connection's control path too.
-     */
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    c->uid = cred.uid;
+    c->events = EPOLLIN;
+    memcpy(c->name, name, sizeof(name));
 
     vcfg.name = c->name;
     vcfg.luns = &tgt->luns;
@@ -203,17 +376,43 @@ static void accept_cb(void *opaque, uint32_t events)
     cfg.name = c->name;
     cfg.num_queues = VSCSI_FIRST_REQ_QUEUE + tgt->opts->queues;
     cfg.features = vscsi_dev_features();
+    cfg.message_timeout_ms = tgt->opts->message_timeout_ms;
     cfg.ops = &conn_ops;
     cfg.opaque = c;
     c->vu = vu_dev_new(fd, &cfg);
     if (!c->vu || iothread_add_fd(tgt->main, fd, EPOLLIN, conn_cb, c) < 0) {
-        vu_dev_free(c->vu);
+        if (c->vu) {
+            vu_dev_free(c->vu);
+        } else {
+            close(fd);
+        }
         vscsi_dev_free(c->vs);
         g_free(c);
         return;
     }
     tgt->conns = g_list_prepend(tgt->conns, c);
-    g_message("%s: front-end connected", c->name);
+    tgt->nconns++;
+    g_message("%s: front-end connected (pid %d uid %u)", c->name, cred.pid, cred.uid);
+}
+
+/* Ends a shutdown that an I/O thread stuck in the kernel would hold up forever. */
+static void *shutdown_watchdog(void *opaque)
+{
+    static const char msg[] = "vhost-scsi-target: shutdown did not finish within 10 s; "
+                              "exiting without it\n";
+    const char *socket_path = opaque;
+    struct timespec left = { .tv_sec = SHUTDOWN_GRACE_S };
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, 0, &left, &left) == EINTR) {
+    }
+    if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) {
+        /* nothing more to do about it */
+    }
+    if (socket_path) {
+        unlink(socket_path);
+    }
+    _exit(1);
+    return NULL;
 }
 
 static void signal_cb(void *opaque, uint32_t events)
@@ -222,7 +421,17 @@ static void signal_cb(void *opaque, uint32_t events)
     struct signalfd_siginfo si;
 
     if (read(tgt->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+        pthread_t watchdog;
+        pthread_attr_t attr;
+
         g_message("signal %u: shutting down", si.ssi_signo);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&watchdog, &attr, shutdown_watchdog,
+                           (void *)tgt->created_socket) != 0) {
+            g_warning("cannot start the shutdown watchdog; shutting down without it");
+        }
+        pthread_attr_destroy(&attr);
         iothread_quit(tgt->main);
     }
 }
@@ -391,9 +600,14 @@ static void usage(FILE *f)
 "  --socket-group NAME   make the socket 0660 and owned by this group\n"
 "  --allow-uid UID       accept only peers with this uid (repeatable)\n"
 "  --allow-gid GID       accept only peers with this gid (repeatable)\n"
+"  --max-connections N   front-ends connected at once (default %u); more are refused\n"
+"  --max-connections-per-uid N  the same per peer uid (default: --max-connections)\n"
+"  --message-timeout-ms N  a vhost-user message must arrive whole, and a reply\n"
+"                        be read, within N ms, else the connection is dropped\n"
+"                        (default %u)\n"
 "  --print-capabilities  print the back-end capabilities as JSON and exit\n"
 "  -v, --verbose         log debug messages\n"
-"  -h, --help            this text\n");
+"  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, DEFAULT_MESSAGE_TIMEOUT_MS);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -413,7 +627,8 @@ static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
 static int parse_args(int argc, char **argv, struct target_opts *o)
 {
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
-           OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID };
+           OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
+           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -426,6 +641,9 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "socket-group", required_argument, NULL, OPT_GROUP },
         { "allow-uid", required_argument, NULL, OPT_UID },
         { "allow-gid", required_argument, NULL, OPT_GID },
+        { "max-connections", required_argument, NULL, OPT_MAX_CONNS },
+        { "max-connections-per-uid", required_argument, NULL, OPT_MAX_CONNS_UID },
+        { "message-timeout-ms", required_argument, NULL, OPT_MSG_TIMEOUT },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
@@ -501,6 +719,22 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
                 g_array_append_val(o->allow_gids, g);
             }
             break;
+        case OPT_MAX_CONNS:
+        case OPT_MAX_CONNS_UID:
+            /* Each connection may hold 33 guarded mappings; the guard has 65,536. */
+            if (parse_uint(optarg, 1, 1024, &v) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --%s must be 1..1024\n",
+                        c == OPT_MAX_CONNS ? "max-connections" : "max-connections-per-uid");
+                return -EINVAL;
+            }
+            *(c == OPT_MAX_CONNS ? &o->max_conns : &o->max_conns_per_uid) = v;
+            break;
+        case OPT_MSG_TIMEOUT:
+            if (parse_uint(optarg, 1, 600000, &o->message_timeout_ms) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --message-timeout-ms must be 1..600000\n");
+                return -EINVAL;
+            }
+            break;
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
             break;
@@ -523,6 +757,55 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
     return 0;
 }
 
+/*
+ * An inherited --fd must be what socket activation hands over: a
+ * listening UNIX stream socket.  Anything else (a pipe, a UDP socket, a
+ * connected socketpair end) would make accept() fail on every wake-up.
+ */
+static int check_listen_fd(int fd)
+{
+    int v = 0, fl;
+    socklen_t len = sizeof(v);
+    const char *why = NULL;
+
+    if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &len) < 0) {
+        why = errno == ENOTSOCK ? "not a socket" : g_strerror(errno);
+    } else if (v != AF_UNIX) {
+        why = "not a UNIX socket";
+    } else if ((len = sizeof(v), getsockopt(fd, SOL_SOCKET, SO_TYPE, &v, &len)) < 0 ||
+               v != SOCK_STREAM) {
+        why = "not a stream socket";
+    } else if ((len = sizeof(v), getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len)) < 0 ||
+               !v) {
+        why = "not listening";
+    } else if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+               fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
+        why = g_strerror(errno);
+    }
+    if (why) {
+        fprintf(stderr, "vhost-scsi-target: --fd %d is not a listening UNIX stream socket "
+                "(%s)\n", fd, why);
+        return -EINVAL;
+    }
+    return 0;
+}
+
+/*
+ * Every connection holds a few fds per queue; the soft limit is often
+ * 1024 while the hard one is far higher: use what we are allowed.
+ */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+            g_message("cannot raise the open-file limit: %s", g_strerror(errno));
+        }
+    }
+}
+
 static void print_qemu_hint(const struct target *tgt, const char *path)
 {
     char *abs = g_canonicalize_filename(path, NULL);
@@ -541,8 +824,10 @@ static void print_qemu_hint(const struct target *tgt, const char *path)
 int main(int argc, char **argv)
 {
     struct target_opts opts = { .listen_fd = -1, .queues = 4,
-                                .poll = IOTHREAD_POLL_OFF };
-    struct target tgt = { .opts = &opts, .listen_fd = -1, .signal_fd = -1 };
+                                .poll = IOTHREAD_POLL_OFF,
+                                .max_conns = DEFAULT_MAX_CONNECTIONS,
+                                .message_timeout_ms = DEFAULT_MESSAGE_TIMEOUT_MS };
+    struct target tgt = { .opts = &opts, .listen_fd = -1, .signal_fd = -1, .timer_fd = -1 };
     const char *path;
     sigset_t mask;
     int ret = 1;
@@ -553,6 +838,12 @@ int main(int argc, char **argv)
     if (parse_args(argc, argv, &opts) < 0) {
         goto out;
     }
+    /* Checked before anything else starts, and before it could be closed as ours. */
+    if (opts.listen_fd >= 0 && check_listen_fd(opts.listen_fd) < 0) {
+        opts.listen_fd = -1;
+        goto out;
+    }
+    raise_fd_limit();
     if (!opts.lun_args->len) {
         g_ptr_array_add(opts.lun_args, g_strdup(DEFAULT_LUN));
     }
@@ -577,6 +868,7 @@ int main(int argc, char **argv)
     /* Blocked before any thread starts, so only the signalfd sees them. */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     tgt.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+    tgt.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 
     tgt.main = iothread_new("vs-main", 0, 0);
     tgt.threads = g_new0(struct iothread *, tgt.nthreads);
@@ -596,7 +888,7 @@ int main(int argc, char **argv)
     if (attach_luns(&tgt, true) < 0) {
         goto out;
     }
-    if (!tgt.main || tgt.signal_fd < 0) {
+    if (!tgt.main || tgt.signal_fd < 0 || tgt.timer_fd < 0) {
         goto out;
     }
 
@@ -611,7 +903,8 @@ int main(int argc, char **argv)
         }
     }
     if (iothread_add_fd(tgt.main, tgt.listen_fd, EPOLLIN, accept_cb, &tgt) < 0 ||
-        iothread_add_fd(tgt.main, tgt.signal_fd, EPOLLIN, signal_cb, &tgt) < 0) {
+        iothread_add_fd(tgt.main, tgt.signal_fd, EPOLLIN, signal_cb, &tgt) < 0 ||
+        iothread_add_fd(tgt.main, tgt.timer_fd, EPOLLIN, timer_cb, &tgt) < 0) {
         goto out;
     }
     if (path) {
@@ -641,6 +934,9 @@ out:
     }
     if (tgt.signal_fd >= 0) {
         close(tgt.signal_fd);
+    }
+    if (tgt.timer_fd >= 0) {
+        close(tgt.timer_fd);
     }
     lun_map_clear(&tgt.luns);
     g_ptr_array_free(opts.lun_args, TRUE);

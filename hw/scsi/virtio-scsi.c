@@ -76,6 +76,7 @@ struct vscsi_queue {
     struct iovec *iov_mem;
     unsigned inflight;
     unsigned kicks_undrained; /* kick wake-ups since the last read(2) */
+    bool kick_watched;        /* the kick fd is in the thread's epoll set */
     pthread_mutex_t lock;     /* guards drained for the stopping thread */
     pthread_cond_t cond;
     bool drained;
@@ -395,6 +396,37 @@ static bool queue_set_notify_cb(void *opaque, bool enable)
     return vq_enable_notify(q->vq);
 }
 
+/*
+ * Kicks are watched edge-triggered on every queue: a wake-up per write,
+ * whatever the fd's counter, so a counter that never drains (a
+ * semaphore-mode eventfd at its maximum) cannot make the loop spin.  A
+ * kick fd that cannot be watched (the server only accepts eventfds, so
+ * this is an allocation failure) breaks the queue visibly instead of
+ * leaving it silently dead.
+ */
+static bool watch_kick(struct vscsi_queue *q, iothread_fd_cb *cb)
+{
+    q->kick_watched = false;
+    if (q->vq->kick_fd < 0) {
+        return true;
+    }
+    if (iothread_add_fd(q->t, q->vq->kick_fd, EPOLLIN | EPOLLET, cb, q) == 0) {
+        q->kick_watched = true;
+        return true;
+    }
+    g_warning("%s: cannot watch the kick fd; queue marked broken", q->name);
+    q->vq->broken = true;
+    queue_report_broken(q);
+    return false;
+}
+
+static void unwatch_kick(struct vscsi_queue *q)
+{
+    if (q->vq->kick_fd >= 0 && q->kick_watched) {
+        iothread_del_fd(q->t, q->vq->kick_fd);
+    }
+}
+
 static void queue_attach(void *opaque)
 {
     struct vscsi_queue *q = opaque;
@@ -408,8 +440,8 @@ static void queue_attach(void *opaque)
     q->flush = iothread_add_flush(q->t, queue_flush_cb, q);
     q->poller = iothread_add_poller(q->t, &p);
     q->kicks_undrained = 0;
-    if (q->vq->kick_fd >= 0) {
-        iothread_add_fd(q->t, q->vq->kick_fd, EPOLLIN | EPOLLET, queue_kick_cb, q);
+    if (!watch_kick(q, queue_kick_cb)) {
+        return;
     }
     /* Requests may have been queued before we listened for kicks. */
     queue_process(q);
@@ -423,9 +455,7 @@ static void queue_begin_stop(void *opaque)
     struct vscsi_queue *q = opaque;
 
     q->stopping = true;
-    if (q->vq->kick_fd >= 0) {
-        iothread_del_fd(q->t, q->vq->kick_fd);
-    }
+    unwatch_kick(q);
     iothread_del_poller(q->t, q->poller);
     pthread_mutex_lock(&q->lock);
     q->drained = q->inflight == 0;
@@ -656,6 +686,7 @@ static void ctrl_kick_cb(void *opaque, uint32_t events)
     struct vscsi_queue *q = opaque;
     uint64_t v;
 
+    /* Edge-triggered (see watch_kick): this read only keeps the counter low. */
     if (read(q->vq->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
         g_warning("%s: kick eventfd read: %s", q->name, g_strerror(errno));
     }
@@ -673,8 +704,9 @@ static void aux_attach(void *opaque)
     struct vscsi_queue *q = opaque;
 
     q->running = true;
-    if (q->vq->kick_fd >= 0) {
-        iothread_add_fd(q->t, q->vq->kick_fd, EPOLLIN, ctrl_kick_cb, q);
+    q->broken_reported = false;
+    if (!watch_kick(q, ctrl_kick_cb)) {
+        return;
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {
         ctrl_process(q);
@@ -685,9 +717,7 @@ static void aux_detach(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
-    if (q->vq->kick_fd >= 0) {
-        iothread_del_fd(q->t, q->vq->kick_fd);
-    }
+    unwatch_kick(q);
     q->running = false;
 }
 

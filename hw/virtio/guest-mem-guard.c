@@ -13,7 +13,10 @@
  * A signal handler cannot be handed a context, so the table of guarded
  * mappings is this file's static state, the one piece of process-wide
  * state outside a program's main(); it is written under a mutex and read
- * by the handler with atomics only.
+ * by the handler with atomics only.  It grows in chunks that are never
+ * freed (the handler may be reading one), up to GUARD_MAX_SLOTS mappings;
+ * a mapping that finds the table full is refused by its caller rather
+ * than left unguarded, so one front-end cannot spend the guard for all.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -23,6 +26,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -32,8 +36,13 @@
 
 #include "guest-mem-guard.h"
 
-/* 32 regions per connection at most; 1024 covers 32 full tables. */
-#define GUARD_SLOTS 1024
+/*
+ * 33 guarded mappings per connection at most (32 regions and an inflight
+ * area); the daemon's connection limit keeps it well below the maximum.
+ */
+#define GUARD_CHUNK_SLOTS 1024
+#define GUARD_CHUNKS 64
+#define GUARD_MAX_SLOTS (GUARD_CHUNK_SLOTS * GUARD_CHUNKS)
 
 struct guard_slot {
     atomic_uintptr_t base;     /* 0: free */
@@ -42,10 +51,22 @@ struct guard_slot {
     atomic_bool tripped;
 };
 
-static struct guard_slot slots[GUARD_SLOTS];
+static _Atomic(struct guard_slot *) chunks[GUARD_CHUNKS];
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct sigaction previous;
 static atomic_bool installed;
+
+/* Slot i, or NULL if its chunk was never allocated; async-signal-safe. */
+static struct guard_slot *slot_at(unsigned i)
+{
+    struct guard_slot *chunk;
+
+    if (i >= GUARD_MAX_SLOTS) {
+        return NULL;
+    }
+    chunk = atomic_load_explicit(&chunks[i / GUARD_CHUNK_SLOTS], memory_order_acquire);
+    return chunk ? &chunk[i % GUARD_CHUNK_SLOTS] : NULL;
+}
 
 static void guard_handler(int sig, siginfo_t *si, void *uctx)
 {
@@ -54,25 +75,31 @@ static void guard_handler(int sig, siginfo_t *si, void *uctx)
     uintptr_t a = (uintptr_t)si->si_addr;
 
     /* si_code > 0: raised by the kernel for an access, not sent by kill(). */
-    for (unsigned i = 0; si->si_code > 0 && i < GUARD_SLOTS; i++) {
-        uintptr_t base = atomic_load_explicit(&slots[i].base, memory_order_acquire);
+    for (unsigned i = 0; si->si_code > 0 && i < GUARD_MAX_SLOTS; i++) {
+        struct guard_slot *slot = slot_at(i);
+        uintptr_t base;
         size_t len;
         int fd;
+
+        if (!slot) {
+            break;
+        }
+        base = atomic_load_explicit(&slot->base, memory_order_acquire);
 
         if (!base) {
             continue;
         }
-        len = atomic_load_explicit(&slots[i].len, memory_order_relaxed);
+        len = atomic_load_explicit(&slot->len, memory_order_relaxed);
         if (a - base >= len) {
             continue;
         }
-        fd = atomic_load_explicit(&slots[i].owner_fd, memory_order_relaxed);
+        fd = atomic_load_explicit(&slot->owner_fd, memory_order_relaxed);
         /* Whole mapping: a hugetlbfs VMA cannot be split at a small page. */
         if (mmap((void *)base, len, PROT_READ | PROT_WRITE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
             break;
         }
-        atomic_store(&slots[i].tripped, true);
+        atomic_store(&slot->tripped, true);
         if (fd >= 0) {
             shutdown(fd, SHUT_RDWR);
         }
@@ -122,39 +149,51 @@ int guest_mem_guard_add(void *base, size_t len, int owner_fd)
         return 0;
     }
     pthread_mutex_lock(&slots_lock);
-    for (unsigned i = 0; i < GUARD_SLOTS; i++) {
-        if (!atomic_load_explicit(&slots[i].base, memory_order_relaxed)) {
-            atomic_store_explicit(&slots[i].len, len, memory_order_relaxed);
-            atomic_store_explicit(&slots[i].owner_fd, owner_fd, memory_order_relaxed);
-            atomic_store_explicit(&slots[i].tripped, false, memory_order_relaxed);
+    for (unsigned i = 0; i < GUARD_MAX_SLOTS && !handle; i++) {
+        struct guard_slot *slot = slot_at(i);
+
+        if (!slot) {
+            /* Zeroed chunk: every slot free.  Published before any slot in it is. */
+            struct guard_slot *chunk = calloc(GUARD_CHUNK_SLOTS, sizeof(*chunk));
+
+            if (!chunk) {
+                break;
+            }
+            atomic_store_explicit(&chunks[i / GUARD_CHUNK_SLOTS], chunk, memory_order_release);
+            slot = slot_at(i);
+        }
+        if (!atomic_load_explicit(&slot->base, memory_order_relaxed)) {
+            atomic_store_explicit(&slot->len, len, memory_order_relaxed);
+            atomic_store_explicit(&slot->owner_fd, owner_fd, memory_order_relaxed);
+            atomic_store_explicit(&slot->tripped, false, memory_order_relaxed);
             /* Published last: the handler trusts len and fd once base is set. */
-            atomic_store_explicit(&slots[i].base, (uintptr_t)base, memory_order_release);
+            atomic_store_explicit(&slot->base, (uintptr_t)base, memory_order_release);
             handle = (int)i + 1;
-            break;
         }
     }
     pthread_mutex_unlock(&slots_lock);
     if (!handle) {
-        g_warning("guest memory guard: all %u slots in use; a mapping of %zu bytes stays "
-                  "unguarded", GUARD_SLOTS, len);
+        g_warning("guest memory guard: all %u slots in use; a mapping of %zu bytes cannot "
+                  "be guarded", GUARD_MAX_SLOTS, len);
     }
     return handle;
 }
 
 void guest_mem_guard_remove(int handle)
 {
-    if (handle <= 0 || handle > GUARD_SLOTS) {
+    struct guard_slot *slot = handle > 0 ? slot_at((unsigned)handle - 1) : NULL;
+
+    if (!slot) {
         return;
     }
     pthread_mutex_lock(&slots_lock);
-    atomic_store_explicit(&slots[handle - 1].base, 0, memory_order_release);
+    atomic_store_explicit(&slot->base, 0, memory_order_release);
     pthread_mutex_unlock(&slots_lock);
 }
 
 int guest_mem_guard_tripped(int handle)
 {
-    if (handle <= 0 || handle > GUARD_SLOTS) {
-        return 0;
-    }
-    return atomic_load(&slots[handle - 1].tripped);
+    struct guard_slot *slot = handle > 0 ? slot_at((unsigned)handle - 1) : NULL;
+
+    return slot ? atomic_load(&slot->tripped) : 0;
 }

@@ -148,6 +148,10 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
     seals = fcntl(fd, F_GET_SEALS);
     if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
         r.guard = guest_mem_guard_add(base, r.mmap_size, m->owner_fd);
+        if (!r.guard) {
+            region_release(&r);
+            return -ENOSPC;
+        }
     }
     /* The mapping keeps the memory alive; holding the fd would only cost fds. */
     close(fd);

@@ -32,11 +32,21 @@
 
 /*
  * A front-end that stops sending in the middle of a message (or stops
- * reading our reply) must not stall the main loop forever.
+ * reading our reply) loses its connection after this long.
  */
-#define VU_IO_TIMEOUT_MS 5000
+#define VU_DEFAULT_TIMEOUT_MS 5000
+
+/* Messages handled per wake-up, so one chatty front-end cannot starve the others. */
+#define VU_DISPATCH_BUDGET 32
 
 #define VU_MAX_RING_SIZE 32768u
+
+/*
+ * Inflight tracking for rings up to QEMU's largest (VIRTQUEUE_MAX_SIZE):
+ * at most 66 queues x 16 KiB, about 1 MiB per connection.  Larger rings
+ * run untracked, rather than let each front-end make us commit 33 MiB.
+ */
+#define VU_INFLIGHT_MAX_QUEUE_SIZE 1024u
 
 #define VU_RING_FEATURES ((1ull << VIRTIO_F_VERSION_1) |            \
                           (1ull << VIRTIO_RING_F_INDIRECT_DESC) |   \
@@ -77,6 +87,14 @@ struct vu_inflight {
     int guard;                   /* guest-mem-guard handle */
 };
 
+/* One received message and the fds that came with it (-1 once taken). */
+struct vu_msg {
+    struct vhost_user_hdr hdr;
+    union vhost_user_payload p;
+    int fds[VHOST_USER_MAX_FDS];
+    unsigned nfds;
+};
+
 struct vu_dev {
     int fd;
     char *name;
@@ -92,15 +110,15 @@ struct vu_dev {
     uint8_t status;
     struct guest_mem mem;
     struct vu_inflight inflight;
+    unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
+    int64_t deadline;            /* monotonic µs; 0 while no message is under way */
+    struct vu_msg in;            /* the message being received */
+    size_t in_got;               /* its bytes so far (header, then payload) */
+    bool in_extra_fds;           /* it carried more fds than a message may */
+    uint8_t out[sizeof(struct vhost_user_hdr) + sizeof(union vhost_user_payload)];
+    size_t out_len, out_done;    /* a reply the peer has not taken yet */
+    int out_fd;                  /* sent with its first byte, then closed */
     struct vu_queue q[];
-};
-
-/* One received message and the fds that came with it (-1 once taken). */
-struct vu_msg {
-    struct vhost_user_hdr hdr;
-    union vhost_user_payload p;
-    int fds[VHOST_USER_MAX_FDS];
-    unsigned nfds;
 };
 
 /* A reply that a handler prepared; fd (if >= 0) is closed after sending. */
@@ -141,107 +159,152 @@ static void close_fd(int *fd)
     }
 }
 
+static bool mem_lost(const struct vu_dev *dev);
+
 /* ---- framing ---------------------------------------------------------- */
 
-static int wait_socket(struct vu_dev *dev, short events)
+/*
+ * The socket is non-blocking and a message is assembled across as many
+ * wake-ups as its sender takes: the main loop serves every connection, so
+ * a front-end that sends half a message, trickles bytes or never reads its
+ * replies must cost only its own connection (the caller enforces the
+ * deadline, see vu_dev_deadline).  Reads never go past the end of the
+ * current message, so the fds that ride on the next message's bytes are
+ * never taken with this one's.
+ */
+static int recv_some(struct vu_dev *dev, void *buf, size_t len)
 {
-    struct pollfd pfd = { .fd = dev->fd, .events = events };
-    int r;
+    union {
+        char buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
+        struct cmsghdr align;
+    } control;
+    struct iovec iov = { .iov_base = buf, .iov_len = len };
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1,
+        .msg_control = control.buf, .msg_controllen = sizeof(control.buf),
+    };
+    struct vu_msg *msg = &dev->in;
+    ssize_t n;
 
     do {
-        r = poll(&pfd, 1, VU_IO_TIMEOUT_MS);
-    } while (r < 0 && errno == EINTR);
-    if (r < 0) {
-        return -errno;
+        n = recvmsg(dev->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
     }
-    return r == 0 ? -ETIMEDOUT : 0;
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        size_t nfd;
+        int *fds;
+
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        fds = (int *)CMSG_DATA(c);
+        for (size_t i = 0; i < nfd; i++) {
+            int fd;
+
+            memcpy(&fd, &fds[i], sizeof(fd));
+            if (msg->nfds < VHOST_USER_MAX_FDS) {
+                msg->fds[msg->nfds++] = fd;
+            } else {
+                close(fd);
+                dev->in_extra_fds = true;
+            }
+        }
+    }
+    /* The kernel closed what did not fit our control buffer. */
+    if (mh.msg_flags & MSG_CTRUNC) {
+        dev->in_extra_fds = true;
+    }
+    return (int)n;
 }
 
 /*
- * Reads exactly len bytes, collecting SCM_RIGHTS fds into msg.  Fds beyond
- * VHOST_USER_MAX_FDS are closed (by us, or by the kernel when our control
- * buffer is too small); *extra_fds tells the caller.  *got says how many
- * bytes arrived, so EOF before the first byte can be told apart from a
- * message cut short.
+ * Reads what has arrived of the current message.  Returns 1 when it is
+ * complete (header checked, payload read), 0 when more must arrive,
+ * -ECONNRESET at the end of the stream, another -errno otherwise (logged).
  */
-static int recv_full(struct vu_dev *dev, void *buf, size_t len, struct vu_msg *msg,
-                     bool *extra_fds, size_t *got)
+static int receive(struct vu_dev *dev)
 {
-    *got = 0;
-    while (*got < len) {
-        union {
-            char buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
-            struct cmsghdr align;
-        } control;
-        struct iovec iov = { .iov_base = (char *)buf + *got, .iov_len = len - *got };
-        struct msghdr mh = {
-            .msg_iov = &iov, .msg_iovlen = 1,
-            .msg_control = control.buf, .msg_controllen = sizeof(control.buf),
-        };
-        ssize_t n = recvmsg(dev->fd, &mh, MSG_CMSG_CLOEXEC);
+    struct vu_msg *msg = &dev->in;
+    const size_t hlen = sizeof(msg->hdr);
 
-        if (n < 0) {
-            int r;
+    for (;;) {
+        size_t want;
+        void *at;
+        int n;
 
-            if (errno == EINTR) {
-                continue;
-            }
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                return errno == ECONNRESET ? -ECONNRESET : -errno;
-            }
-            r = wait_socket(dev, POLLIN);
-            if (r < 0) {
-                return r;
-            }
-            continue;
+        if (dev->in_got < hlen) {
+            at = (uint8_t *)&msg->hdr + dev->in_got;
+            want = hlen - dev->in_got;
+        } else if (dev->in_got - hlen < msg->hdr.size) {
+            at = (uint8_t *)&msg->p + (dev->in_got - hlen);
+            want = msg->hdr.size - (dev->in_got - hlen);
+        } else {
+            return 1;
         }
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            size_t nfd;
-            int *fds;
-
-            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-                continue;
+        n = recv_some(dev, at, want);
+        if (n == -EAGAIN) {
+            return 0;
+        }
+        if (n <= 0) {
+            if (mem_lost(dev)) {
+                /* The SIGBUS guard shut the socket: say why, once, here. */
+                g_warning("%s: the front-end truncated shared memory under us; connection "
+                          "dropped", dev->name);
+                return -ECONNRESET;
             }
-            nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            fds = (int *)CMSG_DATA(c);
-            for (size_t i = 0; i < nfd; i++) {
-                int fd;
-
-                memcpy(&fd, &fds[i], sizeof(fd));
-                if (msg->nfds < VHOST_USER_MAX_FDS) {
-                    msg->fds[msg->nfds++] = fd;
-                } else {
-                    close(fd);
-                    *extra_fds = true;
-                }
+            if (n == 0 && dev->in_got == 0) {
+                g_message("%s: front-end closed the connection", dev->name);
+                return -ECONNRESET;
+            }
+            g_warning("%s: cannot read a message: %s", dev->name,
+                      n == 0 ? "connection closed mid-message" : g_strerror(-n));
+            return n == 0 ? -ECONNRESET : n;
+        }
+        if (dev->in_got == 0) {
+            /* The whole message, not each byte, has to arrive in time. */
+            dev->deadline = g_get_monotonic_time() + (int64_t)dev->timeout_ms * 1000;
+        }
+        dev->in_got += (size_t)n;
+        if (dev->in_got == hlen) {
+            if ((msg->hdr.flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION) {
+                g_warning("%s: request %u (%s) has protocol version %u, not %u", dev->name,
+                          msg->hdr.request, vhost_user_request_name(msg->hdr.request),
+                          msg->hdr.flags & VHOST_USER_VERSION_MASK, VHOST_USER_VERSION);
+                return -EPROTO;
+            }
+            if (msg->hdr.size > sizeof(msg->p)) {
+                g_warning("%s: request %u (%s) with a %u-byte payload (at most %zu)",
+                          dev->name, msg->hdr.request,
+                          vhost_user_request_name(msg->hdr.request), msg->hdr.size,
+                          sizeof(msg->p));
+                return -EPROTO;
             }
         }
-        if (mh.msg_flags & MSG_CTRUNC) {
-            *extra_fds = true;
-        }
-        if (n == 0) {
-            return -ECONNRESET;
-        }
-        *got += n;
     }
-    return 0;
 }
 
-static int send_full(struct vu_dev *dev, const void *buf, size_t len, int fd)
+/*
+ * Sends what the socket takes of the pending reply.  0 when nothing is
+ * left, -EAGAIN when the peer must read first, another -errno on error.
+ */
+static int flush_output(struct vu_dev *dev)
 {
-    size_t done = 0;
-
-    while (done < len) {
+    while (dev->out_done < dev->out_len) {
         union {
             char buf[CMSG_SPACE(sizeof(int))];
             struct cmsghdr align;
         } control;
-        struct iovec iov = { .iov_base = (char *)buf + done, .iov_len = len - done };
+        struct iovec iov = {
+            .iov_base = dev->out + dev->out_done, .iov_len = dev->out_len - dev->out_done,
+        };
         struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
         ssize_t n;
 
         /* The fd rides on the first byte only. */
-        if (fd >= 0 && done == 0) {
+        if (dev->out_fd >= 0 && dev->out_done == 0) {
             struct cmsghdr *c;
 
             memset(&control, 0, sizeof(control));
@@ -251,33 +314,35 @@ static int send_full(struct vu_dev *dev, const void *buf, size_t len, int fd)
             c->cmsg_level = SOL_SOCKET;
             c->cmsg_type = SCM_RIGHTS;
             c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &fd, sizeof(int));
+            memcpy(CMSG_DATA(c), &dev->out_fd, sizeof(int));
         }
-        n = sendmsg(dev->fd, &mh, MSG_NOSIGNAL);
+        n = sendmsg(dev->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            int r;
+            int err = errno;
 
-            if (errno == EINTR) {
+            if (err == EINTR) {
                 continue;
             }
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                return -errno;
+            if (err == EAGAIN || err == EWOULDBLOCK) {
+                return -EAGAIN;
             }
-            r = wait_socket(dev, POLLOUT);
-            if (r < 0) {
-                return r;
-            }
-            continue;
+            g_warning("%s: cannot send a reply: %s", dev->name, g_strerror(err));
+            return -err;
         }
-        done += n;
+        if (n > 0) {
+            close_fd(&dev->out_fd);
+        }
+        dev->out_done += (size_t)n;
     }
+    dev->out_len = dev->out_done = 0;
+    close_fd(&dev->out_fd);
     return 0;
 }
 
+/* Queues a reply (taking fd, if >= 0) and sends what the socket takes now. */
 static int send_reply(struct vu_dev *dev, uint32_t request, const void *payload,
                       uint32_t size, int fd)
 {
-    uint8_t buf[sizeof(struct vhost_user_hdr) + sizeof(union vhost_user_payload)];
     struct vhost_user_hdr hdr = {
         .request = request,
         .flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK,
@@ -285,15 +350,14 @@ static int send_reply(struct vu_dev *dev, uint32_t request, const void *payload,
     };
     int r;
 
-    g_assert(size <= sizeof(union vhost_user_payload));
-    memcpy(buf, &hdr, sizeof(hdr));
-    memcpy(buf + sizeof(hdr), payload, size);
-    r = send_full(dev, buf, sizeof(hdr) + size, fd);
-    if (r < 0) {
-        g_warning("%s: cannot send the reply to %s: %s", dev->name,
-                  vhost_user_request_name(request), g_strerror(-r));
-    }
-    return r;
+    g_assert(size <= sizeof(union vhost_user_payload) && dev->out_len == 0);
+    memcpy(dev->out, &hdr, sizeof(hdr));
+    memcpy(dev->out + sizeof(hdr), payload, size);
+    dev->out_len = sizeof(hdr) + size;
+    dev->out_done = 0;
+    dev->out_fd = fd;
+    r = flush_output(dev);
+    return r == -EAGAIN ? 0 : r;
 }
 
 /*
@@ -574,9 +638,16 @@ static void reset_device(struct vu_dev *dev)
      * Nothing is in flight across a virtio reset: the next driver's rings
      * must not be "restored" from the previous driver's tracking.
      */
-    if (dev->inflight.area) {
-        memset(dev->inflight.area, 0,
-               dev->inflight.num_queues * inflight_queue_bytes(dev->inflight.queue_size));
+    for (unsigned i = 0; dev->inflight.area && i < dev->inflight.num_queues; i++) {
+        struct vhost_user_inflight_queue *iq =
+            (void *)(dev->inflight.area + i * inflight_queue_bytes(dev->inflight.queue_size));
+
+        /*
+         * Version 0 reads as "never tracked" (see queue_attach_inflight),
+         * which clears a slice's entries when its queue next starts; the
+         * rest of the area is not touched, so a reset commits no memory.
+         */
+        iq->version = 0;
     }
     dev->status = 0;
     if (dev->ops && dev->ops->reset) {
@@ -868,6 +939,47 @@ static int handle_get_vring_base(struct vu_dev *dev, struct vu_msg *msg,
     return 0;
 }
 
+/*
+ * Kick, call and err fds must be eventfds: anything else can be unwatchable
+ * (/dev/null), never drain (a pipe whose writer is gone) or block.  They
+ * are made non-blocking here, once, so a front-end that lets a counter
+ * fill up costs itself its notifications, never a thread of ours.
+ */
+static bool fd_is_eventfd(int fd)
+{
+    char path[32], link[32];
+    struct stat st;
+    ssize_t n;
+
+    g_snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    n = readlink(path, link, sizeof(link) - 1);
+    if (n >= 0) {
+        link[n] = '\0';
+        return strcmp(link, "anon_inode:[eventfd]") == 0;
+    }
+    /* Without /proc: at least no file, pipe or socket (anon inodes have no type). */
+    return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == 0;
+}
+
+static int check_notify_fd(const char *name, const char *what, int fd)
+{
+    int fl;
+
+    if (!fd_is_eventfd(fd)) {
+        g_warning("%s: %s fd is not an eventfd; refused", name, what);
+        return -EINVAL;
+    }
+    fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || ((fl & O_NONBLOCK) == 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
+        int err = errno;
+
+        g_warning("%s: cannot make the %s eventfd non-blocking: %s", name, what,
+                  g_strerror(err));
+        return -err;
+    }
+    return 0;
+}
+
 static int handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
     uint64_t v = msg->p.u64;
@@ -886,6 +998,18 @@ static int handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
         g_warning("%s: %s without an fd and without the no-fd flag", q->name,
                   vhost_user_request_name(msg->hdr.request));
         return -EINVAL;
+    }
+    if (fd >= 0) {
+        static const char *const what[] = {
+            [VHOST_USER_SET_VRING_KICK] = "kick", [VHOST_USER_SET_VRING_CALL] = "call",
+            [VHOST_USER_SET_VRING_ERR] = "err",
+        };
+
+        r = check_notify_fd(q->name, what[msg->hdr.request], fd);
+        if (r < 0) {
+            close(fd);
+            return r;
+        }
     }
     switch (msg->hdr.request) {
     case VHOST_USER_SET_VRING_KICK:
@@ -928,8 +1052,20 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
     int fd = take_fd(msg, 0);
 
+    int type = 0, domain = 0, fl;
+    socklen_t len = sizeof(int);
+
     if (fd < 0) {
         g_warning("%s: SET_BACKEND_REQ_FD without an fd", dev->name);
+        return -EINVAL;
+    }
+    /* A request channel is a socket we write to: it must not be able to block us. */
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
+        (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)) < 0 ||
+        domain != AF_UNIX || (fl = fcntl(fd, F_GETFL)) < 0 ||
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        g_warning("%s: SET_BACKEND_REQ_FD fd is not a UNIX stream socket; refused", dev->name);
+        close(fd);
         return -EINVAL;
     }
     close_fd(&dev->backend_fd);
@@ -967,18 +1103,22 @@ static int inflight_check_geometry(struct vu_dev *dev, const struct vhost_user_i
                   "inflight area", in->num_queues, qs, dev->num_queues);
         return -EINVAL;
     }
+    if (qs > VU_INFLIGHT_MAX_QUEUE_SIZE) {
+        g_warning("%s: inflight area for %u-entry rings: more than the %u entries we track",
+                  dev->name, qs, VU_INFLIGHT_MAX_QUEUE_SIZE);
+        return -E2BIG;
+    }
     return 0;
 }
 
 static void inflight_install(struct vu_dev *dev, void *map, size_t map_size, uint8_t *area,
-                             const struct vhost_user_inflight *in)
+                             const struct vhost_user_inflight *in, int guard)
 {
     stop_all(dev);
     inflight_unmap(&dev->inflight);
     dev->inflight.map = map;
     dev->inflight.map_size = map_size;
-    /* A front-end's own fd (SET_INFLIGHT_FD) could be truncated under us. */
-    dev->inflight.guard = guest_mem_guard_add(map, map_size, dev->fd);
+    dev->inflight.guard = guard;
     dev->inflight.area = area;
     dev->inflight.num_queues = in->num_queues;
     dev->inflight.queue_size = in->queue_size;
@@ -998,6 +1138,9 @@ static int handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
     reply->size = sizeof(struct vhost_user_inflight);
     memset(&reply->p.inflight, 0, sizeof(reply->p.inflight));
     r = inflight_check_geometry(dev, in);
+    if (r == -E2BIG) {
+        return 0;          /* answered with "no tracking" */
+    }
     if (r < 0) {
         return r;
     }
@@ -1023,7 +1166,8 @@ static int handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
         close(fd);
         return r;
     }
-    inflight_install(dev, map, size, map, in);
+    /* Our own memfd, sealed: nobody can shrink it, nothing to guard. */
+    inflight_install(dev, map, size, map, in, 0);
     reply->p.inflight = *in;
     reply->p.inflight.mmap_size = size;
     reply->p.inflight.mmap_offset = 0;
@@ -1038,7 +1182,7 @@ static int handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
     struct stat st;
     void *map;
     int fd = take_fd(msg, 0);
-    int r;
+    int r, seals, guard = 0;
 
     if (fd < 0) {
         g_warning("%s: SET_INFLIGHT_FD without an fd", dev->name);
@@ -1068,7 +1212,17 @@ static int handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
         g_warning("%s: cannot map the inflight area: %s", dev->name, g_strerror(-r));
         goto out;
     }
-    inflight_install(dev, map, delta + in->mmap_size, (uint8_t *)map + delta, in);
+    /* The front-end's own file may shrink under us: guard it, or do without it. */
+    seals = fcntl(fd, F_GET_SEALS);
+    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+        guard = guest_mem_guard_add(map, delta + in->mmap_size, dev->fd);
+        if (!guard) {
+            munmap(map, delta + in->mmap_size);
+            r = -ENOSPC;
+            goto out;
+        }
+    }
+    inflight_install(dev, map, delta + in->mmap_size, (uint8_t *)map + delta, in, guard);
     r = 0;
 out:
     close(fd);
@@ -1187,85 +1341,107 @@ static int handle(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply
     }
 }
 
-int vu_dev_dispatch(struct vu_dev *dev)
+/* Handles the complete message in dev->in and queues its reply, if any. */
+static int process(struct vu_dev *dev)
 {
-    struct vu_msg msg;
+    struct vu_msg *msg = &dev->in;
     struct vu_reply reply = { .fd = -1 };
-    bool extra_fds = false;
-    size_t got;
     int r;
 
-    memset(&msg, 0, sizeof(msg));
-    r = recv_full(dev, &msg.hdr, sizeof(msg.hdr), &msg, &extra_fds, &got);
-    if (r < 0) {
-        if (mem_lost(dev)) {
-            /* The SIGBUS guard shut the socket: say why, once, here. */
-            g_warning("%s: the front-end truncated shared memory under us; connection "
-                      "dropped", dev->name);
-            return -ECONNRESET;   /* logged: the caller just drops it */
-        }
-        if (r == -ECONNRESET && got == 0) {
-            g_message("%s: front-end closed the connection", dev->name);
-        } else {
-            g_warning("%s: cannot read a message header: %s", dev->name,
-                      r == -ECONNRESET ? "connection closed mid-message" : g_strerror(-r));
-        }
-        goto out;
-    }
-    if ((msg.hdr.flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION) {
-        g_warning("%s: request %u (%s) has protocol version %u, not %u", dev->name,
-                  msg.hdr.request, vhost_user_request_name(msg.hdr.request),
-                  msg.hdr.flags & VHOST_USER_VERSION_MASK, VHOST_USER_VERSION);
-        r = -EPROTO;
-        goto out;
-    }
-    if (msg.hdr.size > sizeof(msg.p)) {
-        g_warning("%s: request %u (%s) with a %u-byte payload (at most %zu)", dev->name,
-                  msg.hdr.request, vhost_user_request_name(msg.hdr.request), msg.hdr.size,
-                  sizeof(msg.p));
-        r = -EPROTO;
-        goto out;
-    }
-    r = recv_full(dev, &msg.p, msg.hdr.size, &msg, &extra_fds, &got);
-    if (r < 0) {
-        g_warning("%s: cannot read the payload of %s: %s", dev->name,
-                  vhost_user_request_name(msg.hdr.request),
-                  r == -ECONNRESET ? "connection closed mid-message" : g_strerror(-r));
-        goto out;
-    }
-    if (extra_fds) {
-        g_warning("%s: %s carried more than %d fds; the extra ones are closed", dev->name,
-                  vhost_user_request_name(msg.hdr.request), VHOST_USER_MAX_FDS);
-    }
-    r = check_size(dev, &msg);
-    if (r < 0) {
-        goto out;
-    }
-    if (msg.hdr.size == sizeof(uint64_t)) {
-        /* u64 or {index, num}: enough to follow a session in the log. */
-        g_debug("%s: %s 0x%llx", dev->name, vhost_user_request_name(msg.hdr.request),
-                (unsigned long long)msg.p.u64);
+    if (dev->in_extra_fds) {
+        /* A front-end that sends fds we never asked for is not one to guess about. */
+        g_warning("%s: %s carried more than %d fds; refused", dev->name,
+                  vhost_user_request_name(msg->hdr.request), VHOST_USER_MAX_FDS);
+        r = -EINVAL;
     } else {
-        g_debug("%s: %s", dev->name, vhost_user_request_name(msg.hdr.request));
+        r = check_size(dev, msg);
+        if (r < 0) {
+            return r;
+        }
+        if (msg->hdr.size == sizeof(uint64_t)) {
+            /* u64 or {index, num}: enough to follow a session in the log. */
+            g_debug("%s: %s 0x%llx", dev->name, vhost_user_request_name(msg->hdr.request),
+                    (unsigned long long)msg->p.u64);
+        } else {
+            g_debug("%s: %s", dev->name, vhost_user_request_name(msg->hdr.request));
+        }
+        r = handle(dev, msg, &reply);
     }
-
-    r = handle(dev, &msg, &reply);
     if (reply.send) {
-        int s = send_reply(dev, msg.hdr.request, &reply.p, reply.size, reply.fd);
+        int s = send_reply(dev, msg->hdr.request, &reply.p, reply.size, reply.fd);
 
+        reply.fd = -1;
         r = s < 0 ? s : 0;
-    } else if (msg.hdr.flags & VHOST_USER_NEED_REPLY) {
+    } else if (msg->hdr.flags & VHOST_USER_NEED_REPLY) {
         /* REPLY_ACK: 0 for success, the positive errno otherwise. */
         uint64_t status = r < 0 ? (uint64_t)-r : 0;
 
-        r = send_reply(dev, msg.hdr.request, &status, sizeof(status), -1);
+        r = send_reply(dev, msg->hdr.request, &status, sizeof(status), -1);
     }
-out:
     if (reply.fd >= 0) {
         close(reply.fd);
     }
-    close_msg_fds(&msg);
     return r;
+}
+
+static void next_message(struct vu_dev *dev)
+{
+    close_msg_fds(&dev->in);
+    memset(&dev->in, 0, sizeof(dev->in));
+    dev->in_got = 0;
+    dev->in_extra_fds = false;
+    /* A reply still waiting for the peer gets its own time. */
+    dev->deadline = dev->out_len ?
+        g_get_monotonic_time() + (int64_t)dev->timeout_ms * 1000 : 0;
+}
+
+int vu_dev_dispatch(struct vu_dev *dev)
+{
+    for (unsigned n = 0; n < VU_DISPATCH_BUDGET; n++) {
+        int r = flush_output(dev);
+
+        if (r == -EAGAIN) {
+            return 0;          /* no new request until the peer takes our reply */
+        }
+        if (r < 0) {
+            return r;
+        }
+        if (dev->deadline && !dev->in_got) {
+            dev->deadline = 0;  /* the pending reply is gone */
+        }
+        r = receive(dev);
+        if (r <= 0) {
+            return r;
+        }
+        r = process(dev);
+        next_message(dev);
+        if (r < 0) {
+            return r;
+        }
+    }
+    return 0;
+}
+
+uint32_t vu_dev_poll_events(const struct vu_dev *dev)
+{
+    return dev->out_len ? POLLOUT : POLLIN;
+}
+
+int64_t vu_dev_deadline(const struct vu_dev *dev)
+{
+    return dev->deadline;
+}
+
+bool vu_dev_expired(struct vu_dev *dev, int64_t now)
+{
+    if (!dev->deadline || now < dev->deadline) {
+        return false;
+    }
+    g_warning("%s: %s within %u ms; dropping the connection", dev->name,
+              dev->out_len ? "the front-end did not take its reply" :
+                             "a message from the front-end did not arrive whole",
+              dev->timeout_ms);
+    return true;
 }
 
 /* ---- lifetime and accessors --------------------------------------------- */
@@ -1274,6 +1450,7 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
 {
     unsigned nq = cfg->num_queues;
     struct vu_dev *dev;
+    int fl;
 
     if (nq > VU_MAX_QUEUES) {
         g_warning("%s: %u queues requested, limiting to %u", cfg->name ? cfg->name : "vhost-user",
@@ -1295,6 +1472,13 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
     dev->offered_protocol = (cfg->protocol_features ? cfg->protocol_features :
                              VU_PROTOCOL_DEFAULT) & VU_PROTOCOL_SUPPORTED;
     dev->backend_fd = -1;
+    dev->out_fd = -1;
+    dev->timeout_ms = cfg->message_timeout_ms ? cfg->message_timeout_ms : VU_DEFAULT_TIMEOUT_MS;
+    /* Never wait on the peer: see "framing". */
+    fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        g_warning("%s: cannot make the socket non-blocking: %s", dev->name, g_strerror(errno));
+    }
     guest_mem_init(&dev->mem);
     dev->mem.owner_fd = fd;
     for (unsigned i = 0; i < nq; i++) {
@@ -1325,6 +1509,8 @@ void vu_dev_free(struct vu_dev *dev)
     guest_mem_clear(&dev->mem);
     inflight_unmap(&dev->inflight);
     close_fd(&dev->backend_fd);
+    close_msg_fds(&dev->in);
+    close_fd(&dev->out_fd);
     close_fd(&dev->fd);
     g_free(dev->name);
     g_free(dev);

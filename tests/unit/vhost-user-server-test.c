@@ -11,6 +11,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -872,8 +873,11 @@ static void test_unknown_requests(void)
     fixture_fini(&fx);
 }
 
-/* Fds beyond the 8 a message may carry, and fds a request does not use, are closed. */
-static void test_extra_fds_closed(void)
+/*
+ * A message carrying more fds than the 8 a message may is refused (and
+ * every fd closed); fds a request does not use are closed.
+ */
+static void test_too_many_fds_refused(void)
 {
     struct fixture fx;
     int fds[12];
@@ -886,31 +890,219 @@ static void test_extra_fds_closed(void)
     for (unsigned i = 0; i < G_N_ELEMENTS(fds); i++) {
         fds[i] = new_eventfd();
     }
-    /* NOFD: none of them is used. */
-    request(&fx, VHOST_USER_SET_VRING_CALL, &v, sizeof(v), fds, G_N_ELEMENTS(fds));
-    /* A request without fds that gets one anyway. */
+    /* With NEED_REPLY the front-end is told, whatever the request. */
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_VRING_CALL, &v, sizeof(v), fds,
+                                 G_N_ELEMENTS(fds)), ==, EINVAL);
+    {
+        struct vhost_user_memory m = { .nregions = 1 };
+
+        m.regions[0] = (struct vhost_user_mem_region){
+            .guest_phys_addr = MEM_GPA, .memory_size = MEM_SIZE, .userspace_addr = MEM_UVA,
+        };
+        close(fds[0]);
+        fds[0] = fx.memfd;
+        g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_MEM_TABLE, &m,
+                                     offsetof(struct vhost_user_memory, regions[1]), fds,
+                                     VHOST_USER_MAX_FDS + 1), ==, EINVAL);
+        g_assert_cmpuint(vu_dev_mem(fx.dev)->nregions, ==, 0);
+        fds[0] = new_eventfd();
+    }
+    /* Fds a request does not use are closed; the first of SET_VRING_ERR's is kept. */
     request(&fx, VHOST_USER_SET_OWNER, NULL, 0, fds, 1);
-    /* Too many fds for a request that uses one: the first is kept... */
     v = 1;
-    request(&fx, VHOST_USER_SET_VRING_ERR, &v, sizeof(v), fds, 10);
+    request(&fx, VHOST_USER_SET_VRING_ERR, &v, sizeof(v), fds, 3);
     vu_dev_queue_error(fx.dev, 1);
     g_assert_cmpuint(eventfd_count(fds[0]), ==, 1);
     for (unsigned i = 1; i < G_N_ELEMENTS(fds); i++) {
         g_assert_cmpuint(eventfd_count(fds[i]), ==, 0);
     }
-    /* ... and every other one is closed. */
+    for (unsigned i = 0; i < G_N_ELEMENTS(fds); i++) {
+        close(fds[i]);
+    }
+    /* Only the err fd is still held. */
+    g_assert_cmpuint(count_open_fds(), ==, baseline + 1);
+    /* Without NEED_REPLY, the violation ends the connection. */
+    for (unsigned i = 0; i < G_N_ELEMENTS(fds); i++) {
+        fds[i] = new_eventfd();
+    }
+    v = 0 | VHOST_USER_VRING_NOFD_MASK;
+    send_msg_fds(fx.sock, VHOST_USER_SET_VRING_CALL, VHOST_USER_VERSION, &v, sizeof(v), fds,
+                 G_N_ELEMENTS(fds));
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, -EINVAL);
     for (unsigned i = 0; i < G_N_ELEMENTS(fds); i++) {
         close(fds[i]);
     }
     g_assert_cmpuint(count_open_fds(), ==, baseline + 1);
-    /* Replacing the err fd closes the old one. */
-    {
-        int efd = new_eventfd();
+    fixture_fini(&fx);
+}
 
-        request(&fx, VHOST_USER_SET_VRING_ERR, &v, sizeof(v), &efd, 1);
-        g_assert_cmpuint(count_open_fds(), ==, baseline + 2);
-        close(efd);
+/*
+ * Kick, call and err fds must be eventfds, which the server makes
+ * non-blocking: a front-end that fills a counter cannot block a thread.
+ */
+static void test_notify_fds_must_be_eventfds(void)
+{
+    struct fixture fx;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC), pipefd[2], efd, fl;
+    uint64_t v;
+
+    fixture_init(&fx, 0);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    g_assert_cmpint(null, >=, 0);
+    g_assert_cmpint(pipe2(pipefd, O_CLOEXEC), ==, 0);
+    negotiate(&fx, 0);
+    /* An unwatchable kick fd, named with connection and queue in the log. */
+    v = 2;
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          "test-conn vq2: kick fd is not an eventfd; refused");
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_VRING_KICK, &v, sizeof(v), &null, 1),
+                     ==, EINVAL);
+    g_test_assert_expected_messages();
+    /* A pipe (whose writer may close and leave it readable forever), for each kind. */
+    for (uint32_t req = VHOST_USER_SET_VRING_KICK; req <= VHOST_USER_SET_VRING_ERR; req++) {
+        g_assert_cmpuint(request_ack(&fx, req, &v, sizeof(v), &pipefd[0], 1), ==, EINVAL);
     }
+    /* A blocking eventfd at its maximum is accepted and can no longer block. */
+    efd = eventfd(0, EFD_CLOEXEC);
+    g_assert_cmpint(efd, >=, 0);
+    g_assert_cmpint(eventfd_write(efd, 0xfffffffffffffffeull), ==, 0);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_VRING_ERR, &v, sizeof(v), &efd, 1),
+                     ==, 0);
+    fl = fcntl(efd, F_GETFL);
+    g_assert_cmpint(fl & O_NONBLOCK, ==, O_NONBLOCK);
+    vu_dev_queue_error(fx.dev, 2);     /* returns: the write fails with EAGAIN */
+    g_assert_cmpuint(eventfd_count(efd), ==, 0xfffffffffffffffeull);
+    /* The same for a running queue's call fd, which the server signals once. */
+    configure_queue(&fx, 2, 0, fx_eventfd(&fx), fx_eventfd(&fx));
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_assert_true(vu_dev_queue_running(fx.dev, 2));
+    g_assert_cmpint(eventfd_write(efd, 0xfffffffffffffffeull), ==, 0);
+    fl = fcntl(efd, F_GETFL);
+    g_assert_cmpint(fcntl(efd, F_SETFL, fl & ~O_NONBLOCK), ==, 0);
+    set_vring_fd(&fx, VHOST_USER_SET_VRING_CALL, 2, efd);
+    g_assert_true(vu_dev_queue_running(fx.dev, 2));
+    close(efd);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    close(null);
+    fixture_fini(&fx);
+}
+
+/* The backend request channel must be a UNIX stream socket. */
+static void test_backend_req_fd_must_be_a_socket(void)
+{
+    struct fixture fx;
+    int efd = new_eventfd(), sv[2];
+
+    fixture_init(&fx, 0);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, &efd, 1), ==,
+                     EINVAL);
+    g_assert_cmpint(socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, &sv[0], 1), ==,
+                     EINVAL);
+    close(sv[0]);
+    close(sv[1]);
+    g_assert_cmpint(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), ==, 0);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_BACKEND_REQ_FD, NULL, 0, &sv[0], 1), ==,
+                     0);
+    g_assert_cmpint(fcntl(sv[0], F_GETFL) & O_NONBLOCK, ==, O_NONBLOCK);
+    close(sv[0]);
+    close(sv[1]);
+    close(efd);
+    fixture_fini(&fx);
+}
+
+/*
+ * A message may arrive in pieces over several wake-ups: each dispatch
+ * takes what is there and returns, and the whole message has one
+ * deadline from its first byte, not one per byte.
+ */
+static void test_message_in_pieces(void)
+{
+    struct fixture fx;
+    struct vhost_user_hdr h = { VHOST_USER_GET_QUEUE_NUM, VHOST_USER_VERSION, 0 };
+    const uint8_t *b = (const uint8_t *)&h;
+    int64_t deadline;
+    struct reply r;
+
+    fixture_init(&fx, 0);
+    g_assert_cmpint(vu_dev_deadline(fx.dev), ==, 0);
+    g_assert_cmpuint(vu_dev_poll_events(fx.dev), ==, POLLIN);
+    g_assert_cmpint(send(fx.sock, b, 5, 0), ==, 5);
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    assert_no_reply(fx.sock);
+    deadline = vu_dev_deadline(fx.dev);
+    g_assert_cmpint(deadline, >, 0);
+    g_assert_false(vu_dev_expired(fx.dev, deadline - 1));
+    g_assert_cmpint(send(fx.sock, b + 5, 4, 0), ==, 4);
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    assert_no_reply(fx.sock);
+    /* More bytes do not push the deadline back. */
+    g_assert_cmpint(vu_dev_deadline(fx.dev), ==, deadline);
+    g_assert_cmpint(send(fx.sock, b + 9, sizeof(h) - 9, 0), ==, (ssize_t)sizeof(h) - 9);
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    r = recv_reply(fx.sock);
+    g_assert_cmpuint(r.p.u64, ==, NUM_QUEUES);
+    g_assert_cmpint(vu_dev_deadline(fx.dev), ==, 0);
+
+    /* A message that stops half-way is past its deadline after the timeout. */
+    g_assert_cmpint(send(fx.sock, b, 3, 0), ==, 3);
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    deadline = vu_dev_deadline(fx.dev);
+    g_assert_cmpint(deadline, >, 0);
+    g_assert_cmpint(deadline - g_get_monotonic_time(), <=, 5000 * 1000);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          "test-conn: a message from the front-end did not arrive whole "
+                          "within 5000 ms; dropping the connection");
+    g_assert_true(vu_dev_expired(fx.dev, deadline));
+    g_test_assert_expected_messages();
+    fixture_fini(&fx);
+}
+
+/*
+ * A front-end that sends requests and never reads the replies: once the
+ * socket is full the server stops reading, waits for POLLOUT, and the
+ * reply it holds has a deadline; nothing blocks.
+ */
+static void test_replies_not_taken(void)
+{
+    struct fixture fx;
+    struct vhost_user_hdr h = { VHOST_USER_GET_FEATURES, VHOST_USER_VERSION, 0 };
+    int small = 4096, fl;
+    unsigned sent = 0, got = 0;
+
+    fixture_init(&fx, 0);
+    g_assert_cmpint(setsockopt(vu_dev_fd(fx.dev), SOL_SOCKET, SO_SNDBUF, &small,
+                               sizeof(small)), ==, 0);
+    fl = fcntl(fx.sock, F_GETFL);
+    g_assert_cmpint(fcntl(fx.sock, F_SETFL, fl | O_NONBLOCK), ==, 0);
+    for (unsigned i = 0; i < 100000 && vu_dev_poll_events(fx.dev) == POLLIN; i++) {
+        if (send(fx.sock, &h, sizeof(h), 0) == sizeof(h)) {
+            sent++;
+        }
+        g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    }
+    g_assert_cmpuint(vu_dev_poll_events(fx.dev), ==, POLLOUT);
+    g_assert_cmpint(vu_dev_deadline(fx.dev), >, 0);
+    /* Taking the replies lets it go on and answer every request. */
+    g_assert_cmpint(fcntl(fx.sock, F_SETFL, fl), ==, 0);
+    while (got < sent) {
+        struct pollfd pfd = { .fd = fx.sock, .events = POLLIN };
+        struct reply r;
+
+        /* Replies still due come once dispatch runs again (POLLOUT in a real loop). */
+        if (poll(&pfd, 1, 0) == 0) {
+            g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+        }
+        r = recv_reply(fx.sock);
+        g_assert_cmpuint(r.hdr.request, ==, VHOST_USER_GET_FEATURES);
+        got++;
+    }
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    g_assert_cmpuint(vu_dev_poll_events(fx.dev), ==, POLLIN);
+    g_assert_cmpint(vu_dev_deadline(fx.dev), ==, 0);
     fixture_fini(&fx);
 }
 
@@ -1055,14 +1247,20 @@ static void test_inflight_area(void)
     iq->desc[7].counter = 0x5a5a;
     g_assert_cmpuint(vu_dev_queue(fx.dev, 1)->inflight_region->desc[7].counter, ==, 0x5a5a);
     g_assert_cmpuint(((struct vhost_user_inflight_queue *)area)->version, ==, 0);
-    /* A virtio reset voids all tracking: the next driver starts afresh. */
+    /*
+     * A virtio reset voids all tracking: the next driver starts afresh.
+     * Only the slices' versions are cleared (the entries are, when a
+     * queue next starts), so a reset commits none of the area's pages.
+     */
+    iq->desc[7].inflight = 1;
     request(&fx, VHOST_USER_RESET_DEVICE, NULL, 0, NULL, 0);
     g_assert_cmpuint(iq->version, ==, 0);
-    g_assert_cmpuint(iq->desc[7].counter, ==, 0);
     configure_queue(&fx, 1, 0, fx_eventfd(&fx), fx_eventfd(&fx));
     set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 1, 1);
     g_assert_true(vu_dev_queue_running(fx.dev, 1));
     g_assert_cmpuint(iq->version, ==, 1);
+    g_assert_cmpuint(iq->desc[7].inflight, ==, 0);
+    g_assert_cmpuint(fx.fake.resubmit_at_start, ==, 0);
 
     close(r.fd);
 
@@ -1073,6 +1271,16 @@ static void test_inflight_area(void)
     g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
     r = recv_reply(fx.sock);
     g_assert_cmpuint(r.hdr.size, ==, sizeof(in));
+    g_assert_cmpuint(r.p.inflight.mmap_size, ==, 0);
+    g_assert_cmpint(r.fd, ==, -1);
+    /*
+     * Rings larger than QEMU's largest (1024) are not tracked: 66 queues
+     * of 32768 entries would be 33 MiB per connection.
+     */
+    in = (struct vhost_user_inflight){ .num_queues = NUM_QUEUES, .queue_size = 2048 };
+    send_msg(fx.sock, VHOST_USER_GET_INFLIGHT_FD, VHOST_USER_VERSION, &in, sizeof(in));
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    r = recv_reply(fx.sock);
     g_assert_cmpuint(r.p.inflight.mmap_size, ==, 0);
     g_assert_cmpint(r.fd, ==, -1);
     /* SET_INFLIGHT_FD whose file is smaller than it claims is refused. */
@@ -1428,7 +1636,13 @@ int main(int argc, char **argv)
     g_test_add_func("/vhost-user-server/malformed-messages", test_malformed_messages);
     g_test_add_func("/vhost-user-server/bad-queue-index", test_bad_queue_index);
     g_test_add_func("/vhost-user-server/unknown-requests", test_unknown_requests);
-    g_test_add_func("/vhost-user-server/extra-fds-closed", test_extra_fds_closed);
+    g_test_add_func("/vhost-user-server/too-many-fds-refused", test_too_many_fds_refused);
+    g_test_add_func("/vhost-user-server/notify-fds-must-be-eventfds",
+                    test_notify_fds_must_be_eventfds);
+    g_test_add_func("/vhost-user-server/backend-req-fd-must-be-a-socket",
+                    test_backend_req_fd_must_be_a_socket);
+    g_test_add_func("/vhost-user-server/message-in-pieces", test_message_in_pieces);
+    g_test_add_func("/vhost-user-server/replies-not-taken", test_replies_not_taken);
     g_test_add_func("/vhost-user-server/device-refuses-start", test_device_refuses_start);
     g_test_add_func("/vhost-user-server/random-messages", test_random_messages);
     return g_test_run();
