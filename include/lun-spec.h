@@ -38,6 +38,7 @@ struct lun_spec {
     bool direct;            /* FILE only */
     uint32_t block_size;    /* 0: the backend's default */
     uint64_t size;          /* bytes; FILE: 0 means the file's size */
+    unsigned iscsi_lun;     /* ISCSI: the remote LUN, the URL's last field */
     /* ISCSI only (0 / NULL: the backend's default) */
     unsigned queue_depth;
     unsigned sessions;

@@ -1035,8 +1035,46 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
     return 0;
 }
 
+int backend_iscsi_url_lun(const char *url, unsigned *lun, char **field)
+{
+    g_autofree char *rest = NULL;
+    char *host, *iqn, *text;
+    guint64 v;
+    bool ok;
+
+    if (field) {
+        *field = NULL;
+    }
+    if (!g_str_has_prefix(url, "iscsi://")) {
+        return -EINVAL;
+    }
+    /* libiscsi's order: cut the query, then USER[%PASSWORD]@, then HOST/IQN/LUN. */
+    url += strlen("iscsi://");
+    rest = g_strndup(url, strcspn(url, "?"));
+    host = strchr(rest, '@');
+    host = host ? host + 1 : rest;
+    iqn = strchr(host, '/');
+    text = iqn ? strchr(iqn + 1, '/') : NULL;
+    if (!text) {
+        return -EINVAL;
+    }
+    text++;
+    /* No sign, no whitespace, nothing after the digits, no wrap-around. */
+    ok = g_ascii_string_to_unsigned(text, 10, 0, BACKEND_ISCSI_MAX_LUN, &v, NULL);
+    if (field) {
+        *field = g_strdup(text);
+    }
+    if (!ok) {
+        return -EINVAL;
+    }
+    *lun = v;
+    return 0;
+}
+
 int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out)
 {
+    g_autofree char *lun_text = NULL;
+    unsigned lun;
     struct iscsi_lun *il = g_new0(struct iscsi_lun, 1);
     struct iscsi_context *ctx = NULL;
     struct iscsi_url *url = NULL;
@@ -1063,13 +1101,20 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
         ret = -EINVAL;
         goto fail;
     }
+    /* Not url->lun: libiscsi lets "-1" through and wraps 4294967296 to 0. */
+    if (backend_iscsi_url_lun(o->url, &lun, &lun_text) < 0) {
+        g_warning("bad iSCSI LUN \"%s\" at the end of the URL (expected 0-%d)",
+                  lun_text ? lun_text : "", BACKEND_ISCSI_MAX_LUN);
+        ret = -EINVAL;
+        goto fail;
+    }
     il->portal = resolve_portal(url->portal);
     if (!il->portal) {
         ret = -EHOSTUNREACH;
         goto fail;
     }
     il->target = g_strdup(url->target);
-    il->lun = url->lun;
+    il->lun = lun;
     g_free(il->be.name);
     il->be.name = g_strdup_printf("iscsi://%s/%s/%d", url->portal, il->target, il->lun);
     if (url->user[0]) {

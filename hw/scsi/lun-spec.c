@@ -218,13 +218,27 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
             return spec_error(errmsg, arg, out, "file: needs a path");
         }
         break;
-    case LUN_SPEC_ISCSI:
-        /* The iSCSI backend parses the URL itself. */
+    case LUN_SPEC_ISCSI: {
+        g_autofree char *lun = NULL;
+
+        /*
+         * The iSCSI backend parses the URL itself, but a bad LUN is caught
+         * here, before any backend is opened (and libiscsi would take "-1").
+         */
         out->path = take_field(&p, false);
         if (!out->path[strlen(lun_kinds[k].prefix)]) {
             return spec_error(errmsg, arg, out, "iscsi:// needs a portal and target");
         }
+        if (backend_iscsi_url_lun(out->path, &out->iscsi_lun, &lun) < 0) {
+            if (!lun) {
+                return spec_error(errmsg, arg, out, "iscsi:// URL without /IQN/LUN (expected "
+                                  "iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN)");
+            }
+            return spec_error(errmsg, arg, out, "bad LUN \"%s\" at the end of the iscsi:// URL "
+                              "(expected 0-%d)", lun, BACKEND_ISCSI_MAX_LUN);
+        }
         break;
+    }
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
         p += strlen(lun_kinds[k].prefix);

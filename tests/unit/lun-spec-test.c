@@ -182,6 +182,84 @@ static void test_iscsi_redact(void)
     g_free(err);
 }
 
+/*
+ * The remote LUN is the URL's last field, found as libiscsi finds it (after
+ * HOST/IQN/, before a "?" query), and is a plain decimal number 0-16383.
+ */
+static void test_iscsi_lun_accepted(void)
+{
+    static const struct {
+        const char *arg;
+        unsigned lun;
+    } cases[] = {
+        { "5=iscsi://h/iqn/0", 0 },
+        { "5=iscsi://h/iqn/16383", 16383 },
+        { "5=iscsi://h/iqn/007", 7 },
+        { "5=iscsi://u%p@h:3260/iqn.x:t/12,ro", 12 },
+        { "5=iscsi://[::1]:3260/iqn.x:t/3?header_digest=crc32c", 3 },
+    };
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        struct lun_spec s = parse_ok(cases[i].arg);
+
+        g_assert_cmpuint(s.iscsi_lun, ==, cases[i].lun);
+        g_assert_cmpuint(s.lun, ==, 5);     /* the ID is ours, the URL's LUN the target's */
+        lun_spec_clear(&s);
+    }
+}
+
+/* Asserts that arg is refused with a message quoting it and naming culprit. */
+static void assert_refused(const char *arg, const char *culprit)
+{
+    struct lun_spec s;
+    char *err = NULL;
+    int ret;
+
+    memset(&s, 0x5a, sizeof(s));
+    ret = lun_spec_parse(arg, &s, &err);
+    if (ret != -EINVAL) {
+        g_error("\"%s\" was not refused (ret %d)", arg, ret);
+    }
+    g_assert_nonnull(err);
+    g_assert_nonnull(strstr(err, arg));
+    if (!strstr(err, culprit)) {
+        g_error("message for \"%s\" does not name %s: %s", arg, culprit, err);
+    }
+    g_assert_null(s.path);
+    g_free(err);
+}
+
+/*
+ * libiscsi reads the LUN with strtol() into an int: "-1" would be LUN -1,
+ * "+1" LUN 1, 4294967296 LUN 0 and 99999999999999 LUN 276447231.  All of
+ * them, and anything else that is not 0-16383 in plain decimal, are
+ * refused when the spec is parsed, before any connection.
+ */
+static void test_iscsi_lun_refused(void)
+{
+    static const char *const bad[] = {
+        "4294967296", "99999999999999", "-1", "+1", " 1", "1x", "", "16384",
+    };
+    struct lun_spec s;
+    char *err = NULL;
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *arg = g_strdup_printf("0=iscsi://h/iqn.x:t/%s,ro", bad[i]);
+        g_autofree char *culprit = g_strdup_printf("bad LUN \"%s\" at the end of the iscsi:// URL "
+                                                   "(expected 0-16383)", bad[i]);
+
+        assert_refused(arg, culprit);
+    }
+    /* Without a LUN field there is nothing to default to. */
+    assert_refused("0=iscsi://h/iqn.x:t", "without /IQN/LUN");
+    assert_refused("0=iscsi://h", "without /IQN/LUN");
+    /* The password is not shown when the LUN is at fault. */
+    g_assert_cmpint(lun_spec_parse("0=iscsi://u%s3cr3t@h/iqn/-1", &s, &err), ==, -EINVAL);
+    g_assert_nonnull(strstr(err, "LUN \"-1\""));
+    g_assert_null(strstr(err, "s3cr3t"));
+    g_free(err);
+}
+
 /* Writes contents to a fresh file in dir with mode; returns its path. */
 static char *secret_file(const char *dir, const char *contents, mode_t mode)
 {
@@ -213,9 +291,18 @@ static void test_open_iscsi_checks_before_connecting(void)
     g_autofree char *dir = g_dir_make_tmp("lun-spec-test-XXXXXX", NULL);
     g_autofree char *arg = NULL;
     g_autofree char *path = NULL;
+    struct lun_spec unparsed = { .kind = LUN_SPEC_ISCSI };
+    struct lun_backend *be = NULL;
 
     g_log_set_always_fatal(G_LOG_FATAL_MASK);
-    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/no-lun-part"), ==, -EINVAL);
+    /* A URL libiscsi refuses (an unknown header digest) fails before connecting. */
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.x:t/1?header_digest=md5"), ==,
+                    -EINVAL);
+    /* Opening checks the LUN again, for a spec that lun_spec_parse() did not make. */
+    unparsed.path = g_strdup("iscsi://127.0.0.1:1/iqn.x:t/4294967296");
+    g_assert_cmpint(lun_spec_open(&unparsed, &be), ==, -EINVAL);
+    g_assert_null(be);
+    lun_spec_clear(&unparsed);
     g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1"), ==,
                     -ECONNREFUSED);
     /* A host name is resolved once, at open. */
@@ -449,6 +536,8 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-spec/parse/iscsi-recognised", test_iscsi_recognised);
     g_test_add_func("/lun-spec/parse/iscsi-options", test_iscsi_options);
     g_test_add_func("/lun-spec/parse/iscsi-password-redacted", test_iscsi_redact);
+    g_test_add_func("/lun-spec/parse/iscsi-lun-accepted", test_iscsi_lun_accepted);
+    g_test_add_func("/lun-spec/parse/iscsi-lun-refused", test_iscsi_lun_refused);
     g_test_add_func("/lun-spec/parse/sizes", test_sizes);
     g_test_add_func("/lun-spec/parse/rejections", test_rejections);
     g_test_add_func("/lun-spec/parse/errmsg-optional", test_errmsg_optional);
