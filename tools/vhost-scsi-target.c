@@ -49,7 +49,7 @@
 #define ACCEPT_BACKOFF_MS 100
 
 /* A shutdown that has not finished after this long is stuck: exit anyway. */
-#define SHUTDOWN_GRACE_S 10
+#define SHUTDOWN_GRACE_S 30
 
 struct target_opts {
     char *socket_path;
@@ -398,7 +398,7 @@ static void accept_cb(void *opaque, uint32_t events)
 /* Ends a shutdown that an I/O thread stuck in the kernel would hold up forever. */
 static void *shutdown_watchdog(void *opaque)
 {
-    static const char msg[] = "vhost-scsi-target: shutdown did not finish within 10 s; "
+    static const char msg[] = "vhost-scsi-target: shutdown did not finish within 30 s; "
                               "exiting without it\n";
     const char *socket_path = opaque;
     struct timespec left = { .tv_sec = SHUTDOWN_GRACE_S };

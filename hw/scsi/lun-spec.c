@@ -229,6 +229,11 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
         if (!out->path[strlen(lun_kinds[k].prefix)]) {
             return spec_error(errmsg, arg, out, "iscsi:// needs a portal and target");
         }
+        /* libiscsi copies at most 255 bytes of it, without a terminating NUL. */
+        if (strlen(out->path) - strlen(lun_kinds[k].prefix) > 255) {
+            return spec_error(errmsg, arg, out, "iscsi:// URL longer than 255 characters after "
+                              "\"iscsi://\"");
+        }
         if (backend_iscsi_url_lun(out->path, &out->iscsi_lun, &lun) < 0) {
             if (!lun) {
                 return spec_error(errmsg, arg, out, "iscsi:// URL without /IQN/LUN (expected "
@@ -394,16 +399,20 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
 char *lun_spec_redact(const char *arg)
 {
     const char *url = strstr(arg, "iscsi://");
-    const char *auth, *at, *slash, *pct;
+    const char *auth, *at, *end, *pct;
 
     if (!url) {
         return g_strdup(arg);
     }
+    /*
+     * Erring on the side of hiding: a '%' before any '@' of the URL (up to
+     * its first ',') may start a password, even one holding a '/'.
+     */
     auth = url + strlen("iscsi://");
-    at = strchr(auth, '@');
-    slash = strchr(auth, '/');
+    end = auth + strcspn(auth, ",");
+    at = memchr(auth, '@', end - auth);
     pct = at ? memchr(auth, '%', at - auth) : NULL;
-    if (!pct || (slash && slash < at)) {
+    if (!pct) {
         return g_strdup(arg);
     }
     return g_strdup_printf("%.*s%%***%s", (int)(pct - arg), arg, at);

@@ -53,6 +53,7 @@ struct guard_slot {
 
 static _Atomic(struct guard_slot *) chunks[GUARD_CHUNKS];
 static pthread_mutex_t slots_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned first_free;    /* no free slot below it; under slots_lock */
 static struct sigaction previous;
 static atomic_bool installed;
 
@@ -149,7 +150,7 @@ int guest_mem_guard_add(void *base, size_t len, int owner_fd)
         return 0;
     }
     pthread_mutex_lock(&slots_lock);
-    for (unsigned i = 0; i < GUARD_MAX_SLOTS && !handle; i++) {
+    for (unsigned i = first_free; i < GUARD_MAX_SLOTS && !handle; i++) {
         struct guard_slot *slot = slot_at(i);
 
         if (!slot) {
@@ -169,6 +170,7 @@ int guest_mem_guard_add(void *base, size_t len, int owner_fd)
             /* Published last: the handler trusts len and fd once base is set. */
             atomic_store_explicit(&slot->base, (uintptr_t)base, memory_order_release);
             handle = (int)i + 1;
+            first_free = i + 1;
         }
     }
     pthread_mutex_unlock(&slots_lock);
@@ -188,6 +190,9 @@ void guest_mem_guard_remove(int handle)
     }
     pthread_mutex_lock(&slots_lock);
     atomic_store_explicit(&slot->base, 0, memory_order_release);
+    if ((unsigned)handle - 1 < first_free) {
+        first_free = (unsigned)handle - 1;
+    }
     pthread_mutex_unlock(&slots_lock);
 }
 

@@ -4,11 +4,13 @@
  * lost pages completes (reading zeros) instead of killing the process, the
  * owning connection's socket is shut down so its peer sees the end of the
  * stream, and the mapping reports itself tripped; a memfd sealed against
- * shrinking is not guarded at all; and a fault in memory nobody guards
- * still ends the process.
+ * shrinking is not guarded at all; a mapping that can no longer be
+ * guarded is refused, never left unguarded; and a fault in memory nobody
+ * guards still ends the process.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -75,6 +77,47 @@ static void test_memfd_sealed_against_shrinking_is_not_guarded(void)
     guest_mem_clear(&m);
 }
 
+/*
+ * Once every guard slot is taken, an unsealed region is refused (it could
+ * kill the process), a sealed one still maps, and a freed slot is reused.
+ */
+static void test_full_guard_refuses_unguardable_region(void)
+{
+    GArray *handles = g_array_new(FALSE, FALSE, sizeof(int));
+    struct guest_mem m;
+    int fd, h, sealed;
+
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory guard: all * slots "
+                          "in use*");
+    /* Addresses nobody touches: the guard only compares them on a SIGBUS. */
+    while ((h = guest_mem_guard_add((void *)(uintptr_t)((handles->len + 1) * 4096ull), 4096,
+                                    -1)) > 0) {
+        g_array_append_val(handles, h);
+    }
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(handles->len, >=, 65536 - 64);
+
+    guest_mem_init(&m);
+    fd = memfd_of(REGION, 0);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "guest memory guard: all * slots "
+                          "in use*");
+    g_assert_cmpint(guest_mem_map_fd(&m, fd, 0, REGION, 0, 0), ==, -ENOSPC);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(m.nregions, ==, 0);
+    sealed = memfd_of(REGION, MFD_ALLOW_SEALING);
+    g_assert_cmpint(fcntl(sealed, F_ADD_SEALS, F_SEAL_SHRINK), ==, 0);
+    g_assert_cmpint(guest_mem_map_fd(&m, sealed, 0, REGION, 0, 0), ==, 0);
+    guest_mem_guard_remove(g_array_index(handles, int, 0));
+    fd = memfd_of(REGION, 0);
+    g_assert_cmpint(guest_mem_map_fd(&m, fd, 0x100000, REGION, 0x100000, 0), ==, 0);
+    g_assert_cmpint(m.r[1].guard, ==, g_array_index(handles, int, 0));
+    guest_mem_clear(&m);
+    for (guint i = 1; i < handles->len; i++) {
+        guest_mem_guard_remove(g_array_index(handles, int, i));
+    }
+    g_array_free(handles, TRUE);
+}
+
 static void test_unguarded_fault_still_kills(void)
 {
     if (g_test_subprocess()) {
@@ -101,6 +144,8 @@ int main(int argc, char **argv)
                     test_truncated_region_costs_the_connection_only);
     g_test_add_func("/guest-mem-guard/memfd-sealed-against-shrinking-is-not-guarded",
                     test_memfd_sealed_against_shrinking_is_not_guarded);
+    g_test_add_func("/guest-mem-guard/full-guard-refuses-unguardable-region",
+                    test_full_guard_refuses_unguardable_region);
     g_test_add_func("/guest-mem-guard/unguarded-fault-still-kills",
                     test_unguarded_fault_still_kills);
     return g_test_run();

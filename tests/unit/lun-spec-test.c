@@ -165,7 +165,12 @@ static void test_iscsi_redact(void)
         { "0=iscsi://user%pw@h:3260/iqn.x:t/1,ro", "0=iscsi://user%***@h:3260/iqn.x:t/1,ro" },
         { "0=iscsi://user@h/iqn/1", "0=iscsi://user@h/iqn/1" },
         { "0=iscsi://h/iqn/1", "0=iscsi://h/iqn/1" },
-        { "0=iscsi://h/iqn%x@y/1", "0=iscsi://h/iqn%x@y/1" },   /* not the authority */
+        /* A password may hold a '/': hidden all the same. */
+        { "0=iscsi://u%pa/ss@h/iqn/1", "0=iscsi://u%***@h/iqn/1" },
+        /* Ambiguous: hidden rather than shown. */
+        { "0=iscsi://h/iqn%x@y/1", "0=iscsi://h/iqn%***@y/1" },
+        /* An '@' in the options is not the URL's. */
+        { "0=iscsi://h/iqn/1,initiator-name=a%b@c", "0=iscsi://h/iqn/1,initiator-name=a%b@c" },
         { "0=file:/a%b@c", "0=file:/a%b@c" },
     };
     struct lun_spec s;
@@ -174,6 +179,18 @@ static void test_iscsi_redact(void)
     for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *shown = lun_spec_redact(cases[i].arg);
         g_assert_cmpstr(shown, ==, cases[i].shown);
+    }
+    /* libiscsi reads at most 255 characters of the URL (unterminated beyond). */
+    {
+        g_autofree char *iqn = g_strnfill(260, 'q');
+        g_autofree char *ok = g_strdup_printf("0=iscsi://h/%.*s/1", 240, iqn);
+        g_autofree char *tolong = g_strdup_printf("0=iscsi://h/%s/1", iqn);
+
+        g_assert_cmpint(lun_spec_parse(ok, &s, &err), ==, 0);
+        lun_spec_clear(&s);
+        g_assert_cmpint(lun_spec_parse(tolong, &s, &err), ==, -EINVAL);
+        g_assert_nonnull(strstr(err, "longer than 255"));
+        g_clear_pointer(&err, g_free);
     }
     /* A rejected spec's message names the culprit but not the password. */
     g_assert_cmpint(lun_spec_parse("0=iscsi://u%s3cr3t@h/iqn/1,bogus", &s, &err), ==, -EINVAL);
