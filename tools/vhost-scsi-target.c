@@ -37,6 +37,7 @@
 #include "iothread.h"
 #include "lun-map.h"
 #include "lun-spec.h"
+#include "notify-fd.h"
 #include "vhost-user-server.h"
 #include "virtio-scsi.h"
 
@@ -72,6 +73,8 @@ struct target {
     struct lun_map luns;
     struct iothread *main;
     struct iothread **threads;
+    struct notify_watchdog *watchdog;   /* interrupts a call signal that blocks */
+    unsigned nenrolled;                 /* threads[0..nenrolled) enrolled with it */
     unsigned nthreads;
     int listen_fd;
     int signal_fd;
@@ -555,6 +558,20 @@ static void call_detach(void *opaque)
     c->be->ops->detach_thread(c->be, c->t);
 }
 
+static void call_enrol(void *opaque)
+{
+    struct target *tgt = opaque;
+
+    notify_watchdog_enrol(tgt->watchdog);
+}
+
+static void call_leave(void *opaque)
+{
+    struct target *tgt = opaque;
+
+    notify_watchdog_leave(tgt->watchdog);
+}
+
 static int attach_luns(struct target *tgt, bool attach)
 {
     for (unsigned i = 0; i < tgt->luns.n; i++) {
@@ -870,6 +887,11 @@ int main(int argc, char **argv)
     tgt.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
     tgt.timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 
+    tgt.watchdog = notify_watchdog_start(100);
+    if (!tgt.watchdog) {
+        goto out;
+    }
+    notify_watchdog_enrol(tgt.watchdog);
     tgt.main = iothread_new("vs-main", 0, 0);
     tgt.threads = g_new0(struct iothread *, tgt.nthreads);
     for (unsigned i = 0; i < tgt.nthreads; i++) {
@@ -884,6 +906,8 @@ int main(int argc, char **argv)
         if (iothread_start(tgt.threads[i]) < 0) {
             goto out;
         }
+        iothread_run_sync(tgt.threads[i], call_enrol, &tgt);
+        tgt.nenrolled = i + 1;
     }
     if (attach_luns(&tgt, true) < 0) {
         goto out;
@@ -920,6 +944,14 @@ out:
     }
     if (tgt.threads) {
         attach_luns(&tgt, false);
+    }
+    /* Threads leave the watchdog before they exit, the watchdog stops before it is freed. */
+    for (unsigned i = 0; i < tgt.nenrolled; i++) {
+        iothread_run_sync(tgt.threads[i], call_leave, &tgt);
+    }
+    if (tgt.watchdog) {
+        notify_watchdog_leave(tgt.watchdog);
+        notify_watchdog_stop(tgt.watchdog);
     }
     for (unsigned i = 0; tgt.threads && i < tgt.nthreads; i++) {
         iothread_free(tgt.threads[i]);

@@ -28,6 +28,7 @@
 #include <glib.h>
 
 #include "guest-mem-guard.h"
+#include "notify-fd.h"
 #include "vhost-user-server.h"
 
 /*
@@ -592,6 +593,14 @@ static void memory_changed(struct vu_dev *dev)
  * Virtio drivers must tolerate spurious interrupts, so a running queue's
  * new call fd is signalled once.
  */
+/* See notify-fd.c: the connection ends at the next read of its socket. */
+static void hang_up_hostile(struct vu_dev *dev, const char *name, const char *what)
+{
+    g_warning("%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and the "
+              "counter filled); dropping the connection", name, what);
+    shutdown(dev->fd, SHUT_RDWR);
+}
+
 static void queue_replace_notify_fd(struct vu_dev *dev, unsigned idx, int *slot,
                                     int *vq_slot, int fd, bool is_call)
 {
@@ -609,8 +618,14 @@ static void queue_replace_notify_fd(struct vu_dev *dev, unsigned idx, int *slot,
         queue_refresh(dev, idx);
         return;
     }
-    if (is_call && eventfd_write(*slot, 1) < 0) {
-        g_warning("%s: cannot signal the new call fd: %s", q->name, g_strerror(errno));
+    if (is_call) {
+        int r = notify_fd_signal(*slot);
+
+        if (r == -ETIMEDOUT) {
+            hang_up_hostile(dev, q->name, "call");
+        } else if (r < 0 && r != -EAGAIN) {
+            g_warning("%s: cannot signal the new call fd: %s", q->name, g_strerror(-r));
+        }
     }
 }
 
@@ -1553,7 +1568,13 @@ void vu_dev_queue_error(struct vu_dev *dev, unsigned idx)
     /* The device's thread calls this: read the slot the main thread publishes to. */
     fd = q->running ? __atomic_load_n(&q->vq.err_fd, __ATOMIC_ACQUIRE) : q->err_fd;
     g_warning("%s: ring is broken; telling the front-end", q->name);
-    if (fd >= 0 && eventfd_write(fd, 1) < 0) {
-        g_warning("%s: cannot signal the error fd: %s", q->name, g_strerror(errno));
+    if (fd >= 0) {
+        int r = notify_fd_signal(fd);
+
+        if (r == -ETIMEDOUT) {
+            hang_up_hostile(dev, q->name, "err");
+        } else if (r < 0) {
+            g_warning("%s: cannot signal the error fd: %s", q->name, g_strerror(-r));
+        }
     }
 }

@@ -16,11 +16,13 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <glib.h>
 #include <linux/virtio_config.h>
 
+#include "notify-fd.h"
 #include "virtqueue.h"
 #include "vhost-user-proto.h"
 
@@ -42,6 +44,21 @@ static inline void smp_mb(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void program_order(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 /* Logs the first malformation only: a hostile guest must not flood the log. */
+/*
+ * The front-end made one of its eventfds blocking and filled it (see
+ * notify-fd.c): stop serving the ring and hang up on the front-end, the
+ * way the SIGBUS guard does, so the main loop drops the connection.
+ */
+static void __attribute__((cold)) notify_fd_hostile(struct virtqueue *vq, const char *what)
+{
+    g_warning("%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and the "
+              "counter filled); stopping the queue and dropping the connection", vq->name, what);
+    vq->broken = true;
+    if (vq->mem && vq->mem->owner_fd >= 0) {
+        shutdown(vq->mem->owner_fd, SHUT_RDWR);
+    }
+}
+
 static int G_GNUC_PRINTF(3, 4) __attribute__((cold))
 vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
 {
@@ -56,11 +73,13 @@ vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
         g_free(msg);
         vq->broken = true;
         if (vq->err_fd >= 0) {
-            static const uint64_t one = 1;
-
             /* The front-end reports it (QEMU: "vhost vring error"); best effort. */
-            if (write(vq->err_fd, &one, sizeof(one)) < 0) {
-                g_debug("%s: writing error eventfd: %s", vq->name, g_strerror(errno));
+            int r = notify_fd_signal(vq->err_fd);
+
+            if (r == -ETIMEDOUT) {
+                notify_fd_hostile(vq, "error");
+            } else if (r < 0) {
+                g_debug("%s: writing error eventfd: %s", vq->name, g_strerror(-r));
             }
         }
     }
@@ -417,14 +436,19 @@ static void used_publish(struct virtqueue *vq)
 /* Writes the call eventfd (the caller decided the driver wants it). */
 static bool signal_call(struct virtqueue *vq)
 {
-    static const uint64_t one = 1;
+    int r;
 
     if (vq->call_fd < 0) {
         return false;
     }
-    if (write(vq->call_fd, &one, sizeof(one)) != sizeof(one) && errno != EAGAIN) {
+    r = notify_fd_signal(vq->call_fd);
+    if (r == -ETIMEDOUT) {
+        notify_fd_hostile(vq, "call");
+        return false;
+    }
+    if (r < 0 && r != -EAGAIN) {
         g_warning("%s: writing call eventfd %d failed: %s", vq->name, vq->call_fd,
-                  g_strerror(errno));
+                  g_strerror(-r));
         return false;
     }
     vq->notifications++;
