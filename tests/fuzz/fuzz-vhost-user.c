@@ -1,9 +1,9 @@
 /*
  * Fuzz target for the vhost-user message parser (hw/virtio/vhost-user-server.c):
  * the input is written as raw bytes into one end of a socketpair, with up to
- * seven file descriptors (memfds and eventfds) attached; the server reads
- * and handles messages until it ends the connection.  Replies are drained
- * so the server never blocks on a full socket.
+ * seven file descriptors (memfds and eventfds) attached, at once or in
+ * pieces between dispatches; the server reads and handles messages until
+ * it ends the connection.  Replies are drained as a front-end would.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -50,7 +50,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct vu_dev_config cfg = { .name = "fuzz-conn", .num_queues = 4, .ops = &fake_ops };
     struct fuzz_in in = { data, size };
     int sv[2], fds[7];
-    unsigned nfds;
+    unsigned nfds, mode;
+    size_t piece;
+    bool over = false;
     int running = 0;
     struct vu_dev *dev;
 
@@ -58,7 +60,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
         abort();
     }
-    nfds = (unsigned)fuzz_take(&in, 1) % 8;
+    /*
+     * The first byte: how many fds, and (bits 3-7) the size of the pieces
+     * the rest arrives in, with the server dispatching between pieces, so
+     * messages are assembled across wake-ups; 0 sends it all at once.
+     */
+    mode = (unsigned)fuzz_take(&in, 1);
+    nfds = mode % 8;
+    piece = mode >> 3 ? (mode >> 3) * 3 : SIZE_MAX;
     for (unsigned i = 0; i < nfds; i++) {
         if (i & 1) {
             fds[i] = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -69,6 +78,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         }
     }
+    dev = vu_dev_new(sv[0], &cfg);
     /* The first message's worth of bytes carries the fds, the rest follows. */
     {
         size_t first = MIN(in.left, (size_t)12 + 8 * 4 + 8 * 32);
@@ -92,23 +102,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         in.p += first;
         in.left -= first;
-        if (in.left && send(sv[1], in.p, in.left, 0) < 0) {
-            abort();
-        }
     }
     for (unsigned i = 0; i < nfds; i++) {
         close(fds[i]);
     }
-    shutdown(sv[1], SHUT_WR);
+    while (!over && in.left) {
+        size_t n = MIN(in.left, piece);
 
-    dev = vu_dev_new(sv[0], &cfg);
-    for (int i = 0; i < 4096; i++) {
-        int ret = vu_dev_dispatch(dev);
-
+        over = vu_dev_dispatch(dev) < 0;
         drain(sv[1]);
-        if (ret < 0) {
-            break;
+        if (send(sv[1], in.p, n, MSG_NOSIGNAL) < 0) {
+            break;      /* the server hung up */
         }
+        in.p += n;
+        in.left -= n;
+    }
+    shutdown(sv[1], SHUT_WR);
+    for (int i = 0; !over && i < 4096; i++) {
+        over = vu_dev_dispatch(dev) < 0;
+        drain(sv[1]);
     }
     vu_dev_free(dev);
     /* Every queue the server started, it also stopped. */
