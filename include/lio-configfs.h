@@ -83,6 +83,19 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force);
  */
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
                 const char *spec);
+/*
+ * What backs a LUN, given as values so that nothing taken from a file (a
+ * restored configuration) is ever parsed as a spec: a path containing
+ * ",size=1T" stays a path, and is refused since configfs could not take it.
+ */
+struct lio_backing {
+    enum lio_lun_type type;    /* LIO_LUN_FILE or LIO_LUN_BLOCK */
+    const char *path;          /* absolute, without ',', '=' or newlines */
+    uint64_t size;             /* file: create/extend to this; 0: the file's own size */
+};
+/* lio_lun_add with the backing as values; same checks and results. */
+int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        const struct lio_backing *backing);
 /* Unlinks the LUN and deletes its backstore if ours; missing LUN is fine. */
 int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun);
 

@@ -469,6 +469,12 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* The kernel parses control options separated by ',' and newlines. */
+static bool backing_path_ok(const char *path)
+{
+    return path[0] == '/' && !strpbrk(path, ",\n=");
+}
+
 static int lun_spec_parse(const char *spec, struct lun_spec *out)
 {
     memset(out, 0, sizeof(*out));
@@ -498,8 +504,7 @@ static int lun_spec_parse(const char *spec, struct lun_spec *out)
             return -EINVAL;
         }
     }
-    /* The kernel parses control options separated by ',' and newlines. */
-    if (out->path[0] != '/' || strpbrk(out->path, ",\n=")) {
+    if (!backing_path_ok(out->path)) {
         g_warning("lio: LUN spec '%s': path must be absolute without ',', '=' or newlines",
                   spec);
         lun_spec_clear(out);
@@ -1041,8 +1046,7 @@ static void warn_tmf_bug(const struct lio *lio, const char *tdir, const char *ww
     }
 }
 
-int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                const char *spec)
+static int lun_add_checks(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun)
 {
     int ret = check_wwpn(wwpn);
     if (ret == 0) {
@@ -1059,11 +1063,56 @@ int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
         g_warning("lio: target %s tpgt %u does not exist (create it first)", wwpn, tpgt);
         return -ENOENT;
     }
-    struct lun_spec s;
-    ret = lun_spec_parse(spec, &s);
+    return 0;
+}
+
+static int lun_add_spec(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        struct lun_spec s);
+
+int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                const char *spec)
+{
+    int ret = lun_add_checks(lio, wwpn, tpgt, lun);
     if (ret < 0) {
         return ret;
     }
+    struct lun_spec s;
+    ret = lun_spec_parse(spec, &s);
+    return ret < 0 ? ret : lun_add_spec(lio, wwpn, tpgt, lun, s);
+}
+
+int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        const struct lio_backing *b)
+{
+    int ret = lun_add_checks(lio, wwpn, tpgt, lun);
+    if (ret < 0) {
+        return ret;
+    }
+    const char *path = b->path ? b->path : "";
+    if (b->type != LIO_LUN_FILE && b->type != LIO_LUN_BLOCK) {
+        g_warning("lio: %s LUN %u: only file and block backstores can be created", wwpn, lun);
+        return -EINVAL;
+    }
+    if (!backing_path_ok(path)) {
+        g_warning("lio: %s LUN %u: path '%s': path must be absolute without ',', '=' or "
+                  "newlines", wwpn, lun, path);
+        return -EINVAL;
+    }
+    if (b->size && (b->type != LIO_LUN_FILE || b->size % 512)) {
+        g_warning("lio: %s LUN %u: size %" PRIu64 ": only file LUNs take a size, "
+                  "a multiple of 512", wwpn, lun, b->size);
+        return -EINVAL;
+    }
+    struct lun_spec s = { .type = b->type, .path = g_strdup(path), .size = b->size };
+    return lun_add_spec(lio, wwpn, tpgt, lun, s);
+}
+
+/* Takes s over; the checks of lun_add_checks have been done. */
+static int lun_add_spec(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        struct lun_spec s)
+{
+    int ret;
+    g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
     g_autofree char *name = backstore_name(wwpn, tpgt, lun);
     g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
     g_autofree char *rel = NULL;
@@ -1738,6 +1787,10 @@ int lio_config_parse(const char *json, GPtrArray **out)
                 err = "negative size";
             } else if (l->type == LIO_LUN_OTHER) {
                 err = "lun type must be \"file\" or \"block\"";
+            } else if (!backing_path_ok(l->path)) {
+                err = "path must be absolute without ',', '=' or newlines";
+            } else if (l->type == LIO_LUN_FILE && size % 512) {
+                err = "size must be a multiple of 512";
             }
             l->lun = lun;
             l->size = size;
@@ -1775,10 +1828,12 @@ int lio_restore(struct lio *lio, const char *file)
         ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL);
         for (guint k = 0; k < t->luns->len && ret == 0; k++) {
             struct lio_lun *l = t->luns->pdata[k];
-            g_autofree char *spec = l->type == LIO_LUN_FILE && l->size ?
-                g_strdup_printf("file:%s,size=%" PRIu64, l->path, l->size) :
-                g_strdup_printf("%s:%s", lun_type_name(l->type), l->path);
-            ret = lio_lun_add(lio, t->wwpn, t->tpgt, l->lun, spec);
+            /* A block LUN's size is the device's: informational only. */
+            struct lio_backing b = {
+                .type = l->type, .path = l->path,
+                .size = l->type == LIO_LUN_FILE ? l->size : 0,
+            };
+            ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
         }
     }
     g_ptr_array_unref(targets);

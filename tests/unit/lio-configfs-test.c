@@ -10,6 +10,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -556,6 +557,77 @@ static void test_config_parser_is_strict(void)
     g_ptr_array_unref(out);
 }
 
+/* A configuration with one file LUN at path of size bytes, written to name. */
+static char *write_one_lun_config(struct fx *f, const char *name, const char *path,
+                                  const char *size)
+{
+    g_autofree char *file = scratch(f, name);
+    g_autofree char *json = g_strdup_printf(
+        "{\"version\": 1, \"targets\": [{\"wwpn\": \"" WWPN "\", \"tpgt\": 1, "
+        "\"nexus\": \"\", \"luns\": [{\"lun\": 0, \"type\": \"file\", \"path\": \"%s\", "
+        "\"size\": %s, \"backstore\": \"\"}]}]}\n", path, size);
+    g_assert_true(g_file_set_contents(file, json, -1, NULL));
+    return g_steal_pointer(&file);
+}
+
+static void assert_smaller_than_1t(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && st.st_size >= (1LL << 40)) {
+        g_error("%s was extended to %jd bytes", path, (intmax_t)st.st_size);
+    }
+}
+
+/*
+ * Issue 11 finding 9: restore used to rebuild a "file:PATH,size=N" spec from
+ * the file, so this path became /…/img with a 1 TiB size.
+ */
+static void test_restore_comma_in_path_is_refused_not_read_as_size(struct fx *f,
+                                                                    gconstpointer d)
+{
+    g_autofree char *img = scratch(f, "img");
+    g_autofree char *path = g_strdup_printf("%s,size=1T", img);
+    g_autofree char *file = write_one_lun_config(f, "inject.json", path, "0");
+
+    expect_warning("*configuration rejected: targets[0].luns[0]: path must be absolute "
+                   "without ','*");
+    g_assert_cmpint(lio_restore(f->lio, file), ==, -EINVAL);
+    g_test_assert_expected_messages();
+    assert_smaller_than_1t(img);
+    assert_smaller_than_1t(path);
+    g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
+    g_assert_false(g_file_test(path, G_FILE_TEST_EXISTS));
+    /* The whole file is checked first: not even the target was created. */
+    g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
+}
+
+static void test_lun_add_backing_takes_values_not_a_spec(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autofree char *img = scratch(f, "img");
+    g_autofree char *comma = g_strdup_printf("%s,size=1T", img);
+    struct lio_backing bad = { .type = LIO_LUN_FILE, .path = comma, .size = 1 << 20 };
+    expect_warning("*LUN 0: path '*img,size=1T': path must be absolute without ','*");
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &bad), ==, -EINVAL);
+    struct lio_backing odd = { .type = LIO_LUN_FILE, .path = img, .size = 1000 };
+    expect_warning("*size 1000: only file LUNs take a size, a multiple of 512*");
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &odd), ==, -EINVAL);
+    struct lio_backing sized_block = { .type = LIO_LUN_BLOCK, .path = "/dev/null", .size = 512 };
+    expect_warning("*only file LUNs take a size*");
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &sized_block), ==, -EINVAL);
+    g_test_assert_expected_messages();
+    g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
+
+    struct lio_backing good = { .type = LIO_LUN_FILE, .path = img, .size = 1 << 20 };
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &good), ==, 0);
+    g_autofree char *ctl = cf(f, "target/core/fileio_0/" BS0 "/control");
+    g_autofree char *control = slurp(ctl);
+    g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576", img);
+    g_assert_cmpstr(control, ==, want);
+}
+
 static void test_restore_missing_file_fails(struct fx *f, gconstpointer d)
 {
     g_autofree char *file = scratch(f, "nope.json");
@@ -596,6 +668,10 @@ int main(int argc, char **argv)
     ADD("/lio/list", test_list_reports_targets_and_luns);
     ADD("/lio/save-restore", test_save_delete_restore_round_trip);
     ADD("/lio/restore/missing-file", test_restore_missing_file_fails);
+    ADD("/lio/restore/comma-in-path-is-refused-not-read-as-size",
+        test_restore_comma_in_path_is_refused_not_read_as_size);
+    ADD("/lio/lun/add-backing-takes-values-not-a-spec",
+        test_lun_add_backing_takes_values_not_a_spec);
     g_test_add_func("/lio/config/strict-parser", test_config_parser_is_strict);
     g_test_add_func("/lio/qemu-args", test_qemu_args);
     return g_test_run();
