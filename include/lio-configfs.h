@@ -14,6 +14,7 @@
 #define VHOST_SCSI_LIO_CONFIGFS_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <glib.h>
 
@@ -83,6 +84,19 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force);
  */
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
                 const char *spec);
+/*
+ * What backs a LUN, given as values so that nothing taken from a file (a
+ * restored configuration) is ever parsed as a spec: a path containing
+ * ",size=1T" stays a path, and is refused since configfs could not take it.
+ */
+struct lio_backing {
+    enum lio_lun_type type;    /* LIO_LUN_FILE or LIO_LUN_BLOCK */
+    const char *path;          /* absolute, without ',', '=' or newlines */
+    uint64_t size;             /* file: create/extend to this; 0: the file's own size */
+};
+/* lio_lun_add with the backing as values; same checks and results. */
+int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        const struct lio_backing *backing);
 /* Unlinks the LUN and deletes its backstore if ours; missing LUN is fine. */
 int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun);
 
@@ -90,13 +104,21 @@ int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
 int lio_list(struct lio *lio, GPtrArray **out);
 void lio_target_free(struct lio_target *t);
 
-char *lio_list_to_json(GPtrArray *targets);
+/*
+ * The saved format, for list --json and save; -EINVAL with a warning naming
+ * the field when a string (a udev_path, say) is not UTF-8.
+ */
+int lio_list_to_json(GPtrArray *targets, char **out);
 char *lio_list_to_text(GPtrArray *targets);
 int lio_save(struct lio *lio, const char *file);
 /* Creates every target and LUN in file (idempotently). */
 int lio_restore(struct lio *lio, const char *file);
-/* Parses a saved configuration (strict); -EINVAL with a warning on errors. */
-int lio_config_parse(const char *json, GPtrArray **out);
+/*
+ * Parses a saved configuration of len bytes (strict RFC 8259, nothing but
+ * whitespace after the object, no NUL byte, no repeated member names);
+ * -EINVAL with a warning on errors.
+ */
+int lio_config_parse(const char *json, size_t len, GPtrArray **out);
 
 /* "-device vhost-scsi-pci,wwpn=WWPN,bus=BUS" (bus NULL: omitted). */
 char *lio_qemu_args(const char *wwpn, const char *bus, unsigned num_queues);

@@ -267,8 +267,15 @@ static int cmd_lio(struct ctl *c)
         GPtrArray *targets;
         ret = lio_list(lio, &targets);
         if (ret == 0) {
-            g_autofree char *s = c->json ? lio_list_to_json(targets) : lio_list_to_text(targets);
-            fputs(s, stdout);
+            g_autofree char *s = NULL;
+            if (c->json) {
+                ret = lio_list_to_json(targets, &s);
+            } else {
+                s = lio_list_to_text(targets);
+            }
+            if (ret == 0) {
+                fputs(s, stdout);
+            }
             g_ptr_array_unref(targets);
         }
     } else if (!strcmp(cmd, "save")) {

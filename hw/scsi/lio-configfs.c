@@ -7,8 +7,10 @@
  * while on the real configfs attributes are only ever written in place and
  * directories only rmdir'ed (the kernel tears down default groups itself).
  * Backstores created here get a name derived from WWPN, TPGT and LUN, which
- * is how delete recognises the ones it may remove.  Save/restore use a small
- * JSON format with its own emitter and strict parser (no extra dependency).
+ * is how delete recognises the ones it may remove.  list --json, save and
+ * restore use a small JSON format, written and parsed with json-glib; the
+ * bytes of a file to restore are checked before json-glib sees them (see
+ * config_precheck) and repeated member names are caught while it parses.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -30,6 +32,7 @@
 #include <unistd.h>
 #include <linux/fs.h>
 #include <libkmod.h>
+#include <json-glib/json-glib.h>
 
 #include "lio-configfs.h"
 
@@ -469,6 +472,12 @@ static int parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* The kernel parses control options separated by ',' and newlines. */
+static bool backing_path_ok(const char *path)
+{
+    return path[0] == '/' && !strpbrk(path, ",\n=");
+}
+
 static int lun_spec_parse(const char *spec, struct lun_spec *out)
 {
     memset(out, 0, sizeof(*out));
@@ -498,8 +507,7 @@ static int lun_spec_parse(const char *spec, struct lun_spec *out)
             return -EINVAL;
         }
     }
-    /* The kernel parses control options separated by ',' and newlines. */
-    if (out->path[0] != '/' || strpbrk(out->path, ",\n=")) {
+    if (!backing_path_ok(out->path)) {
         g_warning("lio: LUN spec '%s': path must be absolute without ',', '=' or newlines",
                   spec);
         lun_spec_clear(out);
@@ -1041,8 +1049,7 @@ static void warn_tmf_bug(const struct lio *lio, const char *tdir, const char *ww
     }
 }
 
-int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                const char *spec)
+static int lun_add_checks(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun)
 {
     int ret = check_wwpn(wwpn);
     if (ret == 0) {
@@ -1059,11 +1066,56 @@ int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
         g_warning("lio: target %s tpgt %u does not exist (create it first)", wwpn, tpgt);
         return -ENOENT;
     }
-    struct lun_spec s;
-    ret = lun_spec_parse(spec, &s);
+    return 0;
+}
+
+static int lun_add_spec(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        struct lun_spec s);
+
+int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                const char *spec)
+{
+    int ret = lun_add_checks(lio, wwpn, tpgt, lun);
     if (ret < 0) {
         return ret;
     }
+    struct lun_spec s;
+    ret = lun_spec_parse(spec, &s);
+    return ret < 0 ? ret : lun_add_spec(lio, wwpn, tpgt, lun, s);
+}
+
+int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        const struct lio_backing *b)
+{
+    int ret = lun_add_checks(lio, wwpn, tpgt, lun);
+    if (ret < 0) {
+        return ret;
+    }
+    const char *path = b->path ? b->path : "";
+    if (b->type != LIO_LUN_FILE && b->type != LIO_LUN_BLOCK) {
+        g_warning("lio: %s LUN %u: only file and block backstores can be created", wwpn, lun);
+        return -EINVAL;
+    }
+    if (!backing_path_ok(path)) {
+        g_warning("lio: %s LUN %u: path '%s': path must be absolute without ',', '=' or "
+                  "newlines", wwpn, lun, path);
+        return -EINVAL;
+    }
+    if (b->size && (b->type != LIO_LUN_FILE || b->size % 512)) {
+        g_warning("lio: %s LUN %u: size %" PRIu64 ": only file LUNs take a size, "
+                  "a multiple of 512", wwpn, lun, b->size);
+        return -EINVAL;
+    }
+    struct lun_spec s = { .type = b->type, .path = g_strdup(path), .size = b->size };
+    return lun_add_spec(lio, wwpn, tpgt, lun, s);
+}
+
+/* Takes s over; the checks of lun_add_checks have been done. */
+static int lun_add_spec(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                        struct lun_spec s)
+{
+    int ret;
+    g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
     g_autofree char *name = backstore_name(wwpn, tpgt, lun);
     g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
     g_autofree char *rel = NULL;
@@ -1321,45 +1373,86 @@ static const char *lun_type_name(enum lio_lun_type t)
     return t == LIO_LUN_FILE ? "file" : t == LIO_LUN_BLOCK ? "block" : "other";
 }
 
-static void json_string(GString *s, const char *v)
+/*
+ * The one JSON writer, for list --json and save alike.  configfs gives back
+ * whatever bytes were written to udev_path, and json-glib would copy bytes
+ * that are not UTF-8 into its output, so such a string is refused here.
+ */
+static bool add_string(JsonBuilder *b, const char *at, const char *member, const char *value)
 {
-    g_string_append_c(s, '"');
-    for (const unsigned char *p = (const unsigned char *)v; *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            g_string_append_c(s, '\\');
-            g_string_append_c(s, *p);
-        } else if (*p < 0x20) {
-            g_string_append_printf(s, "\\u%04x", *p);
-        } else {
-            g_string_append_c(s, *p);
-        }
+    if (!g_utf8_validate(value, -1, NULL)) {
+        g_autofree char *shown = g_strescape(value, NULL);
+        g_warning("lio: cannot write the configuration as JSON: %s.%s is not UTF-8: \"%s\"",
+                  at, member, shown);
+        return false;
     }
-    g_string_append_c(s, '"');
+    json_builder_set_member_name(b, member);
+    json_builder_add_string_value(b, value);
+    return true;
 }
 
-char *lio_list_to_json(GPtrArray *targets)
+static void add_int(JsonBuilder *b, const char *member, gint64 value)
 {
-    GString *s = g_string_new("{\n  \"version\": 1,\n  \"targets\": [");
+    json_builder_set_member_name(b, member);
+    json_builder_add_int_value(b, value);
+}
+
+int lio_list_to_json(GPtrArray *targets, char **out)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_int(b, "version", 1);
+    json_builder_set_member_name(b, "targets");
+    json_builder_begin_array(b);
     for (guint i = 0; i < targets->len; i++) {
         struct lio_target *t = targets->pdata[i];
-        g_string_append(s, i ? ",\n    {\n      \"wwpn\": " : "\n    {\n      \"wwpn\": ");
-        json_string(s, t->wwpn);
-        g_string_append_printf(s, ",\n      \"tpgt\": %u,\n      \"nexus\": ", t->tpgt);
-        json_string(s, t->nexus);
-        g_string_append(s, ",\n      \"luns\": [");
+        g_autofree char *at = g_strdup_printf("targets[%u]", i);
+        json_builder_begin_object(b);
+        if (!add_string(b, at, "wwpn", t->wwpn)) {
+            return -EINVAL;
+        }
+        add_int(b, "tpgt", t->tpgt);
+        if (!add_string(b, at, "nexus", t->nexus)) {
+            return -EINVAL;
+        }
+        json_builder_set_member_name(b, "luns");
+        json_builder_begin_array(b);
         for (guint j = 0; j < t->luns->len; j++) {
             struct lio_lun *l = t->luns->pdata[j];
-            g_string_append_printf(s, "%s\n        {\"lun\": %u, \"type\": \"%s\", \"path\": ",
-                                   j ? "," : "", l->lun, lun_type_name(l->type));
-            json_string(s, l->path);
-            g_string_append_printf(s, ", \"size\": %" PRIu64 ", \"backstore\": ", l->size);
-            json_string(s, l->backstore);
-            g_string_append(s, "}");
+            g_autofree char *lat = g_strdup_printf("%s.luns[%u]", at, j);
+            json_builder_begin_object(b);
+            add_int(b, "lun", l->lun);
+            json_builder_set_member_name(b, "type");
+            json_builder_add_string_value(b, lun_type_name(l->type));
+            if (!add_string(b, lat, "path", l->path)) {
+                return -EINVAL;
+            }
+            /* JSON integers are read back as gint64; a larger size would not restore. */
+            if (l->size > G_MAXINT64) {
+                g_warning("lio: cannot write the configuration as JSON: %s.size %" PRIu64
+                          " is out of range", lat, l->size);
+                return -EINVAL;
+            }
+            add_int(b, "size", l->size);
+            if (!add_string(b, lat, "backstore", l->backstore)) {
+                return -EINVAL;
+            }
+            json_builder_end_object(b);
         }
-        g_string_append(s, t->luns->len ? "\n      ]\n    }" : "]\n    }");
+        json_builder_end_array(b);
+        json_builder_end_object(b);
     }
-    g_string_append(s, targets->len ? "\n  ]\n}\n" : "]\n}\n");
-    return g_string_free(s, FALSE);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    *out = g_strconcat(text, "\n", NULL);
+    return 0;
 }
 
 char *lio_list_to_text(GPtrArray *targets)
@@ -1390,19 +1483,12 @@ int lio_save(struct lio *lio, const char *file)
     if (ret < 0) {
         return ret;
     }
-    for (guint i = 0; i < targets->len; i++) {
-        struct lio_target *t = targets->pdata[i];
-        for (guint j = 0; j < t->luns->len; j++) {
-            struct lio_lun *l = t->luns->pdata[j];
-            if (!g_utf8_validate(l->path, -1, NULL)) {
-                g_warning("lio: cannot save %s LUN %u: path is not UTF-8", t->wwpn, l->lun);
-                g_ptr_array_unref(targets);
-                return -EINVAL;
-            }
-        }
-    }
-    g_autofree char *json = lio_list_to_json(targets);
+    g_autofree char *json = NULL;
+    ret = lio_list_to_json(targets, &json);
     g_ptr_array_unref(targets);
+    if (ret < 0) {
+        return ret;
+    }
     g_autoptr(GError) err = NULL;
     if (!g_file_set_contents(file, json, -1, &err)) {
         g_warning("lio: saving to %s failed: %s", file, err->message);
@@ -1413,343 +1499,306 @@ int lio_save(struct lio *lio, const char *file)
 
 /* ---------------------------------------------------------- JSON parser */
 
-enum jtype { J_NULL, J_BOOL, J_INT, J_STR, J_ARR, J_OBJ };
+/*
+ * json-glib 1.6 (Debian 12) parses leniently and without bounds: it takes
+ * comments, single-quoted strings, hex and octal numbers, unknown escapes
+ * and a second top-level value, stops at a NUL byte, cuts strings at
+ * \u0000, recurses until the stack overflows on deep nesting (a 200 kB
+ * file of '[' is enough), and each repeat of a member name walks the
+ * object's member list.  This one pass over the bytes refuses all of that
+ * first, so json-glib only ever gets RFC 8259 JSON of bounded depth and
+ * object size.  JsonParser:strict (json-glib 1.10) would cover the lexical
+ * part, not the bounds.
+ */
+#define CONFIG_DEPTH_MAX 16            /* the format nests 5 deep */
+#define CONFIG_MEMBERS_MAX 64          /* its largest object has 5 members */
 
-struct jv {
-    enum jtype t;
-    gint64 i;
-    char *s;
-    GPtrArray *items;          /* J_ARR, J_OBJ: struct jv * */
-    GPtrArray *keys;           /* J_OBJ: char * */
-};
-
-static void jv_free(gpointer p)
+static bool in_set(char c, const char *set)
 {
-    struct jv *v = p;
-    if (!v) {
-        return;
-    }
-    g_free(v->s);
-    if (v->items) {
-        g_ptr_array_unref(v->items);
-    }
-    if (v->keys) {
-        g_ptr_array_unref(v->keys);
-    }
-    g_free(v);
+    return c && strchr(set, c);
 }
 
-struct jparser {
-    const char *p;
-    const char *start;
-    const char *err;
-};
-
-static void jskip(struct jparser *j)
+static const char *config_precheck(const char *s, size_t len, size_t *at)
 {
-    while (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r') {
-        j->p++;
-    }
-}
+    static const char *const words[] = { "true", "false", "null" };
+    bool is_object[CONFIG_DEPTH_MAX];
+    unsigned members[CONFIG_DEPTH_MAX];
+    unsigned depth = 0;
+    bool opened = false;
 
-static struct jv *jfail(struct jparser *j, const char *msg)
-{
-    if (!j->err) {
-        j->err = msg;
-    }
-    return NULL;
-}
-
-static int jhex4(const char *p)
-{
-    int v = 0;
-    for (int i = 0; i < 4; i++) {
-        int d = g_ascii_xdigit_value(p[i]);
-        if (d < 0) {
-            return -1;
-        }
-        v = v * 16 + d;
-    }
-    return v;
-}
-
-static char *jstring(struct jparser *j)
-{
-    GString *s = g_string_new("");
-    j->p++;                                  /* opening quote */
-    while (*j->p != '"') {
-        unsigned char c = *j->p;
-        if (c == 0 || c < 0x20) {
-            jfail(j, c ? "control character in string" : "unterminated string");
-            g_string_free(s, TRUE);
-            return NULL;
-        }
-        if (c != '\\') {
-            g_string_append_c(s, c);
-            j->p++;
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        *at = i;
+        if (in_set(c, " \t\n\r")) {
             continue;
         }
-        char e = j->p[1];
-        const char *map = strchr("\"\\/bfnrt", e);
-        if (e && map) {
-            g_string_append_c(s, "\"\\/\b\f\n\r\t"[map - "\"\\/bfnrt"]);
-            j->p += 2;
-            continue;
+        if (c == 0) {
+            return "NUL byte in the document";
         }
-        int cp = e == 'u' ? jhex4(j->p + 2) : -1;
-        if (cp < 0) {
-            jfail(j, "bad escape in string");
-            g_string_free(s, TRUE);
-            return NULL;
-        }
-        j->p += 6;
-        if (cp >= 0xd800 && cp < 0xdc00 && j->p[0] == '\\' && j->p[1] == 'u') {
-            int lo = jhex4(j->p + 2);
-            if (lo >= 0xdc00 && lo < 0xe000) {
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                j->p += 6;
+        if (depth == 0) {
+            if (opened) {
+                return "trailing data after the top-level object";
+            }
+            if (c != '{') {
+                return "the top level must be an object";
             }
         }
-        if ((cp >= 0xd800 && cp < 0xe000) || cp == 0) {
-            jfail(j, "invalid \\u escape (NUL or lone surrogate)");
-            g_string_free(s, TRUE);
-            return NULL;
+        if (c == '{' || c == '[') {
+            if (depth == CONFIG_DEPTH_MAX) {
+                return "nested deeper than " G_STRINGIFY(CONFIG_DEPTH_MAX);
+            }
+            is_object[depth] = c == '{';
+            members[depth++] = 0;
+            opened = true;
+        } else if (c == '}' || c == ']') {
+            if (is_object[--depth] != (c == '}')) {
+                return "mismatched bracket";
+            }
+        } else if (c == ':') {
+            if (is_object[depth - 1] && ++members[depth - 1] > CONFIG_MEMBERS_MAX) {
+                return "object with more than " G_STRINGIFY(CONFIG_MEMBERS_MAX) " members";
+            }
+        } else if (c == '"') {
+            for (i++; i < len && s[i] != '"'; i++) {
+                *at = i;
+                if (s[i] == 0) {
+                    return "NUL byte in the document";
+                }
+                if ((unsigned char)s[i] < 0x20) {
+                    return "control character in a string";
+                }
+                if (s[i] != '\\') {
+                    continue;
+                }
+                if (++i < len && in_set(s[i], "\"\\/bfnrt")) {
+                    continue;
+                }
+                if (i >= len || s[i] != 'u' || len - i < 5 || !g_ascii_isxdigit(s[i + 1]) ||
+                    !g_ascii_isxdigit(s[i + 2]) || !g_ascii_isxdigit(s[i + 3]) ||
+                    !g_ascii_isxdigit(s[i + 4])) {
+                    return "invalid escape in a string";
+                }
+                if (!memcmp(s + i + 1, "0000", 4)) {
+                    return "\\u0000 in a string";
+                }
+                i += 4;
+            }
+            if (i >= len) {
+                *at = len;
+                return "unterminated string";
+            }
+        } else if (c == '-' || g_ascii_isdigit(c)) {
+            size_t d = i + (c == '-');
+            if (d + 1 < len && s[d] == '0' && g_ascii_isdigit(s[d + 1])) {
+                return "number with a leading zero";
+            }
+            while (i + 1 < len && (g_ascii_isdigit(s[i + 1]) || in_set(s[i + 1], ".eE+-"))) {
+                i++;
+            }
+        } else if (c != ',') {
+            size_t w = 0;
+            for (size_t k = 0; k < G_N_ELEMENTS(words) && !w; k++) {
+                size_t n = strlen(words[k]);
+                if (len - i >= n && !memcmp(s + i, words[k], n) &&
+                    (len - i == n || !g_ascii_isalnum(s[i + n]))) {
+                    w = n;
+                }
+            }
+            if (!w) {
+                return "unexpected character";
+            }
+            i += w - 1;
         }
-        g_string_append_unichar(s, cp);
     }
-    j->p++;
-    if (!g_utf8_validate(s->str, s->len, NULL)) {
-        jfail(j, "string is not UTF-8");
-        g_string_free(s, TRUE);
+    *at = len;
+    return depth || !opened ? "unexpected end of the document" : NULL;
+}
+
+/*
+ * json-glib keeps the last of repeated members; a member that did not make
+ * its object grow is a repeat.  One counter per open object, innermost last
+ * (a member is announced after its value, so after any inner object ended).
+ */
+struct repeat_check {
+    GArray *counts;
+    char *err;
+};
+
+static void on_object_start(JsonParser *parser, gpointer data)
+{
+    struct repeat_check *rc = data;
+    guint zero = 0;
+    g_array_append_val(rc->counts, zero);
+}
+
+static void on_object_member(JsonParser *parser, JsonObject *object, const char *name,
+                             gpointer data)
+{
+    struct repeat_check *rc = data;
+    guint *seen = &g_array_index(rc->counts, guint, rc->counts->len - 1);
+    if (++*seen > json_object_get_size(object) && !rc->err) {
+        rc->err = g_strdup_printf("line %u column %u: duplicate member name \"%s\"",
+                                  json_parser_get_current_line(parser),
+                                  json_parser_get_current_pos(parser), name);
+    }
+}
+
+static void on_object_end(JsonParser *parser, JsonObject *object, gpointer data)
+{
+    struct repeat_check *rc = data;
+    g_array_set_size(rc->counts, rc->counts->len - 1);
+}
+
+enum member_type { M_INT, M_STR, M_ARR };
+
+struct member {
+    const char *name;
+    enum member_type type;
+};
+
+static bool node_is(JsonNode *n, enum member_type t)
+{
+    if (t == M_ARR) {
+        return JSON_NODE_HOLDS_ARRAY(n);
+    }
+    return JSON_NODE_HOLDS_VALUE(n) &&
+           json_node_get_value_type(n) == (t == M_INT ? G_TYPE_INT64 : G_TYPE_STRING);
+}
+
+/* An object with exactly these members, of these types, its strings UTF-8. */
+static char *check_object(JsonNode *n, const struct member *spec, guint count)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(n)) {
+        return g_strdup("expected an object");
+    }
+    JsonObject *o = json_node_get_object(n);
+    for (guint i = 0; i < count; i++) {
+        JsonNode *m = json_object_get_member(o, spec[i].name);
+        if (!m) {
+            return g_strdup_printf("missing member \"%s\"", spec[i].name);
+        }
+        if (!node_is(m, spec[i].type)) {
+            return g_strdup_printf("member \"%s\" has the wrong type", spec[i].name);
+        }
+        /* An escaped lone surrogate comes out of json-glib as invalid UTF-8. */
+        if (spec[i].type == M_STR && !g_utf8_validate(json_node_get_string(m), -1, NULL)) {
+            return g_strdup_printf("member \"%s\" is not valid UTF-8", spec[i].name);
+        }
+    }
+    if (json_object_get_size(o) == count) {
         return NULL;
     }
-    return g_string_free(s, FALSE);
+    g_autoptr(GList) names = json_object_get_members(o);
+    for (GList *l = names; l; l = l->next) {
+        guint i = 0;
+        while (i < count && strcmp(spec[i].name, l->data)) {
+            i++;
+        }
+        if (i == count) {
+            return g_strdup_printf("unknown member \"%s\"", (const char *)l->data);
+        }
+    }
+    return g_strdup("unknown member");
 }
 
-static struct jv *jvalue(struct jparser *j, int depth)
+int lio_config_parse(const char *json, size_t len, GPtrArray **out)
 {
-    jskip(j);
-    if (depth > 8) {
-        return jfail(j, "nesting too deep");
+    size_t at;
+    const char *bad = config_precheck(json, len, &at);
+    if (bad) {
+        g_warning("lio: configuration rejected at byte %zu: %s", at, bad);
+        return -EINVAL;
     }
-    struct jv *v = g_new0(struct jv, 1);
-    char c = *j->p;
-    if (c == '{' || c == '[') {
-        bool obj = c == '{';
-        v->t = obj ? J_OBJ : J_ARR;
-        v->items = g_ptr_array_new_with_free_func(jv_free);
-        if (obj) {
-            v->keys = g_ptr_array_new_with_free_func(g_free);
-        }
-        j->p++;
-        jskip(j);
-        if (*j->p == (obj ? '}' : ']')) {
-            j->p++;
-            return v;
-        }
-        for (;;) {
-            jskip(j);
-            if (obj) {
-                if (*j->p != '"') {
-                    jv_free(v);
-                    return jfail(j, "expected a member name");
-                }
-                char *k = jstring(j);
-                if (!k) {
-                    jv_free(v);
-                    return NULL;
-                }
-                for (guint i = 0; i < v->keys->len; i++) {
-                    if (!strcmp(v->keys->pdata[i], k)) {
-                        g_free(k);
-                        jv_free(v);
-                        return jfail(j, "duplicate member name");
-                    }
-                }
-                g_ptr_array_add(v->keys, k);
-                jskip(j);
-                if (*j->p != ':') {
-                    jv_free(v);
-                    return jfail(j, "expected ':'");
-                }
-                j->p++;
-            }
-            struct jv *item = jvalue(j, depth + 1);
-            if (!item) {
-                jv_free(v);
-                return NULL;
-            }
-            g_ptr_array_add(v->items, item);
-            jskip(j);
-            if (*j->p == ',') {
-                j->p++;
-                continue;
-            }
-            if (*j->p == (obj ? '}' : ']')) {
-                j->p++;
-                return v;
-            }
-            jv_free(v);
-            return jfail(j, obj ? "expected ',' or '}'" : "expected ',' or ']'");
-        }
+    g_autoptr(JsonParser) parser = json_parser_new();
+    struct repeat_check rc = { .counts = g_array_new(FALSE, FALSE, sizeof(guint)) };
+    g_signal_connect(parser, "object-start", G_CALLBACK(on_object_start), &rc);
+    g_signal_connect(parser, "object-member", G_CALLBACK(on_object_member), &rc);
+    g_signal_connect(parser, "object-end", G_CALLBACK(on_object_end), &rc);
+    g_autoptr(GError) gerr = NULL;
+    bool parsed = json_parser_load_from_data(parser, json, len, &gerr);
+    g_array_unref(rc.counts);
+    g_autofree char *repeat = rc.err;
+    if (!parsed || repeat) {
+        g_warning("lio: configuration rejected: %s", parsed ? repeat : gerr->message);
+        return -EINVAL;
     }
-    if (c == '"') {
-        v->t = J_STR;
-        v->s = jstring(j);
-        if (!v->s) {
-            jv_free(v);
-            return NULL;
-        }
-        return v;
-    }
-    if (c == '-' || isdigit((unsigned char)c)) {
-        const char *q = j->p + (c == '-');
-        if (!isdigit((unsigned char)*q) || (q[0] == '0' && isdigit((unsigned char)q[1]))) {
-            jv_free(v);
-            return jfail(j, "bad number");
-        }
-        char *end;
-        errno = 0;
-        v->t = J_INT;
-        v->i = g_ascii_strtoll(j->p, &end, 10);
-        if (errno || *end == '.' || *end == 'e' || *end == 'E') {
-            jv_free(v);
-            return jfail(j, "number out of range or not an integer");
-        }
-        j->p = end;
-        return v;
-    }
-    static const struct { const char *w; enum jtype t; gint64 i; } words[] = {
-        { "true", J_BOOL, 1 }, { "false", J_BOOL, 0 }, { "null", J_NULL, 0 },
+
+    static const struct member top_members[] = { { "version", M_INT }, { "targets", M_ARR } };
+    static const struct member target_members[] = {
+        { "wwpn", M_STR }, { "tpgt", M_INT }, { "nexus", M_STR }, { "luns", M_ARR },
     };
-    for (size_t i = 0; i < G_N_ELEMENTS(words); i++) {
-        if (!strncmp(j->p, words[i].w, strlen(words[i].w))) {
-            v->t = words[i].t;
-            v->i = words[i].i;
-            j->p += strlen(words[i].w);
-            return v;
-        }
-    }
-    jv_free(v);
-    return jfail(j, "unexpected character");
-}
-
-static struct jv *jmember(struct jv *o, const char *key)
-{
-    for (guint i = 0; i < o->keys->len; i++) {
-        if (!strcmp(o->keys->pdata[i], key)) {
-            return o->items->pdata[i];
-        }
-    }
-    return NULL;
-}
-
-/* Object with exactly these members (types given as "key:type" pairs). */
-static const char *jcheck(struct jv *o, const char *const *spec)
-{
-    if (o->t != J_OBJ) {
-        return "expected an object";
-    }
-    guint n = 0;
-    for (; spec[n]; n += 2) {
-        struct jv *m = jmember(o, spec[n]);
-        if (!m) {
-            return "missing member";
-        }
-        if ((gintptr)m->t != GPOINTER_TO_INT(spec[n + 1])) {
-            return "member has the wrong type";
-        }
-    }
-    return o->keys->len == n / 2 ? NULL : "unknown member";
-}
-
-int lio_config_parse(const char *json, GPtrArray **out)
-{
-    struct jparser j = { .p = json, .start = json };
-    struct jv *root = jvalue(&j, 0);
-    const char *err = j.err;
-    const char *where = j.p;
-    g_autofree char *ctx = NULL;       /* which element a schema error is in */
+    static const struct member lun_members[] = {
+        { "lun", M_INT }, { "type", M_STR }, { "path", M_STR }, { "size", M_INT },
+        { "backstore", M_STR },
+    };
+    g_autofree char *ctx = NULL;       /* which element an error is in */
     GPtrArray *targets = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
-
-#define T(x) ((const char *)GINT_TO_POINTER(x))
-    static const char *const top_spec[] = { "version", T(J_INT), "targets", T(J_ARR), NULL };
-    static const char *const tgt_spec[] = { "wwpn", T(J_STR), "tpgt", T(J_INT),
-                                            "nexus", T(J_STR), "luns", T(J_ARR), NULL };
-    static const char *const lun_spec[] = { "lun", T(J_INT), "type", T(J_STR),
-                                            "path", T(J_STR), "size", T(J_INT),
-                                            "backstore", T(J_STR), NULL };
-#undef T
-    if (root) {
-        jskip(&j);
-        where = j.p;
-        if (*j.p) {
-            err = j.err = "trailing data";
-        }
+    JsonNode *root = json_parser_get_root(parser);
+    char *err = check_object(root, top_members, G_N_ELEMENTS(top_members));
+    JsonObject *top = err ? NULL : json_node_get_object(root);
+    if (!err && json_object_get_int_member(top, "version") != 1) {
+        err = g_strdup("unsupported version (expected 1)");
     }
-    if (!err) {
-        err = jcheck(root, top_spec);
-    }
-    if (!err && jmember(root, "version")->i != 1) {
-        err = "unsupported version (expected 1)";
-    }
-    struct jv *arr = err ? NULL : jmember(root, "targets");
-    for (guint i = 0; arr && !err && i < arr->items->len; i++) {
-        struct jv *to = arr->items->pdata[i];
+    JsonArray *arr = err ? NULL : json_object_get_array_member(top, "targets");
+    for (guint i = 0; arr && !err && i < json_array_get_length(arr); i++) {
+        JsonNode *tn = json_array_get_element(arr, i);
         g_free(ctx);
         ctx = g_strdup_printf("targets[%u]", i);
-        err = jcheck(to, tgt_spec);
+        err = check_object(tn, target_members, G_N_ELEMENTS(target_members));
         if (err) {
             break;
         }
+        JsonObject *to = json_node_get_object(tn);
         struct lio_target *t = target_new();
         g_ptr_array_add(targets, t);
-        t->wwpn = g_strdup(jmember(to, "wwpn")->s);
-        t->nexus = g_strdup(jmember(to, "nexus")->s);
-        gint64 tpgt = jmember(to, "tpgt")->i;
+        t->wwpn = g_strdup(json_object_get_string_member(to, "wwpn"));
+        t->nexus = g_strdup(json_object_get_string_member(to, "nexus"));
+        gint64 tpgt = json_object_get_int_member(to, "tpgt");
         if (!lio_wwpn_valid(t->wwpn)) {
-            err = "invalid wwpn";
+            err = g_strdup("invalid wwpn");
         } else if (t->nexus[0] && !lio_wwpn_valid(t->nexus)) {
-            err = "invalid nexus";
+            err = g_strdup("invalid nexus");
         } else if (tpgt < 0 || tpgt > LIO_TPGT_MAX) {
-            err = "tpgt out of range";
+            err = g_strdup("tpgt out of range");
         }
         t->tpgt = tpgt;
-        struct jv *luns = jmember(to, "luns");
-        for (guint k = 0; !err && k < luns->items->len; k++) {
-            struct jv *lo = luns->items->pdata[k];
+        JsonArray *luns = json_object_get_array_member(to, "luns");
+        for (guint k = 0; !err && k < json_array_get_length(luns); k++) {
+            JsonNode *ln = json_array_get_element(luns, k);
             g_free(ctx);
             ctx = g_strdup_printf("targets[%u].luns[%u]", i, k);
-            err = jcheck(lo, lun_spec);
+            err = check_object(ln, lun_members, G_N_ELEMENTS(lun_members));
             if (err) {
                 break;
             }
+            JsonObject *lo = json_node_get_object(ln);
             struct lio_lun *l = g_new0(struct lio_lun, 1);
             g_ptr_array_add(t->luns, l);
-            gint64 lun = jmember(lo, "lun")->i, size = jmember(lo, "size")->i;
-            const char *type = jmember(lo, "type")->s;
-            l->path = g_strdup(jmember(lo, "path")->s);
-            l->backstore = g_strdup(jmember(lo, "backstore")->s);
+            gint64 lun = json_object_get_int_member(lo, "lun");
+            gint64 size = json_object_get_int_member(lo, "size");
+            const char *type = json_object_get_string_member(lo, "type");
+            l->path = g_strdup(json_object_get_string_member(lo, "path"));
+            l->backstore = g_strdup(json_object_get_string_member(lo, "backstore"));
             l->type = !strcmp(type, "file") ? LIO_LUN_FILE :
                       !strcmp(type, "block") ? LIO_LUN_BLOCK : LIO_LUN_OTHER;
             if (lun < 0 || lun > LIO_LUN_MAX) {
-                err = "lun out of range";
+                err = g_strdup("lun out of range");
             } else if (size < 0) {
-                err = "negative size";
+                err = g_strdup("size out of range");
             } else if (l->type == LIO_LUN_OTHER) {
-                err = "lun type must be \"file\" or \"block\"";
+                err = g_strdup("lun type must be \"file\" or \"block\"");
+            } else if (!backing_path_ok(l->path)) {
+                err = g_strdup("path must be absolute without ',', '=' or newlines");
+            } else if (l->type == LIO_LUN_FILE && size % 512) {
+                err = g_strdup("size must be a multiple of 512");
             }
             l->lun = lun;
             l->size = size;
         }
     }
-    jv_free(root);
-    if (err && j.err) {
-        g_warning("lio: configuration rejected at byte %td: %s", where - json, err);
-    } else if (err) {
-        g_warning("lio: configuration rejected: %s: %s", ctx ? ctx : "top level", err);
-    }
     if (err) {
+        g_warning("lio: configuration rejected: %s: %s", ctx ? ctx : "top level", err);
+        g_free(err);
         g_ptr_array_unref(targets);
         return -EINVAL;
     }
@@ -1760,13 +1809,14 @@ int lio_config_parse(const char *json, GPtrArray **out)
 int lio_restore(struct lio *lio, const char *file)
 {
     g_autofree char *json = NULL;
+    gsize len;
     g_autoptr(GError) gerr = NULL;
-    if (!g_file_get_contents(file, &json, NULL, &gerr)) {
+    if (!g_file_get_contents(file, &json, &len, &gerr)) {
         g_warning("lio: reading %s failed: %s", file, gerr->message);
         return -ENOENT;
     }
     GPtrArray *targets;
-    int ret = lio_config_parse(json, &targets);
+    int ret = lio_config_parse(json, len, &targets);
     if (ret < 0) {
         return ret;
     }
@@ -1775,10 +1825,12 @@ int lio_restore(struct lio *lio, const char *file)
         ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL);
         for (guint k = 0; k < t->luns->len && ret == 0; k++) {
             struct lio_lun *l = t->luns->pdata[k];
-            g_autofree char *spec = l->type == LIO_LUN_FILE && l->size ?
-                g_strdup_printf("file:%s,size=%" PRIu64, l->path, l->size) :
-                g_strdup_printf("%s:%s", lun_type_name(l->type), l->path);
-            ret = lio_lun_add(lio, t->wwpn, t->tpgt, l->lun, spec);
+            /* A block LUN's size is the device's: informational only. */
+            struct lio_backing b = {
+                .type = l->type, .path = l->path,
+                .size = l->type == LIO_LUN_FILE ? l->size : 0,
+            };
+            ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
         }
     }
     g_ptr_array_unref(targets);
