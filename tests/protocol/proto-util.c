@@ -9,12 +9,16 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/inotify.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -28,19 +32,44 @@
 /* iSCSI LUNs log in before the daemon listens: allow for a slow target. */
 #define PU_LISTEN_MS 15000
 
-static void spawn_as(struct pu_proc *p, const char *const *argv, uid_t run_as)
+void pu_spawn_opts(struct pu_proc *p, const char *const *argv, const struct pu_spawn_opts *o)
 {
     p->pid = fork();
     g_assert_cmpint(p->pid, >=, 0);
     if (p->pid == 0) {
-        if (run_as && (setgroups(0, NULL) < 0 || setgid(run_as) < 0 || setuid(run_as) < 0)) {
+        if (o->run_as &&
+            (setgroups(0, NULL) < 0 || setgid(o->run_as) < 0 || setuid(o->run_as) < 0)) {
             _exit(126);
         }
+        if (o->nofile) {
+            struct rlimit rl = { .rlim_cur = o->nofile, .rlim_max = o->nofile };
+
+            if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+                _exit(126);
+            }
+        }
         prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (o->out_fd > 2) {
+            dup2(o->out_fd, 2);
+        }
         /* stdout carries TAP: the child's output goes to stderr. */
         dup2(2, 1);
+        if (o->pass_fd > 2) {
+            if (o->pass_fd == o->pass_as) {
+                fcntl(o->pass_fd, F_SETFD, 0);
+            } else if (dup2(o->pass_fd, o->pass_as) < 0) {
+                _exit(126);
+            }
+        }
         /* nothing of ours (meson's pipes, other children's sockets) leaks into it */
-        close_range(3, ~0u, 0);
+        if (o->pass_fd > 2 && o->pass_as > 2) {
+            if (o->pass_as > 3) {
+                close_range(3, o->pass_as - 1, 0);
+            }
+            close_range(o->pass_as + 1, ~0u, 0);
+        } else {
+            close_range(3, ~0u, 0);
+        }
         execv(argv[0], (char **)argv);
         _exit(127);
     }
@@ -50,7 +79,9 @@ static void spawn_as(struct pu_proc *p, const char *const *argv, uid_t run_as)
 
 void pu_spawn(struct pu_proc *p, const char *const *argv)
 {
-    spawn_as(p, argv, 0);
+    const struct pu_spawn_opts o = { 0 };
+
+    pu_spawn_opts(p, argv, &o);
 }
 
 bool pu_proc_exited(struct pu_proc *p, int ms)
@@ -84,6 +115,7 @@ void pu_daemon_init(struct pu_daemon *d)
     d->dir = g_dir_make_tmp("vhost-scsi-proto-XXXXXX", NULL);
     g_assert_nonnull(d->dir);
     d->sock = g_build_filename(d->dir, "target.sock", NULL);
+    d->log = g_build_filename(d->dir, "daemon.log", NULL);
     d->proc.pidfd = -1;
 }
 
@@ -93,6 +125,7 @@ bool pu_daemon_try_start(struct pu_daemon *d, const char *const *args, int *stat
     GPtrArray *argv = g_ptr_array_new();
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     gint64 deadline = g_get_monotonic_time() + PU_LISTEN_MS * G_TIME_SPAN_MILLISECOND;
+    struct pu_spawn_opts o = { 0 };
 
     g_assert_nonnull(bin);
     g_ptr_array_add(argv, (char *)bin);
@@ -106,7 +139,16 @@ bool pu_daemon_try_start(struct pu_daemon *d, const char *const *args, int *stat
     if (d->run_as) {
         g_assert_cmpint(chown(d->dir, d->run_as, d->run_as), ==, 0);
     }
-    spawn_as(&d->proc, (const char *const *)argv->pdata, d->run_as);
+    o.run_as = d->run_as;
+    o.nofile = d->nofile;
+    if (d->capture_log) {
+        o.out_fd = open(d->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+        g_assert_cmpint(o.out_fd, >, 2);
+    }
+    pu_spawn_opts(&d->proc, (const char *const *)argv->pdata, &o);
+    if (o.out_fd > 2) {
+        close(o.out_fd);
+    }
     g_ptr_array_free(argv, TRUE);
 
     g_strlcpy(sa.sun_path, d->sock, sizeof(sa.sun_path));
@@ -186,7 +228,266 @@ void pu_daemon_cleanup(struct pu_daemon *d)
     }
     g_rmdir(d->dir);
     g_free(d->sock);
+    g_free(d->log);
     g_free(d->dir);
+}
+
+size_t pu_daemon_log_size(const struct pu_daemon *d)
+{
+    struct stat st;
+
+    return stat(d->log, &st) == 0 ? (size_t)st.st_size : 0;
+}
+
+char *pu_daemon_log_read(const struct pu_daemon *d, size_t from, size_t max)
+{
+    int fd = open(d->log, O_RDONLY | O_CLOEXEC);
+    char *buf = g_malloc(max + 1);
+    ssize_t n = fd < 0 ? 0 : pread(fd, buf, max, (off_t)from);
+
+    buf[n > 0 ? n : 0] = 0;
+    if (fd >= 0) {
+        close(fd);
+    }
+    return buf;
+}
+
+/* Calls fn on each complete line from offset from on; stops early when it returns true. */
+static bool log_scan(const struct pu_daemon *d, size_t from,
+                     bool (*fn)(const char *line, void *opaque), void *opaque)
+{
+    int fd = open(d->log, O_RDONLY | O_CLOEXEC);
+    GString *line = g_string_new(NULL);
+    char buf[65536];
+    bool stop = false;
+    ssize_t n;
+
+    if (fd < 0) {
+        g_string_free(line, TRUE);
+        return false;
+    }
+    while (!stop && (n = pread(fd, buf, sizeof(buf), (off_t)from)) > 0) {
+        from += (size_t)n;
+        for (ssize_t i = 0; i < n && !stop; i++) {
+            if (buf[i] == '\n') {
+                stop = fn(line->str, opaque);
+                g_string_truncate(line, 0);
+            } else {
+                g_string_append_c(line, buf[i]);
+            }
+        }
+    }
+    close(fd);
+    g_string_free(line, TRUE);
+    return stop;
+}
+
+struct log_match {
+    GRegex *re;
+    unsigned count;
+    char *found;        /* group 1 (or the whole match) of a matching line */
+};
+
+static struct log_match *log_match_new(const char *pattern)
+{
+    struct log_match *m = g_new0(struct log_match, 1);
+
+    m->re = g_regex_new(pattern, G_REGEX_OPTIMIZE, 0, NULL);
+    g_assert_nonnull(m->re);
+    return m;
+}
+
+static void log_match_free(struct log_match *m)
+{
+    g_regex_unref(m->re);
+    g_free(m->found);
+    g_free(m);
+}
+
+static bool count_line(const char *line, void *opaque)
+{
+    struct log_match *m = opaque;
+
+    m->count += g_regex_match(m->re, line, 0, NULL);
+    return false;
+}
+
+/* Keeps the match of the latest matching line; stops at the first when stop_at_first. */
+static bool match_line(struct log_match *m, const char *line, bool stop_at_first)
+{
+    GMatchInfo *mi;
+    bool found = g_regex_match(m->re, line, 0, &mi);
+
+    if (found) {
+        g_free(m->found);
+        m->found = g_match_info_fetch(mi, g_regex_get_capture_count(m->re) ? 1 : 0);
+    }
+    g_match_info_free(mi);
+    return found && stop_at_first;
+}
+
+static bool find_first(const char *line, void *opaque)
+{
+    return match_line(opaque, line, true);
+}
+
+static bool find_last(const char *line, void *opaque)
+{
+    return match_line(opaque, line, false);
+}
+
+unsigned pu_daemon_log_count(const struct pu_daemon *d, size_t from, const char *pattern)
+{
+    struct log_match *m = log_match_new(pattern);
+    unsigned n;
+
+    log_scan(d, from, count_line, m);
+    n = m->count;
+    log_match_free(m);
+    return n;
+}
+
+char *pu_daemon_log_find(const struct pu_daemon *d, size_t from, const char *pattern)
+{
+    struct log_match *m = log_match_new(pattern);
+    char *s;
+
+    log_scan(d, from, find_last, m);
+    s = g_steal_pointer(&m->found);
+    log_match_free(m);
+    return s;
+}
+
+int pu_daemon_log_wait(const struct pu_daemon *d, size_t from, const char *pattern,
+                       int timeout_ms)
+{
+    int64_t deadline = g_get_monotonic_time() + (int64_t)timeout_ms * 1000;
+    struct log_match *m = log_match_new(pattern);
+    int in = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    int ret = -ETIMEDOUT;
+
+    g_assert_cmpint(in, >=, 0);
+    /* Watched before each look, so a line written in between still wakes us. */
+    g_assert_cmpint(inotify_add_watch(in, d->log, IN_MODIFY), >=, 0);
+    for (;;) {
+        struct pollfd p = { .fd = in, .events = POLLIN };
+        int64_t left = (deadline - g_get_monotonic_time()) / 1000;
+        char ev[4096];
+
+        if (log_scan(d, from, find_first, m)) {
+            ret = 0;
+            break;
+        }
+        if (left <= 0 || poll(&p, 1, (int)left) <= 0) {
+            break;
+        }
+        while (read(in, ev, sizeof(ev)) > 0) {
+        }
+    }
+    close(in);
+    log_match_free(m);
+    return ret;
+}
+
+/* utime + stime from a /proc stat line; its comm (between the parentheses) to comm. */
+static int64_t stat_ticks(const char *path, char *comm, size_t comm_len)
+{
+    char *text = NULL, *open_paren, *p;
+    unsigned long long ut, st;
+    int64_t ret = -1;
+
+    /* pid (comm) state ppid ... : utime and stime are fields 14 and 15 */
+    if (g_file_get_contents(path, &text, NULL, NULL) && (open_paren = strchr(text, '(')) &&
+        (p = strrchr(text, ')')) &&
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+               &st) == 2) {
+        ret = (int64_t)(ut + st);
+        *p = 0;
+        g_strlcpy(comm, open_paren + 1, comm_len);
+    }
+    g_free(text);
+    return ret;
+}
+
+int64_t pu_proc_cpu_ticks(pid_t pid, const char *skip)
+{
+    char *path = g_strdup_printf("/proc/%d/task", (int)pid);
+    GDir *dir = g_dir_open(path, 0, NULL);
+    const char *tid;
+    int64_t sum = 0;
+
+    if (!skip) {
+        /* The process's own line also counts threads that have exited. */
+        char *stat = g_strdup_printf("/proc/%d/stat", (int)pid);
+        char comm[32];
+
+        sum = stat_ticks(stat, comm, sizeof(comm));
+        g_free(stat);
+        if (dir) {
+            g_dir_close(dir);
+        }
+        g_free(path);
+        return sum;
+    }
+    if (!dir) {
+        g_free(path);
+        return -1;
+    }
+    while ((tid = g_dir_read_name(dir))) {
+        char *stat = g_build_filename(path, tid, "stat", NULL);
+        char comm[32] = "";
+        int64_t t = stat_ticks(stat, comm, sizeof(comm));
+
+        if (t > 0 && !(skip && g_str_has_prefix(comm, skip))) {
+            sum += t;
+        }
+        g_free(stat);
+    }
+    g_dir_close(dir);
+    g_free(path);
+    return sum;
+}
+
+int64_t pu_proc_status_kb(pid_t pid, const char *field)
+{
+    char *path = g_strdup_printf("/proc/%d/status", (int)pid);
+    char *text = NULL;
+    int64_t ret = -1;
+
+    if (g_file_get_contents(path, &text, NULL, NULL)) {
+        char **lines = g_strsplit(text, "\n", -1);
+        size_t flen = strlen(field);
+
+        for (char **l = lines; *l && ret < 0; l++) {
+            long long v;
+
+            if (!strncmp(*l, field, flen) && (*l)[flen] == ':' &&
+                sscanf(*l + flen + 1, "%lld", &v) == 1) {
+                ret = v;
+            }
+        }
+        g_strfreev(lines);
+    }
+    g_free(text);
+    g_free(path);
+    return ret;
+}
+
+int pu_proc_fd_count(pid_t pid)
+{
+    char *path = g_strdup_printf("/proc/%d/fd", (int)pid);
+    GDir *dir = g_dir_open(path, 0, NULL);
+    int n = 0;
+
+    g_free(path);
+    if (!dir) {
+        return -1;
+    }
+    while (g_dir_read_name(dir)) {
+        n++;
+    }
+    g_dir_close(dir);
+    return n;
 }
 
 struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg)

@@ -32,6 +32,16 @@ struct pu_proc {
  * (stdout carries TAP) and it is SIGKILLed if the test dies.
  */
 void pu_spawn(struct pu_proc *p, const char *const *argv);
+
+/* How pu_spawn_opts starts a child; all zero is pu_spawn. */
+struct pu_spawn_opts {
+    uid_t run_as;      /* 0: as ourselves; else drop to this uid/gid before exec */
+    unsigned nofile;   /* 0: inherited; else its RLIMIT_NOFILE, soft and hard */
+    int out_fd;        /* > 2: its stdout and stderr; else both go to our stderr */
+    int pass_fd;       /* > 2: handed to it as fd number pass_as (nothing else leaks) */
+    int pass_as;
+};
+void pu_spawn_opts(struct pu_proc *p, const char *const *argv, const struct pu_spawn_opts *o);
 /* Waits up to ms for p to exit; true if it has. */
 bool pu_proc_exited(struct pu_proc *p, int ms);
 /* Sends sig (SIGKILL after PU_TIMEOUT_MS if ignored) and reaps; returns the wait status. */
@@ -42,6 +52,9 @@ struct pu_daemon {
     char *sock;     /* DIR/target.sock */
     struct pu_proc proc;
     uid_t run_as;   /* 0: as ourselves; else drop to this uid/gid before exec */
+    unsigned nofile;    /* 0: inherited; else the daemon's RLIMIT_NOFILE (soft and hard) */
+    bool capture_log;   /* its stdout and stderr go to log instead of our stderr */
+    char *log;          /* DIR/daemon.log */
 };
 
 /* Makes the temporary directory (before the LUN files are created in it). */
@@ -63,6 +76,34 @@ bool pu_daemon_alive(struct pu_daemon *d);
 int pu_wait_hangup(struct vfe *fe, int timeout_ms);
 /* Removes the directory and everything in it. */
 void pu_daemon_cleanup(struct pu_daemon *d);
+
+/* With capture_log: bytes in the log so far (an offset for the calls below). */
+size_t pu_daemon_log_size(const struct pu_daemon *d);
+/* The log from offset from on, NUL-terminated (at most max bytes of it). */
+char *pu_daemon_log_read(const struct pu_daemon *d, size_t from, size_t max);
+/* Lines of the log from offset from on that match the (GRegex) pattern. */
+unsigned pu_daemon_log_count(const struct pu_daemon *d, size_t from, const char *pattern);
+/*
+ * Of the last line from offset from on that matches pattern: its first
+ * group (or the whole match); NULL if no line matches.
+ */
+char *pu_daemon_log_find(const struct pu_daemon *d, size_t from, const char *pattern);
+/*
+ * Waits (inotify, up to timeout_ms) until a line after offset from
+ * matches pattern; returns 0, or -ETIMEDOUT.
+ */
+int pu_daemon_log_wait(const struct pu_daemon *d, size_t from, const char *pattern,
+                       int timeout_ms);
+
+/*
+ * From /proc/PID: user + system CPU time in clock ticks of all its threads
+ * but those whose name starts with skip (NULL: none skipped); -1 if gone.
+ */
+int64_t pu_proc_cpu_ticks(pid_t pid, const char *skip);
+/* A "Name:  N kB" field of /proc/PID/status in kB; -1 if absent. */
+int64_t pu_proc_status_kb(pid_t pid, const char *field);
+/* Open fds of PID; -1 if gone. */
+int pu_proc_fd_count(pid_t pid);
 
 /* nrq request queues of 128 entries, EVENT_IDX, 32 MiB of guest memory. */
 struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq);
