@@ -513,6 +513,54 @@ static void attack_replace_call_fd(struct pu_daemon *d)
 }
 
 /*
+ * The call fd is handed over non-blocking, as it must be, and made
+ * blocking again (the flag is on the open file the two share) and filled
+ * once the queue runs: the daemon's next call signal would sleep in the
+ * kernel.  Its notify watchdog interrupts it: the request still
+ * completes, this front-end is dropped with a log line saying why, the
+ * daemon and everybody else carry on.
+ */
+static void attack_call_fd_made_blocking_later(struct pu_daemon *d)
+{
+    struct rv_fe f;
+    int call = plain_eventfd();
+    size_t from = pu_daemon_log_size(d);
+    uint64_t v = 0xfffffffffffffffeull;
+    struct pollfd pfd;
+    char buf[256];
+    int64_t deadline;
+    int r;
+
+    raw_fe_open(&f, d, 0);
+    r = rv_fe_ring(&f, 2, 8, call, -1);
+    hcheck(r == 0, "setting up vq2: %s", err_str(r));
+    r = rv_fe_kick(&f, 2, -1, NULL);
+    hcheck(r == 0, "SET_VRING_KICK: %s", err_str(r));
+    g_assert_cmpint(fcntl(call, F_SETFL, fcntl(call, F_GETFL) & ~O_NONBLOCK), ==, 0);
+    g_assert_cmpint(write(call, &v, sizeof(v)), ==, sizeof(v));
+    rv_fe_post_tur(&f, 2, 0, VICTIM_LUN);
+    wait_used(d, &f, 2, 1, SERVE_MS);
+    /* The daemon hangs up on us: the end of the stream, within the bound. */
+    deadline = now_ms() + SERVE_MS;
+    pfd = (struct pollfd){ .fd = f.sock, .events = POLLIN };
+    for (;;) {
+        int left = (int)(deadline - now_ms());
+
+        hcheck(left > 0, "the daemon did not drop the front-end whose call fd blocked "
+               "within %d ms", SERVE_MS);
+        if (poll(&pfd, 1, left) == 1 && recv(f.sock, buf, sizeof(buf), MSG_DONTWAIT) <= 0) {
+            break;
+        }
+    }
+    hcheck(pu_daemon_log_count(d, from, "call eventfd blocked") > 0,
+           "no log line says the call eventfd blocked");
+    assert_alive(d, 0, "a call signal blocked");
+    served(d, SERVE_MS, "after a call signal blocked on a front-end's eventfd");
+    rv_fe_close(&f);
+    close(call);
+}
+
+/*
  * A ring the daemon finds malformed (the avail index jumps by more than
  * the ring size) and an err fd that is a full blocking eventfd.
  */
@@ -1089,6 +1137,15 @@ static void test_2_replace_call_fd(void)
     daemon_finish(&d);
 }
 
+static void test_2_call_fd_made_blocking_later(void)
+{
+    struct pu_daemon d;
+
+    daemon_start(&d, "0=ram:16M", 0, NULL);
+    attack_call_fd_made_blocking_later(&d);
+    daemon_finish(&d);
+}
+
 static void test_2_full_err_fd(void)
 {
     struct pu_daemon d;
@@ -1470,6 +1527,7 @@ static void attacker(struct pu_daemon *d, int cpu)
     attack_guard_exhaustion(d, NULL);
     attack_full_call_fd(d);
     attack_replace_call_fd(d);
+    attack_call_fd_made_blocking_later(d);
     attack_full_err_fd(d);
     attack_slowloris(d, all_loris, G_N_ELEMENTS(all_loris));
     /* the bench keeps the I/O threads busy: they are left out of the CPU measure */
@@ -1669,6 +1727,8 @@ int main(int argc, char **argv)
         { "/hostile/2-blocking-notify-fds/call-fd-of-running-queue", test_2_full_call_fd, 30 },
         { "/hostile/2-blocking-notify-fds/replacing-running-call-fd", test_2_replace_call_fd,
           30 },
+        { "/hostile/2-blocking-notify-fds/call-fd-made-blocking-after-hand-over",
+          test_2_call_fd_made_blocking_later, 30 },
         { "/hostile/2-blocking-notify-fds/err-fd-of-broken-ring", test_2_full_err_fd, 30 },
         { "/hostile/3-slow-loris/half-header", test_3_half_header, 30 },
         { "/hostile/3-slow-loris/trickle", test_3_trickle, 30 },
