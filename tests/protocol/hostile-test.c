@@ -379,6 +379,16 @@ static void wait_used(struct pu_daemon *d, const struct rv_fe *f, unsigned vq, u
     }
 }
 
+/* Starts request queue vq2 (8 entries) with these call and err fds, kicked by eventfd. */
+static void run_vq2(struct rv_fe *f, int call, int err, const char *what)
+{
+    int r = rv_fe_ring(f, 2, 8, call, err);
+
+    hcheck(r == 0, "setting up vq2%s: %s", what, err_str(r));
+    r = rv_fe_kick(f, 2, -1, NULL);
+    hcheck(r == 0, "SET_VRING_KICK: %s", err_str(r));
+}
+
 /* ---- finding 1: SIGBUS guard exhaustion ------------------------------------------ */
 
 #define GUARD_FILLERS 32
@@ -476,13 +486,9 @@ static void attack_full_call_fd(struct pu_daemon *d)
 {
     struct rv_fe f;
     int call = full_blocking_eventfd();
-    int r;
 
     raw_fe_open(&f, d, 0);
-    r = rv_fe_ring(&f, 2, 8, call, -1);
-    hcheck(r == 0, "setting up vq2 with a full blocking call eventfd: %s", err_str(r));
-    r = rv_fe_kick(&f, 2, -1, NULL);
-    hcheck(r == 0, "SET_VRING_KICK: %s", err_str(r));
+    run_vq2(&f, call, -1, " with a full blocking call eventfd");
     rv_fe_post_tur(&f, 2, 0, VICTIM_LUN);
     wait_used(d, &f, 2, 1, SERVE_MS);
     served(d, SERVE_MS, "after signalling a full blocking call eventfd");
@@ -498,10 +504,7 @@ static void attack_replace_call_fd(struct pu_daemon *d)
     int r;
 
     raw_fe_open(&f, d, 0);
-    r = rv_fe_ring(&f, 2, 8, call, -1);
-    hcheck(r == 0, "setting up vq2: %s", err_str(r));
-    r = rv_fe_kick(&f, 2, -1, NULL);
-    hcheck(r == 0, "SET_VRING_KICK: %s", err_str(r));
+    run_vq2(&f, call, -1, "");
     r = rv_set_u64(f.sock, VHOST_USER_SET_VRING_CALL, 2, full, REPLY_MS, NULL);
     hcheck(r == 0 || r == -EIO, "SET_VRING_CALL with a full blocking eventfd for a running "
            "queue: %s (no reply within %d ms: the main thread is blocked?)", err_str(r),
@@ -529,13 +532,9 @@ static void attack_call_fd_made_blocking_later(struct pu_daemon *d)
     struct pollfd pfd;
     char buf[256];
     int64_t deadline;
-    int r;
 
     raw_fe_open(&f, d, 0);
-    r = rv_fe_ring(&f, 2, 8, call, -1);
-    hcheck(r == 0, "setting up vq2: %s", err_str(r));
-    r = rv_fe_kick(&f, 2, -1, NULL);
-    hcheck(r == 0, "SET_VRING_KICK: %s", err_str(r));
+    run_vq2(&f, call, -1, "");
     g_assert_cmpint(fcntl(call, F_SETFL, fcntl(call, F_GETFL) & ~O_NONBLOCK), ==, 0);
     g_assert_cmpint(write(call, &v, sizeof(v)), ==, sizeof(v));
     rv_fe_post_tur(&f, 2, 0, VICTIM_LUN);
@@ -575,10 +574,7 @@ static void attack_full_err_fd(struct pu_daemon *d)
 
     raw_fe_open(&f, d, 0);
     conn = conn_name_since(d, off);
-    r = rv_fe_ring(&f, 2, 8, call, err);
-    hcheck(r == 0, "setting up vq2 with a full blocking err eventfd: %s", err_str(r));
-    r = rv_fe_kick(&f, 2, -1, NULL);
-    hcheck(r == 0, "SET_VRING_KICK: %s", err_str(r));
+    run_vq2(&f, call, err, " with a full blocking err eventfd");
     off = pu_daemon_log_size(d);
     __atomic_store_n(&f.ring[2].avail->idx, (uint16_t)(8 + 5), __ATOMIC_RELEASE);
     g_assert_cmpint(write(f.ring[2].kick_fd, &one, sizeof(one)), ==, sizeof(one));
