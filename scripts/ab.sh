@@ -1,0 +1,39 @@
+#!/bin/bash
+# A/B of two builds of the target and bench, alternating, medians:
+#   scripts/ab.sh A_TOOLS_DIR B_TOOLS_DIR [ROUNDS]
+# Each round runs, for A then B, a null LUN in interrupt mode at QD1 and
+# QD32 for 3 s (vhost-scsi-bench --json); prints median IOPS, p99 and the
+# target's context switches and CPU per I/O.  It measures, asserts nothing.
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+set -u
+A=${1:?A tools dir}
+B=${2:?B tools dir}
+ROUNDS=${3:-5}
+OUT=$(cd "$(dirname "$0")/.." && pwd)/out/ab
+mkdir -p $OUT; : > $OUT/results.txt
+for round in $(seq "$ROUNDS"); do
+  for side in A B; do
+    dir=$A; [ $side = B ] && dir=$B
+    for qd in 1 32; do
+      sock=$OUT/s.sock; rm -f $sock
+      $dir/vhost-scsi-target --socket-path $sock --lun 0=null:1G --queues 1 --threads 1 --poll off > $OUT/target.log 2>&1 &
+      pid=$!
+      for i in $(seq 100); do [ -S $sock ] && break; sleep 0.05; done
+      j=$($dir/vhost-scsi-bench --socket $sock --time 3 --pid $pid --rw randread --bs 4k --iodepth $qd --json -q 2>/dev/null)
+      kill $pid; wait $pid
+      echo "$side qd$qd $j" >> $OUT/results.txt
+    done
+  done
+done
+python3 - $OUT/results.txt <<'PY'
+import json,sys,statistics
+rows={}
+for line in open(sys.argv[1]):
+    side,qd,j=line.split(' ',2)
+    d=json.loads(j)
+    rows.setdefault((side,qd),[]).append((d['iops'],d['lat_us']['p99'],d['backend']['ctxsw_per_io'],d['backend']['sys_us_per_io']+d['backend']['usr_us_per_io']))
+for k in sorted(rows):
+    v=rows[k]
+    print(k, 'median IOPS %.0f p99 %.1f us csw/IO %.4f cpu us/IO %.3f' % tuple(statistics.median(x[i] for x in v) for i in range(4)), 'IOPS runs', [round(x[0]) for x in v])
+PY
