@@ -7,7 +7,8 @@
  * to defer completions, which exercises the asynchronous paths and the
  * drain that task management waits with: it ends when the commands in
  * flight at its start have completed, never waits for later ones, and
- * calls back on the thread it names.
+ * calls back on the thread it names.  The hold test backend parks requests
+ * while its file exists and completes them on their thread once it is gone.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include <glib.h>
+#include <glib/gstdio.h>
 
 #include "backend.h"
 #include "iothread.h"
@@ -2473,6 +2475,133 @@ static void test_concurrent_io_and_unit_attention(void)
     scsi_lun_free(lun);
 }
 
+/* ---- hold backend (tests only) ------------------------------------------ */
+
+struct hold_probe {
+    struct lun_backend *be;
+    struct iothread *t;
+    struct backend_io io[4];
+    uint8_t buf[4][512];
+    struct iovec iov[4];
+    GMutex lock;
+    GCond cond;
+    unsigned done;
+    bool all_on_thread;
+    int ret;
+    unsigned next;
+};
+
+static void hold_io_done(struct backend_io *io, int ret)
+{
+    struct hold_probe *h = io->opaque;
+
+    g_mutex_lock(&h->lock);
+    h->done++;
+    h->all_on_thread = h->all_on_thread && iothread_is_current(h->t) && ret == 0;
+    g_cond_broadcast(&h->cond);
+    g_mutex_unlock(&h->lock);
+}
+
+static void hold_submit_next(void *opaque)
+{
+    struct hold_probe *h = opaque;
+    unsigned i = h->next++;
+
+    h->iov[i] = (struct iovec){ h->buf[i], 512 };
+    h->io[i] = (struct backend_io){ .op = BACKEND_READ, .offset = i * 512, .len = 512,
+                                    .iov = &h->iov[i], .iovcnt = 1, .thread = h->t,
+                                    .complete = hold_io_done, .opaque = h };
+    g_assert_cmpint(backend_submit(h->be, &h->io[i]), ==, 0);
+}
+
+static void hold_attach(void *opaque)
+{
+    struct hold_probe *h = opaque;
+
+    h->ret = h->be->ops->attach_thread(h->be, h->t);
+}
+
+static void hold_detach(void *opaque)
+{
+    struct hold_probe *h = opaque;
+
+    h->be->ops->detach_thread(h->be, h->t);
+}
+
+static unsigned hold_done(struct hold_probe *h)
+{
+    unsigned n;
+
+    g_mutex_lock(&h->lock);
+    n = h->done;
+    g_mutex_unlock(&h->lock);
+    return n;
+}
+
+static void test_hold_backend_holds_while_its_file_exists(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("hold-XXXXXX", NULL);
+    g_autofree char *gate = g_build_filename(dir, "gate", NULL);
+    gint64 deadline = g_get_monotonic_time() + DRAIN_TIMEOUT_US;
+    struct hold_probe h = { .all_on_thread = true };
+
+    g_mutex_init(&h.lock);
+    g_cond_init(&h.cond);
+    h.t = iothread_new("t-hold", 1, 0);
+    g_assert_cmpint(iothread_start(h.t), ==, 0);
+    g_assert_true(g_file_set_contents(gate, "", 0, NULL));
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*test backend*");
+    g_assert_cmpint(backend_hold_new(1 * MiB, 512, gate, &h.be), ==, 0);
+    g_test_assert_expected_messages();
+    iothread_run_sync(h.t, hold_attach, &h);
+    g_assert_cmpint(h.ret, ==, 0);
+
+    iothread_run_sync(h.t, hold_submit_next, &h);
+    iothread_run_sync(h.t, hold_submit_next, &h);
+    iothread_run_sync(h.t, nothing, NULL);
+    g_assert_cmpuint(hold_done(&h), ==, 0);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*is gone: completed 2 held*");
+    g_assert_cmpint(g_unlink(gate), ==, 0);
+    g_mutex_lock(&h.lock);
+    while (h.done < 2) {
+        g_assert_true(g_cond_wait_until(&h.cond, &h.lock, deadline));
+    }
+    g_mutex_unlock(&h.lock);
+    iothread_run_sync(h.t, nothing, NULL);      /* the handler has returned (and logged) */
+    g_test_assert_expected_messages();
+    g_assert_true(h.all_on_thread);
+
+    /* No file: completes inside submit. */
+    iothread_run_sync(h.t, hold_submit_next, &h);
+    g_assert_cmpuint(hold_done(&h), ==, 3);
+
+    /* Held again once the file is back; the thread's detach completes stragglers. */
+    g_assert_true(g_file_set_contents(gate, "", 0, NULL));
+    iothread_run_sync(h.t, hold_submit_next, &h);
+    g_assert_cmpuint(hold_done(&h), ==, 3);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*completed 1 held*");
+    iothread_run_sync(h.t, hold_detach, &h);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(hold_done(&h), ==, 4);
+    g_assert_true(h.all_on_thread);
+    backend_close(h.be);
+    g_unlink(gate);
+    g_rmdir(dir);
+
+    /* A thread cannot serve it without the file's directory to watch. */
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*test backend*");
+    g_assert_cmpint(backend_hold_new(1 * MiB, 512, gate, &h.be), ==, 0);
+    g_test_assert_expected_messages();
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "hold:*cannot watch*");
+    iothread_run_sync(h.t, hold_attach, &h);
+    g_test_assert_expected_messages();
+    g_assert_cmpint(h.ret, ==, -ENOENT);
+    backend_close(h.be);
+    iothread_free(h.t);
+    g_mutex_clear(&h.lock);
+    g_cond_clear(&h.cond);
+}
+
 /* ---- robustness -------------------------------------------------------- */
 
 /*
@@ -2744,6 +2873,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/drain/under-continuous-io", test_drain_under_continuous_io);
     g_test_add_func("/scsi-disk/backend/geometry-checks", test_backend_submit_checks_geometry);
     g_test_add_func("/scsi-disk/backend/ram-sparse", test_ram_costs_only_written_pages);
+    g_test_add_func("/scsi-disk/backend/hold-holds-while-its-file-exists",
+                    test_hold_backend_holds_while_its_file_exists);
     g_test_add_func("/scsi-disk/lun/refuses-bad-geometry", test_lun_refuses_bad_geometry);
 
     return g_test_run();
