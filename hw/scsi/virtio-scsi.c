@@ -697,6 +697,15 @@ static void tmf_wait_register(void *opaque)
         w->last_seq = q->pop_seq;
         w->next = q->tmf_waits;
         q->tmf_waits = w;
+    } else if (q->need_flush) {
+        /*
+         * A matching request may have completed earlier in this loop
+         * iteration, its used entry not published yet: report after the
+         * publication, at the end of this iteration.
+         */
+        w->linked = true;
+        w->next = q->tmf_waits_done;
+        q->tmf_waits_done = w;
     }
 }
 
