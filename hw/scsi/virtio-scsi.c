@@ -873,7 +873,9 @@ static void tmf_start(struct vscsi_queue *cq, const struct vq_elem *e,
 
     tmf->dev = dev;
     tmf->head = e->head;
-    tmf->in_sg = g_memdup2(e->in_sg, e->in_num * sizeof(*e->in_sg));
+    /* The element's iovecs live in ctrl_process's stack array: keep a copy. */
+    tmf->in_sg = g_new(struct iovec, e->in_num);
+    memcpy(tmf->in_sg, e->in_sg, e->in_num * sizeof(*e->in_sg));
     tmf->in_num = e->in_num;
     tmf->m = *m;
     tmf->lun = lun;
