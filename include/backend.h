@@ -108,6 +108,13 @@ struct backend_file_opts {
 int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out);
 int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+/*
+ * For tests (hw/scsi/backend-hold.c): RAM that holds every request
+ * submitted while the file path exists, and completes what it holds once
+ * the file is removed.  Its directory must exist.
+ */
+int backend_hold_new(uint64_t size, uint32_t block_size, const char *path,
+                     struct lun_backend **out);
 
 /* A LUN of a remote iSCSI target (hw/scsi/backend-iscsi.c, docs/iscsi.md). */
 struct backend_iscsi_opts {

@@ -4,7 +4,7 @@
  * batched per loop iteration: handlers queue backend I/O, and the thread
  * submits the io_uring once and runs its flush hooks (publish used rings,
  * signal call eventfds) once before it sleeps.  Other threads talk to an
- * iothread only through iothread_run_sync().
+ * iothread only through iothread_run_sync() and iothread_post().
  *
  * Poll modes: OFF sleeps in epoll_wait; ON spins on the pollers forever;
  * ADAPTIVE spins for at most poll_ns after the last useful work, then arms
@@ -86,6 +86,18 @@ void iothread_del_flush(struct iothread *t, int handle);
  * called from t.  Used for queue start/stop and memory table changes.
  */
 void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaque);
+
+/*
+ * Queues fn(opaque) to run on t and returns at once, from any thread,
+ * including t itself (fn then runs later in t's loop, never inside the
+ * caller).  Work runs in the order it was posted, and in order with
+ * run_sync work queued from other threads: such a run_sync issued after a
+ * post returns after the posted fn has run.  Work still queued when t is
+ * freed runs in iothread_free().
+ * For completions handed back to the thread that asked (a task management
+ * function waiting for I/O); allocates a small record per call.
+ */
+void iothread_post(struct iothread *t, void (*fn)(void *opaque), void *opaque);
 
 /*
  * Returns an SQE of this thread's ring (submitting first if the ring is

@@ -27,13 +27,17 @@ enum lun_spec_kind {
     LUN_SPEC_ISCSI,     /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]
                            [,queue-depth=N][,sessions=N][,secret-file=PATH]
                            [,initiator-name=IQN] */
+    LUN_SPEC_HOLD,      /* hold:SIZE,while=PATH[,block-size=N]: tests only, with
+                           VHOST_SCSI_TEST_BACKENDS=1 in the environment; RAM
+                           whose requests wait while PATH exists */
 };
 
 struct lun_spec {
     unsigned target;        /* 0 when ID had no "TARGET:" part */
     unsigned lun;
     enum lun_spec_kind kind;
-    char *path;             /* FILE: the path (",," unescaped); ISCSI: the URL */
+    char *path;             /* FILE: the path (",," unescaped); ISCSI: the URL;
+                               HOLD: the while= file */
     bool ro;
     bool direct;            /* FILE only */
     uint32_t block_size;    /* 0: the backend's default */
@@ -45,6 +49,12 @@ struct lun_spec {
     char *secret_file;
     char *initiator_name;
 };
+
+/*
+ * Test backends ("hold:") are accepted only when this variable is "1":
+ * a daemon in production never holds requests on purpose.
+ */
+#define LUN_SPEC_TEST_BACKENDS_ENV "VHOST_SCSI_TEST_BACKENDS"
 
 /*
  * Parses arg into *out (which the caller then owns: lun_spec_clear()).

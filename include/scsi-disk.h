@@ -139,11 +139,29 @@ void scsi_ua_set(struct scsi_ua_state *s, enum scsi_ua ua);
 void scsi_lun_set_ua(struct scsi_lun *lun, enum scsi_ua ua);
 
 /*
- * Waits (blocking the caller, never the LUN's iothreads) until every
- * command in flight on the LUN has completed; used by LOGICAL UNIT RESET,
- * ABORT TASK SET and I_T NEXUS RESET since backend I/O cannot be recalled.
+ * Backend I/O cannot be recalled, so a task management function that
+ * aborts the LUN's tasks (LOGICAL UNIT RESET, CLEAR TASK SET) answers when
+ * they have completed.  scsi_lun_drain_async() calls d->done(d) once every
+ * command that was in flight on the LUN when it was called has completed;
+ * commands started afterwards are not waited for, so a drain ends even
+ * under continuous I/O from other initiators.  Nothing waits: with
+ * d->thread set, done runs on that thread, posted there (iothread_post)
+ * even when nothing was in flight; with d->thread NULL it runs on the
+ * thread that completes the last of those commands, or inside this call
+ * when there was none.  d belongs to the LUN until done runs (it cannot
+ * be withdrawn; an owner that loses interest lets done find that out).
+ * Several drains may be pending at once, from any thread.  The data path
+ * stays lock-free: a command joins an epoch with one compare-and-swap and
+ * leaves it with one atomic subtraction.
  */
-void scsi_lun_drain(struct scsi_lun *lun);
+struct scsi_drain {
+    void (*done)(struct scsi_drain *d);
+    struct iothread *thread;
+    void *opaque;
+    /* Private to scsi-disk.c. */
+    struct scsi_drain *next;
+};
+void scsi_lun_drain_async(struct scsi_lun *lun, struct scsi_drain *d);
 
 /* Builds fixed-format sense (response code 70h) into cmd and sets status. */
 void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);

@@ -92,9 +92,22 @@ int vfe_poll(struct vfe *fe, int timeout_ms);
 /* Submits and waits for one request: a convenience for tests. */
 int vfe_exec(struct vfe *fe, struct vfe_req *req, int timeout_ms);
 
-/* Task management on the control queue. */
+/* Task management on the control queue, waited for. */
 int vfe_tmf(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag,
             uint8_t *response, int timeout_ms);
+
+/*
+ * The same without waiting: posts the TMF and kicks; vfe_poll sets
+ * t->done and t->response when the answer arrives (t must live until
+ * then).  Several may be outstanding.  -EAGAIN if the control ring is full.
+ */
+struct vfe_tmf {
+    bool done;
+    uint8_t response;
+    uint16_t head;             /* private */
+};
+int vfe_tmf_submit(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag,
+                   struct vfe_tmf *t);
 
 struct vfe_stats {
     uint64_t kicks;            /* kick eventfd writes */

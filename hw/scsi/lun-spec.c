@@ -24,6 +24,7 @@ enum {
     OPT_SESSIONS = 1 << 5,
     OPT_SECRET_FILE = 1 << 6,
     OPT_INITIATOR_NAME = 1 << 7,
+    OPT_WHILE = 1 << 8,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
@@ -43,6 +44,7 @@ static const struct {
     { "sessions", OPT_SESSIONS, true },
     { "secret-file", OPT_SECRET_FILE, true },
     { "initiator-name", OPT_INITIATOR_NAME, true },
+    { "while", OPT_WHILE, true },
 };
 
 static const struct {
@@ -55,6 +57,7 @@ static const struct {
     { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
                                   OPT_INITIATOR_NAME },
+    { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
 };
 
 int lun_spec_parse_size(const char *str, uint64_t *out)
@@ -209,6 +212,10 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
     }
     out->kind = lun_kinds[k].kind;
     allowed = lun_kinds[k].allowed;
+    if (out->kind == LUN_SPEC_HOLD && g_strcmp0(g_getenv(LUN_SPEC_TEST_BACKENDS_ENV), "1")) {
+        return spec_error(errmsg, arg, out, "hold: is a test backend (set %s=1 to use it)",
+                          LUN_SPEC_TEST_BACKENDS_ENV);
+    }
 
     switch (out->kind) {
     case LUN_SPEC_FILE:
@@ -246,6 +253,7 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
     }
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
+    case LUN_SPEC_HOLD:
         p += strlen(lun_kinds[k].prefix);
         first = take_field(&p, false);
         if (lun_spec_parse_size(first, &out->size) < 0 || out->size == 0) {
@@ -341,9 +349,18 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
                 out->initiator_name = g_strdup(val + 1);
             }
             break;
+        case OPT_WHILE:
+            if (!val[1]) {
+                return spec_error(errmsg, arg, out, "option \"while\" needs a value");
+            }
+            out->path = g_strdup(val + 1);
+            break;
         }
     }
     g_assert(*p == '\0');
+    if (out->kind == LUN_SPEC_HOLD && !out->path) {
+        return spec_error(errmsg, arg, out, "hold: needs while=PATH");
+    }
 
     if (out->size) {
         uint32_t bs = out->block_size ? out->block_size : 512;
@@ -372,6 +389,8 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
             .size = s->size,
         };
         return backend_file_open(&fo, out);
+    case LUN_SPEC_HOLD:
+        return backend_hold_new(s->size, bs, s->path, out);
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
         ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out)

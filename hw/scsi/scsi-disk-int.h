@@ -84,7 +84,12 @@ struct scsi_lun {
     uint64_t nb_blocks;
     uint32_t bs;
 
-    atomic_uint inflight;  /* count | INFLIGHT_DRAIN */
+    /*
+     * Commands in flight, counted in two epochs (scsi-disk.c, "drain"):
+     * one word, so that a command joins the current epoch and a drain
+     * closes it in one atomic step each.
+     */
+    _Atomic uint64_t inflight;
     /*
      * LUN-wide unit attentions: a count per condition, and their sum so the
      * data path checks one word; each nexus folds in what changed.
@@ -95,10 +100,10 @@ struct scsi_lun {
     atomic_bool wce;       /* caching mode page WCE: read on every write */
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
-    pthread_mutex_t lock;  /* mode page updates and the drain handshake */
-    pthread_cond_t drain_cond;
-    uint64_t drain_gen;    /* bumped when inflight reaches 0 while draining */
-    unsigned drain_waiters;
+    pthread_mutex_t lock;  /* mode page updates and the drain lists */
+    pthread_cond_t drain_cond;     /* scsi_lun_free's own wait */
+    struct scsi_drain *draining;   /* waiting for the closed epoch to empty */
+    struct scsi_drain *next_drain; /* came meanwhile: wait for the epoch after */
 };
 
 /* Handlers return EXEC_DONE (result set, caller finishes) or EXEC_ASYNC. */

@@ -5,7 +5,9 @@
  * many requests as are ready, with one io_uring submit and one pass of
  * flush hooks (used-ring publication and call-eventfd signalling) per
  * iteration.  Cross-thread requests go through a mutex-protected queue and
- * an eventfd, and only on the slow path (queue start/stop, memory table).
+ * an eventfd, and only on the slow path (queue start/stop, memory table,
+ * task management): run_sync waits for its function on the caller's stack,
+ * post queues an allocated one and returns.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -55,6 +57,7 @@ struct sync_req {
     void (*fn)(void *opaque);
     void *opaque;
     bool done;
+    bool posted;              /* iothread_post: g_free'd once run, nobody waits */
 };
 
 struct iothread {
@@ -81,7 +84,7 @@ struct iothread {
 
     pthread_mutex_t sync_lock;
     pthread_cond_t sync_cond;
-    GQueue sync_queue;        /* struct sync_req * */
+    GQueue sync_queue;        /* struct sync_req *, run_sync and post alike, FIFO */
     /*
      * Requests in sync_queue: lets a polling loop look without taking the
      * lock on every iteration.  Raised after the push, so a loop that
@@ -404,6 +407,10 @@ static bool run_sync_queue(struct iothread *t)
         }
         ran = true;
         r->fn(r->opaque);
+        if (r->posted) {
+            g_free(r);
+            continue;
+        }
         pthread_mutex_lock(&t->sync_lock);
         r->done = true;
         pthread_cond_broadcast(&t->sync_cond);
@@ -411,22 +418,45 @@ static bool run_sync_queue(struct iothread *t)
     }
 }
 
+static void sync_queue_push(struct iothread *t, struct sync_req *r)
+{
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&t->sync_lock);
+    g_queue_push_tail(&t->sync_queue, r);
+    atomic_fetch_add_explicit(&t->sync_pending, 1, memory_order_release);
+    pthread_mutex_unlock(&t->sync_lock);
+    /* EAGAIN: the counter is full, so a wake-up is pending anyway. */
+    if (write(t->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        g_warning("iothread %s: wake eventfd write: %s", t->name, g_strerror(errno));
+    }
+}
+
+void iothread_post(struct iothread *t, void (*fn)(void *opaque), void *opaque)
+{
+    struct sync_req *r = g_new0(struct sync_req, 1);
+
+    r->fn = fn;
+    r->opaque = opaque;
+    r->posted = true;
+    /*
+     * Queued even when t is the caller or not running: the caller may be
+     * in the middle of something fn must not interrupt, and a loop that
+     * has not started yet runs it once it does (iothread_free at the
+     * latest).
+     */
+    sync_queue_push(t, r);
+}
+
 void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaque)
 {
     struct sync_req r = { .fn = fn, .opaque = opaque };
-    uint64_t one = 1;
 
     if (!t->running || iothread_is_current(t)) {
         fn(opaque);
         return;
     }
-    pthread_mutex_lock(&t->sync_lock);
-    g_queue_push_tail(&t->sync_queue, &r);
-    atomic_fetch_add_explicit(&t->sync_pending, 1, memory_order_release);
-    pthread_mutex_unlock(&t->sync_lock);
-    if (write(t->wake_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
-        g_warning("iothread %s: wake eventfd write: %s", t->name, g_strerror(errno));
-    }
+    sync_queue_push(t, &r);
     pthread_mutex_lock(&t->sync_lock);
     while (!r.done) {
         pthread_cond_wait(&t->sync_cond, &t->sync_lock);
@@ -634,6 +664,13 @@ void iothread_free(struct iothread *t)
         pthread_join(t->tid, NULL);
         t->started = false;
         t->running = false;
+    }
+    /*
+     * Work posted after the loop ended (or to a loop that never ran):
+     * run it here, so that what it owns is released rather than leaked.
+     */
+    if (t->handlers) {
+        run_sync_queue(t);
     }
     if (t->has_ring) {
         io_uring_queue_exit(&t->ring);

@@ -40,7 +40,7 @@ struct vfe_slot {
     struct vfe_req *req;     /* request queues; NULL for control/event */
     uint16_t ndesc;          /* ring descriptors the chain uses */
     bool busy;
-    bool done;               /* control queue: completion seen */
+    struct vfe_tmf *tmf;     /* control queue: the TMF waiting for this answer */
     uint32_t len;
     uint32_t in_len;         /* device-writable bytes we posted */
 };

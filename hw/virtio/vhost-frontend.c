@@ -262,7 +262,7 @@ static int queue_post(struct vfe *fe, struct vfe_queue *q, const struct vfe_seg 
     }
     q->slots[head].ndesc = ndesc;
     q->slots[head].busy = true;
-    q->slots[head].done = false;
+    q->slots[head].tmf = NULL;
     q->slots[head].len = 0;
     q->slots[head].in_len = 0;
     for (unsigned i = 0; i < nseg; i++) {
@@ -340,7 +340,11 @@ static int complete_one(struct vfe *fe, struct vfe_queue *q, uint32_t id, uint32
     q->inflight--;
 
     if (q->index == 0) {
-        s->done = true;
+        if (s->tmf) {
+            s->tmf->response = q->slot_mem[id].resp.tmf.response;
+            s->tmf->done = true;
+            s->tmf = NULL;
+        }
         return 1;
     }
     if (q->index == 1) {
@@ -629,8 +633,8 @@ int vfe_exec(struct vfe *fe, struct vfe_req *req, int timeout_ms)
     return 0;
 }
 
-int vfe_tmf(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag,
-            uint8_t *response, int timeout_ms)
+int vfe_tmf_submit(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag,
+                   struct vfe_tmf *t)
 {
     if (!fe->started) {
         return -ENOTCONN;
@@ -654,26 +658,43 @@ int vfe_tmf(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag
     if (r < 0) {
         return r;
     }
-    queue_kick(fe, q);
-    int64_t deadline = now_ms() + timeout_ms;
-    while (!q->slots[head].done) {
-        int left = timeout_ms < 0 ? -1 : (int)MAX(deadline - now_ms(), 0);
-        r = vfe_poll(fe, left);
-        if (r < 0) {
-            return r;
-        }
-        if (!q->slots[head].done && timeout_ms >= 0 && now_ms() >= deadline) {
-            g_warning("vhost front-end: TMF %u timed out on the control queue", subtype);
-            return -ETIMEDOUT;
-        }
-    }
-    q->slots[head].done = false;
     /*
      * The used length is not checked: the kernel's vhost-scsi reports 0
      * for TMFs (and commands) although it wrote the response, and guest
      * drivers read the response regardless.
      */
-    *response = sm->resp.tmf.response;
+    t->done = false;
+    t->response = 0xff;
+    t->head = head;
+    q->slots[head].tmf = t;
+    queue_kick(fe, q);
+    return 0;
+}
+
+int vfe_tmf(struct vfe *fe, const uint8_t lun[8], uint32_t subtype, uint64_t tag,
+            uint8_t *response, int timeout_ms)
+{
+    struct vfe_tmf t;
+    int r = vfe_tmf_submit(fe, lun, subtype, tag, &t);
+
+    if (r < 0) {
+        return r;
+    }
+    int64_t deadline = now_ms() + timeout_ms;
+    while (!t.done) {
+        int left = timeout_ms < 0 ? -1 : (int)MAX(deadline - now_ms(), 0);
+        r = vfe_poll(fe, left);
+        if (r >= 0 && !t.done && timeout_ms >= 0 && now_ms() >= deadline) {
+            g_warning("vhost front-end: TMF %u timed out on the control queue", subtype);
+            r = -ETIMEDOUT;
+        }
+        if (r < 0) {
+            /* t lives on this stack: a late answer must not reach it. */
+            fe->queues[0].slots[t.head].tmf = NULL;
+            return r;
+        }
+    }
+    *response = t.response;
     return 0;
 }
 

@@ -1,13 +1,16 @@
 /*
  * Specification of the I/O thread loop (hw/virtio/iothread.c): work handed
- * over with run_sync runs on the thread, fd handlers and io_uring
- * completions are dispatched there, flush hooks run once per batch, and
- * adaptive polling re-arms notifications and sleeps when idle.
+ * over with run_sync runs on the thread, work handed over with post runs
+ * there later, in order, without the poster waiting (and runs at free at
+ * the latest), fd handlers and io_uring completions are dispatched there,
+ * flush hooks run once per batch, and adaptive polling re-arms
+ * notifications and sleeps when idle.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -194,6 +197,155 @@ static void test_adaptive_poll_rearms_when_idle(void)
     iothread_free(pp.t);
 }
 
+/* ---- post ------------------------------------------------------------- */
+
+#define GATE_TIMEOUT_US (10 * G_TIME_SPAN_SECOND)
+
+struct post_probe {
+    struct iothread *t;
+    GMutex lock;
+    GCond cond;
+    bool gate_open;       /* lets a blocked fn return */
+    bool blocked;         /* the blocking fn is running */
+    char order[16];       /* letters of the fns in the order they ran */
+    unsigned n;
+    bool all_on_thread;
+    bool ran_inside_poster; /* a self-post ran before its poster returned */
+};
+
+static void post_probe_init(struct post_probe *pp, struct iothread *t)
+{
+    memset(pp, 0, sizeof(*pp));
+    pp->t = t;
+    pp->all_on_thread = true;
+    g_mutex_init(&pp->lock);
+    g_cond_init(&pp->cond);
+}
+
+static void post_probe_clear(struct post_probe *pp)
+{
+    g_mutex_clear(&pp->lock);
+    g_cond_clear(&pp->cond);
+}
+
+static void record(struct post_probe *pp, char c)
+{
+    g_mutex_lock(&pp->lock);
+    g_assert_cmpuint(pp->n, <, sizeof(pp->order) - 1);
+    pp->order[pp->n++] = c;
+    if (pp->t && !iothread_is_current(pp->t)) {
+        pp->all_on_thread = false;
+    }
+    g_cond_broadcast(&pp->cond);
+    g_mutex_unlock(&pp->lock);
+}
+
+static void rec_a(void *opaque) { record(opaque, 'a'); }
+static void rec_b(void *opaque) { record(opaque, 'b'); }
+static void rec_c(void *opaque) { record(opaque, 'c'); }
+
+static void test_post_runs_on_the_thread_in_order(void)
+{
+    struct iothread *t = iothread_new("t-post", 1, 0);
+    struct post_probe pp;
+
+    post_probe_init(&pp, t);
+    g_assert_cmpint(iothread_start(t), ==, 0);
+    iothread_post(t, rec_a, &pp);
+    iothread_post(t, rec_b, &pp);
+    iothread_post(t, rec_c, &pp);
+    /* A run_sync queued after the posts returns after they ran. */
+    iothread_run_sync(t, nothing, NULL);
+    g_assert_cmpstr(pp.order, ==, "abc");
+    g_assert_true(pp.all_on_thread);
+    iothread_free(t);
+    post_probe_clear(&pp);
+}
+
+static void post_b_then_record_a(void *opaque)
+{
+    struct post_probe *pp = opaque;
+
+    iothread_post(pp->t, rec_b, pp);
+    g_mutex_lock(&pp->lock);
+    pp->ran_inside_poster = pp->n > 0;
+    g_mutex_unlock(&pp->lock);
+    record(pp, 'a');
+}
+
+static void test_post_to_itself_runs_later(void)
+{
+    struct iothread *t = iothread_new("t-post-self", 1, 0);
+    struct post_probe pp;
+
+    post_probe_init(&pp, t);
+    g_assert_cmpint(iothread_start(t), ==, 0);
+    iothread_run_sync(t, post_b_then_record_a, &pp);
+    iothread_run_sync(t, nothing, NULL);
+    g_assert_false(pp.ran_inside_poster);
+    g_assert_cmpstr(pp.order, ==, "ab");
+    g_assert_true(pp.all_on_thread);
+    iothread_free(t);
+    post_probe_clear(&pp);
+}
+
+static void block_until_gate(void *opaque)
+{
+    struct post_probe *pp = opaque;
+    gint64 deadline = g_get_monotonic_time() + GATE_TIMEOUT_US;
+
+    g_mutex_lock(&pp->lock);
+    pp->blocked = true;
+    g_cond_broadcast(&pp->cond);
+    while (!pp->gate_open) {
+        g_assert_true(g_cond_wait_until(&pp->cond, &pp->lock, deadline));
+    }
+    g_mutex_unlock(&pp->lock);
+}
+
+/* The poster never waits for the thread, even a thread busy for long. */
+static void test_post_does_not_wait_for_a_busy_thread(void)
+{
+    struct iothread *t = iothread_new("t-post-busy", 1, 0);
+    gint64 deadline = g_get_monotonic_time() + GATE_TIMEOUT_US;
+    struct post_probe pp;
+
+    post_probe_init(&pp, t);
+    g_assert_cmpint(iothread_start(t), ==, 0);
+    iothread_post(t, block_until_gate, &pp);
+    g_mutex_lock(&pp.lock);
+    while (!pp.blocked) {
+        g_assert_true(g_cond_wait_until(&pp.cond, &pp.lock, deadline));
+    }
+    g_mutex_unlock(&pp.lock);
+    /* The thread is stuck in block_until_gate; this returns regardless. */
+    iothread_post(t, rec_a, &pp);
+    g_mutex_lock(&pp.lock);
+    g_assert_cmpuint(pp.n, ==, 0);
+    pp.gate_open = true;
+    g_cond_broadcast(&pp.cond);
+    g_mutex_unlock(&pp.lock);
+    iothread_run_sync(t, nothing, NULL);
+    g_assert_cmpstr(pp.order, ==, "a");
+    iothread_free(t);
+    post_probe_clear(&pp);
+}
+
+/* Posted work owns what it is handed: it runs even if the loop never does. */
+static void test_post_to_a_stopped_thread_runs_at_free(void)
+{
+    struct iothread *t = iothread_new("t-post-idle", 1, 0);
+    struct post_probe pp;
+
+    post_probe_init(&pp, NULL);
+    iothread_post(t, rec_a, &pp);
+    iothread_post(t, rec_b, &pp);
+    g_assert_cmpuint(pp.n, ==, 0);
+    iothread_free(t);
+    g_assert_cmpstr(pp.order, ==, "ab");
+    post_probe_clear(&pp);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -201,5 +353,12 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/fd-handler-then-flush", test_fd_handler_then_flush);
     g_test_add_func("/iothread/uring-completion-is-dispatched", test_uring_completion_is_dispatched);
     g_test_add_func("/iothread/adaptive-poll-rearms-when-idle", test_adaptive_poll_rearms_when_idle);
+    g_test_add_func("/iothread/post/runs-on-the-thread-in-order",
+                    test_post_runs_on_the_thread_in_order);
+    g_test_add_func("/iothread/post/to-itself-runs-later", test_post_to_itself_runs_later);
+    g_test_add_func("/iothread/post/does-not-wait-for-a-busy-thread",
+                    test_post_does_not_wait_for_a_busy_thread);
+    g_test_add_func("/iothread/post/to-a-stopped-thread-runs-at-free",
+                    test_post_to_a_stopped_thread_runs_at_free);
     return g_test_run();
 }

@@ -4,7 +4,8 @@
  * mistake is rejected with a message quoting the text at fault.  Opening
  * is checked for file specs (a temp file) and, for iSCSI, up to the point
  * where a network is needed: URL, CHAP secret file and option checks,
- * then a refused connection (tests/iscsi/ covers a real target).
+ * then a refused connection (tests/iscsi/ covers a real target).  The
+ * "hold:" test backend exists only with VHOST_SCSI_TEST_BACKENDS=1.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -544,6 +545,65 @@ static void test_open_ram_and_null(void)
     }
 }
 
+static void parse_fails_with(const char *arg, const char *culprit)
+{
+    struct lun_spec s;
+    char *err = NULL;
+
+    g_assert_cmpint(lun_spec_parse(arg, &s, &err), ==, -EINVAL);
+    g_assert_nonnull(err);
+    if (!strstr(err, culprit)) {
+        g_error("\"%s\": message \"%s\" does not name \"%s\"", arg, err, culprit);
+    }
+    g_free(err);
+}
+
+static void test_hold_only_for_tests(void)
+{
+    struct lun_spec s;
+
+    g_unsetenv(LUN_SPEC_TEST_BACKENDS_ENV);
+    parse_fails_with("0=hold:1M,while=/tmp/x", "set VHOST_SCSI_TEST_BACKENDS=1");
+    g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "yes", TRUE);
+    parse_fails_with("0=hold:1M,while=/tmp/x", "test backend");
+
+    g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
+    s = parse_ok("2=hold:4M,while=/run/gate,block-size=4096");
+    g_assert_cmpint(s.kind, ==, LUN_SPEC_HOLD);
+    g_assert_cmpuint(s.lun, ==, 2);
+    g_assert_cmpuint(s.size, ==, 4u << 20);
+    g_assert_cmpuint(s.block_size, ==, 4096);
+    g_assert_cmpstr(s.path, ==, "/run/gate");
+    lun_spec_clear(&s);
+    parse_fails_with("0=hold:1M", "needs while=PATH");
+    parse_fails_with("0=hold:1M,while=", "needs a value");
+    parse_fails_with("0=hold:1M,while=/x,ro", "unknown option \"ro\"");
+    parse_fails_with("0=hold:0,while=/x", "bad size");
+    g_unsetenv(LUN_SPEC_TEST_BACKENDS_ENV);
+}
+
+static void test_open_hold(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("lun-spec-hold-XXXXXX", NULL);
+    g_autofree char *arg = g_strdup_printf("0=hold:1M,while=%s/gate", dir);
+    struct lun_backend *be = NULL;
+    struct lun_spec s;
+
+    g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
+    s = parse_ok(arg);
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*test backend*");
+    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_test_assert_expected_messages();
+    g_assert_cmpuint(be->size, ==, 1u << 20);
+    g_assert_cmpuint(be->block_size, ==, 512);
+    g_assert_cmpstr(be->ops->name, ==, "hold");
+    g_assert_nonnull(be->ops->attach_thread);
+    be->ops->close(be);
+    lun_spec_clear(&s);
+    g_unsetenv(LUN_SPEC_TEST_BACKENDS_ENV);
+    g_rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -560,6 +620,8 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-spec/parse/errmsg-optional", test_errmsg_optional);
     g_test_add_func("/lun-spec/open/file", test_open_file);
     g_test_add_func("/lun-spec/open/ram-and-null", test_open_ram_and_null);
+    g_test_add_func("/lun-spec/parse/hold-only-for-tests", test_hold_only_for_tests);
+    g_test_add_func("/lun-spec/open/hold", test_open_hold);
     g_test_add_func("/lun-spec/open/iscsi-checks-before-connecting",
                     test_open_iscsi_checks_before_connecting);
     return g_test_run();

@@ -4,9 +4,9 @@
  * side of the protocol is checked on its own: the handshake order and
  * payloads, REPLY_ACK, a back-end that rejects a step or never answers,
  * request layout and data integrity with many requests in flight,
- * EVENT_IDX kick and interrupt suppression, TMFs, stop/start ring bases,
- * a device that returns a descriptor it was never given, a hang-up, and
- * the data-buffer allocator.
+ * EVENT_IDX kick and interrupt suppression, TMFs (waited for or not),
+ * stop/start ring bases, a device that returns a descriptor it was never
+ * given, a hang-up, and the data-buffer allocator.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -806,6 +806,20 @@ static void test_bad_lun_and_tmf(void)
     g_assert_cmpuint(resp, ==, VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
     g_assert_cmpint(vfe_tmf(fe, lun, VIRTIO_SCSI_T_TMF_CLEAR_ACA, 0, &resp, 2000), ==, 0);
     g_assert_cmpuint(resp, ==, VIRTIO_SCSI_S_FUNCTION_REJECTED);
+
+    /* Without waiting: both outstanding, answered through vfe_poll only. */
+    struct vfe_tmf reset, aca;
+    g_assert_cmpint(vfe_tmf_submit(fe, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, &reset),
+                    ==, 0);
+    g_assert_cmpint(vfe_tmf_submit(fe, lun, VIRTIO_SCSI_T_TMF_CLEAR_ACA, 0, &aca), ==, 0);
+    g_assert_false(reset.done);
+    g_assert_false(aca.done);
+    for (int i = 0; i < 100 && !(reset.done && aca.done); i++) {
+        g_assert_cmpint(vfe_poll(fe, 2000), >=, 0);
+    }
+    g_assert_true(reset.done && aca.done);
+    g_assert_cmpuint(reset.response, ==, VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+    g_assert_cmpuint(aca.response, ==, VIRTIO_SCSI_S_FUNCTION_REJECTED);
     vfe_close(fe);
     mock_free(m);
     strict_warnings();

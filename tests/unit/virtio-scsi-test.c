@@ -1,18 +1,43 @@
 /*
- * Specification of virtio-scsi LUN addressing (hw/scsi/virtio-scsi.c,
- * virtio 1.2 5.6.6.1): the single-level structure 01h, target, 40h|LUN>>8,
- * LUN&FFh, four zero bytes; the REPORT LUNS well-known LUN C101h; and
- * everything else refused (the request then gets BAD_TARGET).  Request
- * handling itself is exercised end to end by the protocol, qtest and
- * fuzz-virtio-scsi tests.
+ * Specification of the virtio-scsi device model (hw/scsi/virtio-scsi.c):
+ *  - LUN addressing (virtio 1.2 5.6.6.1): the single-level structure 01h,
+ *    target, 40h|LUN>>8, LUN&FFh, four zero bytes; the REPORT LUNS
+ *    well-known LUN C101h; everything else refused (BAD_TARGET);
+ *  - task management: each TMF that aborts tasks is answered when, and
+ *    only when, the tasks it names that were running when it arrived have
+ *    completed (and their used entries are published); it never waits for
+ *    later ones or for other front-ends' tasks it does not concern; the
+ *    control queue answers other requests meanwhile; TMFs still waiting
+ *    when the control queue stops are answered FAILURE at the stop and
+ *    their later completion touches nothing.
+ * The TMF tests play two front-ends (devices sharing a LUN map, each with
+ * its own guest RAM and rings: control, event, two request queues on two
+ * I/O threads, the control queue on a "main" thread) and a backend that
+ * parks every I/O until the test completes it.  Request handling itself
+ * is exercised end to end by the protocol, qtest and fuzz-virtio-scsi
+ * tests.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <endian.h>
 #include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <glib.h>
+#include <linux/virtio_ring.h>
+#include <linux/virtio_scsi.h>
 
+#include "backend.h"
+#include "guest-mem.h"
+#include "iothread.h"
+#include "lun-map.h"
 #include "virtio-scsi.h"
+#include "virtqueue.h"
 
 static void test_single_level_lun(void)
 {
@@ -57,6 +82,886 @@ static void test_other_addresses_refused(void)
     }
 }
 
+/* ---- a backend that parks every I/O until the test completes it -------- */
+
+#define TIMEOUT_MS 10000
+#define BLOCK 512
+
+struct hold {
+    struct lun_backend be;
+    struct lun_backend *inner;
+    GMutex lock;
+    GCond cond;
+    GQueue parked;          /* struct backend_io *, in submission order */
+    unsigned submitted;     /* ever parked */
+};
+
+static int hold_submit(struct lun_backend *be, struct backend_io *io)
+{
+    struct hold *h = (struct hold *)be;
+
+    g_mutex_lock(&h->lock);
+    g_queue_push_tail(&h->parked, io);
+    h->submitted++;
+    g_cond_broadcast(&h->cond);
+    g_mutex_unlock(&h->lock);
+    return 0;
+}
+
+static void hold_close(struct lun_backend *be)
+{
+    struct hold *h = (struct hold *)be;
+
+    g_assert_true(g_queue_is_empty(&h->parked));
+    backend_close(h->inner);
+    g_mutex_clear(&h->lock);
+    g_cond_clear(&h->cond);
+    g_free(h->be.name);
+    g_free(h);
+}
+
+static const struct backend_ops hold_ops = { .name = "hold", .submit = hold_submit,
+                                             .close = hold_close };
+
+static struct hold *hold_new(void)
+{
+    struct hold *h = g_new0(struct hold, 1);
+
+    g_assert_cmpint(backend_ram_new(1 << 20, BLOCK, &h->inner), ==, 0);
+    h->be = *h->inner;
+    h->be.ops = &hold_ops;
+    h->be.name = g_strdup("hold");
+    g_mutex_init(&h->lock);
+    g_cond_init(&h->cond);
+    g_queue_init(&h->parked);
+    return h;
+}
+
+/* Waits (bounded) until n I/Os in all have reached the backend. */
+static void hold_wait_submitted(struct hold *h, unsigned n)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+
+    g_mutex_lock(&h->lock);
+    while (h->submitted < n) {
+        g_assert_true(g_cond_wait_until(&h->cond, &h->lock, deadline));
+    }
+    g_mutex_unlock(&h->lock);
+}
+
+struct hold_release {
+    struct hold *h;
+    struct backend_io *io;
+};
+
+static void hold_complete_on_thread(void *opaque)
+{
+    struct hold_release *c = opaque;
+
+    c->h->inner->ops->submit(c->h->inner, c->io);
+}
+
+/* Completes the parked I/O of block lba, on the thread that submitted it. */
+static void hold_release(struct hold *h, uint64_t lba)
+{
+    struct hold_release c = { .h = h };
+
+    g_mutex_lock(&h->lock);
+    for (GList *l = h->parked.head; l; l = l->next) {
+        struct backend_io *io = l->data;
+
+        if (io->offset == lba * BLOCK) {
+            c.io = io;
+            g_queue_delete_link(&h->parked, l);
+            break;
+        }
+    }
+    g_mutex_unlock(&h->lock);
+    g_assert_nonnull(c.io);
+    iothread_run_sync(c.io->thread, hold_complete_on_thread, &c);
+}
+
+/* ---- two front-ends playing the driver --------------------------------- */
+
+#define QSZ 256
+#define NQ 4                    /* control, event, two request queues */
+#define RAM_GPA 0x100000ull
+#define RAM_SIZE (2u << 20)
+#define RING_AREA 0x2000u       /* desc 4 KiB, avail and used after it */
+#define BUF_OFF 0x10000u
+#define NLUNS 3                 /* 0:0 and 0:1 parked, 1:0 parked */
+
+struct tq {
+    struct vring_desc *desc;
+    struct vring_avail *avail;
+    struct vring_used *used;
+    uint16_t next_desc;
+    struct virtqueue vq;
+    char name[16];
+};
+
+struct fe {
+    struct fx *fx;
+    const char *name;
+    struct vscsi_dev *dev;
+    uint8_t *ram;
+    struct guest_mem mem;
+    size_t next_buf;
+    struct tq q[NQ];
+};
+
+struct fx {
+    struct iothread *main;
+    struct iothread *io[2];
+    struct lun_map luns;
+    struct hold *hold[NLUNS];
+    struct fe a, b;
+};
+
+static void *fe_gpa_host(struct fe *f, uint64_t gpa)
+{
+    return f->ram + (gpa - RAM_GPA);
+}
+
+/* A buffer of guest RAM; returns its guest address. */
+static uint64_t fe_alloc(struct fe *f, size_t len)
+{
+    uint64_t gpa = RAM_GPA + f->next_buf;
+
+    f->next_buf += (len + 63) & ~(size_t)63;
+    g_assert_cmpuint(f->next_buf, <=, RAM_SIZE);
+    return gpa;
+}
+
+struct seg {
+    uint64_t gpa;
+    uint32_t len;
+    bool write;
+};
+
+/* Posts a chain and kicks; returns its head. */
+static uint16_t tq_post(struct fe *f, unsigned qi, const struct seg *segs, unsigned n)
+{
+    struct tq *q = &f->q[qi];
+    uint16_t head = q->next_desc;
+    uint64_t one = 1;
+
+    g_assert_cmpuint(q->next_desc + n, <=, QSZ);
+    for (unsigned i = 0; i < n; i++) {
+        struct vring_desc *d = &q->desc[q->next_desc++];
+
+        d->addr = segs[i].gpa;
+        d->len = segs[i].len;
+        d->flags = (segs[i].write ? VRING_DESC_F_WRITE : 0) | (i + 1 < n ? VRING_DESC_F_NEXT : 0);
+        d->next = q->next_desc;
+    }
+    q->avail->ring[q->avail->idx % QSZ] = head;
+    __atomic_store_n(&q->avail->idx, (uint16_t)(q->avail->idx + 1), __ATOMIC_RELEASE);
+    g_assert_cmpint(write(q->vq.kick_fd, &one, sizeof(one)), ==, sizeof(one));
+    return head;
+}
+
+/* True if head is on the used ring (published). */
+static bool tq_used(struct fe *f, unsigned qi, uint16_t head)
+{
+    struct tq *q = &f->q[qi];
+    uint16_t idx = __atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE);
+
+    g_assert_cmpuint(idx, <, QSZ);
+    for (uint16_t i = 0; i < idx; i++) {
+        if (q->used->ring[i].id == head) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static unsigned tq_used_count(struct fe *f, unsigned qi)
+{
+    return __atomic_load_n(&f->q[qi].used->idx, __ATOMIC_ACQUIRE);
+}
+
+/* Waits (bounded, on the call eventfd) until head is published. */
+static void tq_wait(struct fe *f, unsigned qi, uint16_t head)
+{
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+    struct pollfd p = { .fd = f->q[qi].vq.call_fd, .events = POLLIN };
+
+    while (!tq_used(f, qi, head)) {
+        gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+        uint64_t v;
+
+        g_assert_cmpint(left, >, 0);
+        if (poll(&p, 1, (int)left) == 1 && read(p.fd, &v, sizeof(v)) < 0) {
+            g_assert_cmpint(errno, ==, EAGAIN);
+        }
+    }
+}
+
+struct cmd {
+    uint16_t head;
+    unsigned qi;
+    struct virtio_scsi_cmd_resp *resp;
+};
+
+static struct cmd fe_cmd(struct fe *f, unsigned qi, unsigned target, unsigned lun,
+                         uint64_t tag, const uint8_t *cdb, unsigned cdb_len, uint32_t in_len)
+{
+    uint64_t req_gpa = fe_alloc(f, sizeof(struct virtio_scsi_cmd_req));
+    uint64_t resp_gpa = fe_alloc(f, sizeof(struct virtio_scsi_cmd_resp));
+    struct virtio_scsi_cmd_req *req = fe_gpa_host(f, req_gpa);
+    struct seg segs[3] = {
+        { req_gpa, sizeof(*req), false },
+        { resp_gpa, sizeof(struct virtio_scsi_cmd_resp), true },
+        { in_len ? fe_alloc(f, in_len) : 0, in_len, true },
+    };
+    struct cmd c = { .qi = qi, .resp = fe_gpa_host(f, resp_gpa) };
+
+    memset(req, 0, sizeof(*req));
+    req->lun[0] = 1;
+    req->lun[1] = (uint8_t)target;
+    req->lun[2] = 0x40 | (uint8_t)(lun >> 8);
+    req->lun[3] = (uint8_t)lun;
+    req->tag = htole64(tag);
+    memcpy(req->cdb, cdb, cdb_len);
+    c.resp->response = 0xff;
+    c.head = tq_post(f, qi, segs, in_len ? 3 : 2);
+    return c;
+}
+
+/* A one-block READ(10) of lba on request queue rq (0 or 1). */
+static struct cmd fe_read(struct fe *f, unsigned rq, unsigned target, unsigned lun,
+                          uint64_t lba, uint64_t tag)
+{
+    uint8_t cdb[10] = { 0x28, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16),
+                        (uint8_t)(lba >> 8), (uint8_t)lba, 0, 0, 1, 0 };
+
+    return fe_cmd(f, VSCSI_FIRST_REQ_QUEUE + rq, target, lun, tag, cdb, sizeof(cdb), BLOCK);
+}
+
+static void cmd_wait(struct fe *f, const struct cmd *c)
+{
+    tq_wait(f, c->qi, c->head);
+}
+
+static bool cmd_done(struct fe *f, const struct cmd *c)
+{
+    return tq_used(f, c->qi, c->head);
+}
+
+/* TEST UNIT READY, waited for: its SAM status (sense in *c). */
+static uint8_t fe_tur(struct fe *f, unsigned target, unsigned lun, struct cmd *out)
+{
+    static const uint8_t cdb[6] = { 0 };
+    struct cmd c = fe_cmd(f, VSCSI_FIRST_REQ_QUEUE, target, lun, 0, cdb, sizeof(cdb), 0);
+
+    cmd_wait(f, &c);
+    g_assert_cmpuint(c.resp->response, ==, VIRTIO_SCSI_S_OK);
+    if (out) {
+        *out = c;
+    }
+    return c.resp->status;
+}
+
+/* Consumes the power-on unit attention of every LUN. */
+static void fe_ready(struct fe *f)
+{
+    static const unsigned ids[NLUNS][2] = { { 0, 0 }, { 0, 1 }, { 1, 0 } };
+
+    for (unsigned i = 0; i < NLUNS; i++) {
+        g_assert_cmpuint(fe_tur(f, ids[i][0], ids[i][1], NULL), ==, 2);
+        g_assert_cmpuint(fe_tur(f, ids[i][0], ids[i][1], NULL), ==, 0);
+    }
+}
+
+/* The sense ASC/ASCQ of a CHECK CONDITION, as 0xAAQQ. */
+static unsigned sense_code(const struct cmd *c)
+{
+    return (unsigned)c->resp->sense[12] << 8 | c->resp->sense[13];
+}
+
+struct tmf {
+    uint16_t head;
+    struct virtio_scsi_ctrl_tmf_resp *resp;
+};
+
+static struct tmf fe_tmf(struct fe *f, uint32_t subtype, unsigned target, unsigned lun,
+                         uint64_t tag)
+{
+    uint64_t req_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_tmf_req));
+    uint64_t resp_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_tmf_resp));
+    struct virtio_scsi_ctrl_tmf_req *req = fe_gpa_host(f, req_gpa);
+    struct seg segs[2] = {
+        { req_gpa, sizeof(*req), false },
+        { resp_gpa, sizeof(struct virtio_scsi_ctrl_tmf_resp), true },
+    };
+    struct tmf t = { .resp = fe_gpa_host(f, resp_gpa) };
+
+    memset(req, 0, sizeof(*req));
+    req->type = htole32(VIRTIO_SCSI_T_TMF);
+    req->subtype = htole32(subtype);
+    req->lun[0] = 1;
+    req->lun[1] = (uint8_t)target;
+    req->lun[2] = 0x40 | (uint8_t)(lun >> 8);
+    req->lun[3] = (uint8_t)lun;
+    req->tag = htole64(tag);
+    t.resp->response = 0xee;
+    t.head = tq_post(f, VSCSI_CTRL_QUEUE, segs, 2);
+    return t;
+}
+
+static bool tmf_answered(struct fe *f, const struct tmf *t)
+{
+    return tq_used(f, VSCSI_CTRL_QUEUE, t->head);
+}
+
+static uint8_t tmf_wait(struct fe *f, const struct tmf *t)
+{
+    tq_wait(f, VSCSI_CTRL_QUEUE, t->head);
+    return t->resp->response;
+}
+
+/*
+ * An AN query, answered at once: the control queue is served in ring
+ * order, so when its answer is there, every control request posted before
+ * it has been looked at (a TMF still unanswered then is waiting).
+ */
+static void fe_ctrl_barrier(struct fe *f)
+{
+    uint64_t req_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_an_req));
+    uint64_t resp_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_an_resp));
+    struct virtio_scsi_ctrl_an_req *req = fe_gpa_host(f, req_gpa);
+    struct virtio_scsi_ctrl_an_resp *resp = fe_gpa_host(f, resp_gpa);
+    struct seg segs[2] = {
+        { req_gpa, sizeof(*req), false },
+        { resp_gpa, sizeof(*resp), true },
+    };
+    uint16_t head;
+
+    memset(req, 0, sizeof(*req));
+    req->type = htole32(VIRTIO_SCSI_T_AN_QUERY);
+    req->lun[0] = 1;
+    req->lun[2] = 0x40;
+    resp->response = 0xee;
+    head = tq_post(f, VSCSI_CTRL_QUEUE, segs, 2);
+    tq_wait(f, VSCSI_CTRL_QUEUE, head);
+    g_assert_cmpuint(resp->response, ==, VIRTIO_SCSI_S_OK);
+}
+
+/* The device's hooks run on the main thread, as the vhost-user server calls them. */
+struct on_main_call {
+    struct fe *f;
+    unsigned idx;
+};
+
+static void start_queues_on_main(void *opaque)
+{
+    struct fe *f = opaque;
+
+    for (unsigned i = 0; i < NQ; i++) {
+        g_assert_cmpint(vscsi_queue_start(f->dev, i, &f->q[i].vq), ==, 0);
+    }
+}
+
+static void stop_queue_on_main(void *opaque)
+{
+    struct on_main_call *c = opaque;
+
+    vscsi_queue_stop(c->f->dev, c->idx, &c->f->q[c->idx].vq);
+}
+
+static void free_dev_on_main(void *opaque)
+{
+    struct fe *f = opaque;
+
+    vscsi_dev_free(f->dev);
+    f->dev = NULL;
+}
+
+static void nothing(void *opaque)
+{
+}
+
+static void fe_open(struct fx *x, struct fe *f, const char *name)
+{
+    struct guest_mem_region r = { .gpa = RAM_GPA, .size = RAM_SIZE, .fd = -1 };
+    struct vscsi_dev_config cfg = {
+        .name = name, .luns = &x->luns, .main_thread = x->main, .threads = x->io,
+        .nthreads = 2, .num_request_queues = NQ - VSCSI_FIRST_REQ_QUEUE,
+    };
+
+    memset(f, 0, sizeof(*f));
+    f->fx = x;
+    f->name = name;
+    f->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    g_assert_true(f->ram != MAP_FAILED);
+    r.host = f->ram;
+    r.uva = (uintptr_t)f->ram;
+    guest_mem_init(&f->mem);
+    g_assert_cmpint(guest_mem_add(&f->mem, &r), ==, 0);
+    f->next_buf = BUF_OFF;
+    for (unsigned i = 0; i < NQ; i++) {
+        struct tq *q = &f->q[i];
+        uint8_t *area = f->ram + i * RING_AREA;
+
+        q->desc = (void *)area;
+        q->avail = (void *)(area + QSZ * sizeof(struct vring_desc));
+        q->used = (void *)(area + 0x1400);
+        snprintf(q->name, sizeof(q->name), "%s:vq%u", name, i);
+        vq_init(&q->vq, i, q->name);
+        g_assert_cmpint(vq_setup(&q->vq, &f->mem, QSZ, q->desc, q->avail, q->used, 0, 0),
+                        ==, 0);
+        q->vq.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        q->vq.call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        g_assert_cmpint(q->vq.kick_fd, >=, 0);
+        g_assert_cmpint(q->vq.call_fd, >=, 0);
+    }
+    f->dev = vscsi_dev_new(&cfg);
+    iothread_run_sync(x->main, start_queues_on_main, f);
+}
+
+static void fe_free_dev(struct fe *f)
+{
+    if (f->dev) {
+        iothread_run_sync(f->fx->main, free_dev_on_main, f);
+    }
+}
+
+static void fe_close(struct fe *f)
+{
+    fe_free_dev(f);
+    for (unsigned i = 0; i < NQ; i++) {
+        close(f->q[i].vq.kick_fd);
+        close(f->q[i].vq.call_fd);
+        vq_cleanup(&f->q[i].vq);
+    }
+    guest_mem_clear(&f->mem);
+    munmap(f->ram, RAM_SIZE);
+}
+
+static void fx_setup(struct fx *x)
+{
+    static const unsigned ids[NLUNS][2] = { { 0, 0 }, { 0, 1 }, { 1, 0 } };
+
+    memset(x, 0, sizeof(*x));
+    x->main = iothread_new("t-main", 0, 0);
+    x->io[0] = iothread_new("t-io0", 1, 0);
+    x->io[1] = iothread_new("t-io1", 2, 0);
+    g_assert_cmpint(iothread_start(x->main), ==, 0);
+    g_assert_cmpint(iothread_start(x->io[0]), ==, 0);
+    g_assert_cmpint(iothread_start(x->io[1]), ==, 0);
+    lun_map_init(&x->luns);
+    for (unsigned i = 0; i < NLUNS; i++) {
+        g_autofree char *name = g_strdup_printf("hold%u:%u", ids[i][0], ids[i][1]);
+
+        x->hold[i] = hold_new();
+        g_assert_cmpint(lun_map_add(&x->luns, ids[i][0], ids[i][1],
+                                    scsi_lun_new(&x->hold[i]->be, name, NULL)), ==, 0);
+    }
+    fe_open(x, &x->a, "A");
+    fe_open(x, &x->b, "B");
+    fe_ready(&x->a);
+    fe_ready(&x->b);
+}
+
+static void fx_teardown(struct fx *x)
+{
+    fe_close(&x->a);
+    fe_close(&x->b);
+    iothread_free(x->io[0]);
+    iothread_free(x->io[1]);
+    /* Runs what was posted to it last (orphaned TMFs' callbacks). */
+    iothread_free(x->main);
+    lun_map_clear(&x->luns);
+}
+
+/* ---- task management --------------------------------------------------- */
+
+#define ABORT_TASK VIRTIO_SCSI_T_TMF_ABORT_TASK
+#define ABORT_TASK_SET VIRTIO_SCSI_T_TMF_ABORT_TASK_SET
+#define CLEAR_TASK_SET VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET
+#define LUN_RESET VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET
+#define NEXUS_RESET VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET
+#define QUERY_TASK VIRTIO_SCSI_T_TMF_QUERY_TASK
+#define QUERY_TASK_SET VIRTIO_SCSI_T_TMF_QUERY_TASK_SET
+#define FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
+
+/* hold[] index of each LUN */
+#define H00 0
+#define H01 1
+#define H10 2
+
+static void test_abort_task_not_found(void)
+{
+    struct fx x;
+    struct cmd r;
+    struct tmf t;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 0, 0, 0, 10, 0x51);
+    hold_wait_submitted(x.hold[H00], 1);
+    /* Another tag, and the same tag on another LUN: neither is running. */
+    t = fe_tmf(&x.a, ABORT_TASK, 0, 0, 0x52);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    t = fe_tmf(&x.a, ABORT_TASK, 0, 1, 0x51);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    /* Another front-end's task of that tag is not this nexus's. */
+    t = fe_tmf(&x.b, ABORT_TASK, 0, 0, 0x51);
+    g_assert_cmpuint(tmf_wait(&x.b, &t), ==, FUNCTION_COMPLETE);
+    g_assert_false(cmd_done(&x.a, &r));
+    hold_release(x.hold[H00], 10);
+    cmd_wait(&x.a, &r);
+    fx_teardown(&x);
+}
+
+static void test_abort_task_after_its_task_completed(void)
+{
+    struct fx x;
+    struct cmd r;
+    struct tmf t;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 0, 0, 0, 10, 0x51);
+    hold_wait_submitted(x.hold[H00], 1);
+    hold_release(x.hold[H00], 10);
+    cmd_wait(&x.a, &r);
+    g_assert_cmpuint(r.resp->status, ==, 0);
+    t = fe_tmf(&x.a, ABORT_TASK, 0, 0, 0x51);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    fx_teardown(&x);
+}
+
+static void test_abort_task_waits_for_its_running_task(void)
+{
+    struct fx x;
+    struct cmd r, other;
+    struct tmf t;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 1, 0, 0, 10, 0x51);
+    other = fe_read(&x.a, 0, 0, 0, 11, 0x52);
+    hold_wait_submitted(x.hold[H00], 2);
+    t = fe_tmf(&x.a, ABORT_TASK, 0, 0, 0x51);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &t));
+    hold_release(x.hold[H00], 10);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    /* The aborted task's completion is on the used ring before the answer. */
+    g_assert_true(cmd_done(&x.a, &r));
+    g_assert_false(cmd_done(&x.a, &other));
+    hold_release(x.hold[H00], 11);
+    cmd_wait(&x.a, &other);
+    fx_teardown(&x);
+}
+
+/*
+ * The TMF and the completion of its task race (the TMF is looked at on the
+ * main thread while the task completes on its I/O thread): whichever
+ * wins, the TMF is answered once, FUNCTION COMPLETE, with the task's
+ * completion published first.
+ */
+static void test_abort_task_racing_its_completion(void)
+{
+    struct fx x;
+
+    fx_setup(&x);
+    for (unsigned i = 0; i < 40; i++) {
+        struct cmd r = fe_read(&x.a, i % 2, 0, 0, 100 + i, 0x100 + i);
+        struct tmf t;
+
+        hold_wait_submitted(x.hold[H00], i + 1);
+        t = fe_tmf(&x.a, ABORT_TASK, 0, 0, 0x100 + i);
+        hold_release(x.hold[H00], 100 + i);
+        g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+        g_assert_true(cmd_done(&x.a, &r));
+        g_assert_cmpuint(r.resp->status, ==, 0);
+    }
+    fe_ctrl_barrier(&x.a);
+    /* 40 TMFs and one barrier: nothing answered twice. */
+    g_assert_cmpuint(tq_used_count(&x.a, VSCSI_CTRL_QUEUE), ==, 41);
+    fx_teardown(&x);
+}
+
+/*
+ * ABORT TASK SET waits for this nexus's tasks on that LUN that were
+ * running when it came: not another front-end's, not another LUN's, not
+ * those submitted after it.
+ */
+static void test_abort_task_set_waits_for_this_nexus_only(void)
+{
+    struct fx x;
+    struct cmd a1, a2, a_other_lun, b1, a_later;
+    struct tmf t;
+
+    fx_setup(&x);
+    a1 = fe_read(&x.a, 0, 0, 0, 1, 1);
+    a2 = fe_read(&x.a, 1, 0, 0, 2, 2);
+    a_other_lun = fe_read(&x.a, 0, 0, 1, 3, 3);
+    b1 = fe_read(&x.b, 0, 0, 0, 4, 1);
+    hold_wait_submitted(x.hold[H00], 3);
+    hold_wait_submitted(x.hold[H01], 1);
+    t = fe_tmf(&x.a, ABORT_TASK_SET, 0, 0, 0);
+    fe_ctrl_barrier(&x.a);
+    a_later = fe_read(&x.a, 0, 0, 0, 5, 5);
+    hold_wait_submitted(x.hold[H00], 4);
+    hold_release(x.hold[H00], 1);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &t));
+    hold_release(x.hold[H00], 2);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    g_assert_true(cmd_done(&x.a, &a1) && cmd_done(&x.a, &a2));
+    g_assert_false(cmd_done(&x.a, &a_other_lun));
+    g_assert_false(cmd_done(&x.b, &b1));
+    g_assert_false(cmd_done(&x.a, &a_later));
+    hold_release(x.hold[H01], 3);
+    hold_release(x.hold[H00], 4);
+    hold_release(x.hold[H00], 5);
+    cmd_wait(&x.a, &a_other_lun);
+    cmd_wait(&x.b, &b1);
+    cmd_wait(&x.a, &a_later);
+    fx_teardown(&x);
+}
+
+/*
+ * LOGICAL UNIT RESET (and CLEAR TASK SET) concern every initiator's tasks
+ * on the LUN that were running when it came, not those started later
+ * (continuous I/O); the reset is then reported to each nexus (29h/03h).
+ */
+static void lun_wide_tmf(uint32_t subtype)
+{
+    struct fx x;
+    struct cmd a1, b1, b_later, tur;
+    struct tmf t;
+
+    fx_setup(&x);
+    a1 = fe_read(&x.a, 0, 0, 0, 1, 1);
+    b1 = fe_read(&x.b, 1, 0, 0, 2, 1);
+    hold_wait_submitted(x.hold[H00], 2);
+    t = fe_tmf(&x.a, subtype, 0, 0, 0);
+    fe_ctrl_barrier(&x.a);
+    b_later = fe_read(&x.b, 0, 0, 0, 3, 2);
+    hold_wait_submitted(x.hold[H00], 3);
+    hold_release(x.hold[H00], 1);
+    cmd_wait(&x.a, &a1);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &t));       /* b1 is still running */
+    hold_release(x.hold[H00], 2);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    cmd_wait(&x.b, &b1);
+    g_assert_false(cmd_done(&x.b, &b_later));
+    hold_release(x.hold[H00], 3);
+    cmd_wait(&x.b, &b_later);
+    g_assert_cmpuint(b_later.resp->status, ==, 0);
+    if (subtype == LUN_RESET) {
+        g_assert_cmpuint(fe_tur(&x.a, 0, 0, &tur), ==, 2);
+        g_assert_cmphex(sense_code(&tur), ==, 0x2903);
+        g_assert_cmpuint(fe_tur(&x.b, 0, 0, &tur), ==, 2);
+        g_assert_cmphex(sense_code(&tur), ==, 0x2903);
+    }
+    g_assert_cmpuint(fe_tur(&x.a, 0, 0, NULL), ==, 0);
+    g_assert_cmpuint(fe_tur(&x.a, 0, 1, NULL), ==, 0);   /* another LUN: not reset */
+    fx_teardown(&x);
+}
+
+static void test_lun_reset_waits_for_every_nexus_not_later_io(void)
+{
+    lun_wide_tmf(LUN_RESET);
+}
+
+static void test_clear_task_set_waits_for_every_nexus_not_later_io(void)
+{
+    lun_wide_tmf(CLEAR_TASK_SET);
+}
+
+/* I_T NEXUS RESET: this nexus's tasks on the target's LUNs; 29h/07h to it only. */
+static void test_nexus_reset_waits_for_this_nexus_on_the_target(void)
+{
+    struct fx x;
+    struct cmd a00, a01, a10, b00, tur;
+    struct tmf t;
+
+    fx_setup(&x);
+    a00 = fe_read(&x.a, 0, 0, 0, 1, 1);
+    a01 = fe_read(&x.a, 1, 0, 1, 2, 2);
+    a10 = fe_read(&x.a, 0, 1, 0, 3, 3);
+    b00 = fe_read(&x.b, 0, 0, 0, 4, 1);
+    hold_wait_submitted(x.hold[H00], 2);
+    hold_wait_submitted(x.hold[H01], 1);
+    hold_wait_submitted(x.hold[H10], 1);
+    t = fe_tmf(&x.a, NEXUS_RESET, 0, 0, 0);
+    fe_ctrl_barrier(&x.a);
+    hold_release(x.hold[H00], 1);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &t));
+    hold_release(x.hold[H01], 2);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    g_assert_false(cmd_done(&x.a, &a10));            /* target 1 */
+    g_assert_false(cmd_done(&x.b, &b00));            /* another nexus */
+    g_assert_true(cmd_done(&x.a, &a00) && cmd_done(&x.a, &a01));
+    hold_release(x.hold[H10], 3);
+    hold_release(x.hold[H00], 4);
+    cmd_wait(&x.a, &a10);
+    cmd_wait(&x.b, &b00);
+    g_assert_cmpuint(fe_tur(&x.a, 0, 1, &tur), ==, 2);
+    g_assert_cmphex(sense_code(&tur), ==, 0x2907);
+    g_assert_cmpuint(fe_tur(&x.a, 1, 0, NULL), ==, 0);
+    g_assert_cmpuint(fe_tur(&x.b, 0, 0, NULL), ==, 0);
+    fx_teardown(&x);
+}
+
+/* QUERY TASK and QUERY TASK SET answer at once, whatever is running. */
+static void test_query_task_answers_at_once(void)
+{
+    struct fx x;
+    struct cmd r;
+    struct tmf t;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 1, 0, 0, 1, 0x77);
+    hold_wait_submitted(x.hold[H00], 1);
+    t = fe_tmf(&x.a, QUERY_TASK, 0, 0, 0x77);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+    t = fe_tmf(&x.a, QUERY_TASK, 0, 0, 0x78);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    t = fe_tmf(&x.a, QUERY_TASK_SET, 0, 0, 0);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, VIRTIO_SCSI_S_FUNCTION_SUCCEEDED);
+    t = fe_tmf(&x.a, QUERY_TASK_SET, 0, 1, 0);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    t = fe_tmf(&x.b, QUERY_TASK_SET, 0, 0, 0);       /* not B's task */
+    g_assert_cmpuint(tmf_wait(&x.b, &t), ==, FUNCTION_COMPLETE);
+    g_assert_false(cmd_done(&x.a, &r));
+    hold_release(x.hold[H00], 1);
+    cmd_wait(&x.a, &r);
+    t = fe_tmf(&x.a, QUERY_TASK, 0, 0, 0x77);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    fx_teardown(&x);
+}
+
+/* Several TMFs wait at once, each for its own tasks; other requests are answered. */
+static void test_several_pending_tmfs(void)
+{
+    struct fx x;
+    struct cmd r1, r2;
+    struct tmf abort1, abort2, reset01;
+
+    fx_setup(&x);
+    r1 = fe_read(&x.a, 0, 0, 0, 1, 1);
+    r2 = fe_read(&x.a, 1, 0, 1, 2, 2);
+    hold_wait_submitted(x.hold[H00], 1);
+    hold_wait_submitted(x.hold[H01], 1);
+    abort1 = fe_tmf(&x.a, ABORT_TASK, 0, 0, 1);
+    abort2 = fe_tmf(&x.a, ABORT_TASK, 0, 1, 2);
+    reset01 = fe_tmf(&x.a, LUN_RESET, 0, 1, 0);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &abort1));
+    g_assert_false(tmf_answered(&x.a, &abort2));
+    g_assert_false(tmf_answered(&x.a, &reset01));
+    hold_release(x.hold[H01], 2);
+    g_assert_cmpuint(tmf_wait(&x.a, &abort2), ==, FUNCTION_COMPLETE);
+    g_assert_cmpuint(tmf_wait(&x.a, &reset01), ==, FUNCTION_COMPLETE);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &abort1));
+    hold_release(x.hold[H00], 1);
+    g_assert_cmpuint(tmf_wait(&x.a, &abort1), ==, FUNCTION_COMPLETE);
+    g_assert_true(cmd_done(&x.a, &r1) && cmd_done(&x.a, &r2));
+    fx_teardown(&x);
+}
+
+/*
+ * More TMFs than may wait at once: the rest stay on the ring until one
+ * finishes, and then every one of them, and what came after, is answered.
+ */
+static void test_more_tmfs_than_may_wait(void)
+{
+    struct fx x;
+    struct tmf t[70];
+    struct cmd r;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 0, 0, 0, 1, 1);
+    hold_wait_submitted(x.hold[H00], 1);
+    for (unsigned i = 0; i < G_N_ELEMENTS(t); i++) {
+        t[i] = fe_tmf(&x.a, ABORT_TASK, 0, 0, 1);
+    }
+    hold_release(x.hold[H00], 1);
+    for (unsigned i = 0; i < G_N_ELEMENTS(t); i++) {
+        g_assert_cmpuint(tmf_wait(&x.a, &t[i]), ==, FUNCTION_COMPLETE);
+    }
+    fe_ctrl_barrier(&x.a);
+    g_assert_true(cmd_done(&x.a, &r));
+    fx_teardown(&x);
+}
+
+/*
+ * The control queue stops with TMFs waiting: they are answered FAILURE
+ * before the stop returns, and their tasks completing later changes
+ * nothing (no unit attention for a reset that was not carried out; ASan
+ * checks that nothing freed is touched).
+ */
+static void test_pending_tmfs_at_control_queue_stop(void)
+{
+    struct fx x;
+    struct on_main_call stop = { .f = &x.a, .idx = VSCSI_CTRL_QUEUE };
+    struct cmd r;
+    struct tmf abort, reset;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 0, 0, 0, 1, 1);
+    hold_wait_submitted(x.hold[H00], 1);
+    abort = fe_tmf(&x.a, ABORT_TASK, 0, 0, 1);
+    reset = fe_tmf(&x.a, LUN_RESET, 0, 0, 0);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &abort));
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                          "*control queue stopped with * task management functions waiting*");
+    iothread_run_sync(x.main, stop_queue_on_main, &stop);
+    g_test_assert_expected_messages();
+    g_assert_true(tmf_answered(&x.a, &abort));
+    g_assert_true(tmf_answered(&x.a, &reset));
+    g_assert_cmpuint(abort.resp->response, ==, VIRTIO_SCSI_S_FAILURE);
+    g_assert_cmpuint(reset.resp->response, ==, VIRTIO_SCSI_S_FAILURE);
+    g_assert_false(cmd_done(&x.a, &r));
+    hold_release(x.hold[H00], 1);
+    cmd_wait(&x.a, &r);
+    g_assert_cmpuint(r.resp->status, ==, 0);
+    /* The callbacks were posted to main before this runs there. */
+    iothread_run_sync(x.main, nothing, NULL);
+    g_assert_cmpuint(tq_used_count(&x.a, VSCSI_CTRL_QUEUE), ==, 3);
+    g_assert_cmpuint(fe_tur(&x.a, 0, 0, NULL), ==, 0);
+    g_assert_cmpuint(fe_tur(&x.b, 0, 0, NULL), ==, 0);
+    fx_teardown(&x);
+}
+
+/*
+ * A front-end goes away while its LOGICAL UNIT RESET waits for another
+ * front-end's I/O: the reset is answered FAILURE as its device goes, and
+ * the drain ending later frees it without touching the device.
+ */
+static void test_pending_tmf_when_its_front_end_goes_away(void)
+{
+    struct fx x;
+    struct cmd b1;
+    struct tmf reset;
+
+    fx_setup(&x);
+    b1 = fe_read(&x.b, 0, 0, 0, 1, 1);
+    hold_wait_submitted(x.hold[H00], 1);
+    reset = fe_tmf(&x.a, LUN_RESET, 0, 0, 0);
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tmf_answered(&x.a, &reset));
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                          "*control queue stopped with 1 task management function waiting*");
+    fe_free_dev(&x.a);
+    g_test_assert_expected_messages();
+    g_assert_true(tmf_answered(&x.a, &reset));
+    g_assert_cmpuint(reset.resp->response, ==, VIRTIO_SCSI_S_FAILURE);
+    hold_release(x.hold[H00], 1);
+    cmd_wait(&x.b, &b1);
+    iothread_run_sync(x.main, nothing, NULL);
+    g_assert_cmpuint(fe_tur(&x.b, 0, 0, NULL), ==, 0);
+    fx_teardown(&x);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -64,5 +969,27 @@ int main(int argc, char **argv)
     g_test_add_func("/virtio-scsi/lun/report-luns-well-known-lun",
                     test_report_luns_well_known_lun);
     g_test_add_func("/virtio-scsi/lun/other-addresses-refused", test_other_addresses_refused);
+    g_test_add_func("/virtio-scsi/tmf/abort-task/not-found", test_abort_task_not_found);
+    g_test_add_func("/virtio-scsi/tmf/abort-task/after-its-task-completed",
+                    test_abort_task_after_its_task_completed);
+    g_test_add_func("/virtio-scsi/tmf/abort-task/waits-for-its-running-task",
+                    test_abort_task_waits_for_its_running_task);
+    g_test_add_func("/virtio-scsi/tmf/abort-task/racing-its-completion",
+                    test_abort_task_racing_its_completion);
+    g_test_add_func("/virtio-scsi/tmf/abort-task-set/waits-for-this-nexus-only",
+                    test_abort_task_set_waits_for_this_nexus_only);
+    g_test_add_func("/virtio-scsi/tmf/lun-reset/waits-for-every-nexus-not-later-io",
+                    test_lun_reset_waits_for_every_nexus_not_later_io);
+    g_test_add_func("/virtio-scsi/tmf/clear-task-set/waits-for-every-nexus-not-later-io",
+                    test_clear_task_set_waits_for_every_nexus_not_later_io);
+    g_test_add_func("/virtio-scsi/tmf/i-t-nexus-reset/waits-for-this-nexus-on-the-target",
+                    test_nexus_reset_waits_for_this_nexus_on_the_target);
+    g_test_add_func("/virtio-scsi/tmf/query-task/answers-at-once", test_query_task_answers_at_once);
+    g_test_add_func("/virtio-scsi/tmf/several-pending", test_several_pending_tmfs);
+    g_test_add_func("/virtio-scsi/tmf/more-than-may-wait", test_more_tmfs_than_may_wait);
+    g_test_add_func("/virtio-scsi/tmf/pending-at-control-queue-stop",
+                    test_pending_tmfs_at_control_queue_stop);
+    g_test_add_func("/virtio-scsi/tmf/pending-when-its-front-end-goes-away",
+                    test_pending_tmf_when_its_front_end_goes_away);
     return g_test_run();
 }

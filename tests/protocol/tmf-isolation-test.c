@@ -1,0 +1,233 @@
+/*
+ * Protocol tests of task management isolation in the real daemon: one
+ * front-end's TMF that waits for I/O never holds up the daemon's main
+ * thread, so other front-ends connect, negotiate, do I/O and task
+ * management of their own meanwhile.  LUN 0 is the "hold" test backend
+ * (VHOST_SCSI_TEST_BACKENDS=1): every request to it waits while a file in
+ * the daemon's directory exists, standing in for an iSCSI remote that
+ * stopped answering, and removing the file releases them all.  LUN 1 is
+ * RAM.  The assertions are orderings: B's whole session (negotiation
+ * included) completes while A's TMF is still unanswered, and A's TMF is
+ * answered FUNCTION COMPLETE only after its I/O was released, with that
+ * I/O's completion published first.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <glib.h>
+#include <glib/gstdio.h>
+#include <linux/virtio_scsi.h>
+
+#include "lun-spec.h"
+#include "proto-util.h"
+
+#define HOLD_LUN 0
+#define RAM_LUN 1
+#define FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
+
+static struct pu_daemon d;
+static char *gate;        /* while it exists, LUN 0 holds every request */
+
+static void gate_close(void)
+{
+    int fd = open(gate, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+
+    g_assert_cmpint(fd, >=, 0);
+    close(fd);
+}
+
+static void gate_open(void)
+{
+    g_assert_cmpint(g_unlink(gate), ==, 0);
+}
+
+static void daemon_start(void)
+{
+    g_autofree char *hold = NULL;
+
+    pu_daemon_init(&d);
+    gate = g_build_filename(d.dir, "hold", NULL);
+    hold = g_strdup_printf("%u=hold:16M,while=%s", HOLD_LUN, gate);
+    g_autofree char *ram = g_strdup_printf("%u=ram:16M", RAM_LUN);
+    const char *args[] = { "--lun", hold, "--lun", ram, "--queues", "2", "--threads", "2",
+                           NULL };
+
+    /* The daemon inherits it: without it, hold: is refused. */
+    g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
+    pu_daemon_start(&d, args);
+}
+
+/*
+ * QUERY TASK until the daemon has the task (it is then in the backend,
+ * held): each round is a round trip on the control queue, bounded in
+ * number by the deadline.
+ */
+static void wait_task_running(struct vfe *fe, unsigned lun, uint64_t tag)
+{
+    gint64 deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+    uint8_t l[8];
+
+    vfe_lun(l, 0, lun);
+    for (;;) {
+        uint8_t resp = 0xee;
+
+        g_assert_cmpint(vfe_tmf(fe, l, VIRTIO_SCSI_T_TMF_QUERY_TASK, tag, &resp, PU_TIMEOUT_MS),
+                        ==, 0);
+        if (resp == VIRTIO_SCSI_S_FUNCTION_SUCCEEDED) {
+            return;
+        }
+        g_assert_cmpuint(resp, ==, FUNCTION_COMPLETE);
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    }
+}
+
+/* A READ(16) of 8 blocks at lba of LUN 0, submitted, not waited for. */
+static void submit_held_read(struct vfe *fe, struct vfe_req *r, struct pu_batch *b,
+                             uint64_t lba, uint64_t tag)
+{
+    memset(r, 0, sizeof(*r));
+    vfe_lun(r->lun, 0, HOLD_LUN);
+    r->tag = tag;
+    r->data = vfe_alloc(fe, 4096, 4096);
+    g_assert_nonnull(r->data);
+    r->data_len = 4096;
+    r->opaque = b;
+    r->complete = pu_batch_done;
+    pu_make_rw16(r, false, lba, 8);
+    g_assert_cmpint(vfe_submit(fe, r), ==, 0);
+}
+
+/* Nothing of fe's has been answered since: reaps without waiting. */
+static void assert_still_pending(struct vfe *fe, const struct vfe_tmf *t, const struct pu_batch *b)
+{
+    g_assert_cmpint(vfe_poll(fe, 0), >=, 0);
+    g_assert_false(t->done);
+    g_assert_cmpuint(b->done, ==, 0);
+}
+
+/*
+ * Front-end A's LOGICAL UNIT RESET waits for A's held read; meanwhile B
+ * connects, negotiates, runs verified I/O and a TMF of its own on the RAM
+ * LUN and disconnects.  Then the read is released and A's reset answers.
+ */
+static void test_pending_lun_reset_does_not_stall_other_front_ends(void)
+{
+    struct vfe *a = pu_connect(&d, 1), *b;
+    struct pu_rw_spec io = { .lun = RAM_LUN, .queues = 1, .n_io = 32, .io_bytes = 4096,
+                             .seed = 12 };
+    struct pu_batch held = { 0 };
+    struct vfe_req read, tur;
+    struct vfe_tmf reset;
+    uint8_t lun[8], resp = 0xee;
+
+    pu_make_ready(a, HOLD_LUN);          /* TEST UNIT READY never reaches the backend */
+    gate_close();
+    submit_held_read(a, &read, &held, 0, 0xa1);
+    wait_task_running(a, HOLD_LUN, 0xa1);
+    vfe_lun(lun, 0, HOLD_LUN);
+    g_assert_cmpint(vfe_tmf_submit(a, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, &reset),
+                    ==, 0);
+    /* Answered after the reset was looked at: the reset is waiting. */
+    wait_task_running(a, HOLD_LUN, 0xa1);
+    assert_still_pending(a, &reset, &held);
+
+    /* B's whole session, negotiation included, while A's reset waits. */
+    b = pu_connect(&d, 1);
+    assert_still_pending(a, &reset, &held);
+    pu_make_ready(b, RAM_LUN);
+    pu_write_read_compare(b, &io);
+    vfe_lun(lun, 0, RAM_LUN);
+    g_assert_cmpint(vfe_tmf(b, lun, VIRTIO_SCSI_T_TMF_ABORT_TASK_SET, 0, &resp, PU_TIMEOUT_MS),
+                    ==, 0);
+    g_assert_cmpuint(resp, ==, FUNCTION_COMPLETE);
+    vfe_close(b);
+    assert_still_pending(a, &reset, &held);
+
+    gate_open();
+    while (!reset.done) {
+        g_assert_cmpint(vfe_poll(a, PU_TIMEOUT_MS), >, 0);
+        /* The read the reset waited for is on the used ring before the answer. */
+        g_assert_true(!reset.done || held.done == 1);
+    }
+    g_assert_cmpuint(reset.response, ==, FUNCTION_COMPLETE);
+    g_assert_cmpuint(read.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(read.resp.status, ==, 0);
+    vfe_free(a, read.data);
+    /* The reset happened: A is told once. */
+    tur = pu_tur(a, 0, HOLD_LUN);
+    g_assert_cmpuint(tur.resp.status, ==, 2);
+    g_assert_cmphex(pu_sense_of(&tur.resp).asc, ==, 0x29);
+    g_assert_cmphex(pu_sense_of(&tur.resp).ascq, ==, 0x03);
+    g_assert_cmpuint(pu_tur(a, 0, HOLD_LUN).resp.status, ==, 0);
+    vfe_close(a);
+    g_assert_true(pu_daemon_alive(&d));
+}
+
+/*
+ * A front-end leaves while its LOGICAL UNIT RESET waits for another
+ * front-end's held I/O: its reset is answered (FAILURE) as its queues
+ * stop, the disconnect does not wait for the I/O, and the I/O completing
+ * later finds nothing of the departed front-end to touch (the daemon runs
+ * under the same sanitizers as the tests).
+ */
+static void test_front_end_leaves_with_its_reset_pending(void)
+{
+    struct vfe *a = pu_connect(&d, 1), *b = pu_connect(&d, 1), *c;
+    struct pu_batch held = { 0 };
+    struct vfe_req read;
+    struct vfe_tmf reset;
+    uint8_t lun[8];
+
+    pu_make_ready(a, HOLD_LUN);
+    pu_make_ready(b, HOLD_LUN);
+    gate_close();
+    submit_held_read(b, &read, &held, 64, 0xb1);
+    wait_task_running(b, HOLD_LUN, 0xb1);
+    vfe_lun(lun, 0, HOLD_LUN);
+    g_assert_cmpint(vfe_tmf_submit(a, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, &reset),
+                    ==, 0);
+    wait_task_running(b, HOLD_LUN, 0xb1);
+    g_assert_cmpint(vfe_poll(a, 0), >=, 0);
+    g_assert_false(reset.done);
+    vfe_close(a);                        /* returns with b's read still held */
+    g_assert_cmpuint(held.done, ==, 0);
+
+    gate_open();
+    pu_batch_wait(b, &held, 1, PU_TIMEOUT_MS);
+    g_assert_cmpuint(read.resp.status, ==, 0);
+    vfe_free(b, read.data);
+    /* The reset was not carried out: b sees no unit attention for it. */
+    g_assert_cmpuint(pu_tur(b, 0, HOLD_LUN).resp.status, ==, 0);
+    vfe_close(b);
+    g_assert_true(pu_daemon_alive(&d));
+    c = pu_connect(&d, 1);
+    pu_make_ready(c, HOLD_LUN);
+    vfe_close(c);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    g_test_add_func("/tmf-isolation/pending-lun-reset-does-not-stall-other-front-ends",
+                    test_pending_lun_reset_does_not_stall_other_front_ends);
+    g_test_add_func("/tmf-isolation/front-end-leaves-with-its-reset-pending",
+                    test_front_end_leaves_with_its_reset_pending);
+    daemon_start();
+    int ret = g_test_run();
+    g_assert_true(pu_daemon_alive(&d));
+    int status = pu_daemon_stop(&d, false);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        g_printerr("vhost-scsi-target exited with status 0x%x after SIGTERM\n", status);
+        ret = ret ? ret : 1;
+    }
+    g_unlink(gate);
+    g_free(gate);
+    pu_daemon_cleanup(&d);
+    return ret;
+}
