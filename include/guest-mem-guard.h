@@ -24,6 +24,14 @@ int guest_mem_guard_install(void);
  */
 int guest_mem_guard_add(void *base, size_t len, int owner_fd);
 
+/*
+ * Guards a shared mapping of the front-end's file fd if that file could
+ * shrink (not sealed with F_SEAL_SHRINK, as QEMU's memfds are).  Returns
+ * the handle, 0 when no guard is needed, or -ENOSPC when one is needed
+ * but the table is full: the caller must then refuse the mapping.
+ */
+int guest_mem_guard_fd_mapping(int fd, void *base, size_t len, int owner_fd);
+
 /* Stops guarding; call before unmapping.  Handle 0 is ignored. */
 void guest_mem_guard_remove(int handle);
 

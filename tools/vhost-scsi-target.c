@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <glib.h>
+#include <glib-unix.h>
 #include <linux/virtio_config.h>
 
 #include "guest-mem-guard.h"
@@ -781,7 +782,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
  */
 static int check_listen_fd(int fd)
 {
-    int v = 0, fl;
+    int v = 0;
     socklen_t len = sizeof(v);
     const char *why = NULL;
 
@@ -795,7 +796,7 @@ static int check_listen_fd(int fd)
     } else if ((len = sizeof(v), getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &len)) < 0 ||
                !v) {
         why = "not listening";
-    } else if ((fl = fcntl(fd, F_GETFL)) < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 ||
+    } else if (!g_unix_set_fd_nonblocking(fd, TRUE, NULL) ||
                fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) {
         why = g_strerror(errno);
     }

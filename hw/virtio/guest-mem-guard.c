@@ -21,6 +21,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -179,6 +180,16 @@ int guest_mem_guard_add(void *base, size_t len, int owner_fd)
                   "be guarded", GUARD_MAX_SLOTS, len);
     }
     return handle;
+}
+
+int guest_mem_guard_fd_mapping(int fd, void *base, size_t len, int owner_fd)
+{
+    int seals = fcntl(fd, F_GET_SEALS);
+
+    if (seals >= 0 && (seals & F_SEAL_SHRINK)) {
+        return 0;
+    }
+    return guest_mem_guard_add(base, len, owner_fd) ?: -ENOSPC;
 }
 
 void guest_mem_guard_remove(int handle)

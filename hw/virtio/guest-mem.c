@@ -101,7 +101,7 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
         .gpa = gpa, .size = size, .uva = uva, .mmap_offset = mmap_offset, .fd = fd,
     };
     void *base;
-    int seals;
+    int guard;
 
     /*
      * Mapping from offset 0 keeps hugetlbfs happy (its offsets must be
@@ -145,14 +145,12 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
     r.mmap_base = base;
     r.host = (char *)base + mmap_offset;
     /* QEMU's memfds are sealed against shrinking: nothing to guard there. */
-    seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-        r.guard = guest_mem_guard_add(base, r.mmap_size, m->owner_fd);
-        if (!r.guard) {
-            region_release(&r);
-            return -ENOSPC;
-        }
+    guard = guest_mem_guard_fd_mapping(fd, base, r.mmap_size, m->owner_fd);
+    if (guard < 0) {
+        region_release(&r);
+        return guard;
     }
+    r.guard = guard;
     /* The mapping keeps the memory alive; holding the fd would only cost fds. */
     close(fd);
     r.fd = -1;

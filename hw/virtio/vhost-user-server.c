@@ -26,6 +26,7 @@
 #include <linux/virtio_ring.h>
 
 #include <glib.h>
+#include <glib-unix.h>
 
 #include "guest-mem-guard.h"
 #include "notify-fd.h"
@@ -978,19 +979,15 @@ static bool fd_is_eventfd(int fd)
 
 static int check_notify_fd(const char *name, const char *what, int fd)
 {
-    int fl;
+    g_autoptr(GError) err = NULL;
 
     if (!fd_is_eventfd(fd)) {
         g_warning("%s: %s fd is not an eventfd; refused", name, what);
         return -EINVAL;
     }
-    fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || ((fl & O_NONBLOCK) == 0 && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)) {
-        int err = errno;
-
-        g_warning("%s: cannot make the %s eventfd non-blocking: %s", name, what,
-                  g_strerror(err));
-        return -err;
+    if (!g_unix_set_fd_nonblocking(fd, TRUE, &err)) {
+        g_warning("%s: cannot make the %s eventfd non-blocking: %s", name, what, err->message);
+        return -EINVAL;
     }
     return 0;
 }
@@ -1067,7 +1064,7 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
     int fd = take_fd(msg, 0);
 
-    int type = 0, domain = 0, fl;
+    int type = 0, domain = 0;
     socklen_t len = sizeof(int);
 
     if (fd < 0) {
@@ -1077,8 +1074,7 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
     /* A request channel is a socket we write to: it must not be able to block us. */
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
         (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)) < 0 ||
-        domain != AF_UNIX || (fl = fcntl(fd, F_GETFL)) < 0 ||
-        fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+        domain != AF_UNIX || !g_unix_set_fd_nonblocking(fd, TRUE, NULL)) {
         g_warning("%s: SET_BACKEND_REQ_FD fd is not a UNIX stream socket; refused", dev->name);
         close(fd);
         return -EINVAL;
@@ -1197,7 +1193,7 @@ static int handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
     struct stat st;
     void *map;
     int fd = take_fd(msg, 0);
-    int r, seals, guard = 0;
+    int r, guard;
 
     if (fd < 0) {
         g_warning("%s: SET_INFLIGHT_FD without an fd", dev->name);
@@ -1228,14 +1224,11 @@ static int handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
         goto out;
     }
     /* The front-end's own file may shrink under us: guard it, or do without it. */
-    seals = fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
-        guard = guest_mem_guard_add(map, delta + in->mmap_size, dev->fd);
-        if (!guard) {
-            munmap(map, delta + in->mmap_size);
-            r = -ENOSPC;
-            goto out;
-        }
+    guard = guest_mem_guard_fd_mapping(fd, map, delta + in->mmap_size, dev->fd);
+    if (guard < 0) {
+        munmap(map, delta + in->mmap_size);
+        r = guard;
+        goto out;
     }
     inflight_install(dev, map, delta + in->mmap_size, (uint8_t *)map + delta, in, guard);
     r = 0;
@@ -1465,7 +1458,6 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
 {
     unsigned nq = cfg->num_queues;
     struct vu_dev *dev;
-    int fl;
 
     if (nq > VU_MAX_QUEUES) {
         g_warning("%s: %u queues requested, limiting to %u", cfg->name ? cfg->name : "vhost-user",
@@ -1490,8 +1482,7 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
     dev->out_fd = -1;
     dev->timeout_ms = cfg->message_timeout_ms ? cfg->message_timeout_ms : VU_DEFAULT_TIMEOUT_MS;
     /* Never wait on the peer: see "framing". */
-    fl = fcntl(fd, F_GETFL);
-    if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+    if (!g_unix_set_fd_nonblocking(fd, TRUE, NULL)) {
         g_warning("%s: cannot make the socket non-blocking: %s", dev->name, g_strerror(errno));
     }
     guest_mem_init(&dev->mem);
