@@ -181,31 +181,13 @@ int rv_recv(int sock, struct vhost_user_msg *msg, int *fd, int timeout_ms)
     return recv_exact(sock, &msg->payload, msg->hdr.size, fd, deadline);
 }
 
-int rv_call(int sock, uint32_t request, const void *payload, uint32_t size, const int *fds,
-            unsigned nfds, int timeout_ms, uint64_t *status)
+/* Sends one message and reads its u64 reply (a value, or a REPLY_ACK status). */
+static int exchange_u64(int sock, uint32_t request, uint32_t flags, const void *payload,
+                        uint32_t size, const int *fds, unsigned nfds, int timeout_ms,
+                        uint64_t *out)
 {
     struct vhost_user_msg rep;
-    int r = rv_send(sock, request, VHOST_USER_NEED_REPLY, payload, size, fds, nfds);
-
-    if (r == 0) {
-        r = rv_recv(sock, &rep, NULL, timeout_ms);
-    }
-    if (r < 0) {
-        return r;
-    }
-    if (rep.hdr.request != request || rep.hdr.size != sizeof(uint64_t)) {
-        return -EPROTO;
-    }
-    if (status) {
-        *status = rep.payload.u64;
-    }
-    return rep.payload.u64 ? -EIO : 0;
-}
-
-int rv_get_u64(int sock, uint32_t request, int timeout_ms, uint64_t *out)
-{
-    struct vhost_user_msg rep;
-    int r = rv_send(sock, request, 0, NULL, 0, NULL, 0);
+    int r = rv_send(sock, request, flags, payload, size, fds, nfds);
 
     if (r == 0) {
         r = rv_recv(sock, &rep, NULL, timeout_ms);
@@ -218,6 +200,27 @@ int rv_get_u64(int sock, uint32_t request, int timeout_ms, uint64_t *out)
     }
     *out = rep.payload.u64;
     return 0;
+}
+
+int rv_call(int sock, uint32_t request, const void *payload, uint32_t size, const int *fds,
+            unsigned nfds, int timeout_ms, uint64_t *status)
+{
+    uint64_t v;
+    int r = exchange_u64(sock, request, VHOST_USER_NEED_REPLY, payload, size, fds, nfds,
+                         timeout_ms, &v);
+
+    if (r < 0) {
+        return r;
+    }
+    if (status) {
+        *status = v;
+    }
+    return v ? -EIO : 0;
+}
+
+int rv_get_u64(int sock, uint32_t request, int timeout_ms, uint64_t *out)
+{
+    return exchange_u64(sock, request, 0, NULL, 0, NULL, 0, timeout_ms, out);
 }
 
 int rv_set_u64(int sock, uint32_t request, uint64_t v, int fd, int timeout_ms, uint64_t *status)
