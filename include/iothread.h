@@ -17,9 +17,10 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-#include <liburing.h>
 
 struct iothread;
+/* Only the io_uring backend and the loop itself see liburing's types. */
+struct io_uring_sqe;
 
 enum iothread_poll_mode { IOTHREAD_POLL_OFF, IOTHREAD_POLL_ADAPTIVE, IOTHREAD_POLL_ON };
 

@@ -10,6 +10,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <inttypes.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>

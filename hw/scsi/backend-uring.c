@@ -46,6 +46,7 @@
 #include <unistd.h>
 
 #include <glib.h>
+#include <liburing.h>
 
 #include "backend.h"
 #include "iov.h"

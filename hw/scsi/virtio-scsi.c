@@ -12,6 +12,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <inttypes.h>
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>

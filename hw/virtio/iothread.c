@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <glib.h>
+#include <liburing.h>
 
 #include "iothread.h"
 

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include <glib.h>
+#include <liburing.h>
 
 #include "iothread.h"
 
