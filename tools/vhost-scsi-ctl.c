@@ -1,7 +1,7 @@
 /*
  * vhost-scsi-ctl: administration of the in-kernel vhost-scsi target path.
  * `vhost-scsi-ctl lio …` creates and removes LIO/tcm_vhost targets, LUNs and
- * their backstores through configfs (hw/scsi/lio-configfs.c does the work),
+ * their backstores through configfs (lib/lio/lio-configfs.c does the work),
  * lists, saves and restores them, and prints the QEMU option that attaches
  * a target to a VM.  Results go to stdout, diagnostics to stderr; exit code
  * 0 on success, 1 when an operation failed, 2 on a usage error.

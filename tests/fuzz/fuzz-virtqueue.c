@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the descriptor-chain walker (hw/virtio/virtqueue.c): the
+ * Fuzz target for the descriptor-chain walker (lib/vhost/virtqueue.c): the
  * input becomes the contents of a fake guest RAM holding the rings and the
  * buffers; we pop until the ring is empty or declared broken and return
  * every chain.  Any crash, out-of-bounds access or hang is a bug.

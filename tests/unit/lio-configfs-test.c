@@ -1,5 +1,5 @@
 /*
- * Unit tests for hw/scsi/lio-configfs.c, run against a temporary directory
+ * Unit tests for lib/lio/lio-configfs.c, run against a temporary directory
  * standing in for /sys/kernel/config: they check the tree and attribute
  * files each operation leaves behind (what the kernel would be told), that
  * repeating an operation changes nothing, that bad names, LUN ids and specs

@@ -1,5 +1,5 @@
 /*
- * Specification of the daemon's LUN table (hw/scsi/lun-map.c): ids are
+ * Specification of the daemon's LUN table (lib/scsi/lun-map.c): ids are
  * range-checked and unique, lookups find exactly what was added, and a
  * target's LUN list comes back sorted.
  *

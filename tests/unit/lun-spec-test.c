@@ -1,5 +1,5 @@
 /*
- * Specification of LUN arguments (hw/scsi/lun-spec.c): every form
+ * Specification of LUN arguments (lib/config/lun-spec.c): every form
  * "ID=SPEC" accepts, what each one parses to, and that each kind of
  * mistake is rejected with a message quoting the text at fault.  Opening
  * is checked for file specs (a temp file) and, for iSCSI, up to the point

@@ -1,5 +1,5 @@
 /*
- * Specification of the SCSI block device emulation (hw/scsi/scsi-disk.c)
+ * Specification of the SCSI block device emulation (lib/scsi/scsi-disk.c)
  * and the memory backends: each test sends CDBs to a ram or null LUN and
  * checks the bytes that come back (status, fixed-format sense, data) as
  * SPC-4/SBC-3 define them.  A "spy" backend wraps ram to observe the

@@ -1,6 +1,6 @@
 /*
  * Specification of the vhost-user back-end protocol server
- * (hw/virtio/vhost-user-server.c).  Each test plays the front-end on one
+ * (lib/vhost/vhost-user-server.c).  Each test plays the front-end on one
  * end of a socketpair, sends hand-built messages (with memfd regions and
  * eventfds as ancillary data) and checks the replies and the start/stop
  * calls a fake device records: feature negotiation, what QEMU sends while

@@ -15,7 +15,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend-iscsi.h"
+#include "backend-uring.h"
 
 #define LUN_SPEC_MAX_TARGET 255
 #define LUN_SPEC_MAX_LUN    16383

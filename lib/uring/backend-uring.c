@@ -48,7 +48,7 @@
 #include <glib.h>
 #include <liburing.h>
 
-#include "backend.h"
+#include "backend-uring.h"
 #include "iov.h"
 
 #ifndef container_of

@@ -1,5 +1,5 @@
 /*
- * The I/O thread event loop described in include/iothread.h.  One epoll set
+ * The I/O thread event loop described in include/util/iothread.h.  One epoll set
  * per thread holds the kick eventfds of its virtqueues, its io_uring fd and
  * any backend sockets; the loop batches work so that one wake-up serves as
  * many requests as are ready, with one io_uring submit and one pass of

@@ -32,7 +32,7 @@
 #include <iscsi/iscsi.h>
 #include <iscsi/scsi-lowlevel.h>
 
-#include "backend.h"
+#include "backend-iscsi.h"
 #include "scsi-disk.h"
 
 #define ISCSI_DEFAULT_QUEUE_DEPTH 64

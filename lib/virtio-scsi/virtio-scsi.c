@@ -1,6 +1,6 @@
 /*
  * virtio-scsi request handling for one front-end connection (see
- * include/virtio-scsi.h).  A request queue lives on one iothread and owns a
+ * include/virtio-scsi/virtio-scsi.h).  A request queue lives on one iothread and owns a
  * pool of request slots sized to its ring, so the hot path allocates
  * nothing: pop a chain, parse the header, run the CDB on the LUN, and on
  * completion fill the used ring.  Used entries are published and the call

@@ -95,56 +95,19 @@ int backend_submit(struct lun_backend *be, struct backend_io *io);
 void backend_close(struct lun_backend *be);
 
 /*
- * Constructors (SPEC parsing lives in lun-spec.c).  All return 0 and set
- * *out, or -errno with a logged reason.
+ * Constructors of the backends without a library of their own (SPEC
+ * parsing lives in lib/config/lun-spec.c; files and block devices are in
+ * include/uring/backend-uring.h, iSCSI in include/iscsi/backend-iscsi.h).
+ * All return 0 and set *out, or -errno with a logged reason.
  */
-struct backend_file_opts {
-    const char *path;
-    bool read_only;
-    bool direct;             /* O_DIRECT */
-    uint32_t block_size;     /* 0: 512 (or the device's logical block size) */
-    uint64_t size;           /* 0: the file's or device's size */
-};
-int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out);
 int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 /*
- * For tests (hw/scsi/backend-hold.c): RAM that holds every request
+ * For tests (lib/scsi/backend-hold.c): RAM that holds every request
  * submitted while the file path exists, and completes what it holds once
  * the file is removed.  Its directory must exist.
  */
 int backend_hold_new(uint64_t size, uint32_t block_size, const char *path,
                      struct lun_backend **out);
-
-/* A LUN of a remote iSCSI target (hw/scsi/backend-iscsi.c, docs/iscsi.md). */
-struct backend_iscsi_opts {
-    const char *url;            /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN */
-    bool read_only;
-    unsigned queue_depth;       /* tasks in flight per session; 0: default (64) */
-    unsigned sessions;          /* sessions per I/O thread; 0: 1 */
-    const char *secret_file;    /* CHAP "USER:PASSWORD" or "PASSWORD"; mode 0600 */
-    const char *initiator_name; /* NULL: iqn.2026-12.org.vhost-scsi:<hostname> */
-};
-/* Connects once (synchronously) to read the LUN's geometry and identity. */
-int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out);
-
-/*
- * The highest LUN an iscsi:// URL may name.  libiscsi sends the number as
- * the first two bytes of the 8-byte LUN field; up to 16383 the two
- * address-method bits stay 00b (peripheral device addressing), and it is
- * the range of our own LUN IDs; above, they would select another method.
- */
-#define BACKEND_ISCSI_MAX_LUN 16383
-
-/*
- * The LUN of an iscsi:// URL: its last field, found as libiscsi's
- * iscsi_parse_full_url() finds it (after the first '@' and HOST/IQN/, before
- * a "?" query).  libiscsi reads that field with strtol() into an int, so
- * "-1" and "+1" pass and 4294967296 becomes LUN 0; here it must be plain
- * decimal 0..BACKEND_ISCSI_MAX_LUN.  Returns 0 and sets *lun, or -EINVAL.
- * If field is not NULL, *field is set to a g_malloc'd copy of the LUN's
- * text, or to NULL when the URL has no /IQN/LUN part.
- */
-int backend_iscsi_url_lun(const char *url, unsigned *lun, char **field);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * The daemon's LUN table (include/lun-map.h): a sorted array searched with
+ * The daemon's LUN table (include/scsi/lun-map.h): a sorted array searched with
  * bsearch, immutable once the request threads run.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later

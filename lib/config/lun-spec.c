@@ -1,6 +1,6 @@
 /*
  * Parsing of "ID=SPEC" LUN arguments into a struct lun_spec and opening the
- * backend one describes.  The grammar (see include/lun-spec.h) is small and
+ * backend one describes.  The grammar (see include/config/lun-spec.h) is small and
  * parsed by hand so every rejection can name the exact text at fault; a
  * path may contain a comma written as ",," (as in QEMU's option syntax).
  *
