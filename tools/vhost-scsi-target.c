@@ -105,6 +105,7 @@ struct conn {
     uint32_t events;              /* what the main loop waits for on fd */
     struct vu_dev *vu;
     struct vscsi_dev *vs;
+    bool closing;                 /* ended; freed once its queues are quiet */
 };
 
 static int conn_queue_start(void *opaque, unsigned idx, struct virtqueue *vq)
@@ -120,6 +121,22 @@ static void conn_queue_stop(void *opaque, unsigned idx, struct virtqueue *vq)
 
     vscsi_queue_stop(c->vs, idx, vq);
 }
+
+static int conn_queue_quiesce(void *opaque, unsigned idx, void (*done)(void *arg), void *arg)
+{
+    struct conn *c = opaque;
+
+    return vscsi_queue_quiesce(c->vs, idx, done, arg);
+}
+
+static void conn_queue_resume(void *opaque, unsigned idx)
+{
+    struct conn *c = opaque;
+
+    vscsi_queue_resume(c->vs, idx);
+}
+
+static void conn_wake(void *opaque);
 
 static void conn_reset(void *opaque)
 {
@@ -139,6 +156,9 @@ static const struct vu_dev_ops conn_ops = {
     .queue_start = conn_queue_start,
     .queue_stop = conn_queue_stop,
     .reset = conn_reset,
+    .queue_quiesce = conn_queue_quiesce,
+    .queue_resume = conn_queue_resume,
+    .wake = conn_wake,
 };
 
 static void timer_update(struct target *tgt);
@@ -147,7 +167,9 @@ static void conn_free(struct conn *c)
 {
     struct target *tgt = c->tgt;
 
-    iothread_del_fd(tgt->main, c->fd);
+    if (!c->closing) {
+        iothread_del_fd(tgt->main, c->fd);
+    }
     /* vu_dev_free stops the running queues through conn_ops first. */
     vu_dev_free(c->vu);
     vscsi_dev_free(c->vs);
@@ -157,27 +179,65 @@ static void conn_free(struct conn *c)
     g_free(c);
 }
 
+/*
+ * A connection that ended may still have I/O in flight on its queues,
+ * into guest memory it maps: it is freed when that I/O has completed
+ * (conn_wake), and the main loop goes on serving the others meanwhile.
+ */
+static void conn_close(struct conn *c)
+{
+    if (!c->closing) {
+        c->closing = true;
+        iothread_del_fd(c->tgt->main, c->fd);
+        /* The front-end learns now that the connection is over. */
+        shutdown(c->fd, SHUT_RDWR);
+    }
+    if (vu_dev_quiesce_all(c->vu)) {
+        conn_free(c);
+    } else {
+        g_message("%s: waiting for its requests in flight before letting go", c->name);
+    }
+}
+
 static void conn_cb(void *opaque, uint32_t events)
 {
     struct conn *c = opaque;
     struct target *tgt = c->tgt;
     int ret = vu_dev_dispatch(c->vu);
-    uint32_t want;
+    uint32_t want, ev;
 
     if (ret < 0) {
         if (ret != -ECONNRESET) {
             g_warning("%s: closing connection: %s", c->name, g_strerror(-ret));
         }
-        conn_free(c);
+        conn_close(c);
         timer_update(tgt);
         return;
     }
-    /* A peer that does not take its replies is not read from until it does. */
-    want = vu_dev_poll_events(c->vu) == POLLOUT ? EPOLLOUT : EPOLLIN;
+    /*
+     * A peer that does not take its replies is not read from until it
+     * does, nor one whose message waits for its queues to quiesce.
+     */
+    ev = vu_dev_poll_events(c->vu);
+    want = ev == POLLOUT ? EPOLLOUT : ev == POLLIN ? EPOLLIN : 0;
     if (want != c->events && iothread_mod_fd(tgt->main, c->fd, want) == 0) {
         c->events = want;
     }
     timer_update(tgt);
+}
+
+/* The device's queues went quiet: a held message or a closing connection goes on. */
+static void conn_wake(void *opaque)
+{
+    struct conn *c = opaque;
+    struct target *tgt = c->tgt;
+
+    if (c->closing) {
+        conn_close(c);          /* may free c */
+        timer_update(tgt);
+        return;
+    }
+    conn_cb(c, 0);
 }
 
 /* ---- the main loop's timer: message deadlines and accept back-off -------- */
@@ -233,7 +293,7 @@ static void timer_cb(void *opaque, uint32_t events)
 
         l = l->next;
         if (vu_dev_expired(c->vu, now)) {
-            conn_free(c);
+            conn_close(c);
         }
     }
     if (tgt->accept_resume && now >= tgt->accept_resume) {

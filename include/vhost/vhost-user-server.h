@@ -43,6 +43,20 @@ struct vu_dev_ops {
     void (*mem_changed)(void *opaque);
     /* Virtio-level reset (RESET_DEVICE, RESET_OWNER, SET_STATUS 0). */
     void (*reset)(void *opaque);
+    /*
+     * Optional, all three or none: they keep the main thread from waiting
+     * for a queue's I/O.  queue_quiesce stops a running queue taking new
+     * requests and returns 0 if nothing is in flight, or 1 and calls
+     * done(arg) later on the main thread when the last in-flight request
+     * has completed; queue_resume undoes it.  A message that will stop
+     * queues (GET_VRING_BASE, a memory table change, a reset...) is then
+     * held, and the connection not read, until they are quiet; wake tells
+     * the owner to call vu_dev_dispatch again (main thread).  Without
+     * them, queue_stop waits for the I/O itself.
+     */
+    int (*queue_quiesce)(void *opaque, unsigned idx, void (*done)(void *arg), void *arg);
+    void (*queue_resume)(void *opaque, unsigned idx);
+    void (*wake)(void *opaque);
 };
 
 struct vu_dev_config {
@@ -63,6 +77,13 @@ struct vu_dev_config {
  */
 struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg);
 void vu_dev_free(struct vu_dev *dev);   /* stops all queues, unmaps memory */
+/*
+ * Before vu_dev_free of a connection that ended: quiesces every running
+ * queue and returns true if nothing is in flight, so vu_dev_free will not
+ * wait.  Otherwise ops->wake is called when that changes; call it again.
+ * The connection is not served any more (see vu_dev_poll_events).
+ */
+bool vu_dev_quiesce_all(struct vu_dev *dev);
 
 int vu_dev_fd(const struct vu_dev *dev);
 
@@ -79,7 +100,9 @@ int vu_dev_dispatch(struct vu_dev *dev);
 
 /*
  * What to wait for before the next vu_dev_dispatch: POLLIN, or POLLOUT
- * while the peer has not taken a reply (the values of EPOLLIN/EPOLLOUT).
+ * while the peer has not taken a reply (the values of EPOLLIN/EPOLLOUT),
+ * or 0 while a message is held for quiesced queues (ops->wake says when
+ * to dispatch again) and once vu_dev_quiesce_all was called.
  */
 uint32_t vu_dev_poll_events(const struct vu_dev *dev);
 

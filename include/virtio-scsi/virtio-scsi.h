@@ -44,6 +44,18 @@ uint64_t vscsi_dev_features(void);
 /* vu_dev_ops-compatible hooks (called on the main thread). */
 int vscsi_queue_start(struct vscsi_dev *dev, unsigned idx, struct virtqueue *vq);
 void vscsi_queue_stop(struct vscsi_dev *dev, unsigned idx, struct virtqueue *vq);
+/*
+ * Main thread.  Stops a running request queue taking new requests without
+ * waiting for the ones in flight: returns 0 if none is, else 1, and
+ * done(arg) runs later on the main thread (never inside this call) once
+ * the last has completed, unless the device is freed first.
+ * vscsi_queue_stop then detaches at once; vscsi_queue_resume makes the
+ * queue take requests again.  The control and event queues, which never
+ * wait for I/O to stop, return 0.
+ */
+int vscsi_queue_quiesce(struct vscsi_dev *dev, unsigned idx, void (*done)(void *arg),
+                        void *arg);
+void vscsi_queue_resume(struct vscsi_dev *dev, unsigned idx);
 void vscsi_dev_reset(struct vscsi_dev *dev);
 
 /*

@@ -41,6 +41,9 @@
 /* Messages handled per wake-up, so one chatty front-end cannot starve the others. */
 #define VU_DISPATCH_BUDGET 32
 
+/* process(): the message waits for quiesced queues (see "holding"). */
+#define VU_HELD 1
+
 #define VU_MAX_RING_SIZE 32768u
 
 /*
@@ -75,6 +78,7 @@ struct vu_queue {
     bool started;                /* kick fd or polling given since the last stop */
     bool enabled;                /* SET_VRING_ENABLE (matters with PROTOCOL_FEATURES) */
     bool running;                /* between queue_start and queue_stop */
+    bool quiesced;               /* ops->queue_quiesce called, not stopped or resumed yet */
     int kick_fd;
     int call_fd;
     int err_fd;
@@ -120,6 +124,10 @@ struct vu_dev {
     uint8_t out[sizeof(struct vhost_user_hdr) + sizeof(union vhost_user_payload)];
     size_t out_len, out_done;    /* a reply the peer has not taken yet */
     int out_fd;                  /* sent with its first byte, then closed */
+    bool held;                   /* dev->in waits for quiesced queues (see "holding") */
+    bool replaying;              /* dev->in is being handled after being held */
+    bool closing;                /* vu_dev_quiesce_all: served no more */
+    unsigned quiesce_pending;    /* quiesced queues with I/O still in flight */
     struct vu_queue q[];
 };
 
@@ -492,6 +500,7 @@ static void queue_stop(struct vu_dev *dev, struct vu_queue *q)
     }
     q->base = q->vq.last_avail_idx;
     q->running = false;
+    q->quiesced = false;
     g_debug("%s: stopped at avail index %u", q->name, q->base);
 }
 
@@ -669,6 +678,132 @@ static void reset_device(struct vu_dev *dev)
     if (dev->ops && dev->ops->reset) {
         dev->ops->reset(dev->opaque);
     }
+}
+
+/* ---- holding a message until its queues are quiet ----------------------- */
+
+/*
+ * Backend I/O cannot be recalled, so stopping a request queue means
+ * waiting for what it has in flight, which a slow backend (an unreachable
+ * iSCSI portal) can make last tens of seconds.  The main thread serves
+ * every connection and must not wait: before handling a message that
+ * will stop queues, the server quiesces them (they take no new request)
+ * and, if any still has I/O in flight, holds the message — the connection
+ * is not read meanwhile, which vhost-user's request/reply order allows
+ * (the front-end waits for this message's reply before sending another)
+ * — and handles it when the device reports the queues quiet, at which
+ * point queue_stop no longer waits.  The message timeout does not run
+ * while a message is held: the wait is ours, not the front-end's.
+ *
+ * Which queues a message stops is predicted here and must cover what the
+ * handlers stop; a queue predicted but left running is resumed after the
+ * handler, and one stopped without prediction (a dup3 failure while
+ * swapping a call fd, say) falls back to a stop that waits.
+ */
+static void quiesce_done(void *arg)
+{
+    struct vu_dev *dev = arg;
+
+    if (--dev->quiesce_pending == 0 && dev->ops->wake) {
+        dev->ops->wake(dev->opaque);
+    }
+}
+
+static void quiesce_queue(struct vu_dev *dev, unsigned idx)
+{
+    struct vu_queue *q;
+
+    if (idx >= dev->num_queues || !dev->ops || !dev->ops->queue_quiesce) {
+        return;
+    }
+    q = &dev->q[idx];
+    if (!q->running || q->quiesced) {
+        return;
+    }
+    q->quiesced = true;
+    if (dev->ops->queue_quiesce(dev->opaque, idx, quiesce_done, dev) > 0) {
+        dev->quiesce_pending++;
+    }
+}
+
+static void quiesce_every_queue(struct vu_dev *dev)
+{
+    for (unsigned i = 0; i < dev->num_queues; i++) {
+        quiesce_queue(dev, i);
+    }
+}
+
+/* The queues msg's handler will stop (check_size has accepted msg). */
+static void quiesce_for(struct vu_dev *dev, const struct vu_msg *msg)
+{
+    switch (msg->hdr.request) {
+    case VHOST_USER_SET_FEATURES:
+        if ((msg->p.u64 & dev->offered_features) != dev->features) {
+            quiesce_every_queue(dev);
+        }
+        break;
+    case VHOST_USER_SET_STATUS:
+        if (msg->p.u64 == 0) {
+            quiesce_every_queue(dev);
+        }
+        break;
+    case VHOST_USER_RESET_OWNER:
+    case VHOST_USER_RESET_DEVICE:
+    case VHOST_USER_SET_MEM_TABLE:
+    case VHOST_USER_ADD_MEM_REG:
+    case VHOST_USER_REM_MEM_REG:
+    case VHOST_USER_SET_INFLIGHT_FD:
+        quiesce_every_queue(dev);
+        break;
+    case VHOST_USER_SET_VRING_NUM:
+    case VHOST_USER_SET_VRING_BASE:
+    case VHOST_USER_GET_VRING_BASE:
+        quiesce_queue(dev, msg->p.state.index);
+        break;
+    case VHOST_USER_SET_VRING_ENABLE:
+        if (msg->p.state.num == 0) {
+            quiesce_queue(dev, msg->p.state.index);
+        }
+        break;
+    case VHOST_USER_SET_VRING_ADDR:
+        quiesce_queue(dev, msg->p.addr.index);
+        break;
+    case VHOST_USER_SET_VRING_KICK:
+        quiesce_queue(dev, msg->p.u64 & VHOST_USER_VRING_IDX_MASK);
+        break;
+    case VHOST_USER_SET_VRING_CALL:
+    case VHOST_USER_SET_VRING_ERR:
+        /* A running queue's fd is swapped in place; only dropping it stops the queue. */
+        if (msg->p.u64 & VHOST_USER_VRING_NOFD_MASK) {
+            quiesce_queue(dev, msg->p.u64 & VHOST_USER_VRING_IDX_MASK);
+        }
+        break;
+    default:
+        break;
+    }
+}
+
+/* After a message's handler: queues it quiesced but did not stop run again. */
+static void resume_unstopped(struct vu_dev *dev)
+{
+    for (unsigned i = 0; i < dev->num_queues; i++) {
+        struct vu_queue *q = &dev->q[i];
+
+        if (q->quiesced) {
+            q->quiesced = false;
+            if (q->running) {
+                dev->ops->queue_resume(dev->opaque, i);
+            }
+        }
+    }
+}
+
+bool vu_dev_quiesce_all(struct vu_dev *dev)
+{
+    dev->closing = true;
+    dev->deadline = 0;
+    quiesce_every_queue(dev);
+    return dev->quiesce_pending == 0;
 }
 
 /* ---- request handlers --------------------------------------------------- */
@@ -1366,6 +1501,12 @@ static int process(struct vu_dev *dev)
         if (r < 0) {
             return r;
         }
+        if (!dev->replaying) {
+            quiesce_for(dev, msg);
+            if (dev->quiesce_pending) {
+                return VU_HELD;
+            }
+        }
         if (msg->hdr.size == sizeof(uint64_t)) {
             /* u64 or {index, num}: enough to follow a session in the log. */
             g_debug("%s: %s 0x%llx", dev->name, vhost_user_request_name(msg->hdr.request),
@@ -1403,8 +1544,36 @@ static void next_message(struct vu_dev *dev)
         g_get_monotonic_time() + (int64_t)dev->timeout_ms * 1000 : 0;
 }
 
+/* Handles the held message once its queues are quiet. */
+static int release_held(struct vu_dev *dev)
+{
+    int r;
+
+    dev->held = false;
+    dev->replaying = true;
+    r = process(dev);
+    dev->replaying = false;
+    resume_unstopped(dev);
+    next_message(dev);
+    return r;
+}
+
 int vu_dev_dispatch(struct vu_dev *dev)
 {
+    if (dev->closing) {
+        return 0;
+    }
+    if (dev->held) {
+        int r;
+
+        if (dev->quiesce_pending) {
+            return 0;
+        }
+        r = release_held(dev);
+        if (r < 0) {
+            return r;
+        }
+    }
     for (unsigned n = 0; n < VU_DISPATCH_BUDGET; n++) {
         int r = flush_output(dev);
 
@@ -1422,6 +1591,18 @@ int vu_dev_dispatch(struct vu_dev *dev)
             return r;
         }
         r = process(dev);
+        if (r == VU_HELD) {
+            /* Rare (a stop with I/O in flight) and worth a line when a backend hangs. */
+            g_message("%s: %s waits for the requests in flight on %u queue%s", dev->name,
+                      vhost_user_request_name(dev->in.hdr.request), dev->quiesce_pending,
+                      dev->quiesce_pending == 1 ? "" : "s");
+            dev->held = true;
+            dev->deadline = 0;
+            return 0;
+        }
+        if (dev->ops && dev->ops->queue_resume) {
+            resume_unstopped(dev);
+        }
         next_message(dev);
         if (r < 0) {
             return r;
@@ -1432,6 +1613,9 @@ int vu_dev_dispatch(struct vu_dev *dev)
 
 uint32_t vu_dev_poll_events(const struct vu_dev *dev)
 {
+    if (dev->held || dev->closing) {
+        return 0;
+    }
     return dev->out_len ? POLLOUT : POLLIN;
 }
 

@@ -123,6 +123,20 @@ struct vscsi_queue {
     pthread_mutex_t lock;     /* guards drained for the stopping thread */
     pthread_cond_t cond;
     bool drained;
+    struct vscsi_quiesce *waiter; /* reports when inflight reaches 0 (queue's thread) */
+};
+
+/*
+ * A quiesce waiting for a request queue's last in-flight request.  The
+ * queue's thread posts it to the main thread once; it stays on the
+ * device's list (main thread only) until then, so a device freed first
+ * can disown it (dev = NULL) and the late report only frees it.
+ */
+struct vscsi_quiesce {
+    struct vscsi_dev *dev;
+    struct vscsi_quiesce *next;
+    void (*done)(void *arg);
+    void *arg;
 };
 
 struct vscsi_dev {
@@ -141,6 +155,7 @@ struct vscsi_dev {
     struct vscsi_tmf *tmfs;
     unsigned ntmfs;
     bool ctrl_throttled;      /* the control queue waits for a TMF to finish */
+    struct vscsi_quiesce *quiesces; /* posted or to be posted (main thread) */
 };
 
 uint64_t vscsi_dev_features(void)
@@ -189,6 +204,29 @@ static void queue_signal_drained(struct vscsi_queue *q)
 static void tmf_waits_check(struct vscsi_queue *q, struct vscsi_req *r);
 static void tmf_waits_report(struct vscsi_queue *q);
 
+static void quiesce_unlink(struct vscsi_quiesce *w)
+{
+    for (struct vscsi_quiesce **p = &w->dev->quiesces; *p; p = &(*p)->next) {
+        if (*p == w) {
+            *p = w->next;
+            break;
+        }
+    }
+    w->dev = NULL;
+}
+
+/* Main thread.  done() may free the device: nothing of it is touched after. */
+static void quiesce_report(void *opaque)
+{
+    struct vscsi_quiesce *w = opaque;
+
+    if (w->dev) {
+        quiesce_unlink(w);
+        w->done(w->arg);
+    }
+    g_free(w);
+}
+
 static void req_release(struct vscsi_queue *q, struct vscsi_req *r)
 {
     /* One test per request: TMFs waiting on this queue are rare. */
@@ -201,6 +239,10 @@ static void req_release(struct vscsi_queue *q, struct vscsi_req *r)
     q->inflight--;
     if (q->stopping && q->inflight == 0) {
         queue_signal_drained(q);
+        if (q->waiter) {
+            iothread_post(q->dev->main_thread, quiesce_report, q->waiter);
+            q->waiter = NULL;
+        }
     }
 }
 
@@ -514,6 +556,9 @@ static void queue_begin_stop(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
+    if (q->stopping) {
+        return;         /* quiesced first (vscsi_queue_quiesce) */
+    }
     q->stopping = true;
     unwatch_kick(q);
     iothread_del_poller(q->t, q->poller);
@@ -535,6 +580,48 @@ static void queue_detach(void *opaque)
     tmf_waits_report(q);
     iothread_del_flush(q->t, q->flush);
     q->running = false;
+}
+
+struct quiesce_call {
+    struct vscsi_queue *q;
+    struct vscsi_quiesce *w;
+    bool drained;
+};
+
+static void queue_quiesce_on_thread(void *opaque)
+{
+    struct quiesce_call *c = opaque;
+
+    queue_begin_stop(c->q);
+    c->drained = c->q->inflight == 0;
+    if (!c->drained) {
+        c->q->waiter = c->w;
+    }
+}
+
+/* Undoes queue_begin_stop: the queue takes requests again. */
+static void queue_resume_on_thread(void *opaque)
+{
+    struct quiesce_call *c = opaque;
+    struct vscsi_queue *q = c->q;
+    struct iothread_poller p = { .poll = queue_poll_cb, .set_notify = queue_set_notify_cb,
+                                 .opaque = q };
+
+    c->w = q->waiter;    /* not reported yet: the caller disowns it */
+    q->waiter = NULL;
+    if (!q->stopping) {
+        return;
+    }
+    q->stopping = false;
+    q->poller = iothread_add_poller(q->t, &p);
+    if (!watch_kick(q, queue_kick_cb)) {
+        return;
+    }
+    /* Requests the driver queued meanwhile were never popped. */
+    queue_process(q);
+    if (q->need_flush) {
+        queue_flush_cb(q);
+    }
 }
 
 static int req_queue_start(struct vscsi_queue *q, struct virtqueue *vq)
@@ -1151,6 +1238,45 @@ void vscsi_queue_stop(struct vscsi_dev *dev, unsigned idx, struct virtqueue *vq)
     req_queue_stop(q);
 }
 
+int vscsi_queue_quiesce(struct vscsi_dev *dev, unsigned idx, void (*done)(void *arg),
+                        void *arg)
+{
+    struct quiesce_call c;
+
+    if (idx >= dev->nq || idx < VSCSI_FIRST_REQ_QUEUE || !dev->queues[idx].running) {
+        return 0;   /* the control and event queues stop without waiting for I/O */
+    }
+    c.q = &dev->queues[idx];
+    c.w = g_new0(struct vscsi_quiesce, 1);
+    c.w->dev = dev;
+    c.w->done = done;
+    c.w->arg = arg;
+    c.w->next = dev->quiesces;
+    dev->quiesces = c.w;
+    iothread_run_sync(c.q->t, queue_quiesce_on_thread, &c);
+    if (c.drained) {
+        quiesce_unlink(c.w);
+        g_free(c.w);
+        return 0;
+    }
+    return 1;
+}
+
+void vscsi_queue_resume(struct vscsi_dev *dev, unsigned idx)
+{
+    struct quiesce_call c = { 0 };
+
+    if (idx >= dev->nq || idx < VSCSI_FIRST_REQ_QUEUE || !dev->queues[idx].running) {
+        return;
+    }
+    c.q = &dev->queues[idx];
+    iothread_run_sync(c.q->t, queue_resume_on_thread, &c);
+    if (c.w) {
+        quiesce_unlink(c.w);
+        g_free(c.w);
+    }
+}
+
 void vscsi_dev_reset(struct vscsi_dev *dev)
 {
     for (unsigned i = 0; i < dev->nq; i++) {
@@ -1170,6 +1296,10 @@ void vscsi_dev_free(struct vscsi_dev *dev)
         return;
     }
     vscsi_dev_reset(dev);
+    /* Reports still posted find no device and only free themselves. */
+    while (dev->quiesces) {
+        quiesce_unlink(dev->quiesces);
+    }
     for (unsigned i = 0; i < dev->nq; i++) {
         pthread_mutex_destroy(&dev->queues[i].lock);
         pthread_cond_destroy(&dev->queues[i].cond);

@@ -591,6 +591,130 @@ static void fx_teardown(struct fx *x)
 #define H01 1
 #define H10 2
 
+/* ---- quiescing a request queue (what a queue stop waits on) ----------- */
+
+struct quiesce_call {
+    struct fe *f;
+    unsigned idx;
+    int ret;
+    gint reports;
+};
+
+static void quiesce_report_cb(void *arg)
+{
+    struct quiesce_call *c = arg;
+
+    g_atomic_int_inc(&c->reports);
+}
+
+static void quiesce_on_main(void *opaque)
+{
+    struct quiesce_call *c = opaque;
+
+    c->ret = vscsi_queue_quiesce(c->f->dev, c->idx, quiesce_report_cb, c);
+}
+
+static void resume_on_main(void *opaque)
+{
+    struct quiesce_call *c = opaque;
+
+    vscsi_queue_resume(c->f->dev, c->idx);
+}
+
+static void fe_quiesce(struct quiesce_call *c)
+{
+    iothread_run_sync(c->f->fx->main, quiesce_on_main, c);
+}
+
+/* Returns once what the I/O threads posted to the main thread so far has run. */
+static void main_barrier(struct fx *x)
+{
+    iothread_run_sync(x->main, nothing, NULL);
+}
+
+static void test_quiesce_idle_queue_needs_no_wait(void)
+{
+    struct fx x;
+    struct quiesce_call rq, cq;
+    struct on_main_call stop;
+
+    fx_setup(&x);
+    rq = (struct quiesce_call){ .f = &x.a, .idx = VSCSI_FIRST_REQ_QUEUE };
+    cq = (struct quiesce_call){ .f = &x.a, .idx = VSCSI_CTRL_QUEUE };
+    fe_quiesce(&rq);
+    fe_quiesce(&cq);
+    g_assert_cmpint(rq.ret, ==, 0);
+    g_assert_cmpint(cq.ret, ==, 0);     /* the control queue stops without waiting for I/O */
+    stop = (struct on_main_call){ .f = &x.a, .idx = VSCSI_FIRST_REQ_QUEUE };
+    iothread_run_sync(x.main, stop_queue_on_main, &stop);
+    main_barrier(&x);
+    g_assert_cmpint(g_atomic_int_get(&rq.reports), ==, 0);
+    fx_teardown(&x);
+}
+
+/*
+ * A quiesced queue pops nothing more, reports once, on the main thread,
+ * when its last request in flight has completed, and then stops without
+ * waiting; the request posted after the quiesce is left on the ring for
+ * the next start (the ring base counts only what was popped).
+ */
+static void test_quiesce_reports_after_the_last_completion(void)
+{
+    struct fx x;
+    struct quiesce_call c;
+    struct on_main_call stop;
+    struct cmd r, later;
+    uint16_t popped;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 0, 0, 0, 10, 0x61);
+    hold_wait_submitted(x.hold[H00], 1);
+    c = (struct quiesce_call){ .f = &x.a, .idx = VSCSI_FIRST_REQ_QUEUE };
+    fe_quiesce(&c);
+    g_assert_cmpint(c.ret, ==, 1);
+    popped = x.a.q[c.idx].vq.last_avail_idx;
+    later = fe_read(&x.a, 0, 0, 0, 11, 0x62);
+    main_barrier(&x);
+    g_assert_cmpint(g_atomic_int_get(&c.reports), ==, 0);
+
+    hold_release(x.hold[H00], 10);
+    main_barrier(&x);
+    g_assert_cmpint(g_atomic_int_get(&c.reports), ==, 1);
+    stop = (struct on_main_call){ .f = &x.a, .idx = c.idx };
+    iothread_run_sync(x.main, stop_queue_on_main, &stop);
+    g_assert_true(cmd_done(&x.a, &r));
+    g_assert_cmpuint(r.resp->status, ==, 0);
+    g_assert_false(cmd_done(&x.a, &later));
+    g_assert_cmpuint(x.a.q[c.idx].vq.last_avail_idx, ==, popped);
+    g_assert_cmpuint(x.hold[H00]->submitted, ==, 1);
+    fx_teardown(&x);
+}
+
+/* Resumed before its I/O completed: it takes requests again and never reports. */
+static void test_quiesce_then_resume(void)
+{
+    struct fx x;
+    struct quiesce_call c;
+    struct cmd r, later;
+
+    fx_setup(&x);
+    r = fe_read(&x.a, 0, 0, 0, 10, 0x71);
+    hold_wait_submitted(x.hold[H00], 1);
+    c = (struct quiesce_call){ .f = &x.a, .idx = VSCSI_FIRST_REQ_QUEUE };
+    fe_quiesce(&c);
+    g_assert_cmpint(c.ret, ==, 1);
+    later = fe_read(&x.a, 0, 0, 0, 11, 0x72);
+    iothread_run_sync(x.main, resume_on_main, &c);
+    hold_wait_submitted(x.hold[H00], 2);   /* popped once resumed */
+    hold_release(x.hold[H00], 10);
+    hold_release(x.hold[H00], 11);
+    cmd_wait(&x.a, &r);
+    cmd_wait(&x.a, &later);
+    main_barrier(&x);
+    g_assert_cmpint(g_atomic_int_get(&c.reports), ==, 0);
+    fx_teardown(&x);
+}
+
 static void test_abort_task_not_found(void)
 {
     struct fx x;
@@ -985,6 +1109,11 @@ int main(int argc, char **argv)
     g_test_add_func("/virtio-scsi/tmf/i-t-nexus-reset/waits-for-this-nexus-on-the-target",
                     test_nexus_reset_waits_for_this_nexus_on_the_target);
     g_test_add_func("/virtio-scsi/tmf/query-task/answers-at-once", test_query_task_answers_at_once);
+    g_test_add_func("/virtio-scsi/quiesce/idle-queue-needs-no-wait",
+                    test_quiesce_idle_queue_needs_no_wait);
+    g_test_add_func("/virtio-scsi/quiesce/reports-after-the-last-completion",
+                    test_quiesce_reports_after_the_last_completion);
+    g_test_add_func("/virtio-scsi/quiesce/then-resume", test_quiesce_then_resume);
     g_test_add_func("/virtio-scsi/tmf/several-pending", test_several_pending_tmfs);
     g_test_add_func("/virtio-scsi/tmf/more-than-may-wait", test_more_tmfs_than_may_wait);
     g_test_add_func("/virtio-scsi/tmf/pending-at-control-queue-stop",
