@@ -529,27 +529,33 @@ static void unwatch_kick(struct vscsi_queue *q)
     }
 }
 
+/* Polls and watches kicks, then takes what the driver queued meanwhile. */
+static void queue_arm(struct vscsi_queue *q)
+{
+    struct iothread_poller p = { .poll = queue_poll_cb, .set_notify = queue_set_notify_cb,
+                                 .opaque = q };
+
+    q->poller = iothread_add_poller(q->t, &p);
+    q->kicks_undrained = 0;
+    if (!watch_kick(q, queue_kick_cb)) {
+        return;
+    }
+    queue_process(q);
+    if (q->need_flush) {
+        queue_flush_cb(q);
+    }
+}
+
 static void queue_attach(void *opaque)
 {
     struct vscsi_queue *q = opaque;
-    struct iothread_poller p = { .poll = queue_poll_cb, .set_notify = queue_set_notify_cb,
-                                 .opaque = q };
 
     q->running = true;
     q->stopping = false;
     q->starved = false;
     q->broken_reported = false;
     q->flush = iothread_add_flush(q->t, queue_flush_cb, q);
-    q->poller = iothread_add_poller(q->t, &p);
-    q->kicks_undrained = 0;
-    if (!watch_kick(q, queue_kick_cb)) {
-        return;
-    }
-    /* Requests may have been queued before we listened for kicks. */
-    queue_process(q);
-    if (q->need_flush) {
-        queue_flush_cb(q);
-    }
+    queue_arm(q);
 }
 
 static void queue_begin_stop(void *opaque)
@@ -604,23 +610,12 @@ static void queue_resume_on_thread(void *opaque)
 {
     struct quiesce_call *c = opaque;
     struct vscsi_queue *q = c->q;
-    struct iothread_poller p = { .poll = queue_poll_cb, .set_notify = queue_set_notify_cb,
-                                 .opaque = q };
 
     c->w = q->waiter;    /* not reported yet: the caller disowns it */
     q->waiter = NULL;
-    if (!q->stopping) {
-        return;
-    }
-    q->stopping = false;
-    q->poller = iothread_add_poller(q->t, &p);
-    if (!watch_kick(q, queue_kick_cb)) {
-        return;
-    }
-    /* Requests the driver queued meanwhile were never popped. */
-    queue_process(q);
-    if (q->need_flush) {
-        queue_flush_cb(q);
+    if (q->stopping) {
+        q->stopping = false;
+        queue_arm(q);
     }
 }
 
