@@ -1,11 +1,17 @@
 /*
- * No lost writes: what the target acknowledged is in the backing file even
- * when the daemon is killed with SIGKILL right after.  Three contracts:
+ * Acknowledgement order: every write the target acknowledged is in the
+ * backing file when the daemon is killed with SIGKILL right after, under
+ * three contracts:
  *  - write cache enabled (the default): every write acknowledged before a
- *    successful SYNCHRONIZE CACHE is in the file;
- *  - FUA writes: each is in the file as soon as it is acknowledged;
+ *    successful SYNCHRONIZE CACHE;
+ *  - FUA writes: each one as soon as it is acknowledged;
  *  - write cache disabled with MODE SELECT (WCE=0): every acknowledged
- *    write is in the file, no flush needed.
+ *    write, no flush needed.
+ * The LUN is a file without `direct`, and SIGKILL leaves the kernel's page
+ * cache intact, so this proves that the target acknowledges a write only
+ * after it reached the file (the order), not that it reached stable
+ * storage: durability against power loss needs a test that loses the page
+ * cache too, which this one does not attempt.
  * Each test writes many 4 KiB blocks with a unique pattern, with the ring
  * full of requests in flight on two queues, kills the daemon, then reads
  * the file directly.
@@ -181,17 +187,17 @@ static void run(enum mode mode)
     pu_daemon_cleanup(&d);
 }
 
-static void test_flushed_writes_survive_kill(void)
+static void test_flushed_writes_in_file_after_kill(void)
 {
     run(FLUSH_AFTER);
 }
 
-static void test_fua_writes_survive_kill(void)
+static void test_fua_writes_in_file_after_kill(void)
 {
     run(FUA);
 }
 
-static void test_write_cache_off_writes_survive_kill(void)
+static void test_write_cache_off_writes_in_file_after_kill(void)
 {
     run(WCE_OFF);
 }
@@ -199,9 +205,11 @@ static void test_write_cache_off_writes_survive_kill(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
-    g_test_add_func("/durability/flushed-writes-survive-kill9", test_flushed_writes_survive_kill);
-    g_test_add_func("/durability/fua-writes-survive-kill9", test_fua_writes_survive_kill);
-    g_test_add_func("/durability/write-cache-off-writes-survive-kill9",
-                    test_write_cache_off_writes_survive_kill);
+    g_test_add_func("/ack-order/flushed-writes-in-file-after-kill9",
+                    test_flushed_writes_in_file_after_kill);
+    g_test_add_func("/ack-order/fua-writes-in-file-after-kill9",
+                    test_fua_writes_in_file_after_kill);
+    g_test_add_func("/ack-order/write-cache-off-writes-in-file-after-kill9",
+                    test_write_cache_off_writes_in_file_after_kill);
     return g_test_run();
 }
