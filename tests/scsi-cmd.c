@@ -62,5 +62,5 @@ struct sc_sense sc_sense_of(const uint8_t *sense, size_t len)
     }
     scsi_parse_sense_data(&s, sb);
     return (struct sc_sense){ s.key, (unsigned)s.ascq >> 8, (unsigned)s.ascq & 0xff,
-                              (unsigned)s.ascq };
+                              (unsigned)s.ascq, s.error_type };
 }

@@ -38,9 +38,10 @@ void sc_datain_free(struct sc_datain *d);
 
 /* Key, ASC and ASCQ of fixed or descriptor format sense data of len
  * bytes; all zero when there is none.  code is ASC << 8 | ASCQ, the form
- * of libiscsi's SCSI_SENSE_ASCQ_* values. */
+ * of libiscsi's SCSI_SENSE_ASCQ_* values; response_code is the format
+ * (SCSI_SENSE_FIXED_CURRENT, ...). */
 struct sc_sense {
-    unsigned key, asc, ascq, code;
+    unsigned key, asc, ascq, code, response_code;
 };
 struct sc_sense sc_sense_of(const uint8_t *sense, size_t len);
 
