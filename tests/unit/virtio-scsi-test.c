@@ -33,6 +33,7 @@
 #include <linux/virtio_scsi.h>
 
 #include "backend.h"
+#include "scsi-cmd.h"
 #include "guest-mem.h"
 #include "iothread.h"
 #include "lun-map.h"
@@ -333,10 +334,10 @@ static struct cmd fe_cmd(struct fe *f, unsigned qi, unsigned target, unsigned lu
 static struct cmd fe_read(struct fe *f, unsigned rq, unsigned target, unsigned lun,
                           uint64_t lba, uint64_t tag)
 {
-    uint8_t cdb[10] = { 0x28, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16),
-                        (uint8_t)(lba >> 8), (uint8_t)lba, 0, 0, 1, 0 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_read10((uint32_t)lba, BLOCK, BLOCK, 0, 0, 0, 0, 0), cdb);
 
-    return fe_cmd(f, VSCSI_FIRST_REQ_QUEUE + rq, target, lun, tag, cdb, sizeof(cdb), BLOCK);
+    return fe_cmd(f, VSCSI_FIRST_REQ_QUEUE + rq, target, lun, tag, cdb, cdb_len, BLOCK);
 }
 
 static void cmd_wait(struct fe *f, const struct cmd *c)
