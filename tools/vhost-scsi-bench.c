@@ -389,9 +389,15 @@ static void report_bad(struct bench *b, struct io *io)
     const struct virtio_scsi_cmd_resp *rs = &io->req.resp;
     unsigned key = 0, asc = 0, ascq = 0;
     if (rs->sense_len >= 14) {
-        key = rs->sense[2] & 0xf;
-        asc = rs->sense[12];
-        ascq = rs->sense[13];
+        /* libiscsi follows descriptor lengths: zeroes past what came back. */
+        uint8_t sb[8 + 255] = { 0 };
+        struct scsi_sense s = { 0 };
+
+        memcpy(sb, rs->sense, MIN(rs->sense_len, sizeof(rs->sense)));
+        scsi_parse_sense_data(&s, sb);
+        key = s.key;
+        asc = (unsigned)s.ascq >> 8;
+        ascq = (unsigned)s.ascq & 0xff;
     }
     fprintf(stderr,
             "vhost-scsi-bench: %s lba %" PRIu64 " failed: response %u status 0x%02x "

@@ -227,14 +227,16 @@ uint8_t qt_vscsi_cmd(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
 
 void qt_vscsi_clear_ua(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun)
 {
-    static const uint8_t tur[6] = { 0 };
+    uint8_t tur[SC_CDB_MAX];
+    unsigned tur_len = sc_cdb(scsi_cdb_testunitready(), tur);
     for (int i = 0; i < 8; i++) {
         struct qt_scsi_resp resp;
-        if (qt_vscsi_cmd(d, vq, lun, tur, 6, NULL, 0, NULL, 0, &resp) == 0) {
+        if (qt_vscsi_cmd(d, vq, lun, tur, tur_len, NULL, 0, NULL, 0, &resp) == 0) {
             return;
         }
         /* Only unit attentions are expected to clear by themselves. */
-        g_assert_cmphex(resp.sense[2] & 0xf, ==, 0x6);
+        g_assert_cmphex(sc_sense_of(resp.sense, MIN(resp.sense_len, sizeof(resp.sense))).key, ==,
+                        SCSI_SENSE_UNIT_ATTENTION);
     }
     g_error("LUN %u still reports UNIT ATTENTION after 8 commands", lun);
 }
