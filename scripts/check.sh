@@ -3,7 +3,8 @@
 # AddressSanitizer+UBSan build; unit, protocol and qtest suites (the qtest
 # suite against QEMU 10.0 and, unpacked beside it, bookworm's 7.2) run under
 # the sanitizers, guest tests (QEMU booting Linux) with the optimised
-# binaries.  Ends with the line "N passed, N failed".
+# binaries.  Ends with the line "N passed, N failed, N skipped", counting
+# test cases (scripts/test-summary.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,7 +15,8 @@ if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null || exit 1
 fi
-ninja -C build-fuzz $(for t in fuzz-vhost-user fuzz-virtqueue fuzz-virtio-scsi fuzz-scsi-cdb; \
+ninja -C build-fuzz $(for t in fuzz-vhost-user fuzz-virtqueue fuzz-virtio-scsi fuzz-virtio-scsi-ctrl \
+    fuzz-scsi-cdb; \
     do echo tests/fuzz/$t; done) || exit 1
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
@@ -29,28 +31,7 @@ meson test -C build-asan --no-rebuild --print-errorlogs \
     --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi --suite qtest-qemu72
 meson test -C build --no-rebuild --print-errorlogs --suite guest --num-processes 1
 
-python3 - build-asan/meson-logs/testlog.json build-fuzz/meson-logs/testlog.json \
-    build/meson-logs/testlog.json <<'PY'
-import json, sys
-passed = failed = skipped = 0
-for path in sys.argv[1:]:
-    try:
-        lines = open(path).read().splitlines()
-    except FileNotFoundError:
-        continue
-    for line in lines:
-        if not line.strip():
-            continue
-        r = json.loads(line)
-        res = r.get("result")
-        tag = path.split("/")[0]
-        if res in ("OK", "EXPECTEDFAIL"):
-            passed += 1
-        elif res == "SKIP":
-            skipped += 1
-        else:
-            failed += 1
-            print(f"FAILED: [{tag}] {r.get('name')} ({res})")
-print(f"{passed} passed, {failed} failed, {skipped} skipped")
-sys.exit(1 if failed or passed == 0 else 0)
-PY
+# Counts test cases from the TAP in each testlog, lists every skip with its
+# reason and every failure, and fails when an expected suite did not run.
+python3 scripts/test-summary.py build-fuzz:fuzz \
+    build-asan:unit,protocol,qtest,fuzz,iscsi,qtest-qemu72 build:guest

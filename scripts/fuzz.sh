@@ -10,7 +10,7 @@ if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
 fi
-targets="fuzz-vhost-user fuzz-virtqueue fuzz-virtio-scsi fuzz-scsi-cdb"
+targets="fuzz-vhost-user fuzz-virtqueue fuzz-virtio-scsi fuzz-virtio-scsi-ctrl fuzz-scsi-cdb"
 ninja -C build-fuzz $(for t in $targets; do echo tests/fuzz/$t; done) >/dev/null
 status=0
 for t in $targets; do

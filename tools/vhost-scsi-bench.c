@@ -21,6 +21,9 @@
 #include <glib.h>
 #include <linux/virtio_ring.h>
 
+#include <iscsi/scsi-lowlevel.h>
+#include <json-glib/json-glib.h>
+
 #include "vhost-frontend.h"
 
 /* ---- latency histogram: log-linear, 16 sub-buckets per power of two --- */
@@ -291,19 +294,36 @@ static void put_be32(uint8_t *p, uint32_t v)
     }
 }
 
-static uint64_t get_be(const uint8_t *p, int n)
+static void json_add_string(JsonBuilder *jb, const char *name, const char *v)
 {
-    uint64_t v = 0;
-    for (int i = 0; i < n; i++) {
-        v = (v << 8) | p[i];
-    }
-    return v;
+    json_builder_set_member_name(jb, name);
+    json_builder_add_string_value(jb, v);
 }
 
+static void json_add_int(JsonBuilder *jb, const char *name, gint64 v)
+{
+    json_builder_set_member_name(jb, name);
+    json_builder_add_int_value(jb, v);
+}
+
+/* Rounded to as many decimals as the figure has meaning (as the JSON always had). */
+static void json_add_double(JsonBuilder *jb, const char *name, double v, int decimals)
+{
+    char buf[G_ASCII_DTOSTR_BUF_SIZE];
+
+    g_ascii_formatd(buf, sizeof(buf), decimals == 1 ? "%.1f" : decimals == 2 ? "%.2f"
+                                      : decimals == 3 ? "%.3f" : "%.4f", v);
+    json_builder_set_member_name(jb, name);
+    json_builder_add_double_value(jb, g_ascii_strtod(buf, NULL));
+}
+
+/* Encoded here rather than with libiscsi's scsi_cdb_read16/write16, which
+ * allocate a task per call: this runs once per I/O and its cost would show
+ * in the figures. */
 static void build_rw(struct io *io, uint64_t lba, uint32_t blocks, bool write)
 {
     memset(io->req.cdb, 0, sizeof(io->req.cdb));
-    io->req.cdb[0] = write ? 0x8a : 0x88;       /* WRITE(16) / READ(16) */
+    io->req.cdb[0] = write ? SCSI_OPCODE_WRITE16 : SCSI_OPCODE_READ16;
     put_be64(&io->req.cdb[2], lba);
     put_be32(&io->req.cdb[10], blocks);
     io->req.data_in = !write;
@@ -369,9 +389,15 @@ static void report_bad(struct bench *b, struct io *io)
     const struct virtio_scsi_cmd_resp *rs = &io->req.resp;
     unsigned key = 0, asc = 0, ascq = 0;
     if (rs->sense_len >= 14) {
-        key = rs->sense[2] & 0xf;
-        asc = rs->sense[12];
-        ascq = rs->sense[13];
+        /* libiscsi follows descriptor lengths: zeroes past what came back. */
+        uint8_t sb[8 + 255] = { 0 };
+        struct scsi_sense s = { 0 };
+
+        memcpy(sb, rs->sense, MIN(rs->sense_len, sizeof(rs->sense)));
+        scsi_parse_sense_data(&s, sb);
+        key = s.key;
+        asc = (unsigned)s.ascq >> 8;
+        ascq = (unsigned)s.ascq & 0xff;
     }
     fprintf(stderr,
             "vhost-scsi-bench: %s lba %" PRIu64 " failed: response %u status 0x%02x "
@@ -419,14 +445,18 @@ static void io_complete(struct vfe_req *req)
     }
 }
 
-/* A synchronous command for the setup phase. */
-static int exec_cmd(struct bench *b, const uint8_t *cdb, unsigned cdb_len, void *buf,
-                    uint32_t len, struct virtio_scsi_cmd_resp *resp)
+/* A synchronous command for the setup phase: the CDB of task, a libiscsi
+ * scsi_cdb_* result (NULL if it could not allocate), data in to buf. */
+static int exec_cmd(struct bench *b, const struct scsi_task *task, void *buf, uint32_t len,
+                    struct virtio_scsi_cmd_resp *resp)
 {
     struct vfe_req req = { .queue = 0, .tag = ++b->tag, .data = buf, .data_len = len,
                            .data_in = true };
+    if (!task) {
+        return -ENOMEM;
+    }
     memcpy(req.lun, b->lun, 8);
-    memcpy(req.cdb, cdb, cdb_len);
+    memcpy(req.cdb, task->cdb, (size_t)task->cdb_size);
     int r = vfe_exec(b->fe, &req, 10000);
     if (r < 0) {
         return r;
@@ -435,19 +465,37 @@ static int exec_cmd(struct bench *b, const uint8_t *cdb, unsigned cdb_len, void 
     return 0;
 }
 
+/* len bytes of data in for task, decoded by libiscsi (valid until the
+ * task is freed); NULL if it cannot. */
+static void *decode_datain(struct scsi_task *task, const void *buf, size_t len)
+{
+    uint8_t *copy = malloc(len);   /* scsi_free_scsi_task frees it */
+
+    if (!copy) {
+        return NULL;
+    }
+    memcpy(copy, buf, len);
+    task->datain.data = copy;
+    task->datain.size = (int)len;
+    return scsi_datain_unmarshall(task);
+}
+
 static int prepare_lun(struct bench *b)
 {
     struct virtio_scsi_cmd_resp rs;
     uint8_t *buf = vfe_alloc(b->fe, 512, 64);
-    uint8_t tur[6] = { 0 };
+    struct scsi_task *tur, *rc = NULL;
+    struct scsi_readcapacity16 *rc16;
+    struct scsi_readcapacity10 *rc10;
     int r;
 
     if (!buf) {
         return -ENOMEM;
     }
+    tur = scsi_cdb_testunitready();
     /* the power-on UNIT ATTENTION (and any others pending) is consumed here */
     for (int i = 0;; i++) {
-        r = exec_cmd(b, tur, sizeof(tur), NULL, 0, &rs);
+        r = exec_cmd(b, tur, NULL, 0, &rs);
         if (r < 0) {
             fprintf(stderr, "vhost-scsi-bench: TEST UNIT READY: %s\n", g_strerror(-r));
             goto out;
@@ -468,22 +516,26 @@ static int prepare_lun(struct bench *b)
             goto out;
         }
     }
-    uint8_t rc16[16] = { 0x9e, 0x10 };
-    put_be32(&rc16[10], 32);
-    r = exec_cmd(b, rc16, sizeof(rc16), buf, 32, &rs);
-    if (r == 0 && rs.response == VIRTIO_SCSI_S_OK && rs.status == 0) {
-        b->num_blocks = get_be(buf, 8) + 1;
-        b->block_size = get_be(buf + 8, 4);
+    rc = scsi_cdb_readcapacity16();   /* allocation length 32 */
+    r = exec_cmd(b, rc, buf, 32, &rs);
+    if (r == 0 && rs.response == VIRTIO_SCSI_S_OK && rs.status == 0 &&
+        (rc16 = decode_datain(rc, buf, 32))) {
+        b->num_blocks = rc16->returned_lba + 1;
+        b->block_size = rc16->block_length;
     } else {
-        uint8_t rc10[10] = { 0x25 };
-        r = exec_cmd(b, rc10, sizeof(rc10), buf, 8, &rs);
-        if (r < 0 || rs.response != VIRTIO_SCSI_S_OK || rs.status != 0) {
+        if (rc) {
+            scsi_free_scsi_task(rc);
+        }
+        rc = scsi_cdb_readcapacity10(0, 0);
+        r = exec_cmd(b, rc, buf, 8, &rs);
+        if (r < 0 || rs.response != VIRTIO_SCSI_S_OK || rs.status != 0 ||
+            !(rc10 = decode_datain(rc, buf, 8))) {
             fprintf(stderr, "vhost-scsi-bench: READ CAPACITY failed\n");
             r = r < 0 ? r : -EIO;
             goto out;
         }
-        b->num_blocks = get_be(buf, 4) + 1;
-        b->block_size = get_be(buf + 4, 4);
+        b->num_blocks = (uint64_t)rc10->lba + 1;
+        b->block_size = rc10->block_size;
     }
     if (b->block_size == 0 || b->block_size > (1u << 20) || b->o->bs % b->block_size) {
         fprintf(stderr, "vhost-scsi-bench: block size %u does not divide --bs %u\n",
@@ -500,6 +552,12 @@ static int prepare_lun(struct bench *b)
     }
     r = 0;
 out:
+    if (tur) {
+        scsi_free_scsi_task(tur);
+    }
+    if (rc) {
+        scsi_free_scsi_task(rc);
+    }
     vfe_free(b->fe, buf);
     return r;
 }
@@ -632,22 +690,50 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
     static const char *modes[] = { "read", "write", "randread", "randwrite", "rw" };
 
     if (o->json) {
-        printf("{\"transport\":\"%s\",\"rw\":\"%s\",\"bs\":%u,\"iodepth\":%d,\"queues\":%d,"
-               "\"ios\":%" PRIu64 ",\"reads\":%" PRIu64 ",\"writes\":%" PRIu64 ","
-               "\"seconds\":%.3f,\"iops\":%.1f,\"mb_per_s\":%.2f,"
-               "\"lat_us\":{\"p50\":%.1f,\"p99\":%.1f,\"p99_9\":%.1f,\"max\":%.1f},"
-               "\"interrupts_per_io\":%.4f,\"kicks_per_io\":%.4f,"
-               "\"event_idx\":%s,\"verify_errors\":%" PRIu64,
-               o->socket ? "vhost-user" : "vhost-kernel", o->verify ? "verify" : modes[o->mode],
-               o->bs, o->iodepth, o->queues, b->done, b->reads, b->writes, secs, iops, mbs,
-               p50, p99, p999, lmax, irq, kick,
-               (vfe_features(b->fe) & (1ull << VIRTIO_RING_F_EVENT_IDX)) ? "true" : "false",
-               b->mismatches);
+        g_autoptr(JsonBuilder) jb = json_builder_new();
+        g_autoptr(JsonGenerator) gen = json_generator_new();
+        g_autoptr(JsonNode) root = NULL;
+        g_autofree char *text = NULL;
+
+        json_builder_begin_object(jb);
+        json_add_string(jb, "transport", o->socket ? "vhost-user" : "vhost-kernel");
+        json_add_string(jb, "rw", o->verify ? "verify" : modes[o->mode]);
+        json_add_int(jb, "bs", o->bs);
+        json_add_int(jb, "iodepth", o->iodepth);
+        json_add_int(jb, "queues", o->queues);
+        json_add_int(jb, "ios", (gint64)b->done);
+        json_add_int(jb, "reads", (gint64)b->reads);
+        json_add_int(jb, "writes", (gint64)b->writes);
+        json_add_double(jb, "seconds", secs, 3);
+        json_add_double(jb, "iops", iops, 1);
+        json_add_double(jb, "mb_per_s", mbs, 2);
+        json_builder_set_member_name(jb, "lat_us");
+        json_builder_begin_object(jb);
+        json_add_double(jb, "p50", p50, 1);
+        json_add_double(jb, "p99", p99, 1);
+        json_add_double(jb, "p99_9", p999, 1);
+        json_add_double(jb, "max", lmax, 1);
+        json_builder_end_object(jb);
+        json_add_double(jb, "interrupts_per_io", irq, 4);
+        json_add_double(jb, "kicks_per_io", kick, 4);
+        json_builder_set_member_name(jb, "event_idx");
+        json_builder_add_boolean_value(jb,
+                                       !!(vfe_features(b->fe) & (1ull << VIRTIO_RING_F_EVENT_IDX)));
+        json_add_int(jb, "verify_errors", (gint64)b->mismatches);
         if (have_cpu) {
-            printf(",\"backend\":{\"pid\":%d,\"usr_us_per_io\":%.3f,\"sys_us_per_io\":%.3f,"
-                   "\"ctxsw_per_io\":%.4f}", o->pid, usr, sys, csw);
+            json_builder_set_member_name(jb, "backend");
+            json_builder_begin_object(jb);
+            json_add_int(jb, "pid", o->pid);
+            json_add_double(jb, "usr_us_per_io", usr, 3);
+            json_add_double(jb, "sys_us_per_io", sys, 3);
+            json_add_double(jb, "ctxsw_per_io", csw, 4);
+            json_builder_end_object(jb);
         }
-        printf("}\n");
+        json_builder_end_object(jb);
+        root = json_builder_get_root(jb);
+        json_generator_set_root(gen, root);
+        text = json_generator_to_data(gen, NULL);
+        printf("%s\n", text);
         return;
     }
     printf("%s %s bs=%u iodepth=%d queues=%d: %" PRIu64 " I/Os in %.2f s\n",

@@ -1,6 +1,7 @@
 /*
  * Shared pieces of the fuzz targets: a byte-stream reader over the fuzzer's
- * input and a small fake guest RAM registered as one memory region.
+ * input, a small fake guest RAM registered as one memory region, and the
+ * LUNs the virtio-scsi targets serve.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -14,7 +15,9 @@
 
 #include <glib.h>
 
+#include "backend.h"
 #include "guest-mem.h"
+#include "lun-map.h"
 
 /* Guest RAM for ring fuzzing: small so random addresses often land in it. */
 #define FUZZ_RAM_GPA 0x10000ull
@@ -75,6 +78,21 @@ static inline void fuzz_mem_init(struct guest_mem *mem, uint8_t *ram)
 
     guest_mem_init(mem);
     if (guest_mem_add(mem, &r) < 0) {
+        abort();
+    }
+}
+
+/* LUN 0:0 is 1 MiB of RAM in 512-byte blocks, 0:1 a 1 GiB null LUN in
+ * 4 KiB blocks; aborts if they cannot be made. */
+static inline void fuzz_luns_init(struct lun_map *luns)
+{
+    struct lun_backend *be;
+
+    lun_map_init(luns);
+    if (backend_ram_new(1 << 20, 512, &be) < 0 ||
+        lun_map_add(luns, 0, 0, scsi_lun_new(be, "fuzz-ram", NULL)) < 0 ||
+        backend_null_new(1 << 30, 4096, &be) < 0 ||
+        lun_map_add(luns, 0, 1, scsi_lun_new(be, "fuzz-null", NULL)) < 0) {
         abort();
     }
 }

@@ -80,16 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fuzz_quiet_logs();
     if (!ram) {
-        struct lun_backend *be;
-
         ram = aligned_alloc(4096, FUZZ_RAM_SIZE);
-        lun_map_init(&luns);
-        if (backend_ram_new(1 << 20, 512, &be) < 0 ||
-            lun_map_add(&luns, 0, 0, scsi_lun_new(be, "fuzz-ram", NULL)) < 0 ||
-            backend_null_new(1 << 30, 4096, &be) < 0 ||
-            lun_map_add(&luns, 0, 1, scsi_lun_new(be, "fuzz-null", NULL)) < 0) {
-            abort();
-        }
+        fuzz_luns_init(&luns);
         /* Never started: run_sync calls run inline, as in a single thread. */
         thread = iothread_new("fuzz-io", 1, 0);
     }

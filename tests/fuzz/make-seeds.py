@@ -101,3 +101,38 @@ write("fuzz-virtio-scsi", "write", vs_req(0x05, [0x2A, 0, 0, 0, 0, 0, 0, 0, 1, 0
                                           data=b"\x5A" * 512))
 write("fuzz-virtio-scsi", "report-luns", vs_req(0x02, [0xA0, 0, 0, 0, 0, 0, 0, 0, 0, 64, 0, 0],
                                                 in_extra=64))
+
+# virtio-scsi control queue: number of READ/WRITE(10) commands, per command
+# flags (bit 0 write, bit 1 LUN 1, bits 4-6 blocks - 1) and LBA; then control
+# requests: kind (0/1 TMF, 2 AN, 3 any type), flags (bit 0 well-formed LUN,
+# given as one byte, else 8 raw bytes; bit 1 raw 64-bit tag / AN subscribe;
+# bits 2-3 request length exact/short/long; bits 4-5 response length
+# exact/short/long/none; bits 6, 7 split), then the request's fields.
+def ctrl_cmds(*cmds):
+    return bytes([len(cmds)]) + b"".join(bytes(c) for c in cmds)
+
+def tmf(sub, flags=1, lun=b"\x00", tag=b"\x00", lens=b""):
+    return bytes([0, flags, sub]) + lun + tag + lens
+
+def an(flags=1, lun=b"\x00", events=1, lens=b""):
+    return bytes([2, flags]) + lun + struct.pack("<I", events) + lens
+
+cmds = ctrl_cmds((0x01, 0), (0x00, 0), (0x02, 8), (0x71, 16))
+write("fuzz-virtio-scsi-ctrl", "every-tmf-racing-its-tasks",
+      cmds + b"".join(tmf(s, tag=bytes([s % 4])) for s in range(8)))
+write("fuzz-virtio-scsi-ctrl", "abort-task-racing-a-write", ctrl_cmds((0x71, 0)) + tmf(0))
+write("fuzz-virtio-scsi-ctrl", "an-query-and-subscribe",
+      ctrl_cmds() + an() + an(flags=3, events=0xFFFFFFFF))
+write("fuzz-virtio-scsi-ctrl", "short-and-long-buffers",
+      cmds + tmf(0, flags=0x05, lens=b"\x10") + tmf(5, flags=0x31) +
+      tmf(6, flags=0x09, lens=b"\x20") + tmf(7, flags=0x21, lens=b"\x07") +
+      an(flags=0x15, lens=b"\x03\x02") + tmf(1, flags=0xC1))
+write("fuzz-virtio-scsi-ctrl", "bad-lun-addresses",
+      cmds + tmf(5, flags=0, lun=bytes([2, 0, 0, 0, 0, 0, 0, 0])) +
+      tmf(5, flags=0, lun=bytes([1, 5, 0x40, 0, 0, 0, 0, 0])) +
+      tmf(0, flags=0, lun=bytes([1, 0, 0x80, 0, 0, 0, 0, 0])) +
+      tmf(6, flags=0, lun=bytes([1, 0, 0x40, 1, 0, 0, 0, 1])) +
+      an(flags=0, lun=bytes([1, 1, 0x40, 0, 0, 0, 0, 0])) + tmf(4, flags=3, tag=b"\xff" * 8))
+write("fuzz-virtio-scsi-ctrl", "unknown-type-and-subtype",
+      cmds + bytes([3, 0]) + struct.pack("<I", 0x1234) + b"\x00" * 20 +
+      bytes([0, 1, 0xF0]) + struct.pack("<I", 99) + b"\x00\x01")

@@ -26,12 +26,11 @@
 #include <glib.h>
 #include <linux/virtio_scsi.h>
 
+#include "scsi-cmd.h"
 #include "vhost-frontend.h"
 
 #define TIMEOUT_MS 60000
 #define MAX_LUNS 8
-#define SENSE_ILLEGAL_REQUEST 0x5
-#define SENSE_UNIT_ATTENTION 0x6
 
 struct lun_under_test {
     unsigned tpgt;             /* = the virtio-scsi target id */
@@ -65,25 +64,11 @@ static void check(struct probe *p, bool ok, const char *fmt, ...)
     printf("%sok %u - %s\n", ok ? "" : "not ", p->n, msg);
 }
 
-static void put_be32(uint8_t *b, uint32_t v)
+/* READ(16) or WRITE(16) of len bytes at byte offset off (512-byte blocks). */
+static void rw16(uint8_t cdb[SC_CDB_MAX], bool write, uint64_t off, uint32_t len)
 {
-    b[0] = v >> 24; b[1] = v >> 16; b[2] = v >> 8; b[3] = v;
-}
-
-static void put_be64(uint8_t *b, uint64_t v)
-{
-    put_be32(b, v >> 32);
-    put_be32(b + 4, v);
-}
-
-static uint32_t get_be32(const uint8_t *b)
-{
-    return (uint32_t)b[0] << 24 | b[1] << 16 | b[2] << 8 | b[3];
-}
-
-static uint64_t get_be64(const uint8_t *b)
-{
-    return (uint64_t)get_be32(b) << 32 | get_be32(b + 4);
+    sc_cdb(write ? scsi_cdb_write16(off / 512, len, 512, 0, 0, 0, 0, 0)
+                 : scsi_cdb_read16(off / 512, len, 512, 0, 0, 0, 0, 0), cdb);
 }
 
 /* Issues one command and waits; returns the vfe status, fills req. */
@@ -107,18 +92,16 @@ static bool good(const struct vfe_req *r)
 
 static void sense_of(const struct vfe_req *r, uint8_t *key, uint8_t *asc)
 {
-    const uint8_t *s = r->resp.sense;
-    *key = *asc = 0;
-    if (r->resp.sense_len < 3) {
-        return;
-    }
-    if ((s[0] & 0x7f) >= 0x72) {        /* descriptor format */
-        *key = s[1] & 0xf;
-        *asc = s[2];
-    } else if (r->resp.sense_len >= 13) {
-        *key = s[2] & 0xf;
-        *asc = s[12];
-    }
+    struct sc_sense s = sc_sense_of(r->resp.sense, MIN(r->resp.sense_len, sizeof(r->resp.sense)));
+
+    *key = (uint8_t)s.key;
+    *asc = (uint8_t)s.asc;
+}
+
+/* TEST UNIT READY */
+static unsigned tur_cdb(uint8_t cdb[SC_CDB_MAX])
+{
+    return sc_cdb(scsi_cdb_testunitready(), cdb);
 }
 
 /*
@@ -127,16 +110,17 @@ static void sense_of(const struct vfe_req *r, uint8_t *key, uint8_t *asc)
  */
 static void probe_ready(struct probe *p, const struct lun_under_test *l)
 {
-    uint8_t tur[6] = { 0 }, key = 0, asc = 0;
+    uint8_t tur[SC_CDB_MAX], key = 0, asc = 0;
+    unsigned tur_len = tur_cdb(tur);
     struct vfe_req r;
     unsigned uas = 0;
     int ret;
     bool ready = false;
     for (int i = 0; i < 8 && !ready; i++) {
-        ret = exec_cmd(p, &r, l->tpgt, l->id, tur, sizeof(tur), NULL, 0, false);
+        ret = exec_cmd(p, &r, l->tpgt, l->id, tur, tur_len, NULL, 0, false);
         sense_of(&r, &key, &asc);
         ready = ret == 0 && good(&r);
-        if (!ready && ret == 0 && r.resp.status == 2 && key == SENSE_UNIT_ATTENTION) {
+        if (!ready && ret == 0 && r.resp.status == 2 && key == SCSI_SENSE_UNIT_ATTENTION) {
             uas++;
             continue;
         }
@@ -150,28 +134,35 @@ static void probe_ready(struct probe *p, const struct lun_under_test *l)
 
 static void probe_inquiry(struct probe *p, const struct lun_under_test *l, uint8_t *buf)
 {
-    uint8_t cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_inquiry(0, 0, 96), cdb);
     struct vfe_req r;
+    struct sc_datain d;
     memset(buf, 0, 96);
-    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, sizeof(cdb), buf, 96, true);
-    char vendor[9] = { 0 }, product[17] = { 0 };
-    memcpy(vendor, buf + 8, 8);
-    memcpy(product, buf + 16, 16);
-    check(p, ret == 0 && good(&r) && (buf[0] & 0x1f) == 0 && !strcmp(vendor, "LIO-ORG ") &&
-          g_str_has_prefix(product, l->kind),
+    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, cdb_len, buf, 96, true);
+    struct scsi_inquiry_standard *inq = sc_datain_decode(&d, cdb, cdb_len, buf, 96);
+    const char *vendor = inq ? inq->vendor_identification : "";
+    const char *product = inq ? inq->product_identification : "";
+    check(p, ret == 0 && good(&r) && inq &&
+          inq->device_type == SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS &&
+          !memcmp(buf + 8, "LIO-ORG ", 8) && g_str_has_prefix(product, l->kind),
           "LUN %u INQUIRY: disk, vendor '%s' product '%s' (want LIO-ORG/%s)",
           l->id, vendor, product, l->kind);
+    sc_datain_free(&d);
 }
 
 static uint64_t probe_capacity(struct probe *p, const struct lun_under_test *l, uint8_t *buf)
 {
-    uint8_t cdb[16] = { 0x9e, 0x10 };
-    put_be32(cdb + 10, 32);
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_readcapacity16(), cdb);   /* allocation length 32 */
     struct vfe_req r;
+    struct sc_datain d;
     memset(buf, 0, 32);
-    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, sizeof(cdb), buf, 32, true);
-    uint64_t blocks = get_be64(buf) + 1;
-    uint32_t bs = get_be32(buf + 8);
+    int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, cdb_len, buf, 32, true);
+    struct scsi_readcapacity16 *rc = sc_datain_decode(&d, cdb, cdb_len, buf, 32);
+    uint64_t blocks = rc ? rc->returned_lba + 1 : 0;
+    uint32_t bs = rc ? rc->block_length : 0;
+    sc_datain_free(&d);
     check(p, ret == 0 && good(&r) && bs == 512 && blocks * bs == l->bytes,
           "LUN %u READ CAPACITY(16): %" PRIu64 " blocks of %u (want %" PRIu64 " bytes)",
           l->id, blocks, bs, l->bytes);
@@ -219,9 +210,8 @@ static void probe_stream(struct probe *p, const struct lun_under_test *l, bool w
                 continue;
             }
             uint32_t len = MIN((uint64_t)p->chunk, l->bytes - next);
-            uint8_t cdb[16] = { write ? 0x8a : 0x88 };
-            put_be64(cdb + 2, next / 512);
-            put_be32(cdb + 10, len / 512);
+            uint8_t cdb[SC_CDB_MAX];
+            rw16(cdb, write, next, len);
             memset(&s->req, 0, sizeof(s->req));
             s->req.queue = seq++ % p->queues;
             vfe_lun(s->req.lun, l->tpgt, l->id);
@@ -285,15 +275,14 @@ static void probe_stream(struct probe *p, const struct lun_under_test *l, bool w
 static void probe_sense(struct probe *p, const struct lun_under_test *l, uint64_t blocks,
                         uint8_t *buf)
 {
-    uint8_t cdb[16] = { 0x88 };
-    put_be64(cdb + 2, blocks);
-    put_be32(cdb + 10, 1);
+    uint8_t cdb[SC_CDB_MAX];
+    rw16(cdb, false, blocks * 512, 512);
     struct vfe_req r;
     int ret = exec_cmd(p, &r, l->tpgt, l->id, cdb, sizeof(cdb), buf, 512, true);
     uint8_t key, asc;
     sense_of(&r, &key, &asc);
     check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_OK && r.resp.status == 2 &&
-          key == SENSE_ILLEGAL_REQUEST && asc == 0x21,
+          key == SCSI_SENSE_ILLEGAL_REQUEST && asc == SCSI_SENSE_ASCQ_LBA_OUT_OF_RANGE >> 8,
           "LUN %u READ past the end: CHECK CONDITION, sense key %#x ASC %#x (want 0x5/0x21)",
           l->id, key, asc);
 }
@@ -303,10 +292,9 @@ static void probe_reset(struct probe *p, const struct lun_under_test *l, struct 
     unsigned posted = 0;
     for (unsigned i = 0; i < p->depth; i++) {
         struct slot *s = &slots[i];
-        uint8_t cdb[16] = { 0x88 };
+        uint8_t cdb[SC_CDB_MAX];
         uint32_t len = MIN((uint64_t)p->chunk, l->bytes);
-        put_be64(cdb + 2, 0);
-        put_be32(cdb + 10, len / 512);
+        rw16(cdb, false, 0, len);
         memset(&s->req, 0, sizeof(s->req));
         s->req.queue = i % p->queues;
         vfe_lun(s->req.lun, l->tpgt, l->id);
@@ -351,15 +339,16 @@ static void probe_reset(struct probe *p, const struct lun_under_test *l, struct 
           l->id, posted, ret, resp, back);
 
     /* A unit attention may report the reset once; then the LUN is ready. */
-    uint8_t tur[6] = { 0 };
+    uint8_t tur[SC_CDB_MAX];
+    unsigned tur_len = tur_cdb(tur);
     struct vfe_req r;
     uint8_t key = 0, asc;
     bool ready = false;
     for (int i = 0; i < 3 && !ready; i++) {
-        ret = exec_cmd(p, &r, l->tpgt, l->id, tur, sizeof(tur), NULL, 0, false);
+        ret = exec_cmd(p, &r, l->tpgt, l->id, tur, tur_len, NULL, 0, false);
         sense_of(&r, &key, &asc);
         ready = ret == 0 && good(&r);
-        if (!ready && !(ret == 0 && r.resp.status == 2 && key == SENSE_UNIT_ATTENTION)) {
+        if (!ready && !(ret == 0 && r.resp.status == 2 && key == SCSI_SENSE_UNIT_ATTENTION)) {
             break;
         }
     }
@@ -380,17 +369,20 @@ static void probe_report_luns(struct probe *p, const struct lun_under_test *luns
         if (!first) {
             continue;
         }
-        uint8_t cdb[12] = { 0xa0 };
-        put_be32(cdb + 6, 4096);
+        uint8_t cdb[SC_CDB_MAX];
+        unsigned cdb_len = sc_cdb(scsi_reportluns_cdb(0, 4096), cdb);
         struct vfe_req r;
+        struct sc_datain d;
         memset(buf, 0, 4096);
-        int ret = exec_cmd(p, &r, luns[t].tpgt, luns[t].id, cdb, sizeof(cdb), buf, 4096, true);
-        uint32_t len = get_be32(buf);
-        unsigned found = 0, listed = MIN(len, 4088u) / 8;
+        int ret = exec_cmd(p, &r, luns[t].tpgt, luns[t].id, cdb, cdb_len, buf, 4096, true);
+        /* libiscsi decodes exactly the list the header announces. */
+        uint32_t len = (uint32_t)buf[0] << 24 | buf[1] << 16 | buf[2] << 8 | buf[3];
+        struct scsi_reportluns_list *list =
+            sc_datain_decode(&d, cdb, cdb_len, buf, MIN(len + 8ull, 4096));
+        unsigned found = 0, listed = list ? list->num : 0;
         GString *ids = g_string_new("");
         for (unsigned i = 0; i < listed; i++) {
-            const uint8_t *e = buf + 8 + 8 * i;
-            unsigned id = ((e[0] & 0x3f) << 8) | e[1];
+            unsigned id = list->luns[i];
             g_string_append_printf(ids, " %u", id);
             for (unsigned k = 0; k < n; k++) {
                 found += luns[k].tpgt == luns[t].tpgt && luns[k].id == id;
@@ -400,18 +392,21 @@ static void probe_report_luns(struct probe *p, const struct lun_under_test *luns
               "target %u REPORT LUNS lists exactly its configured LUNs:%s", luns[t].tpgt,
               ids->str);
         g_string_free(ids, TRUE);
+        sc_datain_free(&d);
     }
 }
 
 static void probe_unmapped(struct probe *p, const struct lun_under_test *luns, unsigned n)
 {
-    uint8_t tur[6] = { 0 };
+    uint8_t tur[SC_CDB_MAX];
+    unsigned tur_len = tur_cdb(tur);
     struct vfe_req r;
-    int ret = exec_cmd(p, &r, p->tpgt, 99, tur, sizeof(tur), NULL, 0, false);
+    int ret = exec_cmd(p, &r, p->tpgt, 99, tur, tur_len, NULL, 0, false);
     uint8_t key, asc;
     sense_of(&r, &key, &asc);
     check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_OK && r.resp.status == 2 &&
-          key == SENSE_ILLEGAL_REQUEST && asc == 0x25,
+          key == SCSI_SENSE_ILLEGAL_REQUEST &&
+          asc == SCSI_SENSE_ASCQ_LOGICAL_UNIT_NOT_SUPPORTED >> 8,
           "unmapped LUN 99: CHECK CONDITION sense %#x/ASC %#x (want 0x5/0x25)", key, asc);
 
     unsigned other = 0;
@@ -421,7 +416,7 @@ static void probe_unmapped(struct probe *p, const struct lun_under_test *luns, u
             k = -1u;                 /* restart: other changed */
         }
     }
-    ret = exec_cmd(p, &r, other, 0, tur, sizeof(tur), NULL, 0, false);
+    ret = exec_cmd(p, &r, other, 0, tur, tur_len, NULL, 0, false);
     check(p, ret == 0 && r.resp.response == VIRTIO_SCSI_S_BAD_TARGET,
           "target %u (no such tpgt): response %u (want BAD_TARGET %u)", other,
           r.resp.response, VIRTIO_SCSI_S_BAD_TARGET);

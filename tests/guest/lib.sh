@@ -39,7 +39,8 @@ guest_parse_args() {
 N=0 FAILED=0
 pass() { N=$((N + 1)); echo "ok $N - $*"; }
 fail() { N=$((N + 1)); FAILED=$((FAILED + 1)); echo "not ok $N - $*"; }
-skip() { N=$((N + 1)); echo "ok $N - $* # SKIP"; }
+# skip NAME REASON: the summary of `make check` lists the reason.
+skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP ${2:?skip needs a reason}"; }
 note() { echo "# $*"; }
 finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
 

@@ -112,7 +112,7 @@ else
 fi
 
 target_alive() {  # target_alive WHEN
-    if [ "$PEER" != target ]; then skip "target alive $1 (no target with --peer qemu)"
+    if [ "$PEER" != target ]; then skip "target alive $1" "no target with --peer qemu"
     elif kill -0 "$TARGET_PID" 2>/dev/null; then pass "target alive $1"
     else fail "target alive $1"; sed 's/^/# target: /' "$WORK/target.log" | tail -n 30
     fi
@@ -142,7 +142,7 @@ if [ "$RECONNECT" = 1 ] && [ -n "$MARKER" ] &&
     relay_guest "$WORK/guest2.log" 2 "$rc"
     target_alive "after the second QEMU exited"
 elif [ "$RECONNECT" = 1 ]; then
-    skip "second boot (phase 1 wrote no marker or the target died)"
+    skip "second boot" "phase 1 wrote no marker or the target died"
 fi
 
 # --- shutdown -----------------------------------------------------------------

@@ -33,6 +33,7 @@
 #include <linux/virtio_scsi.h>
 
 #include "proto-util.h"
+#include "scsi-cmd.h"
 
 #define DISK_BYTES (32ull << 20)
 #define IQN_A "iqn.2026-12.org.vhost-scsi.test:open"
@@ -188,20 +189,31 @@ static void test_inquiry_is_remote(void)
 {
     struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, 255, 64);
-    uint8_t std_cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
-    uint8_t sn_cdb[6] = { 0x12, 1, 0x80, 0, 255, 0 };
+    uint8_t std_cdb[SC_CDB_MAX], sn_cdb[SC_CDB_MAX];
+    unsigned std_len = sc_cdb(scsi_cdb_inquiry(0, 0, 96), std_cdb);
+    unsigned sn_len = sc_cdb(scsi_cdb_inquiry(1, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER, 255),
+                             sn_cdb);
+    struct scsi_inquiry_standard *std;
+    struct scsi_inquiry_unit_serial_number *sn;
+    struct sc_datain d;
     struct vfe_req r;
 
-    cmd(fe, std_cdb, 6, buf, 96, true, &r);
+    cmd(fe, std_cdb, std_len, buf, 96, true, &r);
     g_assert_cmpuint(r.resp.status, ==, 0);
-    g_assert_cmpuint(buf[0] & 0x1f, ==, 0);                      /* direct access */
+    std = sc_datain_decode(&d, std_cdb, std_len, buf, 96);
+    g_assert_nonnull(std);
+    g_assert_cmpint(std->device_type, ==, SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS);
     g_assert_cmpmem(buf + 8, 8, VENDOR "  ", 8);                  /* tgt's, not ours */
     g_assert_cmpmem(buf + 16, 16, PRODUCT "     ", 16);
-    cmd(fe, sn_cdb, 6, buf, 255, true, &r);
+    sc_datain_free(&d);
+    cmd(fe, sn_cdb, sn_len, buf, 255, true, &r);
     g_assert_cmpuint(r.resp.status, ==, 0);
-    g_assert_cmpuint(buf[1], ==, 0x80);
     g_assert_cmpuint(buf[3], ==, strlen(SERIAL));
-    g_assert_cmpmem(buf + 4, strlen(SERIAL), SERIAL, strlen(SERIAL));
+    sn = sc_datain_decode(&d, sn_cdb, sn_len, buf, 4 + buf[3]);
+    g_assert_nonnull(sn);
+    g_assert_cmpint(sn->pagecode, ==, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER);
+    g_assert_cmpstr(sn->usn, ==, SERIAL);
+    sc_datain_free(&d);
     vfe_free(fe, buf);
     vfe_close(fe);
 }
@@ -283,8 +295,8 @@ static void test_remote_sense_passes_through(void)
     r = rw_4k(fe, true, 64, buf);
     g_assert_cmpuint(r.resp.status, ==, 2);          /* CHECK CONDITION */
     s = pu_sense_of(&r.resp);
-    g_assert_cmpuint(s.key, ==, 7);                   /* DATA PROTECT, as tgt said */
-    g_assert_cmphex(s.asc, ==, 0x27);                 /* WRITE PROTECTED */
+    g_assert_cmpuint(s.key, ==, SCSI_SENSE_DATA_PROTECTION);           /* as tgt said */
+    g_assert_cmphex(s.asc, ==, SCSI_SENSE_ASCQ_WRITE_PROTECTED >> 8);
     g_assert_cmpint(run(rw, NULL), ==, 0);
     r = rw_4k(fe, true, 64, buf);
     g_assert_cmpuint(r.resp.status, ==, 0);
@@ -301,7 +313,8 @@ static void test_write_same_zeroes(void)
     enum { LBA = 8192, BLOCKS = 256 };
     struct vfe *fe = connect_fe(&g.target);
     uint8_t *buf = vfe_alloc(fe, BLOCKS * 512, 4096);
-    uint8_t cdb[16] = { 0x93 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len;
     struct vfe_req r;
 
     pu_make_ready(fe, 0);
@@ -316,9 +329,8 @@ static void test_write_same_zeroes(void)
     g_assert_true(file_has(g.disk_a, LBA * 512, BLOCKS * 512, 0x3a3e));
 
     memset(buf, 0, 512);
-    pu_put_be(&cdb[2], LBA, 8);
-    pu_put_be(&cdb[10], BLOCKS, 4);
-    cmd(fe, cdb, sizeof(cdb), buf, 512, false, &r);
+    cdb_len = sc_cdb(scsi_cdb_writesame16(0, 0, 0, LBA, 0, BLOCKS, 512), cdb);   /* WRITE SAME(16) */
+    cmd(fe, cdb, cdb_len, buf, 512, false, &r);
     g_assert_cmpuint(r.resp.status, ==, 0);
 
     g_autofree uint8_t *file = g_malloc(BLOCKS * 512);
@@ -625,9 +637,8 @@ static void test_unreachable_target_becomes_not_ready(void)
     }
     g_assert_cmpuint(r.resp.status, ==, 2);
     s = pu_sense_of(&r.resp);
-    g_assert_cmpuint(s.key, ==, 2);                  /* NOT READY */
-    g_assert_cmphex(s.asc, ==, 0x04);
-    g_assert_cmphex(s.ascq, ==, 0x00);
+    g_assert_cmpuint(s.key, ==, SCSI_SENSE_NOT_READY);
+    g_assert_cmphex(s.code, ==, 0x0400);             /* LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE */
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 25 * G_USEC_PER_SEC);
 
     tgtd_start();

@@ -28,6 +28,7 @@
 #include <glib/gstdio.h>
 
 #include "proto-util.h"
+#include "scsi-cmd.h"
 
 /* iSCSI LUNs log in before the daemon listens: allow for a slow target. */
 #define PU_LISTEN_MS 15000
@@ -515,15 +516,9 @@ struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq)
 
 struct pu_sense pu_sense_of(const struct virtio_scsi_cmd_resp *r)
 {
-    struct pu_sense s = { 0 };
-    const uint8_t *b = r->sense;
+    struct sc_sense s = sc_sense_of(r->sense, MIN(r->sense_len, sizeof(r->sense)));
 
-    if (r->sense_len >= 14 && (b[0] & 0x7e) == 0x70) {
-        s = (struct pu_sense){ b[2] & 0xf, b[12], b[13] };
-    } else if (r->sense_len >= 4 && (b[0] & 0x7e) == 0x72) {
-        s = (struct pu_sense){ b[1] & 0xf, b[2], b[3] };
-    }
-    return s;
+    return (struct pu_sense){ s.key, s.asc, s.ascq, s.code };
 }
 
 void pu_req_prep(struct vfe_req *out, unsigned target, unsigned lun, const uint8_t *cdb,
@@ -546,10 +541,11 @@ void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, 
 
 struct vfe_req pu_tur(struct vfe *fe, unsigned target, unsigned lun)
 {
-    static const uint8_t cdb[6] = { 0 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_testunitready(), cdb);
     struct vfe_req r;
 
-    pu_req_prep(&r, target, lun, cdb, sizeof(cdb), NULL, 0, false);
+    pu_req_prep(&r, target, lun, cdb, cdb_len, NULL, 0, false);
     g_assert_cmpint(vfe_exec(fe, &r, PU_TIMEOUT_MS), ==, 0);
     return r;
 }
@@ -564,33 +560,38 @@ void pu_make_ready(struct vfe *fe, unsigned lun)
             return;
         }
         g_assert_cmpuint(r.resp.status, ==, 2);
-        g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, 6);
+        g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, SCSI_SENSE_UNIT_ATTENTION);
     }
     g_assert_not_reached();
 }
 
 void pu_read_capacity16(struct vfe *fe, unsigned lun, uint64_t *blocks, uint32_t *bsize)
 {
-    uint8_t cdb[16] = { 0x9e, 0x10 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_readcapacity16(), cdb);   /* allocation length 32 */
     uint8_t *buf = vfe_alloc(fe, 32, 64);
+    struct sc_datain d;
+    struct scsi_readcapacity16 *rc;
     struct vfe_req r;
 
     g_assert_nonnull(buf);
-    pu_put_be(&cdb[10], 32, 4);
-    pu_cmd(fe, lun, cdb, sizeof(cdb), buf, 32, true, &r);
+    pu_cmd(fe, lun, cdb, cdb_len, buf, 32, true, &r);
     g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
     g_assert_cmpuint(r.resp.status, ==, 0);
-    *blocks = pu_get_be(buf, 8) + 1;
-    *bsize = (uint32_t)pu_get_be(buf + 8, 4);
+    rc = sc_datain_decode(&d, cdb, cdb_len, buf, 32);
+    g_assert_nonnull(rc);
+    *blocks = rc->returned_lba + 1;
+    *bsize = rc->block_length;
+    sc_datain_free(&d);
     vfe_free(fe, buf);
 }
 
 void pu_make_rw16(struct vfe_req *r, bool write, uint64_t lba, uint32_t blocks)
 {
+    /* Block size 1: the builders' transfer length is xferlen / blocksize. */
     memset(r->cdb, 0, sizeof(r->cdb));
-    r->cdb[0] = write ? 0x8a : 0x88;
-    pu_put_be(&r->cdb[2], lba, 8);
-    pu_put_be(&r->cdb[10], blocks, 4);
+    sc_cdb(write ? scsi_cdb_write16(lba, blocks, 1, 0, 0, 0, 0, 0)
+                 : scsi_cdb_read16(lba, blocks, 1, 0, 0, 0, 0, 0), r->cdb);
     r->data_in = !write;
 }
 

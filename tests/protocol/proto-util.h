@@ -111,9 +111,9 @@ struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq);
 struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg);
 
 struct pu_sense {
-    unsigned key, asc, ascq;
+    unsigned key, asc, ascq, code;   /* code: ASC << 8 | ASCQ (SCSI_SENSE_ASCQ_*) */
 };
-/* Fixed or descriptor format; all zero when there is no sense. */
+/* Fixed or descriptor format (scsi-cmd.h); all zero when there is no sense. */
 struct pu_sense pu_sense_of(const struct virtio_scsi_cmd_resp *r);
 
 /* Fills out for one command to target:lun on request queue 0; buf from vfe_alloc. */

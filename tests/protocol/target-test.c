@@ -25,6 +25,7 @@
 #include <linux/virtio_scsi.h>
 
 #include "proto-util.h"
+#include "scsi-cmd.h"
 
 #define RAM_BYTES (64ull << 20)
 #define NULL_BYTES (1ull << 30)
@@ -65,8 +66,8 @@ static void test_unit_attention_first(void)
     g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
     g_assert_cmpuint(r.resp.status, ==, 2);      /* CHECK CONDITION */
     struct pu_sense s = pu_sense_of(&r.resp);
-    g_assert_cmpuint(s.key, ==, 6);              /* UNIT ATTENTION */
-    g_assert_cmphex(s.asc, ==, 0x29);            /* power on, reset or bus device reset */
+    g_assert_cmpuint(s.key, ==, SCSI_SENSE_UNIT_ATTENTION);
+    g_assert_cmphex(s.asc, ==, SCSI_SENSE_ASCQ_BUS_RESET >> 8);   /* power on, reset or BDR */
     r = pu_tur(fe, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 0);      /* consumed: now GOOD */
     vfe_close(fe);
@@ -87,9 +88,8 @@ static void test_unit_attention_per_front_end(void)
     b = connect_fe(1, true);
     r = pu_tur(b, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 2);
-    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, 6);
-    g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, 0x29);
-    g_assert_cmphex(pu_sense_of(&r.resp).ascq, ==, 0x00);
+    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, SCSI_SENSE_UNIT_ATTENTION);
+    g_assert_cmphex(pu_sense_of(&r.resp).code, ==, SCSI_SENSE_ASCQ_BUS_RESET);
     r = pu_tur(b, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 0);
 
@@ -101,8 +101,7 @@ static void test_unit_attention_per_front_end(void)
     g_assert_cmpuint(r.resp.status, ==, 0);
     r = pu_tur(b, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 2);
-    g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, 0x29);
-    g_assert_cmphex(pu_sense_of(&r.resp).ascq, ==, 0x07);     /* I_T NEXUS LOSS */
+    g_assert_cmphex(pu_sense_of(&r.resp).code, ==, SCSI_SENSE_ASCQ_NEXUS_LOSS);
     r = pu_tur(b, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 0);
     vfe_close(b);
@@ -149,25 +148,35 @@ static void test_inquiry(void)
 {
     struct vfe *fe = connect_fe(1, true);
     pu_make_ready(fe, 0);
-    uint8_t cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_inquiry(0, 0, 96), cdb);
     uint8_t *buf = vfe_alloc(fe, 96, 64);
+    struct sc_datain d;
+    struct scsi_inquiry_standard *inq;
     struct vfe_req r;
-    pu_cmd(fe, 0, cdb, sizeof(cdb), buf, 96, true, &r);
+    pu_cmd(fe, 0, cdb, cdb_len, buf, 96, true, &r);
     g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
     g_assert_cmpuint(r.resp.status, ==, 0);
-    g_assert_cmphex(buf[0], ==, 0x00);           /* connected direct-access block device */
+    inq = sc_datain_decode(&d, cdb, cdb_len, buf, 96);
+    g_assert_nonnull(inq);
+    g_assert_cmpint(inq->qualifier, ==, SCSI_INQUIRY_PERIPHERAL_QUALIFIER_CONNECTED);
+    g_assert_cmpint(inq->device_type, ==, SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS);
     g_assert_cmpuint(buf[4] + 5u, >=, 36);       /* standard data has vendor, product, revision */
-    for (int i = 8; i < 36; i++) {
+    for (int i = 8; i < 36; i++) {               /* vendor, product, revision: no NULs */
         g_assert_true(g_ascii_isprint(buf[i]));
     }
+    sc_datain_free(&d);
     /* the device wrote the response plus (96 - resid) data bytes */
     g_assert_cmpuint(r.used_len, ==, sizeof(struct virtio_scsi_cmd_resp) + 96 - r.resp.resid);
 
     /* a hole in an existing target's LUN space: peripheral qualifier 011b */
     memset(buf, 0xff, 96);
-    pu_cmd(fe, 9, cdb, sizeof(cdb), buf, 96, true, &r);
+    pu_cmd(fe, 9, cdb, cdb_len, buf, 96, true, &r);
     g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
-    g_assert_cmphex(buf[0] >> 5, ==, 3);
+    inq = sc_datain_decode(&d, cdb, cdb_len, buf, 96);
+    g_assert_nonnull(inq);
+    g_assert_cmpint(inq->qualifier, ==, SCSI_INQUIRY_PERIPHERAL_QUALIFIER_NOT_SUPPORTED);
+    sc_datain_free(&d);
     vfe_free(fe, buf);
     vfe_close(fe);
 }
@@ -224,8 +233,8 @@ static void test_null_lun(void)
     pu_make_rw16(&r, false, NULL_BYTES / 512, 8);          /* past the end */
     g_assert_cmpint(vfe_exec(fe, &r, PU_TIMEOUT_MS), ==, 0);
     g_assert_cmpuint(r.resp.status, ==, 2);
-    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, 5);  /* ILLEGAL REQUEST */
-    g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, 0x21); /* LBA out of range */
+    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, SCSI_SENSE_ILLEGAL_REQUEST);
+    g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, SCSI_SENSE_ASCQ_LBA_OUT_OF_RANGE >> 8);
     vfe_free(fe, buf);
     vfe_close(fe);
 }
@@ -259,7 +268,7 @@ static void test_lun_reset(void)
     /* the reset is reported once to the initiator */
     struct vfe_req r = pu_tur(fe, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 2);
-    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, 6);
+    g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, SCSI_SENSE_UNIT_ATTENTION);
     g_assert_cmphex(pu_sense_of(&r.resp).asc, ==, 0x29);
     r = pu_tur(fe, 0, 0);
     g_assert_cmpuint(r.resp.status, ==, 0);

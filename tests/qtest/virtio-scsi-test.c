@@ -14,6 +14,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "libqt.h"
+#include "scsi-cmd.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -189,13 +190,20 @@ static void env_free(struct env *e)
 
 /* ---- SCSI helpers ---- */
 
+static struct sc_sense sense_of(const struct qt_scsi_resp *r)
+{
+    return sc_sense_of(r->sense, MIN(r->sense_len, sizeof(r->sense)));
+}
+
 static void check_sense(const struct qt_scsi_resp *r, uint8_t key, uint8_t asc)
 {
+    struct sc_sense s = sense_of(r);
+
     g_assert_cmpuint(r->status, ==, 0x02);   /* CHECK CONDITION */
     g_assert_cmpuint(r->sense_len, >=, 14);
-    g_assert_cmphex(r->sense[0] & 0x7f, ==, 0x70);
-    g_assert_cmphex(r->sense[2] & 0xf, ==, key);
-    g_assert_cmphex(r->sense[12], ==, asc);
+    g_assert_cmphex(s.response_code, ==, SCSI_SENSE_FIXED_CURRENT);
+    g_assert_cmphex(s.key, ==, key);
+    g_assert_cmphex(s.asc, ==, asc);
 }
 
 /* Writes blocks at lba on vq and reads them back. */
@@ -312,7 +320,7 @@ static void test_bring_up(gconstpointer data)
     uint8_t st = qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0, &resp);
     if (e->f->kernel) {
         g_test_message("first command after power-on: status 0x%02x, sense key 0x%x asc 0x%02x",
-                       st, st ? resp.sense[2] & 0xf : 0, st ? resp.sense[12] : 0);
+                       st, st ? sense_of(&resp).key : 0, st ? sense_of(&resp).asc : 0);
     }
     if (st != 0 || !e->f->kernel) {
         /*
@@ -321,31 +329,42 @@ static void test_bring_up(gconstpointer data)
          * so is a unit attention left by configuration (3Fh, e.g. REPORTED
          * LUNS DATA HAS CHANGED) instead of 29h.
          */
-        check_sense(&resp, 0x6, e->f->kernel && resp.sense[12] == 0x3f ? 0x3f : 0x29);
+        uint8_t changed = SCSI_SENSE_ASCQ_INQUIRY_DATA_HAS_CHANGED >> 8;   /* 3Fh */
+
+        check_sense(&resp, SCSI_SENSE_UNIT_ATTENTION,
+                    e->f->kernel && sense_of(&resp).asc == changed
+                        ? changed : SCSI_SENSE_ASCQ_BUS_RESET >> 8);
         /* Reported once: the next command succeeds. */
         g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, tur, 6, NULL, 0, NULL, 0,
                                       &resp), ==, 0);
     }
 
-    uint8_t inq_cdb[6] = { 0x12, 0, 0, 0, 96, 0 };
+    uint8_t inq_cdb[SC_CDB_MAX];
+    unsigned inq_len = sc_cdb(scsi_cdb_inquiry(0, 0, 96), inq_cdb);
     uint8_t inq[96];
-    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, inq_cdb, 6, NULL, 0, inq, 96, &resp),
-                     ==, 0);
-    g_assert_cmphex(inq[0] & 0x1f, ==, 0x00);       /* direct-access block device */
+    struct sc_datain dec;
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, inq_cdb, inq_len, NULL, 0, inq, 96,
+                                  &resp), ==, 0);
+    struct scsi_inquiry_standard *std = sc_datain_decode(&dec, inq_cdb, inq_len, inq, 96);
+    g_assert_nonnull(std);
+    g_assert_cmpint(std->device_type, ==, SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS);
     g_assert_cmpuint(inq[4] + 5, >=, 36);           /* standard data is complete */
-    g_assert_cmpuint(inq[2], >=, 5);                /* claims SPC-3 or later */
+    g_assert_cmpint(std->version, >=, 5);           /* claims SPC-3 or later */
     if (e->f->kernel) {
         g_assert(memcmp(inq + 8, "LIO-ORG ", 8) == 0);  /* LIO answers, not QEMU */
     }
+    sc_datain_free(&dec);
 
-    uint8_t rc_cdb[10] = { 0x25 };
+    uint8_t rc_cdb[SC_CDB_MAX];
+    unsigned rc_len = sc_cdb(scsi_cdb_readcapacity10(0, 0), rc_cdb);
     uint8_t cap[8];
-    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, rc_cdb, 10, NULL, 0, cap, 8, &resp),
-                     ==, 0);
-    uint32_t last = (uint32_t)cap[0] << 24 | cap[1] << 16 | cap[2] << 8 | cap[3];
-    uint32_t bs = (uint32_t)cap[4] << 24 | cap[5] << 16 | cap[6] << 8 | cap[7];
-    g_assert_cmpuint(bs, ==, BLOCK);
-    g_assert_cmpuint(((uint64_t)last + 1) * bs, ==, DISK_SIZE);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, rc_cdb, rc_len, NULL, 0, cap, 8,
+                                  &resp), ==, 0);
+    struct scsi_readcapacity10 *rc10 = sc_datain_decode(&dec, rc_cdb, rc_len, cap, 8);
+    g_assert_nonnull(rc10);
+    g_assert_cmpuint(rc10->block_size, ==, BLOCK);
+    g_assert_cmpuint(((uint64_t)rc10->lba + 1) * rc10->block_size, ==, DISK_SIZE);
+    sc_datain_free(&dec);
 
     for (unsigned q = 0; q < d->nq; q++) {
         write_read_verify(d, qt_vscsi_rq(d, q), 64 * q, 8, q + 1);
@@ -400,7 +419,7 @@ static void test_tmf_lun_reset_then_unit_attention(gconstpointer data)
                      TMF_FUNCTION_COMPLETE);
     /* The reset is reported once to the next command, on any queue. */
     qt_vscsi_cmd(d, qt_vscsi_rq(d, 1), 0, tur, 6, NULL, 0, NULL, 0, &resp);
-    check_sense(&resp, 0x6, 0x29);
+    check_sense(&resp, SCSI_SENSE_UNIT_ATTENTION, SCSI_SENSE_ASCQ_BUS_RESET >> 8);
     g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 1), 0, tur, 6, NULL, 0, NULL, 0, &resp),
                      ==, 0);
     /* A LUN reset does not touch the medium. */
@@ -442,12 +461,21 @@ static void test_event_lun_hotplug_rescan(gconstpointer data)
     g_assert(qt_msix_wait(&d->vpci.msix, d->vq[1].vector, QT_TIMEOUT_US));
 
     /* REPORT LUNS now lists both, and the new LUN answers. */
-    uint8_t rl[12] = { 0xa0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0 };
+    uint8_t rl[SC_CDB_MAX];
+    unsigned rl_len = sc_cdb(scsi_reportluns_cdb(0, 256), rl);
     uint8_t buf[BLOCK];
+    struct sc_datain dec;
+    struct qt_scsi_resp resp;
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
-    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, rl, 12, NULL, 0, buf, sizeof(buf),
-                                  NULL), ==, 0);
-    g_assert_cmpuint((uint32_t)buf[0] << 24 | buf[1] << 16 | buf[2] << 8 | buf[3], ==, 16);
+    g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 0), 0, rl, rl_len, NULL, 0, buf, sizeof(buf),
+                                  &resp), ==, 0);
+    /* libiscsi decodes only the bytes the device returned. */
+    g_assert_cmpuint(resp.resid, <=, sizeof(buf));
+    struct scsi_reportluns_list *luns = sc_datain_decode(&dec, rl, rl_len, buf,
+                                                         sizeof(buf) - resp.resid);
+    g_assert_nonnull(luns);
+    g_assert_cmpuint(luns->num, ==, 2);             /* a LUN list of 16 bytes */
+    sc_datain_free(&dec);
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 1), 1);
     uint8_t rd[10];
     qt_cdb_rw10(rd, false, 0, 1);
@@ -730,7 +758,7 @@ static bool complete_ok_or_ua(struct qt_vscsi *d, struct qt_vring *vq, struct qt
     if (resp.status == 0) {
         return true;
     }
-    check_sense(&resp, 0x6, 0x29);
+    check_sense(&resp, SCSI_SENSE_UNIT_ATTENTION, SCSI_SENSE_ASCQ_BUS_RESET >> 8);
     return false;
 }
 
@@ -1049,7 +1077,8 @@ static void test_bad_absurd_transfer_length(gconstpointer data)
     struct qt_scsi_resp resp;
     uint8_t buf[8 * BLOCK] = { 0 };
     /* READ(16), LBA 0, 0xffffffff blocks, into 4 KiB. */
-    uint8_t rd16[16] = { 0x88, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0 };
+    uint8_t rd16[SC_CDB_MAX];
+    sc_cdb(scsi_cdb_read16(0, 0xffffffffu, 1, 0, 0, 0, 0, 0), rd16);
     uint8_t wr10[10];
 
     start_driver(e, NULL);
@@ -1065,8 +1094,11 @@ static void test_bad_absurd_transfer_length(gconstpointer data)
         g_assert_cmphex(qt_vpci_status(&d->vpci) & VIRTIO_CONFIG_S_NEEDS_RESET, ==, 0);
         if (resp.response == VIRTIO_SCSI_S_OK) {
             /* SBC-3: a range past the medium is ILLEGAL REQUEST (LBA out of range / invalid field). */
-            check_sense(&resp, 0x5, resp.sense[12]);
-            g_assert(resp.sense[12] == 0x21 || resp.sense[12] == 0x24);
+            unsigned asc = sense_of(&resp).asc;
+
+            check_sense(&resp, SCSI_SENSE_ILLEGAL_REQUEST, asc);
+            g_assert(asc == SCSI_SENSE_ASCQ_LBA_OUT_OF_RANGE >> 8 ||
+                     asc == SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB >> 8);
         } else {
             g_assert_cmpuint(resp.response, ==, VIRTIO_SCSI_S_OVERRUN);
         }

@@ -9,6 +9,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "libqt.h"
+#include "scsi-cmd.h"
 
 #include <string.h>
 #include <linux/virtio_config.h>
@@ -226,14 +227,16 @@ uint8_t qt_vscsi_cmd(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
 
 void qt_vscsi_clear_ua(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun)
 {
-    static const uint8_t tur[6] = { 0 };
+    uint8_t tur[SC_CDB_MAX];
+    unsigned tur_len = sc_cdb(scsi_cdb_testunitready(), tur);
     for (int i = 0; i < 8; i++) {
         struct qt_scsi_resp resp;
-        if (qt_vscsi_cmd(d, vq, lun, tur, 6, NULL, 0, NULL, 0, &resp) == 0) {
+        if (qt_vscsi_cmd(d, vq, lun, tur, tur_len, NULL, 0, NULL, 0, &resp) == 0) {
             return;
         }
         /* Only unit attentions are expected to clear by themselves. */
-        g_assert_cmphex(resp.sense[2] & 0xf, ==, 0x6);
+        g_assert_cmphex(sc_sense_of(resp.sense, MIN(resp.sense_len, sizeof(resp.sense))).key, ==,
+                        SCSI_SENSE_UNIT_ATTENTION);
     }
     g_error("LUN %u still reports UNIT ATTENTION after 8 commands", lun);
 }
@@ -294,14 +297,12 @@ bool qt_vscsi_get_event(struct qt_vscsi *d, uint32_t *event, uint8_t lun[8],
 
 void qt_cdb_rw10(uint8_t *cdb, bool write, uint32_t lba, uint16_t blocks)
 {
-    memset(cdb, 0, 10);
-    cdb[0] = write ? 0x2a : 0x28;
-    cdb[2] = lba >> 24;
-    cdb[3] = lba >> 16;
-    cdb[4] = lba >> 8;
-    cdb[5] = lba;
-    cdb[7] = blocks >> 8;
-    cdb[8] = blocks;
+    uint8_t full[SC_CDB_MAX];
+
+    /* Block size 1: the builders' transfer length is xferlen / blocksize. */
+    sc_cdb(write ? scsi_cdb_write10(lba, blocks, 1, 0, 0, 0, 0, 0)
+                 : scsi_cdb_read10(lba, blocks, 1, 0, 0, 0, 0, 0), full);
+    memcpy(cdb, full, 10);
 }
 
 void qt_fill_pattern(void *buf, size_t len, uint32_t seed)

@@ -23,6 +23,7 @@
 #include <linux/virtio_ring.h>
 #include <linux/virtio_scsi.h>
 
+#include "scsi-cmd.h"
 #include "vhost-frontend.h"
 #include "vhost-user-proto.h"
 
@@ -158,19 +159,19 @@ static uint32_t mock_scsi(struct mock *m, struct chain *c)
         resp->response = VIRTIO_SCSI_S_BAD_TARGET;
         return sizeof(*resp);
     }
-    if (m->ua_pending && req->cdb[0] != 0x12) {
+    if (m->ua_pending && req->cdb[0] != SCSI_OPCODE_INQUIRY) {
         m->ua_pending = false;
         resp->status = 2;
         resp->sense_len = 18;
-        resp->sense[0] = 0x70;
-        resp->sense[2] = 6;
-        resp->sense[12] = 0x29;
+        resp->sense[0] = SCSI_SENSE_FIXED_CURRENT;
+        resp->sense[2] = SCSI_SENSE_UNIT_ATTENTION;
+        resp->sense[12] = SCSI_SENSE_ASCQ_BUS_RESET >> 8;
         return sizeof(*resp);
     }
     switch (req->cdb[0]) {
-    case 0x00:  /* TEST UNIT READY */
+    case SCSI_OPCODE_TESTUNITREADY:
         break;
-    case 0x9e: { /* READ CAPACITY(16) */
+    case SCSI_OPCODE_SERVICE_ACTION_IN: { /* READ CAPACITY(16) */
         uint8_t cap[32] = { 0 };
         uint64_t last = DISK_BLOCKS - 1;
         for (int i = 0; i < 8; i++) {
@@ -181,12 +182,12 @@ static uint32_t mock_scsi(struct mock *m, struct chain *c)
         memcpy(data_in, cap, written);
         break;
     }
-    case 0x88:
-    case 0x8a: {
+    case SCSI_OPCODE_READ16:
+    case SCSI_OPCODE_WRITE16: {
         uint64_t lba = be(&req->cdb[2], 8);
         uint32_t n = be(&req->cdb[10], 4);
         g_assert_cmpuint(lba + n, <=, DISK_BLOCKS);
-        if (req->cdb[0] == 0x88) {
+        if (req->cdb[0] == SCSI_OPCODE_READ16) {
             g_assert_cmpuint(in_len, ==, n * 512);
             memcpy(data_in, m->disk + lba * 512, in_len);
             written = in_len;
@@ -199,9 +200,9 @@ static uint32_t mock_scsi(struct mock *m, struct chain *c)
     default:
         resp->status = 2;
         resp->sense_len = 18;
-        resp->sense[0] = 0x70;
-        resp->sense[2] = 5;
-        resp->sense[12] = 0x20;
+        resp->sense[0] = SCSI_SENSE_FIXED_CURRENT;
+        resp->sense[2] = SCSI_SENSE_ILLEGAL_REQUEST;
+        resp->sense[12] = SCSI_SENSE_ASCQ_INVALID_OPERATION_CODE >> 8;
         break;
     }
     return sizeof(*resp) + written;
@@ -541,14 +542,10 @@ static const struct vhost_user_msg *log_at(struct mock *m, unsigned i)
 
 static void make_rw(struct vfe_req *r, bool write, uint64_t lba, uint32_t blocks)
 {
+    /* Block size 1: the builders' transfer length is xferlen / blocksize. */
     memset(r->cdb, 0, sizeof(r->cdb));
-    r->cdb[0] = write ? 0x8a : 0x88;
-    for (int i = 0; i < 8; i++) {
-        r->cdb[2 + i] = lba >> (56 - 8 * i);
-    }
-    for (int i = 0; i < 4; i++) {
-        r->cdb[10 + i] = blocks >> (24 - 8 * i);
-    }
+    sc_cdb(write ? scsi_cdb_write16(lba, blocks, 1, 0, 0, 0, 0, 0)
+                 : scsi_cdb_read16(lba, blocks, 1, 0, 0, 0, 0, 0), r->cdb);
     r->data_in = !write;
 }
 
@@ -712,7 +709,8 @@ static void run_write_read(bool event_idx, bool indirect, bool add_mem_reg)
     vfe_lun(tur.lun, 0, 0);
     g_assert_cmpint(vfe_exec(fe, &tur, 2000), ==, 0);
     g_assert_cmpuint(tur.resp.status, ==, 2);
-    g_assert_cmpuint(tur.resp.sense[2] & 0xf, ==, 6);
+    g_assert_cmpuint(sc_sense_of(tur.resp.sense, tur.resp.sense_len).key, ==,
+                     SCSI_SENSE_UNIT_ATTENTION);
     g_assert_cmpint(vfe_exec(fe, &tur, 2000), ==, 0);
     g_assert_cmpuint(tur.resp.status, ==, 0);
 

@@ -33,6 +33,7 @@
 #include <linux/virtio_scsi.h>
 
 #include "backend.h"
+#include "scsi-cmd.h"
 #include "guest-mem.h"
 #include "iothread.h"
 #include "lun-map.h"
@@ -333,10 +334,10 @@ static struct cmd fe_cmd(struct fe *f, unsigned qi, unsigned target, unsigned lu
 static struct cmd fe_read(struct fe *f, unsigned rq, unsigned target, unsigned lun,
                           uint64_t lba, uint64_t tag)
 {
-    uint8_t cdb[10] = { 0x28, 0, (uint8_t)(lba >> 24), (uint8_t)(lba >> 16),
-                        (uint8_t)(lba >> 8), (uint8_t)lba, 0, 0, 1, 0 };
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_read10((uint32_t)lba, BLOCK, BLOCK, 0, 0, 0, 0, 0), cdb);
 
-    return fe_cmd(f, VSCSI_FIRST_REQ_QUEUE + rq, target, lun, tag, cdb, sizeof(cdb), BLOCK);
+    return fe_cmd(f, VSCSI_FIRST_REQ_QUEUE + rq, target, lun, tag, cdb, cdb_len, BLOCK);
 }
 
 static void cmd_wait(struct fe *f, const struct cmd *c)
@@ -352,8 +353,9 @@ static bool cmd_done(struct fe *f, const struct cmd *c)
 /* TEST UNIT READY, waited for: its SAM status (sense in *c). */
 static uint8_t fe_tur(struct fe *f, unsigned target, unsigned lun, struct cmd *out)
 {
-    static const uint8_t cdb[6] = { 0 };
-    struct cmd c = fe_cmd(f, VSCSI_FIRST_REQ_QUEUE, target, lun, 0, cdb, sizeof(cdb), 0);
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_testunitready(), cdb);
+    struct cmd c = fe_cmd(f, VSCSI_FIRST_REQ_QUEUE, target, lun, 0, cdb, cdb_len, 0);
 
     cmd_wait(f, &c);
     g_assert_cmpuint(c.resp->response, ==, VIRTIO_SCSI_S_OK);
@@ -374,10 +376,10 @@ static void fe_ready(struct fe *f)
     }
 }
 
-/* The sense ASC/ASCQ of a CHECK CONDITION, as 0xAAQQ. */
+/* The sense ASC/ASCQ of a CHECK CONDITION, as 0xAAQQ (SCSI_SENSE_ASCQ_*). */
 static unsigned sense_code(const struct cmd *c)
 {
-    return (unsigned)c->resp->sense[12] << 8 | c->resp->sense[13];
+    return sc_sense_of(c->resp->sense, MIN(c->resp->sense_len, sizeof(c->resp->sense))).code;
 }
 
 struct tmf {
