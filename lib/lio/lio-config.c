@@ -1,0 +1,488 @@
+/*
+ * The saved form of a LIO configuration, for vhost-scsi-ctl: list as JSON
+ * or text, save to a file and restore from one.  The format is small JSON,
+ * written and parsed with json-glib; the bytes of a file to restore are
+ * checked before json-glib sees them (config_precheck) and repeated member
+ * names are caught while it parses.  Restoring goes through the same
+ * idempotent operations as the command line (lio-configfs.c).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <json-glib/json-glib.h>
+
+#include "lio-configfs.h"
+#include "lio-int.h"
+
+static const char *lun_type_name(enum lio_lun_type t)
+{
+    return t == LIO_LUN_FILE ? "file" : t == LIO_LUN_BLOCK ? "block" : "other";
+}
+
+/*
+ * The one JSON writer, for list --json and save alike.  configfs gives back
+ * whatever bytes were written to udev_path, and json-glib would copy bytes
+ * that are not UTF-8 into its output, so such a string is refused here.
+ */
+static bool add_string(JsonBuilder *b, const char *at, const char *member, const char *value)
+{
+    if (!g_utf8_validate(value, -1, NULL)) {
+        g_autofree char *shown = g_strescape(value, NULL);
+        g_warning("lio: cannot write the configuration as JSON: %s.%s is not UTF-8: \"%s\"",
+                  at, member, shown);
+        return false;
+    }
+    json_builder_set_member_name(b, member);
+    json_builder_add_string_value(b, value);
+    return true;
+}
+
+static void add_int(JsonBuilder *b, const char *member, gint64 value)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_add_int_value(b, value);
+}
+
+int lio_list_to_json(GPtrArray *targets, char **out)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    json_builder_begin_object(b);
+    add_int(b, "version", 1);
+    json_builder_set_member_name(b, "targets");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < targets->len; i++) {
+        struct lio_target *t = targets->pdata[i];
+        g_autofree char *at = g_strdup_printf("targets[%u]", i);
+        json_builder_begin_object(b);
+        if (!add_string(b, at, "wwpn", t->wwpn)) {
+            return -EINVAL;
+        }
+        add_int(b, "tpgt", t->tpgt);
+        if (!add_string(b, at, "nexus", t->nexus)) {
+            return -EINVAL;
+        }
+        json_builder_set_member_name(b, "luns");
+        json_builder_begin_array(b);
+        for (guint j = 0; j < t->luns->len; j++) {
+            struct lio_lun *l = t->luns->pdata[j];
+            g_autofree char *lat = g_strdup_printf("%s.luns[%u]", at, j);
+            json_builder_begin_object(b);
+            add_int(b, "lun", l->lun);
+            json_builder_set_member_name(b, "type");
+            json_builder_add_string_value(b, lun_type_name(l->type));
+            if (!add_string(b, lat, "path", l->path)) {
+                return -EINVAL;
+            }
+            /* JSON integers are read back as gint64; a larger size would not restore. */
+            if (l->size > G_MAXINT64) {
+                g_warning("lio: cannot write the configuration as JSON: %s.size %" PRIu64
+                          " is out of range", lat, l->size);
+                return -EINVAL;
+            }
+            add_int(b, "size", l->size);
+            if (!add_string(b, lat, "backstore", l->backstore)) {
+                return -EINVAL;
+            }
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+
+    g_autoptr(JsonNode) root = json_builder_get_root(b);
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    *out = g_strconcat(text, "\n", NULL);
+    return 0;
+}
+
+char *lio_list_to_text(GPtrArray *targets)
+{
+    GString *s = g_string_new("");
+    if (!targets->len) {
+        g_string_append(s, "no vhost targets\n");
+    }
+    for (guint i = 0; i < targets->len; i++) {
+        struct lio_target *t = targets->pdata[i];
+        g_string_append_printf(s, "%s tpgt %u nexus %s\n", t->wwpn, t->tpgt,
+                               t->nexus[0] ? t->nexus : "(none)");
+        for (guint j = 0; j < t->luns->len; j++) {
+            struct lio_lun *l = t->luns->pdata[j];
+            g_string_append_printf(s, "  lun %-5u %-5s %s size %" PRIu64 " backstore core/%s%s\n",
+                                   l->lun, lun_type_name(l->type),
+                                   l->path[0] ? l->path : "(unknown)", l->size, l->backstore,
+                                   l->owned ? "" : " (not created by vhost-scsi-ctl)");
+        }
+    }
+    return g_string_free(s, FALSE);
+}
+
+int lio_save(struct lio *lio, const char *file)
+{
+    GPtrArray *targets;
+    int ret = lio_list(lio, &targets);
+    if (ret < 0) {
+        return ret;
+    }
+    g_autofree char *json = NULL;
+    ret = lio_list_to_json(targets, &json);
+    g_ptr_array_unref(targets);
+    if (ret < 0) {
+        return ret;
+    }
+    g_autoptr(GError) err = NULL;
+    if (!g_file_set_contents(file, json, -1, &err)) {
+        g_warning("lio: saving to %s failed: %s", file, err->message);
+        return -EIO;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------- JSON parser */
+
+/*
+ * json-glib 1.6 (Debian 12) parses leniently and without bounds: it takes
+ * comments, single-quoted strings, hex and octal numbers, unknown escapes
+ * and a second top-level value, stops at a NUL byte, cuts strings at
+ * \u0000, recurses until the stack overflows on deep nesting (a 200 kB
+ * file of '[' is enough), and each repeat of a member name walks the
+ * object's member list.  This one pass over the bytes refuses all of that
+ * first, so json-glib only ever gets RFC 8259 JSON of bounded depth and
+ * object size.  JsonParser:strict (json-glib 1.10) would cover the lexical
+ * part, not the bounds.
+ */
+#define CONFIG_DEPTH_MAX 16            /* the format nests 5 deep */
+#define CONFIG_MEMBERS_MAX 64          /* its largest object has 5 members */
+
+static bool in_set(char c, const char *set)
+{
+    return c && strchr(set, c);
+}
+
+static const char *config_precheck(const char *s, size_t len, size_t *at)
+{
+    static const char *const words[] = { "true", "false", "null" };
+    bool is_object[CONFIG_DEPTH_MAX];
+    unsigned members[CONFIG_DEPTH_MAX];
+    unsigned depth = 0;
+    bool opened = false;
+
+    for (size_t i = 0; i < len; i++) {
+        char c = s[i];
+        *at = i;
+        if (in_set(c, " \t\n\r")) {
+            continue;
+        }
+        if (c == 0) {
+            return "NUL byte in the document";
+        }
+        if (depth == 0) {
+            if (opened) {
+                return "trailing data after the top-level object";
+            }
+            if (c != '{') {
+                return "the top level must be an object";
+            }
+        }
+        if (c == '{' || c == '[') {
+            if (depth == CONFIG_DEPTH_MAX) {
+                return "nested deeper than " G_STRINGIFY(CONFIG_DEPTH_MAX);
+            }
+            is_object[depth] = c == '{';
+            members[depth++] = 0;
+            opened = true;
+        } else if (c == '}' || c == ']') {
+            if (is_object[--depth] != (c == '}')) {
+                return "mismatched bracket";
+            }
+        } else if (c == ':') {
+            if (is_object[depth - 1] && ++members[depth - 1] > CONFIG_MEMBERS_MAX) {
+                return "object with more than " G_STRINGIFY(CONFIG_MEMBERS_MAX) " members";
+            }
+        } else if (c == '"') {
+            for (i++; i < len && s[i] != '"'; i++) {
+                *at = i;
+                if (s[i] == 0) {
+                    return "NUL byte in the document";
+                }
+                if ((unsigned char)s[i] < 0x20) {
+                    return "control character in a string";
+                }
+                if (s[i] != '\\') {
+                    continue;
+                }
+                if (++i < len && in_set(s[i], "\"\\/bfnrt")) {
+                    continue;
+                }
+                if (i >= len || s[i] != 'u' || len - i < 5 || !g_ascii_isxdigit(s[i + 1]) ||
+                    !g_ascii_isxdigit(s[i + 2]) || !g_ascii_isxdigit(s[i + 3]) ||
+                    !g_ascii_isxdigit(s[i + 4])) {
+                    return "invalid escape in a string";
+                }
+                if (!memcmp(s + i + 1, "0000", 4)) {
+                    return "\\u0000 in a string";
+                }
+                i += 4;
+            }
+            if (i >= len) {
+                *at = len;
+                return "unterminated string";
+            }
+        } else if (c == '-' || g_ascii_isdigit(c)) {
+            size_t d = i + (c == '-');
+            if (d + 1 < len && s[d] == '0' && g_ascii_isdigit(s[d + 1])) {
+                return "number with a leading zero";
+            }
+            while (i + 1 < len && (g_ascii_isdigit(s[i + 1]) || in_set(s[i + 1], ".eE+-"))) {
+                i++;
+            }
+        } else if (c != ',') {
+            size_t w = 0;
+            for (size_t k = 0; k < G_N_ELEMENTS(words) && !w; k++) {
+                size_t n = strlen(words[k]);
+                if (len - i >= n && !memcmp(s + i, words[k], n) &&
+                    (len - i == n || !g_ascii_isalnum(s[i + n]))) {
+                    w = n;
+                }
+            }
+            if (!w) {
+                return "unexpected character";
+            }
+            i += w - 1;
+        }
+    }
+    *at = len;
+    return depth || !opened ? "unexpected end of the document" : NULL;
+}
+
+/*
+ * json-glib keeps the last of repeated members; a member that did not make
+ * its object grow is a repeat.  One counter per open object, innermost last
+ * (a member is announced after its value, so after any inner object ended).
+ */
+struct repeat_check {
+    GArray *counts;
+    char *err;
+};
+
+static void on_object_start(JsonParser *parser, gpointer data)
+{
+    struct repeat_check *rc = data;
+    guint zero = 0;
+    g_array_append_val(rc->counts, zero);
+}
+
+static void on_object_member(JsonParser *parser, JsonObject *object, const char *name,
+                             gpointer data)
+{
+    struct repeat_check *rc = data;
+    guint *seen = &g_array_index(rc->counts, guint, rc->counts->len - 1);
+    if (++*seen > json_object_get_size(object) && !rc->err) {
+        rc->err = g_strdup_printf("line %u column %u: duplicate member name \"%s\"",
+                                  json_parser_get_current_line(parser),
+                                  json_parser_get_current_pos(parser), name);
+    }
+}
+
+static void on_object_end(JsonParser *parser, JsonObject *object, gpointer data)
+{
+    struct repeat_check *rc = data;
+    g_array_set_size(rc->counts, rc->counts->len - 1);
+}
+
+enum member_type { M_INT, M_STR, M_ARR };
+
+struct member {
+    const char *name;
+    enum member_type type;
+};
+
+static bool node_is(JsonNode *n, enum member_type t)
+{
+    if (t == M_ARR) {
+        return JSON_NODE_HOLDS_ARRAY(n);
+    }
+    return JSON_NODE_HOLDS_VALUE(n) &&
+           json_node_get_value_type(n) == (t == M_INT ? G_TYPE_INT64 : G_TYPE_STRING);
+}
+
+/* An object with exactly these members, of these types, its strings UTF-8. */
+static char *check_object(JsonNode *n, const struct member *spec, guint count)
+{
+    if (!JSON_NODE_HOLDS_OBJECT(n)) {
+        return g_strdup("expected an object");
+    }
+    JsonObject *o = json_node_get_object(n);
+    for (guint i = 0; i < count; i++) {
+        JsonNode *m = json_object_get_member(o, spec[i].name);
+        if (!m) {
+            return g_strdup_printf("missing member \"%s\"", spec[i].name);
+        }
+        if (!node_is(m, spec[i].type)) {
+            return g_strdup_printf("member \"%s\" has the wrong type", spec[i].name);
+        }
+        /* An escaped lone surrogate comes out of json-glib as invalid UTF-8. */
+        if (spec[i].type == M_STR && !g_utf8_validate(json_node_get_string(m), -1, NULL)) {
+            return g_strdup_printf("member \"%s\" is not valid UTF-8", spec[i].name);
+        }
+    }
+    if (json_object_get_size(o) == count) {
+        return NULL;
+    }
+    g_autoptr(GList) names = json_object_get_members(o);
+    for (GList *l = names; l; l = l->next) {
+        guint i = 0;
+        while (i < count && strcmp(spec[i].name, l->data)) {
+            i++;
+        }
+        if (i == count) {
+            return g_strdup_printf("unknown member \"%s\"", (const char *)l->data);
+        }
+    }
+    return g_strdup("unknown member");
+}
+
+int lio_config_parse(const char *json, size_t len, GPtrArray **out)
+{
+    size_t at;
+    const char *bad = config_precheck(json, len, &at);
+    if (bad) {
+        g_warning("lio: configuration rejected at byte %zu: %s", at, bad);
+        return -EINVAL;
+    }
+    g_autoptr(JsonParser) parser = json_parser_new();
+    struct repeat_check rc = { .counts = g_array_new(FALSE, FALSE, sizeof(guint)) };
+    g_signal_connect(parser, "object-start", G_CALLBACK(on_object_start), &rc);
+    g_signal_connect(parser, "object-member", G_CALLBACK(on_object_member), &rc);
+    g_signal_connect(parser, "object-end", G_CALLBACK(on_object_end), &rc);
+    g_autoptr(GError) gerr = NULL;
+    bool parsed = json_parser_load_from_data(parser, json, len, &gerr);
+    g_array_unref(rc.counts);
+    g_autofree char *repeat = rc.err;
+    if (!parsed || repeat) {
+        g_warning("lio: configuration rejected: %s", parsed ? repeat : gerr->message);
+        return -EINVAL;
+    }
+
+    static const struct member top_members[] = { { "version", M_INT }, { "targets", M_ARR } };
+    static const struct member target_members[] = {
+        { "wwpn", M_STR }, { "tpgt", M_INT }, { "nexus", M_STR }, { "luns", M_ARR },
+    };
+    static const struct member lun_members[] = {
+        { "lun", M_INT }, { "type", M_STR }, { "path", M_STR }, { "size", M_INT },
+        { "backstore", M_STR },
+    };
+    g_autofree char *ctx = NULL;       /* which element an error is in */
+    GPtrArray *targets = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
+    JsonNode *root = json_parser_get_root(parser);
+    char *err = check_object(root, top_members, G_N_ELEMENTS(top_members));
+    JsonObject *top = err ? NULL : json_node_get_object(root);
+    if (!err && json_object_get_int_member(top, "version") != 1) {
+        err = g_strdup("unsupported version (expected 1)");
+    }
+    JsonArray *arr = err ? NULL : json_object_get_array_member(top, "targets");
+    for (guint i = 0; arr && !err && i < json_array_get_length(arr); i++) {
+        JsonNode *tn = json_array_get_element(arr, i);
+        g_free(ctx);
+        ctx = g_strdup_printf("targets[%u]", i);
+        err = check_object(tn, target_members, G_N_ELEMENTS(target_members));
+        if (err) {
+            break;
+        }
+        JsonObject *to = json_node_get_object(tn);
+        struct lio_target *t = lio_target_new();
+        g_ptr_array_add(targets, t);
+        t->wwpn = g_strdup(json_object_get_string_member(to, "wwpn"));
+        t->nexus = g_strdup(json_object_get_string_member(to, "nexus"));
+        gint64 tpgt = json_object_get_int_member(to, "tpgt");
+        if (!lio_wwpn_valid(t->wwpn)) {
+            err = g_strdup("invalid wwpn");
+        } else if (t->nexus[0] && !lio_wwpn_valid(t->nexus)) {
+            err = g_strdup("invalid nexus");
+        } else if (tpgt < 0 || tpgt > LIO_TPGT_MAX) {
+            err = g_strdup("tpgt out of range");
+        }
+        t->tpgt = tpgt;
+        JsonArray *luns = json_object_get_array_member(to, "luns");
+        for (guint k = 0; !err && k < json_array_get_length(luns); k++) {
+            JsonNode *ln = json_array_get_element(luns, k);
+            g_free(ctx);
+            ctx = g_strdup_printf("targets[%u].luns[%u]", i, k);
+            err = check_object(ln, lun_members, G_N_ELEMENTS(lun_members));
+            if (err) {
+                break;
+            }
+            JsonObject *lo = json_node_get_object(ln);
+            struct lio_lun *l = g_new0(struct lio_lun, 1);
+            g_ptr_array_add(t->luns, l);
+            gint64 lun = json_object_get_int_member(lo, "lun");
+            gint64 size = json_object_get_int_member(lo, "size");
+            const char *type = json_object_get_string_member(lo, "type");
+            l->path = g_strdup(json_object_get_string_member(lo, "path"));
+            l->backstore = g_strdup(json_object_get_string_member(lo, "backstore"));
+            l->type = !strcmp(type, "file") ? LIO_LUN_FILE :
+                      !strcmp(type, "block") ? LIO_LUN_BLOCK : LIO_LUN_OTHER;
+            if (lun < 0 || lun > LIO_LUN_MAX) {
+                err = g_strdup("lun out of range");
+            } else if (size < 0) {
+                err = g_strdup("size out of range");
+            } else if (l->type == LIO_LUN_OTHER) {
+                err = g_strdup("lun type must be \"file\" or \"block\"");
+            } else if (!lio_backing_path_ok(l->path)) {
+                err = g_strdup("path must be absolute without ',', '=' or newlines");
+            } else if (l->type == LIO_LUN_FILE && size % 512) {
+                err = g_strdup("size must be a multiple of 512");
+            }
+            l->lun = lun;
+            l->size = size;
+        }
+    }
+    if (err) {
+        g_warning("lio: configuration rejected: %s: %s", ctx ? ctx : "top level", err);
+        g_free(err);
+        g_ptr_array_unref(targets);
+        return -EINVAL;
+    }
+    *out = targets;
+    return 0;
+}
+
+int lio_restore(struct lio *lio, const char *file)
+{
+    g_autofree char *json = NULL;
+    gsize len;
+    g_autoptr(GError) gerr = NULL;
+    if (!g_file_get_contents(file, &json, &len, &gerr)) {
+        g_warning("lio: reading %s failed: %s", file, gerr->message);
+        return -ENOENT;
+    }
+    GPtrArray *targets;
+    int ret = lio_config_parse(json, len, &targets);
+    if (ret < 0) {
+        return ret;
+    }
+    for (guint i = 0; i < targets->len && ret == 0; i++) {
+        struct lio_target *t = targets->pdata[i];
+        ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL);
+        for (guint k = 0; k < t->luns->len && ret == 0; k++) {
+            struct lio_lun *l = t->luns->pdata[k];
+            /* A block LUN's size is the device's: informational only. */
+            struct lio_backing b = {
+                .type = l->type, .path = l->path,
+                .size = l->type == LIO_LUN_FILE ? l->size : 0,
+            };
+            ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
+        }
+    }
+    g_ptr_array_unref(targets);
+    return ret;
+}
