@@ -8,6 +8,10 @@
  * anything the running queue depends on changes.  Everything the front-end
  * sends is untrusted: a malformed message ends the connection, a failed
  * request gets an error reply when the front-end asked for one.
+ * This file holds the connection: framing, dispatch, holding a message
+ * for quiet queues, and the requests about the device as a whole; the
+ * vrings are vhost-user-rings.c's, the memory table and inflight area
+ * vhost-user-mem.c's.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -30,116 +34,9 @@
 
 #include "guest-mem-guard.h"
 #include "notify-fd.h"
-#include "vhost-user-server.h"
+#include "vhost-user-int.h"
 
-/*
- * A front-end that stops sending in the middle of a message (or stops
- * reading our reply) loses its connection after this long.
- */
-#define VU_DEFAULT_TIMEOUT_MS 5000
-
-/* Messages handled per wake-up, so one chatty front-end cannot starve the others. */
-#define VU_DISPATCH_BUDGET 32
-
-/* process(): the message waits for quiesced queues (see "holding"). */
-#define VU_HELD 1
-
-#define VU_MAX_RING_SIZE 32768u
-
-/*
- * Inflight tracking for rings up to QEMU's largest (VIRTQUEUE_MAX_SIZE):
- * at most 66 queues x 16 KiB, about 1 MiB per connection.  Larger rings
- * run untracked, rather than let each front-end make us commit 33 MiB.
- */
-#define VU_INFLIGHT_MAX_QUEUE_SIZE 1024u
-
-#define VU_RING_FEATURES ((1ull << VIRTIO_F_VERSION_1) |            \
-                          (1ull << VIRTIO_RING_F_INDIRECT_DESC) |   \
-                          (1ull << VIRTIO_RING_F_EVENT_IDX) |       \
-                          (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |      \
-                          (1ull << VHOST_USER_F_PROTOCOL_FEATURES))
-
-#define VU_PROTOCOL_DEFAULT ((1ull << VHOST_USER_PROTOCOL_F_MQ) |                  \
-                             (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |           \
-                             (1ull << VHOST_USER_PROTOCOL_F_BACKEND_REQ) |         \
-                             (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD) |      \
-                             (1ull << VHOST_USER_PROTOCOL_F_RESET_DEVICE) |        \
-                             (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
-/* What this server implements; a configuration may offer less. */
-#define VU_PROTOCOL_SUPPORTED (VU_PROTOCOL_DEFAULT | (1ull << VHOST_USER_PROTOCOL_F_STATUS))
-
-struct vu_queue {
-    struct virtqueue vq;
-    char name[48];
-    unsigned num;                /* 0 until SET_VRING_NUM */
-    struct vhost_vring_addr addr;
-    bool addr_set;
-    uint16_t base;               /* where the next start resumes */
-    bool started;                /* kick fd or polling given since the last stop */
-    bool enabled;                /* SET_VRING_ENABLE (matters with PROTOCOL_FEATURES) */
-    bool running;                /* between queue_start and queue_stop */
-    bool quiesced;               /* ops->queue_quiesce called, not stopped or resumed yet */
-    int kick_fd;
-    int call_fd;
-    int err_fd;
-};
-
-struct vu_inflight {
-    void *map;                   /* what to munmap */
-    size_t map_size;
-    uint8_t *area;               /* first queue region */
-    uint16_t num_queues;
-    uint16_t queue_size;
-    int guard;                   /* guest-mem-guard handle */
-};
-
-/* One received message and the fds that came with it (-1 once taken). */
-struct vu_msg {
-    struct vhost_user_hdr hdr;
-    union vhost_user_payload p;
-    int fds[VHOST_USER_MAX_FDS];
-    unsigned nfds;
-};
-
-struct vu_dev {
-    int fd;
-    char *name;
-    const struct vu_dev_ops *ops;
-    void *opaque;
-    unsigned num_queues;
-    unsigned max_mem_slots;
-    uint64_t offered_features;
-    uint64_t features;           /* acked by SET_FEATURES */
-    uint64_t offered_protocol;
-    uint64_t protocol;           /* acked by SET_PROTOCOL_FEATURES */
-    int backend_fd;
-    uint8_t status;
-    struct guest_mem mem;
-    struct vu_inflight inflight;
-    unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
-    int64_t deadline;            /* monotonic µs; 0 while no message is under way */
-    struct vu_msg in;            /* the message being received */
-    size_t in_got;               /* its bytes so far (header, then payload) */
-    bool in_extra_fds;           /* it carried more fds than a message may */
-    uint8_t out[sizeof(struct vhost_user_hdr) + sizeof(union vhost_user_payload)];
-    size_t out_len, out_done;    /* a reply the peer has not taken yet */
-    int out_fd;                  /* sent with its first byte, then closed */
-    bool held;                   /* dev->in waits for quiesced queues (see "holding") */
-    bool replaying;              /* dev->in is being handled after being held */
-    bool closing;                /* vu_dev_quiesce_all: served no more */
-    unsigned quiesce_pending;    /* quiesced queues with I/O still in flight */
-    struct vu_queue q[];
-};
-
-/* A reply that a handler prepared; fd (if >= 0) is closed after sending. */
-struct vu_reply {
-    bool send;
-    uint32_t size;
-    union vhost_user_payload p;
-    int fd;
-};
-
-static int take_fd(struct vu_msg *msg, unsigned i)
+int vu_take_fd(struct vu_msg *msg, unsigned i)
 {
     int fd;
 
@@ -161,7 +58,7 @@ static void close_msg_fds(struct vu_msg *msg)
     }
 }
 
-static void close_fd(int *fd)
+void vu_close_fd(int *fd)
 {
     if (*fd >= 0) {
         close(*fd);
@@ -169,7 +66,7 @@ static void close_fd(int *fd)
     }
 }
 
-static bool mem_lost(const struct vu_dev *dev);
+
 
 /* ---- framing ---------------------------------------------------------- */
 
@@ -259,7 +156,7 @@ static int receive(struct vu_dev *dev)
             return 0;
         }
         if (n <= 0) {
-            if (mem_lost(dev)) {
+            if (vu_mem_lost(dev)) {
                 /* The SIGBUS guard shut the socket: say why, once, here. */
                 g_warning("%s: the front-end truncated shared memory under us; connection "
                           "dropped", dev->name);
@@ -340,12 +237,12 @@ static int flush_output(struct vu_dev *dev)
             return -err;
         }
         if (n > 0) {
-            close_fd(&dev->out_fd);
+            vu_close_fd(&dev->out_fd);
         }
         dev->out_done += (size_t)n;
     }
     dev->out_len = dev->out_done = 0;
-    close_fd(&dev->out_fd);
+    vu_close_fd(&dev->out_fd);
     return 0;
 }
 
@@ -435,249 +332,6 @@ static int check_size(struct vu_dev *dev, const struct vu_msg *msg)
         return -EPROTO;
     }
     return 0;
-}
-
-/* ---- queue lifecycle ---------------------------------------------------- */
-
-static bool queue_enabled(const struct vu_dev *dev, const struct vu_queue *q)
-{
-    /* Without PROTOCOL_FEATURES there is no SET_VRING_ENABLE: a kick enables. */
-    return q->enabled || !(dev->features & (1ull << VHOST_USER_F_PROTOCOL_FEATURES));
-}
-
-static bool queue_wanted(const struct vu_dev *dev, const struct vu_queue *q)
-{
-    return q->num && q->addr_set && q->started && queue_enabled(dev, q);
-}
-
-static size_t inflight_queue_bytes(unsigned queue_size)
-{
-    return sizeof(struct vhost_user_inflight_queue) +
-           (size_t)queue_size * sizeof(struct vhost_user_inflight_desc);
-}
-
-static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigned idx)
-{
-    struct vhost_user_inflight_queue *iq;
-    bool restore;
-
-    if (!dev->inflight.area || idx >= dev->inflight.num_queues) {
-        return 0;
-    }
-    /*
-     * Slices are sized for the device's maximum ring; a driver may choose
-     * a smaller ring (its entries fit the slice), never a larger one.
-     */
-    if (q->num > dev->inflight.queue_size) {
-        g_warning("%s: ring of %u entries does not fit the inflight area (%u per queue); "
-                  "running without inflight tracking", q->name, q->num,
-                  dev->inflight.queue_size);
-        return 0;
-    }
-    iq = (void *)(dev->inflight.area + idx * inflight_queue_bytes(dev->inflight.queue_size));
-    /* A zero version means nobody tracked this queue yet: nothing to resubmit. */
-    restore = iq->version != 0;
-    if (restore && iq->desc_num != q->num) {
-        /* Tracking of a differently sized ring (before a guest reset) says nothing now. */
-        g_warning("%s: inflight area tracked a %u-entry ring, the ring now has %u entries; "
-                  "starting afresh", q->name, iq->desc_num, q->num);
-        restore = false;
-    }
-    if (!restore) {
-        iq->version = 1;
-        iq->desc_num = q->num;
-    }
-    return vq_set_inflight(&q->vq, iq, restore);
-}
-
-static void queue_stop(struct vu_dev *dev, struct vu_queue *q)
-{
-    if (!q->running) {
-        return;
-    }
-    if (dev->ops && dev->ops->queue_stop) {
-        dev->ops->queue_stop(dev->opaque, q->vq.index, &q->vq);
-    }
-    q->base = q->vq.last_avail_idx;
-    q->running = false;
-    q->quiesced = false;
-    g_debug("%s: stopped at avail index %u", q->name, q->base);
-}
-
-static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx)
-{
-    uint64_t n = q->num;
-    /* used_event/avail_event exist only with EVENT_IDX (SeaBIOS omits them). */
-    uint64_t ev = dev->features & (1ull << VIRTIO_RING_F_EVENT_IDX) ? 2 : 0;
-    void *desc, *avail, *used;
-    int r;
-
-    desc = guest_mem_uva_ptr(&dev->mem, q->addr.desc_user_addr, 16 * n);
-    avail = guest_mem_uva_ptr(&dev->mem, q->addr.avail_user_addr, 4 + 2 * n + ev);
-    used = guest_mem_uva_ptr(&dev->mem, q->addr.used_user_addr, 4 + 8 * n + ev);
-    if (!desc || !avail || !used) {
-        if (dev->mem.nregions == 0) {
-            g_debug("%s: waiting for a memory table to translate the ring", q->name);
-        } else {
-            g_warning("%s: ring (desc 0x%llx avail 0x%llx used 0x%llx, %u entries) is not "
-                      "inside the memory table; queue stays stopped", q->name,
-                      (unsigned long long)q->addr.desc_user_addr,
-                      (unsigned long long)q->addr.avail_user_addr,
-                      (unsigned long long)q->addr.used_user_addr, q->num);
-        }
-        return;
-    }
-    /* vq_setup also drops what a previous run's inflight restore left behind. */
-    r = vq_setup(&q->vq, &dev->mem, q->num, desc, avail, used, dev->features, q->base);
-    if (r < 0) {
-        g_warning("%s: cannot set up the ring: %s; queue stays stopped", q->name,
-                  g_strerror(-r));
-        return;
-    }
-    q->vq.kick_fd = q->kick_fd;
-    q->vq.call_fd = q->call_fd;
-    q->vq.err_fd = q->err_fd;
-    r = queue_attach_inflight(dev, q, idx);
-    if (r < 0) {
-        g_warning("%s: cannot attach the inflight area: %s; queue stays stopped", q->name,
-                  g_strerror(-r));
-        return;
-    }
-    r = dev->ops && dev->ops->queue_start ?
-        dev->ops->queue_start(dev->opaque, idx, &q->vq) : 0;
-    if (r < 0) {
-        g_warning("%s: device refused to start the queue: %s", q->name, g_strerror(-r));
-        return;
-    }
-    q->running = true;
-    g_debug("%s: started (%u entries, base %u, %s)", q->name, q->num, q->base,
-            q->kick_fd >= 0 ? "kick fd" : "polling");
-}
-
-/* Brings the queue's running state in line with its configuration. */
-static void queue_refresh(struct vu_dev *dev, unsigned idx)
-{
-    struct vu_queue *q = &dev->q[idx];
-
-    if (q->running && !queue_wanted(dev, q)) {
-        queue_stop(dev, q);
-    } else if (!q->running && queue_wanted(dev, q)) {
-        queue_try_start(dev, q, idx);
-    }
-}
-
-static void stop_all(struct vu_dev *dev)
-{
-    for (unsigned i = 0; i < dev->num_queues; i++) {
-        queue_stop(dev, &dev->q[i]);
-    }
-}
-
-static void refresh_all(struct vu_dev *dev)
-{
-    for (unsigned i = 0; i < dev->num_queues; i++) {
-        queue_refresh(dev, i);
-    }
-}
-
-/* After a memory table change (queues stopped): tell the device, restart on the new table. */
-static void memory_changed(struct vu_dev *dev)
-{
-    if (dev->ops && dev->ops->mem_changed) {
-        dev->ops->mem_changed(dev->opaque);
-    }
-    refresh_all(dev);
-}
-
-/*
- * Replaces a call or err fd (QEMU swaps call fds of running queues when
- * the guest masks MSI-X vectors).  While the queue runs, its thread may be
- * writing the old fd: swapping the file behind the same number keeps it
- * from ever writing a closed (or reused) fd, and a first fd can simply be
- * published; only dropping an fd needs a stop and restart.
- *
- * A completion signalled on the old call fd may never reach the guest:
- * QEMU's vhost-user-scsi starts the rings with a "masked" call fd and
- * unmasks them afterwards without checking it (it has no
- * guest_notifier_pending), and before a first fd there is nobody to tell.
- * Virtio drivers must tolerate spurious interrupts, so a running queue's
- * new call fd is signalled once.
- */
-/* See notify-fd.c: the connection ends at the next read of its socket. */
-static void hang_up_hostile(struct vu_dev *dev, const char *name, const char *what)
-{
-    g_warning("%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and the "
-              "counter filled); dropping the connection", name, what);
-    shutdown(dev->fd, SHUT_RDWR);
-}
-
-static void queue_replace_notify_fd(struct vu_dev *dev, unsigned idx, int *slot,
-                                    int *vq_slot, int fd, bool is_call)
-{
-    struct vu_queue *q = &dev->q[idx];
-
-    if (q->running && *slot >= 0 && fd >= 0 && dup3(fd, *slot, O_CLOEXEC) >= 0) {
-        close(fd);
-    } else if (q->running && *slot < 0 && fd >= 0) {
-        *slot = fd;
-        __atomic_store_n(vq_slot, fd, __ATOMIC_RELEASE);
-    } else {
-        queue_stop(dev, q);
-        close_fd(slot);
-        *slot = fd;
-        queue_refresh(dev, idx);
-        return;
-    }
-    if (is_call) {
-        int r = notify_fd_signal(*slot);
-
-        if (r == -ETIMEDOUT) {
-            hang_up_hostile(dev, q->name, "call");
-        } else if (r < 0 && r != -EAGAIN) {
-            g_warning("%s: cannot signal the new call fd: %s", q->name, g_strerror(-r));
-        }
-    }
-}
-
-static void queue_reset(struct vu_dev *dev, struct vu_queue *q)
-{
-    queue_stop(dev, q);
-    vq_cleanup(&q->vq);
-    close_fd(&q->kick_fd);
-    close_fd(&q->call_fd);
-    close_fd(&q->err_fd);
-    q->num = 0;
-    memset(&q->addr, 0, sizeof(q->addr));
-    q->addr_set = false;
-    q->base = 0;
-    q->started = false;
-    q->enabled = false;
-}
-
-static void reset_device(struct vu_dev *dev)
-{
-    for (unsigned i = 0; i < dev->num_queues; i++) {
-        queue_reset(dev, &dev->q[i]);
-    }
-    /*
-     * Nothing is in flight across a virtio reset: the next driver's rings
-     * must not be "restored" from the previous driver's tracking.
-     */
-    for (unsigned i = 0; dev->inflight.area && i < dev->inflight.num_queues; i++) {
-        struct vhost_user_inflight_queue *iq =
-            (void *)(dev->inflight.area + i * inflight_queue_bytes(dev->inflight.queue_size));
-
-        /*
-         * Version 0 reads as "never tracked" (see queue_attach_inflight),
-         * which clears a slice's entries when its queue next starts; the
-         * rest of the area is not touched, so a reset commits no memory.
-         */
-        iq->version = 0;
-    }
-    dev->status = 0;
-    if (dev->ops && dev->ops->reset) {
-        dev->ops->reset(dev->opaque);
-    }
 }
 
 /* ---- holding a message until its queues are quiet ----------------------- */
@@ -815,7 +469,7 @@ static void reply_u64(struct vu_reply *reply, uint64_t v)
     reply->p.u64 = v;
 }
 
-static int check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx)
+int vu_check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx)
 {
     if (idx >= dev->num_queues) {
         g_warning("%s: %s for queue %llu, but there are only %u queues", dev->name,
@@ -847,8 +501,8 @@ static int handle_set_features(struct vu_dev *dev, struct vu_msg *msg)
     /* Running rings were set up with the old ring features: restart them. */
     if (changed) {
         for (unsigned i = 0; i < dev->num_queues; i++) {
-            queue_stop(dev, &dev->q[i]);
-            queue_refresh(dev, i);
+            vu_queue_stop(dev, &dev->q[i]);
+            vu_queue_refresh(dev, i);
         }
     }
     return 0;
@@ -872,332 +526,9 @@ static int handle_set_protocol_features(struct vu_dev *dev, struct vu_msg *msg)
  * Mapping past the end of a file succeeds but the first access SIGBUSes:
  * refuse a region its (regular or memfd) file cannot back.
  */
-static int check_region_fd(struct vu_dev *dev, int fd, const struct vhost_user_mem_region *r)
-{
-    struct stat st;
-
-    if (fstat(fd, &st) < 0) {
-        int err = errno;
-
-        g_warning("%s: cannot stat the fd of region gpa 0x%llx: %s", dev->name,
-                  (unsigned long long)r->guest_phys_addr, g_strerror(err));
-        return -err;
-    }
-    if (S_ISREG(st.st_mode) &&
-        (r->mmap_offset > (uint64_t)st.st_size ||
-         r->memory_size > (uint64_t)st.st_size - r->mmap_offset)) {
-        g_warning("%s: region gpa 0x%llx (0x%llx bytes at offset 0x%llx) lies beyond the "
-                  "end of its %lld-byte file", dev->name,
-                  (unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
-                  (unsigned long long)r->mmap_offset, (long long)st.st_size);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
-{
-    const struct vhost_user_memory *m = &msg->p.memory;
-    struct guest_mem *table;
-
-    if (msg->nfds < m->nregions) {
-        g_warning("%s: SET_MEM_TABLE with %u regions carries only %u fds", dev->name,
-                  m->nregions, msg->nfds);
-        return -EINVAL;
-    }
-    /* Map everything first, so a bad table leaves the old one in place. */
-    table = g_new(struct guest_mem, 1);
-    guest_mem_init(table);
-    table->owner_fd = dev->fd;
-    for (unsigned i = 0; i < m->nregions; i++) {
-        const struct vhost_user_mem_region *r = &m->regions[i];
-        int ret = check_region_fd(dev, msg->fds[i], r);
-
-        if (ret == 0) {
-            ret = guest_mem_map_fd(table, take_fd(msg, i), r->guest_phys_addr,
-                                   r->memory_size, r->userspace_addr, r->mmap_offset);
-        }
-        if (ret < 0) {
-            g_warning("%s: SET_MEM_TABLE region %u (gpa 0x%llx size 0x%llx) rejected: %s",
-                      dev->name, i, (unsigned long long)r->guest_phys_addr,
-                      (unsigned long long)r->memory_size, g_strerror(-ret));
-            guest_mem_clear(table);
-            g_free(table);
-            return ret;
-        }
-    }
-    stop_all(dev);
-    guest_mem_clear(&dev->mem);
-    dev->mem = *table;
-    g_free(table);
-    memory_changed(dev);
-    return 0;
-}
-
-static int handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
-{
-    const struct vhost_user_mem_region *r = &msg->p.mem_reg.region;
-    int fd = take_fd(msg, 0);
-    int ret;
-
-    if (fd < 0) {
-        g_warning("%s: ADD_MEM_REG without an fd", dev->name);
-        return -EINVAL;
-    }
-    ret = check_region_fd(dev, fd, r);
-    if (ret < 0) {
-        close(fd);
-        return ret;
-    }
-    /*
-     * A device re-created on the same connection (hot-unplug then plug
-     * with one chardev) starts from an empty table on QEMU's side and adds
-     * every region again: an identical region replaces the old mapping.
-     */
-    bool replaces = false;
-    for (unsigned i = 0; i < dev->mem.nregions; i++) {
-        const struct guest_mem_region *old = &dev->mem.r[i];
-
-        if (old->gpa == r->guest_phys_addr && old->size == r->memory_size &&
-            old->uva == r->userspace_addr) {
-            replaces = true;
-        }
-    }
-    if (!replaces && dev->mem.nregions >= dev->max_mem_slots) {
-        g_warning("%s: ADD_MEM_REG beyond the %u memory slots we announced", dev->name,
-                  dev->max_mem_slots);
-        close(fd);
-        return -ENOSPC;
-    }
-    /* Running queues read the table from their threads: change it while they are stopped. */
-    stop_all(dev);
-    if (replaces) {
-        g_message("%s: ADD_MEM_REG replaces the identical region at gpa 0x%llx", dev->name,
-                  (unsigned long long)r->guest_phys_addr);
-        guest_mem_remove(&dev->mem, r->guest_phys_addr, r->memory_size);
-    }
-    ret = guest_mem_map_fd(&dev->mem, fd, r->guest_phys_addr, r->memory_size,
-                           r->userspace_addr, r->mmap_offset);
-    if (ret < 0) {
-        g_warning("%s: ADD_MEM_REG (gpa 0x%llx size 0x%llx) rejected: %s", dev->name,
-                  (unsigned long long)r->guest_phys_addr,
-                  (unsigned long long)r->memory_size, g_strerror(-ret));
-    }
-    memory_changed(dev);
-    return ret;
-}
-
-static int handle_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
-{
-    const struct vhost_user_mem_region *r = &msg->p.mem_reg.region;
-    bool found = false;
-
-    /* The spec identifies the region by gpa, size and uva; an fd, if any, is just closed. */
-    for (unsigned i = 0; i < dev->mem.nregions; i++) {
-        const struct guest_mem_region *g = &dev->mem.r[i];
-
-        if (g->gpa == r->guest_phys_addr && g->size == r->memory_size &&
-            g->uva == r->userspace_addr) {
-            found = true;
-            break;
-        }
-    }
-    if (!found) {
-        g_warning("%s: REM_MEM_REG for an unknown region (gpa 0x%llx size 0x%llx uva 0x%llx)",
-                  dev->name, (unsigned long long)r->guest_phys_addr,
-                  (unsigned long long)r->memory_size, (unsigned long long)r->userspace_addr);
-        return -ENOENT;
-    }
-    stop_all(dev);
-    guest_mem_remove(&dev->mem, r->guest_phys_addr, r->memory_size);
-    memory_changed(dev);
-    return 0;
-}
-
-static int handle_set_vring_num(struct vu_dev *dev, struct vu_msg *msg)
-{
-    unsigned idx = msg->p.state.index, num = msg->p.state.num;
-    int r = check_queue_index(dev, msg, msg->p.state.index);
-
-    if (r < 0) {
-        return r;
-    }
-    if (num == 0 || num > VU_MAX_RING_SIZE || (num & (num - 1))) {
-        g_warning("%s: ring size %u is not a power of two in [1, %u]", dev->q[idx].name,
-                  num, VU_MAX_RING_SIZE);
-        return -EINVAL;
-    }
-    queue_stop(dev, &dev->q[idx]);
-    dev->q[idx].num = num;
-    queue_refresh(dev, idx);
-    return 0;
-}
-
-static int handle_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg)
-{
-    const struct vhost_vring_addr *a = &msg->p.addr;
-    int r = check_queue_index(dev, msg, a->index);
-
-    if (r < 0) {
-        return r;
-    }
-    /* Translation waits for the start: the memory table may come later. */
-    queue_stop(dev, &dev->q[a->index]);
-    dev->q[a->index].addr = *a;
-    dev->q[a->index].addr_set = true;
-    queue_refresh(dev, a->index);
-    return 0;
-}
-
-static int handle_set_vring_base(struct vu_dev *dev, struct vu_msg *msg)
-{
-    unsigned idx = msg->p.state.index;
-    int r = check_queue_index(dev, msg, msg->p.state.index);
-
-    if (r < 0) {
-        return r;
-    }
-    if (msg->p.state.num > UINT16_MAX) {
-        g_warning("%s: ring base %u does not fit a split ring index", dev->q[idx].name,
-                  msg->p.state.num);
-        return -EINVAL;
-    }
-    queue_stop(dev, &dev->q[idx]);
-    dev->q[idx].base = msg->p.state.num;
-    queue_refresh(dev, idx);
-    return 0;
-}
-
-static int handle_get_vring_base(struct vu_dev *dev, struct vu_msg *msg,
-                                 struct vu_reply *reply)
-{
-    unsigned idx = msg->p.state.index;
-    struct vu_queue *q;
-    int r = check_queue_index(dev, msg, msg->p.state.index);
-
-    if (r < 0) {
-        return r;
-    }
-    q = &dev->q[idx];
-    queue_stop(dev, q);
-    /* The ring stays stopped until the front-end gives a kick fd again. */
-    q->started = false;
-    close_fd(&q->kick_fd);
-    reply->send = true;
-    reply->size = sizeof(struct vhost_vring_state);
-    reply->p.state.index = idx;
-    reply->p.state.num = q->base;
-    return 0;
-}
-
-/*
- * Kick, call and err fds must be eventfds: anything else can be unwatchable
- * (/dev/null), never drain (a pipe whose writer is gone) or block.  They
- * are made non-blocking here, once, so a front-end that lets a counter
- * fill up costs itself its notifications, never a thread of ours.
- */
-static bool fd_is_eventfd(int fd)
-{
-    char path[32], link[32];
-    struct stat st;
-    ssize_t n;
-
-    g_snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-    n = readlink(path, link, sizeof(link) - 1);
-    if (n >= 0) {
-        link[n] = '\0';
-        return strcmp(link, "anon_inode:[eventfd]") == 0;
-    }
-    /* Without /proc: at least no file, pipe or socket (anon inodes have no type). */
-    return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == 0;
-}
-
-static int check_notify_fd(const char *name, const char *what, int fd)
-{
-    g_autoptr(GError) err = NULL;
-
-    if (!fd_is_eventfd(fd)) {
-        g_warning("%s: %s fd is not an eventfd; refused", name, what);
-        return -EINVAL;
-    }
-    if (!g_unix_set_fd_nonblocking(fd, TRUE, &err)) {
-        g_warning("%s: cannot make the %s eventfd non-blocking: %s", name, what, err->message);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static int handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
-{
-    uint64_t v = msg->p.u64;
-    unsigned idx = v & VHOST_USER_VRING_IDX_MASK;
-    bool nofd = v & VHOST_USER_VRING_NOFD_MASK;
-    struct vu_queue *q;
-    int fd, r;
-
-    r = check_queue_index(dev, msg, idx);
-    if (r < 0) {
-        return r;
-    }
-    q = &dev->q[idx];
-    fd = nofd ? -1 : take_fd(msg, 0);
-    if (!nofd && fd < 0) {
-        g_warning("%s: %s without an fd and without the no-fd flag", q->name,
-                  vhost_user_request_name(msg->hdr.request));
-        return -EINVAL;
-    }
-    if (fd >= 0) {
-        static const char *const what[] = {
-            [VHOST_USER_SET_VRING_KICK] = "kick", [VHOST_USER_SET_VRING_CALL] = "call",
-            [VHOST_USER_SET_VRING_ERR] = "err",
-        };
-
-        r = check_notify_fd(q->name, what[msg->hdr.request], fd);
-        if (r < 0) {
-            close(fd);
-            return r;
-        }
-    }
-    switch (msg->hdr.request) {
-    case VHOST_USER_SET_VRING_KICK:
-        /* The device watches the kick fd from its thread: never swap it under it. */
-        queue_stop(dev, q);
-        close_fd(&q->kick_fd);
-        q->kick_fd = fd;
-        q->started = true;
-        queue_refresh(dev, idx);
-        break;
-    case VHOST_USER_SET_VRING_CALL:
-        queue_replace_notify_fd(dev, idx, &q->call_fd, &q->vq.call_fd, fd, true);
-        break;
-    default:
-        queue_replace_notify_fd(dev, idx, &q->err_fd, &q->vq.err_fd, fd, false);
-        break;
-    }
-    return 0;
-}
-
-static int handle_set_vring_enable(struct vu_dev *dev, struct vu_msg *msg)
-{
-    unsigned idx = msg->p.state.index;
-    int r = check_queue_index(dev, msg, msg->p.state.index);
-
-    if (r < 0) {
-        return r;
-    }
-    if (msg->p.state.num > 1) {
-        g_warning("%s: SET_VRING_ENABLE with %u (not 0 or 1)", dev->q[idx].name,
-                  msg->p.state.num);
-        return -EINVAL;
-    }
-    dev->q[idx].enabled = msg->p.state.num;
-    queue_refresh(dev, idx);
-    return 0;
-}
-
 static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
-    int fd = take_fd(msg, 0);
+    int fd = vu_take_fd(msg, 0);
 
     int type = 0, domain = 0;
     socklen_t len = sizeof(int);
@@ -1214,165 +545,11 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
         close(fd);
         return -EINVAL;
     }
-    close_fd(&dev->backend_fd);
+    vu_close_fd(&dev->backend_fd);
     dev->backend_fd = fd;
     return 0;
 }
 
-/* True if a mapping of this connection lost its file (see guest-mem-guard.c). */
-static bool mem_lost(const struct vu_dev *dev)
-{
-    for (unsigned i = 0; i < dev->mem.nregions; i++) {
-        if (guest_mem_guard_tripped(dev->mem.r[i].guard)) {
-            return true;
-        }
-    }
-    return guest_mem_guard_tripped(dev->inflight.guard);
-}
-
-static void inflight_unmap(struct vu_inflight *inf)
-{
-    guest_mem_guard_remove(inf->guard);
-    if (inf->map) {
-        munmap(inf->map, inf->map_size);
-    }
-    memset(inf, 0, sizeof(*inf));
-}
-
-static int inflight_check_geometry(struct vu_dev *dev, const struct vhost_user_inflight *in)
-{
-    unsigned qs = in->queue_size;
-
-    if (in->num_queues == 0 || in->num_queues > dev->num_queues || qs == 0 ||
-        qs > VU_MAX_RING_SIZE || (qs & (qs - 1))) {
-        g_warning("%s: %s for %u queues of %u entries (we have %u queues)", dev->name,
-                  "inflight area", in->num_queues, qs, dev->num_queues);
-        return -EINVAL;
-    }
-    if (qs > VU_INFLIGHT_MAX_QUEUE_SIZE) {
-        g_warning("%s: inflight area for %u-entry rings: more than the %u entries we track",
-                  dev->name, qs, VU_INFLIGHT_MAX_QUEUE_SIZE);
-        return -E2BIG;
-    }
-    return 0;
-}
-
-static void inflight_install(struct vu_dev *dev, void *map, size_t map_size, uint8_t *area,
-                             const struct vhost_user_inflight *in, int guard)
-{
-    stop_all(dev);
-    inflight_unmap(&dev->inflight);
-    dev->inflight.map = map;
-    dev->inflight.map_size = map_size;
-    dev->inflight.guard = guard;
-    dev->inflight.area = area;
-    dev->inflight.num_queues = in->num_queues;
-    dev->inflight.queue_size = in->queue_size;
-    refresh_all(dev);
-}
-
-static int handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
-                                  struct vu_reply *reply)
-{
-    const struct vhost_user_inflight *in = &msg->p.inflight;
-    size_t size;
-    void *map;
-    int fd, r;
-
-    /* mmap_size 0 tells the front-end "no inflight tracking", which it tolerates. */
-    reply->send = true;
-    reply->size = sizeof(struct vhost_user_inflight);
-    memset(&reply->p.inflight, 0, sizeof(reply->p.inflight));
-    r = inflight_check_geometry(dev, in);
-    if (r == -E2BIG) {
-        return 0;          /* answered with "no tracking" */
-    }
-    if (r < 0) {
-        return r;
-    }
-    size = in->num_queues * inflight_queue_bytes(in->queue_size);
-    fd = memfd_create("vhost-user-inflight", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    if (fd < 0) {
-        r = -errno;
-        g_warning("%s: cannot create the inflight area: %s", dev->name, g_strerror(-r));
-        return r;
-    }
-    /* Sealed, so the front-end cannot shrink it under our mapping (SIGBUS). */
-    if (ftruncate(fd, size) < 0 ||
-        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
-        r = -errno;
-        g_warning("%s: cannot size the inflight area: %s", dev->name, g_strerror(-r));
-        close(fd);
-        return r;
-    }
-    map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        r = -errno;
-        g_warning("%s: cannot map the inflight area: %s", dev->name, g_strerror(-r));
-        close(fd);
-        return r;
-    }
-    /* Our own memfd, sealed: nobody can shrink it, nothing to guard. */
-    inflight_install(dev, map, size, map, in, 0);
-    reply->p.inflight = *in;
-    reply->p.inflight.mmap_size = size;
-    reply->p.inflight.mmap_offset = 0;
-    reply->fd = fd;
-    return 0;
-}
-
-static int handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
-{
-    const struct vhost_user_inflight *in = &msg->p.inflight;
-    uint64_t need, page = (uint64_t)sysconf(_SC_PAGESIZE), delta;
-    struct stat st;
-    void *map;
-    int fd = take_fd(msg, 0);
-    int r, guard;
-
-    if (fd < 0) {
-        g_warning("%s: SET_INFLIGHT_FD without an fd", dev->name);
-        return -EINVAL;
-    }
-    r = inflight_check_geometry(dev, in);
-    if (r < 0) {
-        goto out;
-    }
-    need = in->num_queues * inflight_queue_bytes(in->queue_size);
-    delta = in->mmap_offset % page;
-    /* A short file would SIGBUS us on first access; check before mapping. */
-    if (in->mmap_size < need || in->mmap_size > SIZE_MAX - delta ||
-        in->mmap_offset > UINT64_MAX - in->mmap_size || fstat(fd, &st) < 0 ||
-        (uint64_t)st.st_size < in->mmap_offset + in->mmap_size) {
-        g_warning("%s: SET_INFLIGHT_FD area (size 0x%llx at offset 0x%llx) is too small "
-                  "for %u queues of %u entries or beyond the end of its file", dev->name,
-                  (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset,
-                  in->num_queues, in->queue_size);
-        r = -EINVAL;
-        goto out;
-    }
-    map = mmap(NULL, delta + in->mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
-               in->mmap_offset - delta);
-    if (map == MAP_FAILED) {
-        r = -errno;
-        g_warning("%s: cannot map the inflight area: %s", dev->name, g_strerror(-r));
-        goto out;
-    }
-    /* The front-end's own file may shrink under us: guard it, or do without it. */
-    guard = guest_mem_guard_fd_mapping(fd, map, delta + in->mmap_size, dev->fd);
-    if (guard < 0) {
-        munmap(map, delta + in->mmap_size);
-        r = guard;
-        goto out;
-    }
-    inflight_install(dev, map, delta + in->mmap_size, (uint8_t *)map + delta, in, guard);
-    r = 0;
-out:
-    close(fd);
-    return r;
-}
-
-/* Requests whose sender always waits for a reply, even without NEED_REPLY. */
 static bool always_replied(uint32_t req)
 {
     switch (req) {
@@ -1436,34 +613,34 @@ static int handle(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply
         return 0;
     case VHOST_USER_RESET_OWNER:
     case VHOST_USER_RESET_DEVICE:
-        reset_device(dev);
+        vu_reset_device(dev);
         return 0;
     case VHOST_USER_SET_MEM_TABLE:
-        return handle_set_mem_table(dev, msg);
+        return vu_handle_set_mem_table(dev, msg);
     case VHOST_USER_ADD_MEM_REG:
-        return handle_add_mem_reg(dev, msg);
+        return vu_handle_add_mem_reg(dev, msg);
     case VHOST_USER_REM_MEM_REG:
-        return handle_rem_mem_reg(dev, msg);
+        return vu_handle_rem_mem_reg(dev, msg);
     case VHOST_USER_SET_VRING_NUM:
-        return handle_set_vring_num(dev, msg);
+        return vu_handle_set_vring_num(dev, msg);
     case VHOST_USER_SET_VRING_ADDR:
-        return handle_set_vring_addr(dev, msg);
+        return vu_handle_set_vring_addr(dev, msg);
     case VHOST_USER_SET_VRING_BASE:
-        return handle_set_vring_base(dev, msg);
+        return vu_handle_set_vring_base(dev, msg);
     case VHOST_USER_GET_VRING_BASE:
-        return handle_get_vring_base(dev, msg, reply);
+        return vu_handle_get_vring_base(dev, msg, reply);
     case VHOST_USER_SET_VRING_KICK:
     case VHOST_USER_SET_VRING_CALL:
     case VHOST_USER_SET_VRING_ERR:
-        return handle_vring_fd(dev, msg);
+        return vu_handle_vring_fd(dev, msg);
     case VHOST_USER_SET_VRING_ENABLE:
-        return handle_set_vring_enable(dev, msg);
+        return vu_handle_set_vring_enable(dev, msg);
     case VHOST_USER_SET_BACKEND_REQ_FD:
         return handle_set_backend_req_fd(dev, msg);
     case VHOST_USER_GET_INFLIGHT_FD:
-        return handle_get_inflight_fd(dev, msg, reply);
+        return vu_handle_get_inflight_fd(dev, msg, reply);
     case VHOST_USER_SET_INFLIGHT_FD:
-        return handle_set_inflight_fd(dev, msg);
+        return vu_handle_set_inflight_fd(dev, msg);
     case VHOST_USER_SET_STATUS:
         if (msg->p.u64 > UINT8_MAX) {
             g_warning("%s: SET_STATUS 0x%llx is not a status byte", dev->name,
@@ -1472,7 +649,7 @@ static int handle(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply
         }
         /* Status 0 is a virtio reset. */
         if (msg->p.u64 == 0) {
-            reset_device(dev);
+            vu_reset_device(dev);
         }
         dev->status = msg->p.u64;
         return 0;
@@ -1689,19 +866,19 @@ void vu_dev_free(struct vu_dev *dev)
     for (unsigned i = 0; i < dev->num_queues; i++) {
         struct vu_queue *q = &dev->q[i];
 
-        queue_stop(dev, q);
+        vu_queue_stop(dev, q);
         vq_cleanup(&q->vq);
-        close_fd(&q->kick_fd);
-        close_fd(&q->call_fd);
-        close_fd(&q->err_fd);
+        vu_close_fd(&q->kick_fd);
+        vu_close_fd(&q->call_fd);
+        vu_close_fd(&q->err_fd);
     }
     /* Unguard and unmap before the socket's fd number can be reused. */
     guest_mem_clear(&dev->mem);
-    inflight_unmap(&dev->inflight);
-    close_fd(&dev->backend_fd);
+    vu_inflight_unmap(&dev->inflight);
+    vu_close_fd(&dev->backend_fd);
     close_msg_fds(&dev->in);
-    close_fd(&dev->out_fd);
-    close_fd(&dev->fd);
+    vu_close_fd(&dev->out_fd);
+    vu_close_fd(&dev->fd);
     g_free(dev->name);
     g_free(dev);
 }
@@ -1747,7 +924,7 @@ void vu_dev_queue_error(struct vu_dev *dev, unsigned idx)
         int r = notify_fd_signal(fd);
 
         if (r == -ETIMEDOUT) {
-            hang_up_hostile(dev, q->name, "err");
+            vu_hang_up_hostile(dev, q->name, "err");
         } else if (r < 0) {
             g_warning("%s: cannot signal the error fd: %s", q->name, g_strerror(-r));
         }

@@ -1,0 +1,160 @@
+/*
+ * What the files of the vhost-user server share: the connection and queue
+ * state and the functions one file's requests need from another's.  Only
+ * lib/vhost/vhost-user-*.c include it; the interface is
+ * include/vhost/vhost-user-server.h.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VHOST_USER_INT_H
+#define VHOST_SCSI_VHOST_USER_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <linux/vhost_types.h>
+#include <linux/virtio_config.h>
+#include <linux/virtio_ring.h>
+
+#include "vhost-user-server.h"
+
+/*
+ * A front-end that stops sending in the middle of a message (or stops
+ * reading our reply) loses its connection after this long.
+ */
+#define VU_DEFAULT_TIMEOUT_MS 5000
+
+/* Messages handled per wake-up, so one chatty front-end cannot starve the others. */
+#define VU_DISPATCH_BUDGET 32
+
+/* process(): the message waits for quiesced queues (see "holding"). */
+#define VU_HELD 1
+
+#define VU_MAX_RING_SIZE 32768u
+
+/*
+ * Inflight tracking for rings up to QEMU's largest (VIRTQUEUE_MAX_SIZE):
+ * at most 66 queues x 16 KiB, about 1 MiB per connection.  Larger rings
+ * run untracked, rather than let each front-end make us commit 33 MiB.
+ */
+#define VU_INFLIGHT_MAX_QUEUE_SIZE 1024u
+
+#define VU_RING_FEATURES ((1ull << VIRTIO_F_VERSION_1) |            \
+                          (1ull << VIRTIO_RING_F_INDIRECT_DESC) |   \
+                          (1ull << VIRTIO_RING_F_EVENT_IDX) |       \
+                          (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |      \
+                          (1ull << VHOST_USER_F_PROTOCOL_FEATURES))
+
+#define VU_PROTOCOL_DEFAULT ((1ull << VHOST_USER_PROTOCOL_F_MQ) |                  \
+                             (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |           \
+                             (1ull << VHOST_USER_PROTOCOL_F_BACKEND_REQ) |         \
+                             (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD) |      \
+                             (1ull << VHOST_USER_PROTOCOL_F_RESET_DEVICE) |        \
+                             (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
+/* What this server implements; a configuration may offer less. */
+#define VU_PROTOCOL_SUPPORTED (VU_PROTOCOL_DEFAULT | (1ull << VHOST_USER_PROTOCOL_F_STATUS))
+
+struct vu_queue {
+    struct virtqueue vq;
+    char name[48];
+    unsigned num;                /* 0 until SET_VRING_NUM */
+    struct vhost_vring_addr addr;
+    bool addr_set;
+    uint16_t base;               /* where the next start resumes */
+    bool started;                /* kick fd or polling given since the last stop */
+    bool enabled;                /* SET_VRING_ENABLE (matters with PROTOCOL_FEATURES) */
+    bool running;                /* between queue_start and queue_stop */
+    bool quiesced;               /* ops->queue_quiesce called, not stopped or resumed yet */
+    int kick_fd;
+    int call_fd;
+    int err_fd;
+};
+
+struct vu_inflight {
+    void *map;                   /* what to munmap */
+    size_t map_size;
+    uint8_t *area;               /* first queue region */
+    uint16_t num_queues;
+    uint16_t queue_size;
+    int guard;                   /* guest-mem-guard handle */
+};
+
+/* One received message and the fds that came with it (-1 once taken). */
+struct vu_msg {
+    struct vhost_user_hdr hdr;
+    union vhost_user_payload p;
+    int fds[VHOST_USER_MAX_FDS];
+    unsigned nfds;
+};
+
+struct vu_dev {
+    int fd;
+    char *name;
+    const struct vu_dev_ops *ops;
+    void *opaque;
+    unsigned num_queues;
+    unsigned max_mem_slots;
+    uint64_t offered_features;
+    uint64_t features;           /* acked by SET_FEATURES */
+    uint64_t offered_protocol;
+    uint64_t protocol;           /* acked by SET_PROTOCOL_FEATURES */
+    int backend_fd;
+    uint8_t status;
+    struct guest_mem mem;
+    struct vu_inflight inflight;
+    unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
+    int64_t deadline;            /* monotonic µs; 0 while no message is under way */
+    struct vu_msg in;            /* the message being received */
+    size_t in_got;               /* its bytes so far (header, then payload) */
+    bool in_extra_fds;           /* it carried more fds than a message may */
+    uint8_t out[sizeof(struct vhost_user_hdr) + sizeof(union vhost_user_payload)];
+    size_t out_len, out_done;    /* a reply the peer has not taken yet */
+    int out_fd;                  /* sent with its first byte, then closed */
+    bool held;                   /* dev->in waits for quiesced queues (see "holding") */
+    bool replaying;              /* dev->in is being handled after being held */
+    bool closing;                /* vu_dev_quiesce_all: served no more */
+    unsigned quiesce_pending;    /* quiesced queues with I/O still in flight */
+    struct vu_queue q[];
+};
+
+/* A reply that a handler prepared; fd (if >= 0) is closed after sending. */
+struct vu_reply {
+    bool send;
+    uint32_t size;
+    union vhost_user_payload p;
+    int fd;
+};
+
+/* vhost-user-server.c: connection helpers shared by the handlers */
+void vu_close_fd(int *fd);
+int vu_take_fd(struct vu_msg *msg, unsigned i);
+int vu_check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx);
+
+/* vhost-user-rings.c: queue lifecycle and the vring requests */
+void vu_memory_changed(struct vu_dev *dev);
+int vu_handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg);
+int vu_handle_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg);
+void vu_reset_device(struct vu_dev *dev);
+void vu_queue_refresh(struct vu_dev *dev, unsigned idx);
+int vu_handle_set_vring_num(struct vu_dev *dev, struct vu_msg *msg);
+int vu_handle_set_vring_enable(struct vu_dev *dev, struct vu_msg *msg);
+int vu_handle_get_vring_base(struct vu_dev *dev, struct vu_msg *msg,
+                             struct vu_reply *reply);
+void vu_hang_up_hostile(struct vu_dev *dev, const char *name, const char *what);
+int vu_handle_set_vring_base(struct vu_dev *dev, struct vu_msg *msg);
+void vu_queue_stop(struct vu_dev *dev, struct vu_queue *q);
+void vu_stop_all(struct vu_dev *dev);
+size_t vu_inflight_queue_bytes(unsigned queue_size);
+void vu_refresh_all(struct vu_dev *dev);
+
+/* vhost-user-mem.c: the memory table and the inflight area */
+int vu_handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
+                              struct vu_reply *reply);
+int vu_handle_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg);
+int vu_handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg);
+int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg);
+void vu_inflight_unmap(struct vu_inflight *inf);
+bool vu_mem_lost(const struct vu_dev *dev);
+int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg);
+
+#endif
