@@ -1,0 +1,446 @@
+/*
+ * Opening an iSCSI LUN: the iscsi:// URL and its LUN field, the CHAP
+ * secret file, one synchronous login on the main thread to read the
+ * LUN's geometry (READ CAPACITY, block limits) and identity (INQUIRY and
+ * its VPD pages), then the backend object the I/O threads attach to.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include "backend-iscsi-int.h"
+
+/* ---- opening ------------------------------------------------------------ */
+
+/*
+ * Reads a CHAP secret.  The file must be ours and unreadable by others, as
+ * ssh does for keys: a password in a world-readable file is no secret.
+ */
+static int read_secret(const char *path, char **user, char **password)
+{
+    char buf[ISCSI_MAX_SECRET + 2];
+    struct stat st;
+    ssize_t n;
+    char *colon;
+    int fd, ret = 0;
+
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        ret = -errno;
+        g_warning("secret file %s: %s", path, g_strerror(errno));
+        return ret;
+    }
+    if (fstat(fd, &st) < 0) {
+        ret = -errno;
+        g_warning("secret file %s: %s", path, g_strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        g_warning("secret file %s: not a regular file", path);
+        ret = -EINVAL;
+        goto out;
+    }
+    if (st.st_uid != geteuid()) {
+        g_warning("secret file %s: owned by uid %u, not by us (uid %u); refusing it", path,
+                  (unsigned)st.st_uid, (unsigned)geteuid());
+        ret = -EPERM;
+        goto out;
+    }
+    if (st.st_mode & 077) {
+        g_warning("secret file %s: mode %04o lets others read it; chmod 600 it", path,
+                  (unsigned)(st.st_mode & 07777));
+        ret = -EPERM;
+        goto out;
+    }
+    n = read(fd, buf, sizeof(buf) - 1);
+    if (n < 0) {
+        ret = -errno;
+        g_warning("secret file %s: %s", path, g_strerror(errno));
+        goto out;
+    }
+    if (n > ISCSI_MAX_SECRET) {
+        g_warning("secret file %s: longer than %d bytes", path, ISCSI_MAX_SECRET);
+        ret = -EINVAL;
+        goto out;
+    }
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    colon = strchr(buf, ':');
+    if (colon) {
+        *colon = '\0';
+        *user = g_strdup(buf);
+        *password = g_strdup(colon + 1);
+    } else {
+        *user = NULL;
+        *password = g_strdup(buf);
+    }
+    if (!**password || (*user && !**user)) {
+        g_warning("secret file %s: expected USER:PASSWORD or PASSWORD", path);
+        g_clear_pointer(user, g_free);
+        g_clear_pointer(password, g_free);
+        ret = -EINVAL;
+    }
+out:
+    memset(buf, 0, sizeof(buf));
+    close(fd);
+    return ret;
+}
+
+/*
+ * Resolves "HOST[:PORT]" once, here on the main thread: libiscsi resolves
+ * the portal on every login, and a DNS lookup must not stall an I/O thread
+ * while it reconnects.  Returns "ADDR:PORT" (IPv6 in brackets) or NULL.
+ */
+static char *resolve_portal(const char *portal)
+{
+    struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG };
+    struct addrinfo *res = NULL;
+    char addr[NI_MAXHOST];
+    g_autofree char *host = NULL;
+    const char *port = "3260";
+    const char *colon;
+    int err;
+
+    if (portal[0] == '[') {
+        const char *end = strchr(portal, ']');
+
+        if (!end) {
+            g_warning("bad iSCSI portal \"%s\"", portal);
+            return NULL;
+        }
+        host = g_strndup(portal + 1, end - portal - 1);
+        if (end[1] == ':') {
+            port = end + 2;
+        }
+    } else if ((colon = strchr(portal, ':')) && !strchr(colon + 1, ':')) {
+        host = g_strndup(portal, colon - portal);
+        port = colon + 1;
+    } else {
+        host = g_strdup(portal);     /* no port, or a bare IPv6 address */
+    }
+    err = getaddrinfo(host, port, &hints, &res);
+    if (err || !res) {
+        g_warning("iSCSI portal %s: %s", portal, err ? gai_strerror(err) : "no address");
+        return NULL;
+    }
+    err = getnameinfo(res->ai_addr, res->ai_addrlen, addr, sizeof(addr), NULL, 0,
+                      NI_NUMERICHOST);
+    if (err) {
+        g_warning("iSCSI portal %s: %s", portal, gai_strerror(err));
+        freeaddrinfo(res);
+        return NULL;
+    }
+    freeaddrinfo(res);
+    return g_strdup_printf(strchr(addr, ':') ? "[%s]:%s" : "%s:%s", addr, port);
+}
+
+static char *default_initiator_name(void)
+{
+    char host[256] = "localhost";
+
+    gethostname(host, sizeof(host) - 1);
+    host[sizeof(host) - 1] = '\0';
+    return g_strdup_printf("iqn.2026-12.org.vhost-scsi:%s", host);
+}
+
+/* Runs a synchronous INQUIRY; returns the unmarshalled task or NULL. */
+static struct scsi_task *inquiry(struct iscsi_context *ctx, int lun, int evpd, int page,
+                                 void **data)
+{
+    struct scsi_task *task = iscsi_inquiry_sync(ctx, lun, evpd, page, 255);
+
+    if (!task || task->status != SCSI_STATUS_GOOD ||
+        !(*data = scsi_datain_unmarshall(task))) {
+        if (task) {
+            scsi_free_scsi_task(task);
+        }
+        return NULL;
+    }
+    return task;
+}
+
+/* Reads geometry, identity and provisioning over a synchronous session. */
+static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
+{
+    struct scsi_task *task;
+    struct scsi_readcapacity16 *rc;
+    struct scsi_inquiry_standard *std;
+    void *data;
+    bool lbpme;
+
+    task = iscsi_readcapacity16_sync(ctx, il->lun);
+    if (!task || task->status != SCSI_STATUS_GOOD || !(rc = scsi_datain_unmarshall(task))) {
+        g_warning("%s: READ CAPACITY(16) failed: %s", il->be.name, iscsi_get_error(ctx));
+        if (task) {
+            scsi_free_scsi_task(task);
+        }
+        return -EIO;
+    }
+    il->be.block_size = rc->block_length;
+    il->be.size = (rc->returned_lba + 1) * (uint64_t)rc->block_length;
+    lbpme = rc->lbpme;
+    il->be.discard_zeroes = rc->lbprz;
+    scsi_free_scsi_task(task);
+    if (il->be.block_size != 512 && il->be.block_size != 4096) {
+        g_warning("%s: remote block size %u is not supported (512 or 4096)", il->be.name,
+                  il->be.block_size);
+        return -ENOTSUP;
+    }
+
+    task = inquiry(ctx, il->lun, 0, 0, &data);
+    if (!task) {
+        g_warning("%s: INQUIRY failed: %s", il->be.name, iscsi_get_error(ctx));
+        return -EIO;
+    }
+    std = data;
+    if (std->qualifier != 0 || std->device_type != 0) {
+        g_warning("%s: remote LUN is not a disk (qualifier %d, device type %d)", il->be.name,
+                  std->qualifier, std->device_type);
+        scsi_free_scsi_task(task);
+        return -ENOTSUP;
+    }
+    g_strlcpy(il->vendor, g_strstrip(std->vendor_identification), sizeof(il->vendor));
+    g_strlcpy(il->product, g_strstrip(std->product_identification), sizeof(il->product));
+    scsi_free_scsi_task(task);
+
+    task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER, &data);
+    if (task) {
+        struct scsi_inquiry_unit_serial_number *sn = data;
+
+        if (sn->usn) {
+            g_strlcpy(il->serial, sn->usn, sizeof(il->serial));
+            g_strstrip(il->serial);
+        }
+        scsi_free_scsi_task(task);
+    }
+
+    task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_DEVICE_IDENTIFICATION, &data);
+    if (task) {
+        struct scsi_inquiry_device_identification *di = data;
+
+        for (struct scsi_inquiry_device_designator *d = di->designators; d; d = d->next) {
+            if (d->association == SCSI_ASSOCIATION_LOGICAL_UNIT &&
+                d->designator_type == SCSI_DESIGNATOR_TYPE_NAA && d->designator_length >= 8) {
+                uint64_t v = 0;
+
+                for (int i = 0; i < 8; i++) {
+                    v = v << 8 | (uint8_t)d->designator[i];
+                }
+                il->info.naa_id = v & ((1ull << 60) - 1);
+                break;
+            }
+        }
+        scsi_free_scsi_task(task);
+    }
+
+    task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS, &data);
+    if (task) {
+        struct scsi_inquiry_block_limits *bl = data;
+
+        il->max_unmap = bl->max_unmap == 0xffffffffu ? 0 : bl->max_unmap;
+        il->max_unmap_bdc = bl->max_unmap_bdc == 0xffffffffu ? 0 : bl->max_unmap_bdc;
+        il->max_ws = bl->max_ws_len;
+        /* Bigger commands would be refused there: report its limit instead. */
+        if (bl->max_xfer_len && bl->max_xfer_len != 0xffffffffu) {
+            uint64_t bytes = (uint64_t)bl->max_xfer_len * il->be.block_size;
+
+            il->be.max_transfer = (uint32_t)MIN(bytes, (uint64_t)UINT32_MAX / il->be.block_size *
+                                                il->be.block_size);
+        }
+        scsi_free_scsi_task(task);
+    }
+
+    if (lbpme) {
+        task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_LOGICAL_BLOCK_PROVISIONING,
+                       &data);
+        if (task) {
+            struct scsi_inquiry_logical_block_provisioning *lbp = data;
+
+            il->be.can_discard = lbp->lbpu;
+            il->be.discard_zeroes = il->be.discard_zeroes || lbp->lbprz;
+            scsi_free_scsi_task(task);
+        } else {
+            /* LBPME without the VPD page: UNMAP is what SBC-3 implies. */
+            il->be.can_discard = true;
+        }
+    }
+    if (!il->be.can_discard) {
+        il->be.discard_zeroes = false;
+    }
+    return 0;
+}
+
+int backend_iscsi_url_lun(const char *url, unsigned *lun, char **field)
+{
+    g_autofree char *rest = NULL;
+    char *host, *iqn, *text;
+    guint64 v;
+    bool ok;
+
+    if (field) {
+        *field = NULL;
+    }
+    if (!g_str_has_prefix(url, "iscsi://")) {
+        return -EINVAL;
+    }
+    /* libiscsi's order: cut the query, then USER[%PASSWORD]@, then HOST/IQN/LUN. */
+    url += strlen("iscsi://");
+    rest = g_strndup(url, strcspn(url, "?"));
+    host = strchr(rest, '@');
+    host = host ? host + 1 : rest;
+    iqn = strchr(host, '/');
+    text = iqn ? strchr(iqn + 1, '/') : NULL;
+    if (!text) {
+        return -EINVAL;
+    }
+    text++;
+    /* No sign, no whitespace, nothing after the digits, no wrap-around. */
+    ok = g_ascii_string_to_unsigned(text, 10, 0, BACKEND_ISCSI_MAX_LUN, &v, NULL);
+    if (field) {
+        *field = g_strdup(text);
+    }
+    if (!ok) {
+        return -EINVAL;
+    }
+    *lun = v;
+    return 0;
+}
+
+int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out)
+{
+    g_autofree char *lun_text = NULL;
+    unsigned lun;
+    struct iscsi_lun *il = g_new0(struct iscsi_lun, 1);
+    struct iscsi_context *ctx = NULL;
+    struct iscsi_url *url = NULL;
+    g_autofree char *file_user = NULL, *file_pass = NULL;
+    int ret;
+
+    il->be.ops = &iscsi_be_ops;
+    il->be.name = g_strdup("iscsi");
+    il->queue_depth = o->queue_depth ? o->queue_depth : ISCSI_DEFAULT_QUEUE_DEPTH;
+    il->nsessions = o->sessions ? o->sessions : 1;
+    il->initiator = o->initiator_name ? g_strdup(o->initiator_name) : default_initiator_name();
+
+    ctx = iscsi_create_context(il->initiator);
+    if (!ctx) {
+        ret = -ENOMEM;
+        goto fail;
+    }
+    /* libiscsi's parser also knows the URL's CHAP and target-CHAP parts. */
+    url = iscsi_parse_full_url(ctx, o->url);
+    if (!url) {
+        /* The URL may hold a password: name the problem, not the text. */
+        g_warning("bad iSCSI URL (expected iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN): "
+                  "%s", iscsi_get_error(ctx));
+        ret = -EINVAL;
+        goto fail;
+    }
+    /* Not url->lun: libiscsi lets "-1" through and wraps 4294967296 to 0. */
+    if (backend_iscsi_url_lun(o->url, &lun, &lun_text) < 0) {
+        g_warning("bad iSCSI LUN \"%s\" at the end of the URL (expected 0-%d)",
+                  lun_text ? lun_text : "", BACKEND_ISCSI_MAX_LUN);
+        ret = -EINVAL;
+        goto fail;
+    }
+    il->portal = resolve_portal(url->portal);
+    if (!il->portal) {
+        ret = -EHOSTUNREACH;
+        goto fail;
+    }
+    il->target = g_strdup(url->target);
+    il->lun = lun;
+    g_free(il->be.name);
+    il->be.name = g_strdup_printf("iscsi://%s/%s/%d", url->portal, il->target, il->lun);
+    if (url->user[0]) {
+        il->user = g_strdup(url->user);
+    } else {
+        /* libiscsi drops a "USER@" that has no "%PASSWORD": take it ourselves. */
+        const char *auth = o->url + strlen("iscsi://");
+        const char *at = strchr(auth, '@'), *slash = strchr(auth, '/');
+
+        if (at && at > auth && (!slash || at < slash) && !memchr(auth, '%', at - auth)) {
+            il->user = g_strndup(auth, at - auth);
+        }
+    }
+    if (url->passwd[0]) {
+        il->password = g_strdup(url->passwd);
+    }
+    if (o->secret_file) {
+        ret = read_secret(o->secret_file, &file_user, &file_pass);
+        if (ret < 0) {
+            goto fail;
+        }
+        if (il->password) {
+            g_warning("%s: a password in both the URL and secret-file=; give only one",
+                      il->be.name);
+            ret = -EINVAL;
+            goto fail;
+        }
+        if (file_user && il->user && strcmp(file_user, il->user)) {
+            g_warning("%s: the secret file names user \"%s\" but the URL \"%s\"",
+                      il->be.name, file_user, il->user);
+            ret = -EINVAL;
+            goto fail;
+        }
+        if (!file_user && !il->user) {
+            g_warning("%s: the secret file holds only a password: put USER@ in the URL "
+                      "or USER:PASSWORD in the file", il->be.name);
+            ret = -EINVAL;
+            goto fail;
+        }
+        if (file_user && !il->user) {
+            il->user = g_steal_pointer(&file_user);
+        }
+        il->password = g_steal_pointer(&file_pass);
+    }
+    iscsi_destroy_url(url);
+    url = NULL;
+
+    iscsi_destroy_context(ctx);
+    ctx = iscsi_be_new_context(il, g_random_int() & 0xffffff);
+    if (!ctx) {
+        ret = -ENOMEM;
+        goto fail;
+    }
+    if (iscsi_full_connect_sync(ctx, il->portal, il->lun) != 0) {
+        g_autofree char *err = g_strstrip(g_strdup(iscsi_get_error(ctx)));
+
+        g_warning("%s: cannot log in as %s%s%s: %s", il->be.name, il->initiator,
+                  il->user ? " with CHAP user " : "", il->user ? il->user : "", err);
+        ret = strstr(err, "uthentication") || strstr(err, "uthorization") ? -EACCES
+                                                                           : -ECONNREFUSED;
+        goto fail;
+    }
+    ret = probe(il, ctx);
+    iscsi_logout_sync(ctx);
+    if (ret < 0) {
+        goto fail;
+    }
+    iscsi_destroy_context(ctx);
+    ctx = NULL;
+
+    il->be.read_only = o->read_only;
+    il->be.write_cache = true;
+    il->zero_block = g_malloc0(il->be.block_size);
+    if (il->max_ws == 0 || il->max_ws > 0x400000) {
+        il->max_ws = 0x400000;
+    }
+    il->info.vendor = il->vendor;
+    il->info.product = il->product;
+    il->info.serial = il->serial[0] ? il->serial : NULL;
+    g_message("%s: %s %s serial \"%s\", %" PRIu64 " bytes, %u-byte blocks%s, %u session(s) "
+              "per thread, queue depth %u", il->be.name, il->vendor, il->product, il->serial,
+              il->be.size, il->be.block_size, il->be.can_discard ? ", UNMAP" : "",
+              il->nsessions, il->queue_depth);
+    *out = &il->be;
+    return 0;
+
+fail:
+    if (url) {
+        iscsi_destroy_url(url);
+    }
+    if (ctx) {
+        iscsi_destroy_context(ctx);
+    }
+    iscsi_be_close(&il->be);
+    return ret;
+}
