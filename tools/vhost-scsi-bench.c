@@ -804,12 +804,31 @@ static int run_loop(struct bench *b, uint64_t t_end_ns)
     return 0;
 }
 
+/* The strings GOption allocated. */
+static void opts_clear(struct opts *o)
+{
+    g_free(o->socket);
+    g_free(o->kernel);
+    g_free(o->rw);
+    g_free(o->bs_str);
+    g_free(o->lun_str);
+}
+
+static int run(struct opts *po);
+
 int main(int argc, char **argv)
 {
     struct opts o = { 0 };
-    if (parse_opts(argc, argv, &o) < 0) {
-        return 2;
-    }
+    int ret = parse_opts(argc, argv, &o) < 0 ? 2 : run(&o);
+
+    opts_clear(&o);
+    return ret;
+}
+
+static int run(struct opts *po)
+{
+    struct opts o = *po;
+
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
 
@@ -915,10 +934,5 @@ out:
         g_free(b.ios);
     }
     vfe_close(b.fe);
-    g_free(o.socket);
-    g_free(o.kernel);
-    g_free(o.rw);
-    g_free(o.bs_str);
-    g_free(o.lun_str);
     return ret;
 }
