@@ -10,6 +10,7 @@
 #ifndef VHOST_SCSI_VHOST_USER_PROTO_H
 #define VHOST_SCSI_VHOST_USER_PROTO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <linux/vhost_types.h>
 
@@ -177,6 +178,16 @@ struct vhost_user_inflight_queue {
     struct vhost_user_inflight_desc desc[];
 };
 
+/* The request table (vhost-user-proto.c). */
+#define VHOST_USER_SIZE_ANY (-1)        /* not checked: a request we do not interpret */
+#define VHOST_USER_SIZE_MEM_TABLE (-2)  /* depends on nregions: see the server */
+struct vhost_user_request_info {
+    const char *name;
+    int size;        /* payload bytes, or VHOST_USER_SIZE_* */
+    bool replies;    /* answered even without NEED_REPLY */
+};
 const char *vhost_user_request_name(uint32_t req);
+int vhost_user_request_size(uint32_t req);
+bool vhost_user_request_replies(uint32_t req);
 
 #endif

@@ -25,20 +25,6 @@
      (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |          \
      (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
 
-static bool has_reply(uint32_t request)
-{
-    switch (request) {
-    case VHOST_USER_GET_FEATURES:
-    case VHOST_USER_GET_PROTOCOL_FEATURES:
-    case VHOST_USER_GET_QUEUE_NUM:
-    case VHOST_USER_GET_VRING_BASE:
-    case VHOST_USER_GET_MAX_MEM_SLOTS:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static int send_msg(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, unsigned nfds)
 {
     struct iovec iov = { msg, sizeof(msg->hdr) + msg->hdr.size };
@@ -137,7 +123,7 @@ static int transact(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, 
     if (fe->dead) {
         return -ENOTCONN;
     }
-    bool explicit = has_reply(msg->hdr.request);
+    bool explicit = vhost_user_request_replies(msg->hdr.request);
     bool ack = !explicit && fe->reply_ack;
     msg->hdr.flags = VHOST_USER_VERSION | (ack ? VHOST_USER_NEED_REPLY : 0);
     int r = send_msg(fe, msg, fds, nfds);

@@ -267,53 +267,10 @@ static int send_reply(struct vu_dev *dev, uint32_t request, const void *payload,
     return r == -EAGAIN ? 0 : r;
 }
 
-/*
- * The payload size each request must carry, or -1 when any size is
- * acceptable (requests we do not interpret).  SET_MEM_TABLE is checked
- * by its handler's caller since its size depends on nregions.
- */
-static int expected_size(uint32_t request)
-{
-    switch (request) {
-    case VHOST_USER_GET_FEATURES:
-    case VHOST_USER_GET_PROTOCOL_FEATURES:
-    case VHOST_USER_SET_OWNER:
-    case VHOST_USER_RESET_OWNER:
-    case VHOST_USER_GET_QUEUE_NUM:
-    case VHOST_USER_GET_MAX_MEM_SLOTS:
-    case VHOST_USER_SET_BACKEND_REQ_FD:
-    case VHOST_USER_RESET_DEVICE:
-    case VHOST_USER_GET_STATUS:
-        return 0;
-    case VHOST_USER_SET_FEATURES:
-    case VHOST_USER_SET_PROTOCOL_FEATURES:
-    case VHOST_USER_SET_VRING_KICK:
-    case VHOST_USER_SET_VRING_CALL:
-    case VHOST_USER_SET_VRING_ERR:
-    case VHOST_USER_SET_STATUS:
-        return sizeof(uint64_t);
-    case VHOST_USER_SET_VRING_NUM:
-    case VHOST_USER_SET_VRING_BASE:
-    case VHOST_USER_GET_VRING_BASE:
-    case VHOST_USER_SET_VRING_ENABLE:
-        return sizeof(struct vhost_vring_state);
-    case VHOST_USER_SET_VRING_ADDR:
-        return sizeof(struct vhost_vring_addr);
-    case VHOST_USER_ADD_MEM_REG:
-    case VHOST_USER_REM_MEM_REG:
-        return sizeof(struct vhost_user_mem_reg);
-    case VHOST_USER_GET_INFLIGHT_FD:
-    case VHOST_USER_SET_INFLIGHT_FD:
-        return sizeof(struct vhost_user_inflight);
-    default:
-        return -1;
-    }
-}
-
 static int check_size(struct vu_dev *dev, const struct vu_msg *msg)
 {
     uint32_t req = msg->hdr.request, size = msg->hdr.size;
-    int want = expected_size(req);
+    int want = vhost_user_request_size(req);
 
     if (req == VHOST_USER_SET_MEM_TABLE) {
         const size_t head = offsetof(struct vhost_user_memory, regions);
@@ -550,23 +507,6 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
     return 0;
 }
 
-static bool always_replied(uint32_t req)
-{
-    switch (req) {
-    case VHOST_USER_IOTLB_MSG:
-    case VHOST_USER_GET_CONFIG:
-    case VHOST_USER_CREATE_CRYPTO_SESSION:
-    case VHOST_USER_POSTCOPY_ADVISE:
-    case VHOST_USER_POSTCOPY_END:
-    case VHOST_USER_GET_SHARED_OBJECT:
-    case VHOST_USER_SET_DEVICE_STATE_FD:
-    case VHOST_USER_CHECK_DEVICE_STATE:
-        return true;
-    default:
-        return false;
-    }
-}
-
 static int handle_unsupported(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply)
 {
     uint32_t req = msg->hdr.request;
@@ -577,7 +517,7 @@ static int handle_unsupported(struct vu_dev *dev, struct vu_msg *msg, struct vu_
         /* vhost-user.rst: an empty GET_CONFIG reply signals an error. */
         reply->send = true;
         reply->size = 0;
-    } else if (always_replied(req)) {
+    } else if (vhost_user_request_replies(req)) {
         reply_u64(reply, ENOSYS);
     }
     /*
