@@ -203,9 +203,20 @@ static void conn_cb(void *opaque, uint32_t events)
 {
     struct conn *c = opaque;
     struct target *tgt = c->tgt;
-    int ret = vu_dev_dispatch(c->vu);
     uint32_t want, ev;
+    int ret;
 
+    /*
+     * A hang-up is reported whatever we wait for, also while a message is
+     * held and the socket is not read: the connection is over, and
+     * waiting for the held message's queues would only spin on it.
+     */
+    if ((events & (EPOLLHUP | EPOLLERR)) && vu_dev_poll_events(c->vu) == 0) {
+        conn_close(c);
+        timer_update(tgt);
+        return;
+    }
+    ret = vu_dev_dispatch(c->vu);
     if (ret < 0) {
         if (ret != -ECONNRESET) {
             g_warning("%s: closing connection: %s", c->name, g_strerror(-ret));

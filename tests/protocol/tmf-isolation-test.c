@@ -326,6 +326,52 @@ static void test_disconnect_with_held_io_frees_later(void)
     other_front_end_session(42);
 }
 
+/*
+ * A hangs up while its GET_VRING_BASE is held for a read: the daemon
+ * takes the hang-up at once (it says it waits for the read before letting
+ * go, rather than spinning on the hung-up socket until the read ends),
+ * serves B, and frees A once the read is released.
+ */
+static void test_hang_up_while_get_vring_base_is_held(void)
+{
+    struct vfe *a = pu_connect(&d, 1);
+    struct stopper st = { .fe = a };
+    struct pu_batch held = { 0 };
+    struct vfe_req read;
+    size_t log_at;
+    GThread *t;
+    g_autofree char *conn = NULL;
+    g_autofree char *gone = NULL;
+    GLogLevelFlags fatal;
+
+    pu_make_ready(a, HOLD_LUN);
+    gate_close();
+    submit_held_read(a, &read, &held, 384, 0xe1);
+    wait_task_running(a, HOLD_LUN, 0xe1);
+    log_at = pu_daemon_log_size(&d);
+    /* Our stop meets the hang-up below and warns: not a failure here. */
+    fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    t = g_thread_new("stopper", stopper_run, &st);
+    g_assert_cmpint(pu_daemon_log_wait(&d, log_at, "GET_VRING_BASE waits for the requests in "
+                                       "flight on 1 queue", PU_TIMEOUT_MS), ==, 0);
+    conn = pu_daemon_log_find(&d, log_at, "(conn[0-9]+): GET_VRING_BASE waits");
+    g_assert_nonnull(conn);
+    g_assert_cmpint(shutdown(vfe_conn_fd(a), SHUT_RDWR), ==, 0);
+    g_thread_join(t);
+    g_assert_cmpint(st.ret, <, 0);
+    g_assert_cmpint(pu_daemon_log_wait(&d, log_at, "waiting for its requests in flight "
+                                       "before letting go", PU_TIMEOUT_MS), ==, 0);
+    gone = g_strdup_printf("%s: disconnected", conn);
+    other_front_end_session(51);
+    g_assert_cmpuint(pu_daemon_log_count(&d, log_at, gone), ==, 0);
+
+    gate_open();
+    g_assert_cmpint(pu_daemon_log_wait(&d, log_at, gone, PU_TIMEOUT_MS), ==, 0);
+    vfe_close(a);
+    g_log_set_always_fatal(fatal);
+    g_assert_true(pu_daemon_alive(&d));
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -338,6 +384,8 @@ int main(int argc, char **argv)
                     test_get_vring_base_waits_for_held_io_alone);
     g_test_add_func("/tmf-isolation/disconnect-with-held-io-frees-later",
                     test_disconnect_with_held_io_frees_later);
+    g_test_add_func("/tmf-isolation/hang-up-while-get-vring-base-is-held",
+                    test_hang_up_while_get_vring_base_is_held);
     daemon_start();
     int ret = g_test_run();
     g_assert_true(pu_daemon_alive(&d));
