@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <linux/vhost_types.h>
 
 enum vhost_user_request {
@@ -189,5 +190,15 @@ struct vhost_user_request_info {
 const char *vhost_user_request_name(uint32_t req);
 int vhost_user_request_size(uint32_t req);
 bool vhost_user_request_replies(uint32_t req);
+
+/*
+ * sendmsg(2) of len bytes of buf with nfds fds attached (SCM_RIGHTS; they
+ * travel with the first byte sent), MSG_NOSIGNAL added to flags, EINTR
+ * retried.  Returns the bytes sent (possibly fewer than len) or -errno.
+ * Tests may attach more fds than a message may carry, up to this many.
+ */
+#define VHOST_USER_SENDMSG_MAX_FDS 64
+ssize_t vhost_user_sendmsg(int sock, const void *buf, size_t len, const int *fds, unsigned nfds,
+                           int flags);
 
 #endif

@@ -27,30 +27,12 @@
 
 static int send_msg(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, unsigned nfds)
 {
-    struct iovec iov = { msg, sizeof(msg->hdr) + msg->hdr.size };
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * VHOST_USER_MAX_FDS)];
-        struct cmsghdr align;
-    } ctl;
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    size_t len = sizeof(msg->hdr) + msg->hdr.size;
 
     g_assert(nfds <= VHOST_USER_MAX_FDS);
-    if (nfds) {
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-    }
-    ssize_t n;
-    do {
-        n = sendmsg(fe->fd, &mh, MSG_NOSIGNAL);
-    } while (n < 0 && errno == EINTR);
-    if (n != (ssize_t)iov.iov_len) {
-        int err = n < 0 ? -errno : -EIO;
+    ssize_t n = vhost_user_sendmsg(fe->fd, msg, len, fds, nfds, 0);
+    if (n != (ssize_t)len) {
+        int err = n < 0 ? (int)n : -EIO;
         fe->dead = true;
         g_warning("vhost front-end: %s: sending %s: %s", fe->path,
                   vhost_user_request_name(msg->hdr.request), g_strerror(-err));

@@ -4,11 +4,15 @@
  * always answered.  A front-end may send numbers we do not know (newer
  * QEMU), so the lookups never fail: unknown numbers get a generic name,
  * any size and no reply, and the caller logs the number next to the name.
+ * Also the one sendmsg with fds attached that every sender uses.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
 
 #include "vhost-user-proto.h"
 
@@ -84,4 +88,36 @@ int vhost_user_request_size(uint32_t req)
 bool vhost_user_request_replies(uint32_t req)
 {
     return info(req) && info(req)->replies;
+}
+
+ssize_t vhost_user_sendmsg(int sock, const void *buf, size_t len, const int *fds, unsigned nfds,
+                           int flags)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * VHOST_USER_SENDMSG_MAX_FDS)];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { (void *)buf, len };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    ssize_t n;
+
+    if (nfds > VHOST_USER_SENDMSG_MAX_FDS) {
+        return -EINVAL;
+    }
+    if (nfds) {
+        struct cmsghdr *c;
+
+        memset(&ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    do {
+        n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -errno : n;
 }

@@ -200,36 +200,15 @@ static int receive(struct vu_dev *dev)
 static int flush_output(struct vu_dev *dev)
 {
     while (dev->out_done < dev->out_len) {
-        union {
-            char buf[CMSG_SPACE(sizeof(int))];
-            struct cmsghdr align;
-        } control;
-        struct iovec iov = {
-            .iov_base = dev->out + dev->out_done, .iov_len = dev->out_len - dev->out_done,
-        };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-        ssize_t n;
-
         /* The fd rides on the first byte only. */
-        if (dev->out_fd >= 0 && dev->out_done == 0) {
-            struct cmsghdr *c;
+        bool with_fd = dev->out_fd >= 0 && dev->out_done == 0;
+        ssize_t n = vhost_user_sendmsg(dev->fd, dev->out + dev->out_done,
+                                       dev->out_len - dev->out_done, &dev->out_fd,
+                                       with_fd ? 1 : 0, MSG_DONTWAIT);
 
-            memset(&control, 0, sizeof(control));
-            mh.msg_control = control.buf;
-            mh.msg_controllen = sizeof(control.buf);
-            c = CMSG_FIRSTHDR(&mh);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(sizeof(int));
-            memcpy(CMSG_DATA(c), &dev->out_fd, sizeof(int));
-        }
-        n = sendmsg(dev->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n < 0) {
-            int err = errno;
+            int err = (int)-n;
 
-            if (err == EINTR) {
-                continue;
-            }
             if (err == EAGAIN || err == EWOULDBLOCK) {
                 return -EAGAIN;
             }

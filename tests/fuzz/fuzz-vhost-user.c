@@ -82,22 +82,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* The first message's worth of bytes carries the fds, the rest follows. */
     {
         size_t first = MIN(in.left, (size_t)12 + 8 * 4 + 8 * 32);
-        struct iovec iov = { (void *)in.p, first };
-        char cbuf[CMSG_SPACE(sizeof(fds))] = { 0 };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-        if (nfds && first) {
-            struct cmsghdr *c;
-
-            mh.msg_control = cbuf;
-            mh.msg_controllen = CMSG_SPACE(nfds * sizeof(int));
-            c = CMSG_FIRSTHDR(&mh);
-            c->cmsg_level = SOL_SOCKET;
-            c->cmsg_type = SCM_RIGHTS;
-            c->cmsg_len = CMSG_LEN(nfds * sizeof(int));
-            memcpy(CMSG_DATA(c), fds, nfds * sizeof(int));
-        }
-        if (first && sendmsg(sv[1], &mh, 0) < 0) {
+        if (first && vhost_user_sendmsg(sv[1], in.p, first, fds, nfds, 0) < 0) {
             abort();
         }
         in.p += first;

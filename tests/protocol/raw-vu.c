@@ -63,32 +63,12 @@ size_t rv_build(void *out, uint32_t request, uint32_t flags, const void *payload
 
 static int send_with_fds(int sock, const void *bytes, size_t n, const int *fds, unsigned nfds)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * 64)];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = { (void *)bytes, n };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
     ssize_t r;
 
-    g_assert(nfds <= 64);
-    if (nfds) {
-        struct cmsghdr *c;
-
-        memset(&ctl, 0, sizeof(ctl));
-        mh.msg_control = ctl.buf;
-        mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-        c = CMSG_FIRSTHDR(&mh);
-        c->cmsg_level = SOL_SOCKET;
-        c->cmsg_type = SCM_RIGHTS;
-        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-        memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-    }
-    do {
-        r = sendmsg(sock, &mh, MSG_NOSIGNAL);
-    } while (r < 0 && errno == EINTR);
+    g_assert(nfds <= VHOST_USER_SENDMSG_MAX_FDS);
+    r = vhost_user_sendmsg(sock, bytes, n, fds, nfds, 0);
     if (r < 0) {
-        return errno == EPIPE ? -ECONNRESET : -errno;
+        return r == -EPIPE ? -ECONNRESET : (int)r;
     }
     /* A short send of a message this small only happens on a full socket. */
     return (size_t)r == n ? 0 : -EAGAIN;
