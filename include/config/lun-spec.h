@@ -75,10 +75,5 @@ void lun_spec_clear(struct lun_spec *s);
  */
 char *lun_spec_redact(const char *arg);
 
-/*
- * Parses a byte count: decimal digits with an optional binary suffix
- * K, M, G or T (either case).  Returns 0 or -EINVAL (also on overflow).
- */
-int lun_spec_parse_size(const char *str, uint64_t *out);
 
 #endif

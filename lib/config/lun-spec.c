@@ -14,6 +14,7 @@
 #include <glib.h>
 
 #include "lun-spec.h"
+#include "size.h"
 
 enum {
     OPT_RO = 1 << 0,
@@ -59,50 +60,6 @@ static const struct {
                                   OPT_INITIATOR_NAME },
     { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
 };
-
-int lun_spec_parse_size(const char *str, uint64_t *out)
-{
-    uint64_t v = 0, mult = 1;
-    const char *p = str;
-
-    if (!g_ascii_isdigit(*p)) {
-        return -EINVAL;
-    }
-    for (; g_ascii_isdigit(*p); p++) {
-        unsigned d = *p - '0';
-
-        if (v > (UINT64_MAX - d) / 10) {
-            return -EINVAL;
-        }
-        v = v * 10 + d;
-    }
-    switch (g_ascii_toupper(*p)) {
-    case '\0':
-        break;
-    case 'K':
-        mult = 1ull << 10;
-        break;
-    case 'M':
-        mult = 1ull << 20;
-        break;
-    case 'G':
-        mult = 1ull << 30;
-        break;
-    case 'T':
-        mult = 1ull << 40;
-        break;
-    default:
-        return -EINVAL;
-    }
-    if (*p && p[1]) {
-        return -EINVAL;
-    }
-    if (v > UINT64_MAX / mult) {
-        return -EINVAL;
-    }
-    *out = v * mult;
-    return 0;
-}
 
 /* Parses the decimal number in s[0..len) (digits only) up to max. */
 static bool parse_id_part(const char *s, size_t len, unsigned max, unsigned *out)
@@ -256,7 +213,7 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
     case LUN_SPEC_HOLD:
         p += strlen(lun_kinds[k].prefix);
         first = take_field(&p, false);
-        if (lun_spec_parse_size(first, &out->size) < 0 || out->size == 0) {
+        if (size_parse(first, &out->size) < 0 || out->size == 0) {
             return spec_error(errmsg, arg, out, "bad size \"%s\" (expected bytes with an "
                               "optional K, M, G or T suffix, not 0)", first);
         }
@@ -306,7 +263,7 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
         case OPT_BLOCK_SIZE: {
             uint64_t bs;
 
-            if (lun_spec_parse_size(val + 1, &bs) < 0 || (bs != 512 && bs != 4096)) {
+            if (size_parse(val + 1, &bs) < 0 || (bs != 512 && bs != 4096)) {
                 return spec_error(errmsg, arg, out, "bad block size \"%s\" (expected "
                                   "512 or 4096)", val + 1);
             }
@@ -314,7 +271,7 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
             break;
         }
         case OPT_SIZE:
-            if (lun_spec_parse_size(val + 1, &out->size) < 0 || out->size == 0) {
+            if (size_parse(val + 1, &out->size) < 0 || out->size == 0) {
                 return spec_error(errmsg, arg, out, "bad size \"%s\" (expected bytes "
                                   "with an optional K, M, G or T suffix, not 0)", val + 1);
             }

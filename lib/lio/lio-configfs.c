@@ -34,6 +34,7 @@
 
 #include "lio-configfs.h"
 #include "lio-int.h"
+#include "size.h"
 
 #define BACKSTORE_PREFIX "vs-"
 
@@ -166,36 +167,6 @@ static void lun_spec_clear(struct lun_spec *s)
     g_free(s->path);
 }
 
-static int parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    if (!isdigit((unsigned char)*s)) {
-        return -EINVAL;
-    }
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno) {
-        return -EINVAL;
-    }
-    unsigned shift = 0;
-    switch (g_ascii_toupper(*end)) {
-    case 0: break;
-    case 'K': shift = 10; break;
-    case 'M': shift = 20; break;
-    case 'G': shift = 30; break;
-    case 'T': shift = 40; break;
-    default: return -EINVAL;
-    }
-    if (*end && end[1]) {
-        return -EINVAL;
-    }
-    if (shift && v > (UINT64_MAX >> shift)) {
-        return -ERANGE;
-    }
-    *out = (uint64_t)v << shift;
-    return 0;
-}
-
 /* The kernel parses control options separated by ',' and newlines. */
 bool lio_backing_path_ok(const char *path)
 {
@@ -220,7 +191,7 @@ static int lun_spec_parse(const char *spec, struct lun_spec *out)
     out->path = comma ? g_strndup(rest, comma - rest) : g_strdup(rest);
     if (comma) {
         if (out->type != LIO_LUN_FILE || !g_str_has_prefix(comma + 1, "size=") ||
-            parse_size(comma + 6, &out->size) < 0 || out->size == 0) {
+            size_parse(comma + 6, &out->size) < 0 || out->size == 0) {
             g_warning("lio: LUN spec '%s': only file LUNs take ',size=BYTES[KMGT]' (> 0)", spec);
             lun_spec_clear(out);
             return -EINVAL;

@@ -363,35 +363,6 @@ static void test_open_iscsi_checks_before_connecting(void)
     g_rmdir(dir);
 }
 
-static void test_sizes(void)
-{
-    static const struct {
-        const char *str;
-        uint64_t val;
-    } good[] = {
-        { "0", 0 }, { "1", 1 }, { "512", 512 }, { "1K", 1024 }, { "1k", 1024 },
-        { "3M", 3ull << 20 }, { "5G", 5ull << 30 }, { "7t", 7ull << 40 },
-        { "16777215T", 16777215ull << 40 }, { "18446744073709551615", UINT64_MAX },
-    };
-    static const char *const bad[] = {
-        "", "K", "-1", "+1", " 1", "1 ", "1KB", "1KiB", "1P", "1.5G", "0x10",
-        "16777216T", "18446744073709551616", "99999999999999999999K",
-    };
-    uint64_t v;
-
-    for (unsigned i = 0; i < G_N_ELEMENTS(good); i++) {
-        g_assert_cmpint(lun_spec_parse_size(good[i].str, &v), ==, 0);
-        g_assert_cmpuint(v, ==, good[i].val);
-    }
-    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
-        v = 42;
-        if (lun_spec_parse_size(bad[i], &v) != -EINVAL) {
-            g_error("size \"%s\" was accepted", bad[i]);
-        }
-        g_assert_cmpuint(v, ==, 42);
-    }
-}
-
 static void test_rejections(void)
 {
     static const struct {
@@ -615,7 +586,6 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-spec/parse/iscsi-password-redacted", test_iscsi_redact);
     g_test_add_func("/lun-spec/parse/iscsi-lun-accepted", test_iscsi_lun_accepted);
     g_test_add_func("/lun-spec/parse/iscsi-lun-refused", test_iscsi_lun_refused);
-    g_test_add_func("/lun-spec/parse/sizes", test_sizes);
     g_test_add_func("/lun-spec/parse/rejections", test_rejections);
     g_test_add_func("/lun-spec/parse/errmsg-optional", test_errmsg_optional);
     g_test_add_func("/lun-spec/open/file", test_open_file);
