@@ -1,10 +1,12 @@
 /*
  * Internals shared by the SCSI disk emulation files: scsi-disk.c (command
- * dispatch, unit attentions, drain, and the data commands that reach the
- * backend) and scsi-disk-info.c (commands answered from the LUN's own
- * state: INQUIRY, READ CAPACITY, MODE SENSE/SELECT, REQUEST SENSE, REPORT
- * SUPPORTED OPERATION CODES, plus sense building and the target-level
- * REPORT LUNS).  Not an interface for other layers: use scsi-disk.h.
+ * dispatch, drain, and the data commands that reach the backend),
+ * scsi-disk-info.c (commands answered from the LUN's own state: INQUIRY,
+ * READ CAPACITY, MODE SENSE/SELECT, REQUEST SENSE, REPORT SUPPORTED
+ * OPERATION CODES, and the target-level REPORT LUNS), and at the bottom,
+ * calling nothing above them, scsi-sense.c (sense data and replies) and
+ * scsi-ua.c (unit attentions per nexus).  Not an interface for other
+ * layers: use scsi-disk.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
