@@ -37,7 +37,7 @@
 
 #include "guest-mem-guard.h"
 #include "iothread.h"
-#include "lun-map.h"
+#include "scsi-target.h"
 #include "lun-spec.h"
 #include "notify-fd.h"
 #include "vhost-user-server.h"
@@ -72,7 +72,7 @@ struct target_opts {
 
 struct target {
     struct target_opts *opts;
-    struct lun_map luns;
+    struct scsi_target *scsi;   /* the LUNs, shared by every connection */
     struct iothread *main;
     struct iothread **threads;
     struct notify_watchdog *watchdog;   /* interrupts a call signal that blocks */
@@ -440,7 +440,7 @@ static void accept_cb(void *opaque, uint32_t events)
     memcpy(c->name, name, sizeof(name));
 
     vcfg.name = c->name;
-    vcfg.luns = &tgt->luns;
+    vcfg.target = tgt->scsi;
     vcfg.main_thread = tgt->main;
     vcfg.threads = tgt->threads;
     vcfg.nthreads = tgt->nthreads;
@@ -592,7 +592,7 @@ static int add_luns(struct target *tgt)
         snprintf(name, sizeof(name), "lun%u:%u", spec.target, spec.lun);
         /* A backend may answer INQUIRY with another device's identity (iSCSI). */
         lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
-        ret = lun ? lun_map_add(&tgt->luns, spec.target, spec.lun, lun) : -ENOMEM;
+        ret = lun ? scsi_target_add_lun(tgt->scsi, spec.target, spec.lun, lun) : -ENOMEM;
         if (ret < 0) {
             fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg,
                     ret == -EEXIST ? "LUN given twice" : g_strerror(-ret));
@@ -647,8 +647,8 @@ static void call_leave(void *opaque)
 
 static int attach_luns(struct target *tgt, bool attach)
 {
-    for (unsigned i = 0; i < tgt->luns.n; i++) {
-        struct lun_backend *be = scsi_lun_backend(tgt->luns.e[i].l);
+    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
+        struct lun_backend *be = scsi_lun_backend(scsi_target_lun_at(tgt->scsi, i));
 
         for (unsigned j = 0; j < tgt->nthreads && tgt->threads[j]; j++) {
             struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
@@ -906,7 +906,7 @@ static void print_qemu_hint(const struct target *tgt, const char *path)
            "    -object memory-backend-memfd,id=mem,size=1G,share=on \\\n"
            "    -chardev socket,id=vus0,path=%s \\\n"
            "    -device vhost-user-scsi-pci,chardev=vus0,num_queues=%u ...\n",
-           tgt->luns.n, abs, abs, tgt->opts->queues);
+           scsi_target_lun_count(tgt->scsi), abs, abs, tgt->opts->queues);
     fflush(stdout);
     g_free(abs);
 }
@@ -942,7 +942,7 @@ int main(int argc, char **argv)
     }
     tgt.nthreads = MIN(opts.threads, opts.queues);
 
-    lun_map_init(&tgt.luns);
+    tgt.scsi = scsi_target_new("target");
     if (add_luns(&tgt) < 0) {
         goto out;
     }
@@ -1043,7 +1043,7 @@ out:
     if (tgt.timer_fd >= 0) {
         close(tgt.timer_fd);
     }
-    lun_map_clear(&tgt.luns);
+    scsi_target_free(tgt.scsi);
     g_ptr_array_free(opts.lun_args, TRUE);
     g_array_free(opts.allow_uids, TRUE);
     g_array_free(opts.allow_gids, TRUE);

@@ -166,15 +166,4 @@ void scsi_lun_drain_async(struct scsi_lun *lun, struct scsi_drain *d);
 /* Builds fixed-format sense (response code 70h) into cmd and sets status. */
 void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
 
-/*
- * REPORT LUNS and well-known LUNs are answered by the target, not a LUN:
- * given the list of LUN ids present on a target, fill data_in.  Used by
- * virtio-scsi for the REPORT LUNS well-known LUN and for a missing LUN 0.
- * Both functions below are synchronous: they set status, sense and
- * data_in_xfer and do NOT call cmd->complete().
- */
-void scsi_report_luns(struct scsi_cmd *cmd, const uint16_t *luns, unsigned n);
-/* Answers a command addressed to a LUN that does not exist (on a present target). */
-void scsi_no_lun_exec(struct scsi_cmd *cmd);
-
 #endif

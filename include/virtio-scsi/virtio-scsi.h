@@ -1,8 +1,8 @@
 /*
  * The virtio-scsi device model on the back-end side (virtio 1.2, 5.6): it
  * serves the control, event and request virtqueues of one front-end
- * connection, turning each request into a SCSI command on a LUN of the
- * shared lun_map.  Request queues run on iothreads (queue i on thread
+ * connection (one I_T nexus of the shared scsi_target), turning each
+ * request into a SCSI command for the target.  Request queues run on iothreads (queue i on thread
  * i mod nthreads); the control and event queues run on the main thread.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "iothread.h"
-#include "lun-map.h"
+#include "scsi-target.h"
 #include "virtqueue.h"
 
 #define VSCSI_CTRL_QUEUE 0
@@ -24,7 +24,7 @@ struct vscsi_dev;
 
 struct vscsi_dev_config {
     const char *name;               /* for log lines ("conn1") */
-    const struct lun_map *luns;     /* shared, must outlive the device */
+    struct scsi_target *target;     /* shared, must outlive the device */
     struct iothread *main_thread;   /* control and event queues */
     struct iothread **threads;      /* request queue threads */
     unsigned nthreads;

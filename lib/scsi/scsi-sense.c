@@ -1,14 +1,26 @@
 /*
- * Building a command's result: fixed-format sense data (with field
- * pointers for ILLEGAL REQUEST) and data-in replies truncated to the
- * allocation length.  The bottom of the disk emulation: every command
- * family calls it, it calls nothing above it.
+ * Sense data and CDB fields for the SCSI disk emulation: the named sense
+ * codes of the unit attentions, fixed-format sense building, the common
+ * CHECK CONDITION answers, replies truncated to the allocation length, and
+ * the LBA / transfer length decoding shared by the block commands.  The
+ * bottom layer: it calls nothing in the disk emulation.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <string.h>
 
-#include "scsi-disk-int.h"
+#include <glib.h>
+
+#include "iov.h"
+#include "scsi-sense.h"
+
+const uint8_t sd_ua_codes[SCSI_UA_COUNT][2] = {
+    [SCSI_UA_POWER_ON] = { 0x29, 0x00 },
+    [SCSI_UA_LUN_RESET] = { 0x29, 0x03 },
+    [SCSI_UA_NEXUS_LOSS] = { 0x29, 0x07 },
+    [SCSI_UA_CAPACITY_CHANGED] = { 0x2a, 0x09 },
+    [SCSI_UA_REPORTED_LUNS_CHANGED] = { 0x3f, 0x0e },
+};
 
 void sd_fill_fixed_sense(uint8_t *s, uint8_t key, uint8_t asc, uint8_t ascq)
 {
@@ -53,4 +65,39 @@ int sd_reply(struct scsi_cmd *cmd, const void *buf, size_t len, size_t alloc)
     cmd->data_in_xfer = cmd->data_in ? iov_from_buf(cmd->data_in, cmd->data_in_cnt, 0, buf, n) : 0;
     cmd->status = SAM_STAT_GOOD;
     return EXEC_DONE;
+}
+
+/* ---- CDB fields -------------------------------------------------------- */
+
+void sd_decode_lba_len(const uint8_t *cdb, uint64_t *lba, uint32_t *n, unsigned *len_byte)
+{
+    switch (cdb[0]) {
+    case OP_READ_6:
+    case OP_WRITE_6:
+        *lba = (uint64_t)(cdb[1] & 0x1f) << 16 | ld16(cdb + 2);
+        *n = cdb[4] ? cdb[4] : 256;
+        *len_byte = 4;
+        break;
+    case OP_READ_12:
+    case OP_WRITE_12:
+        *lba = ld32(cdb + 2);
+        *n = ld32(cdb + 6);
+        *len_byte = 6;
+        break;
+    case OP_READ_16:
+    case OP_WRITE_16:
+    case OP_WRITE_VERIFY_16:
+    case OP_VERIFY_16:
+    case OP_SYNC_CACHE_16:
+    case OP_WRITE_SAME_16:
+        *lba = ld64(cdb + 2);
+        *n = ld32(cdb + 10);
+        *len_byte = 10;
+        break;
+    default:    /* the 10-byte forms */
+        *lba = ld32(cdb + 2);
+        *n = ld16(cdb + 7);
+        *len_byte = 7;
+        break;
+    }
 }

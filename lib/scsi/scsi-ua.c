@@ -1,21 +1,13 @@
 /*
- * Unit attentions of a logical unit as each initiator sees them: a
- * LUN-wide condition (a reset, a capacity change, a LUN set change) is a
- * generation count on the LUN, and each I_T nexus's scsi_ua_state folds
- * in what it has not seen yet, so every nexus is told once, lock-free.
- * Part of the bottom of the disk emulation: it calls nothing above it.
+ * Unit attention state of a LUN and of each I_T nexus to it (see
+ * scsi-disk.h): LUN-wide conditions are counted on the LUN and folded into
+ * a nexus's pending set when one of its commands looks, so the data path
+ * checks two words and takes no lock.  Below the command families: the
+ * dispatch and REQUEST SENSE take conditions from here.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "scsi-disk-int.h"
-
-const uint8_t sd_ua_codes[SCSI_UA_COUNT][2] = {
-    [SCSI_UA_POWER_ON] = { 0x29, 0x00 },
-    [SCSI_UA_LUN_RESET] = { 0x29, 0x03 },
-    [SCSI_UA_NEXUS_LOSS] = { 0x29, 0x07 },
-    [SCSI_UA_CAPACITY_CHANGED] = { 0x2a, 0x09 },
-    [SCSI_UA_REPORTED_LUNS_CHANGED] = { 0x3f, 0x0e },
-};
 
 void scsi_ua_init(struct scsi_ua_state *s, struct scsi_lun *lun)
 {

@@ -31,10 +31,6 @@
 /* The spec's FUNCTION COMPLETE shares the value of VIRTIO_SCSI_S_OK. */
 #define VSCSI_S_FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
 
-#define REPORT_LUNS 0xa0
-#define INQUIRY 0x12
-#define REQUEST_SENSE 0x03
-
 /* Upper bound on buffers per request, whatever the ring size. */
 #define VSCSI_MAX_SG 1026
 
@@ -66,7 +62,9 @@ struct vscsi_req {
     uint64_t data_len;
     bool in_use;
     uint64_t seq;             /* pop order on its queue (TMFs wait for older ones) */
-    int lun_idx;              /* luns->e[] index of the LUN it runs on; -1: none */
+    bool on_lun;              /* runs on the LUN at (target, lun_id) */
+    uint8_t target;
+    uint16_t lun_id;
     struct iovec *iov;        /* the chain as popped (header + data) */
     struct iovec *data_iov;   /* the data part only */
 };
@@ -74,8 +72,8 @@ struct vscsi_req {
 /* The tasks a TMF is about, as the request queues' threads match them. */
 struct tmf_match {
     uint32_t subtype;
-    int lun_idx;              /* -1 for I_T NEXUS RESET: any LUN of target */
     unsigned target;
+    unsigned lun_id;
     uint64_t tag;             /* ABORT TASK, QUERY TASK */
 };
 
@@ -141,7 +139,8 @@ struct vscsi_quiesce {
 
 struct vscsi_dev {
     char *name;
-    const struct lun_map *luns;
+    struct scsi_target *target;
+    struct scsi_nexus *nexus; /* this front-end's I_T nexus to the target */
     struct iothread *main_thread;
     struct iothread **threads;
     unsigned nthreads;
@@ -149,8 +148,6 @@ struct vscsi_dev {
     void (*queue_broken)(void *opaque, unsigned idx);
     void *opaque;
     struct vscsi_queue *queues;
-    /* This front-end's I_T nexus: its unit attentions, one per luns->e[]. */
-    struct scsi_ua_state *ua;
     /* TMFs waiting for their tasks, answered by callback (main thread). */
     struct vscsi_tmf *tmfs;
     unsigned ntmfs;
@@ -293,8 +290,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     const size_t resp_len = sizeof(struct virtio_scsi_cmd_resp);
     uint64_t out_data, in_data;
     unsigned target, lun_id;
-    struct scsi_lun *lun;
-    int kind, idx, n = 0;
+    int kind, n = 0;
 
     if (r->elem.out_len < hdr_len || r->elem.in_len < resp_len) {
         /*
@@ -341,7 +337,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     }
 
     kind = vscsi_decode_lun(r->hdr.lun, &target, &lun_id);
-    if (kind < 0 || !lun_map_has_target(dev->luns, target)) {
+    if (kind < 0) {
         req_fail(r, VIRTIO_SCSI_S_BAD_TARGET);
         return;
     }
@@ -351,35 +347,18 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     cmd->thread = q->t;
     cmd->complete = cmd_complete;
     cmd->opaque = r;
-
-    /* REPORT LUNS is the target's answer, whichever LUN it is sent to. */
-    if (r->hdr.cdb[0] == REPORT_LUNS) {
-        uint16_t ids[256];
-        unsigned cnt = lun_map_target_luns(dev->luns, target, ids, G_N_ELEMENTS(ids));
-
-        scsi_report_luns(cmd, ids, MIN(cnt, G_N_ELEMENTS(ids)));
-        cmd_complete(cmd);
-        return;
+    /* Set before the command may complete: a TMF matches it by address. */
+    r->on_lun = kind == 0;
+    r->target = (uint8_t)target;
+    r->lun_id = (uint16_t)lun_id;
+    /*
+     * No such target, or a command other than INQUIRY / REQUEST SENSE /
+     * REPORT LUNS for a LUN that is not there: virtio's BAD_TARGET.
+     */
+    if (scsi_nexus_exec(dev->nexus, target, lun_id, kind == 1, cmd) < 0) {
+        r->on_lun = false;
+        req_fail(r, VIRTIO_SCSI_S_BAD_TARGET);
     }
-    idx = kind == 0 ? lun_map_index(dev->luns, target, lun_id) : -1;
-    lun = idx >= 0 ? dev->luns->e[idx].l : NULL;
-    if (!lun) {
-        /*
-         * A hole in the LUN space of an existing target: answer what an
-         * initiator scanning LUNs needs (INQUIRY with qualifier 011b,
-         * REQUEST SENSE); anything else is for a LUN that isn't there.
-         */
-        if (r->hdr.cdb[0] == INQUIRY || r->hdr.cdb[0] == REQUEST_SENSE) {
-            scsi_no_lun_exec(cmd);
-            cmd_complete(cmd);
-        } else {
-            req_fail(r, VIRTIO_SCSI_S_BAD_TARGET);
-        }
-        return;
-    }
-    cmd->ua = &dev->ua[idx];
-    r->lun_idx = idx;
-    scsi_lun_exec(lun, cmd);
 }
 
 static void queue_report_broken(struct vscsi_queue *q)
@@ -428,7 +407,7 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         q->free_list = r->next_free;
         r->in_use = true;
         r->seq = ++q->pop_seq;
-        r->lun_idx = -1;
+        r->on_lun = false;
         q->inflight++;
         progress = true;
         req_exec(q, r);
@@ -712,20 +691,19 @@ struct vscsi_tmf {
     struct vscsi_tmf_wait waits[];  /* one per request queue */
 };
 
-static bool tmf_matches(const struct tmf_match *m, const struct vscsi_req *r,
-                        const struct lun_map *luns)
+static bool tmf_matches(const struct tmf_match *m, const struct vscsi_req *r)
 {
-    if (!r->in_use || r->lun_idx < 0) {
+    if (!r->in_use || !r->on_lun || r->target != m->target) {
         return false;
     }
     switch (m->subtype) {
     case VIRTIO_SCSI_T_TMF_ABORT_TASK:
     case VIRTIO_SCSI_T_TMF_QUERY_TASK:
-        return r->lun_idx == m->lun_idx && r->cmd.tag == m->tag;
+        return r->lun_id == m->lun_id && r->cmd.tag == m->tag;
     case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-        return luns->e[r->lun_idx].target == m->target;
+        return true;
     default:
-        return r->lun_idx == m->lun_idx;
+        return r->lun_id == m->lun_id;
     }
 }
 
@@ -739,7 +717,7 @@ static void tmf_waits_check(struct vscsi_queue *q, struct vscsi_req *r)
     while (*p) {
         struct vscsi_tmf_wait *w = *p;
 
-        if (r->seq <= w->last_seq && tmf_matches(&w->tmf->m, r, q->dev->luns) &&
+        if (r->seq <= w->last_seq && tmf_matches(&w->tmf->m, r) &&
             --w->left == 0) {
             *p = w->next;
             w->next = q->tmf_waits_done;
@@ -771,7 +749,7 @@ static void tmf_wait_register(void *opaque)
         return;
     }
     for (unsigned i = 0; i < q->vq->num; i++) {
-        if (tmf_matches(&w->tmf->m, &q->reqs[i], q->dev->luns)) {
+        if (tmf_matches(&w->tmf->m, &q->reqs[i])) {
             w->left++;
         }
     }
@@ -807,7 +785,7 @@ static void query_task_on_thread(void *opaque)
         return;
     }
     for (unsigned i = 0; i < q->vq->num && !qt->found; i++) {
-        qt->found = tmf_matches(qt->m, &q->reqs[i], q->dev->luns);
+        qt->found = tmf_matches(qt->m, &q->reqs[i]);
     }
 }
 
@@ -876,12 +854,8 @@ static void tmf_finish(struct vscsi_tmf *tmf)
         g_message("%s: LOGICAL UNIT RESET on %s", dev->name, scsi_lun_name(tmf->lun));
         break;
     case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-        for (unsigned i = 0; i < dev->luns->n; i++) {
-            if (dev->luns->e[i].target == tmf->m.target) {
-                /* Only this front-end's nexus was reset: other initiators see nothing. */
-                scsi_ua_set(&dev->ua[i], SCSI_UA_NEXUS_LOSS);
-            }
-        }
+        /* Only this front-end's nexus was reset: other initiators see nothing. */
+        scsi_nexus_loss(dev->nexus, tmf->m.target);
         g_message("%s: I_T NEXUS RESET on target %u", dev->name, tmf->m.target);
         break;
     }
@@ -1003,22 +977,20 @@ static bool ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
     unsigned target, lun_id;
     struct scsi_lun *lun;
     int kind = vscsi_decode_lun(req->lun, &target, &lun_id);
-    struct tmf_match m = { .subtype = subtype, .target = target, .tag = le64toh(req->tag) };
+    struct tmf_match m = { .subtype = subtype, .target = target, .lun_id = lun_id,
+                           .tag = le64toh(req->tag) };
 
-    if (kind != 0 || !lun_map_has_target(dev->luns, target)) {
+    if (kind != 0 || !scsi_target_has_port(dev->target, target)) {
         *response = VIRTIO_SCSI_S_BAD_TARGET;
         return true;
     }
-    m.lun_idx = lun_map_index(dev->luns, target, lun_id);
-    lun = m.lun_idx >= 0 ? dev->luns->e[m.lun_idx].l : NULL;
+    lun = scsi_target_lun(dev->target, target, lun_id);
     if (!lun && subtype != VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
         *response = VIRTIO_SCSI_S_INCORRECT_LUN;
         return true;
     }
     switch (subtype) {
     case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-        m.lun_idx = -1;
-        /* fall through */
     case VIRTIO_SCSI_T_TMF_ABORT_TASK:
     case VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
     case VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
@@ -1074,7 +1046,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
         /* No asynchronous notification classes are supported: event_actual 0. */
         resp.event_actual = 0;
         resp.response = vscsi_decode_lun(req.lun, &target, &lun_id) == 0 &&
-                        lun_map_has_target(dev->luns, target)
+                        scsi_target_has_port(dev->target, target)
                             ? VIRTIO_SCSI_S_OK : VIRTIO_SCSI_S_BAD_TARGET;
         len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
     } else {
@@ -1163,7 +1135,9 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     struct vscsi_dev *dev = g_new0(struct vscsi_dev, 1);
 
     dev->name = g_strdup(cfg->name);
-    dev->luns = cfg->luns;
+    dev->target = cfg->target;
+    /* A new connection is a new initiator: each LUN has just powered on for it. */
+    dev->nexus = scsi_target_nexus_new(cfg->target, cfg->name);
     dev->main_thread = cfg->main_thread;
     dev->threads = cfg->threads;
     dev->nthreads = cfg->nthreads;
@@ -1171,11 +1145,6 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     dev->queue_broken = cfg->queue_broken;
     dev->opaque = cfg->opaque;
     dev->queues = g_new0(struct vscsi_queue, dev->nq);
-    /* A new connection is a new initiator: each LUN has just powered on for it. */
-    dev->ua = g_new0(struct scsi_ua_state, MAX(dev->luns->n, 1u));
-    for (unsigned i = 0; i < dev->luns->n; i++) {
-        scsi_ua_init(&dev->ua[i], dev->luns->e[i].l);
-    }
     for (unsigned i = 0; i < dev->nq; i++) {
         struct vscsi_queue *q = &dev->queues[i];
 
@@ -1280,9 +1249,7 @@ void vscsi_dev_reset(struct vscsi_dev *dev)
         }
     }
     /* A device reset is a bus reset for this initiator, as in QEMU's HBA. */
-    for (unsigned i = 0; i < dev->luns->n; i++) {
-        scsi_ua_set(&dev->ua[i], SCSI_UA_POWER_ON);
-    }
+    scsi_nexus_reset(dev->nexus);
 }
 
 void vscsi_dev_free(struct vscsi_dev *dev)
@@ -1300,7 +1267,7 @@ void vscsi_dev_free(struct vscsi_dev *dev)
         pthread_cond_destroy(&dev->queues[i].cond);
     }
     g_free(dev->queues);
-    g_free(dev->ua);
+    scsi_target_nexus_free(dev->nexus);
     g_free(dev->name);
     g_free(dev);
 }

@@ -17,7 +17,7 @@
 
 #include "backend.h"
 #include "guest-mem.h"
-#include "lun-map.h"
+#include "scsi-target.h"
 
 /* Guest RAM for ring fuzzing: small so random addresses often land in it. */
 #define FUZZ_RAM_GPA 0x10000ull
@@ -84,17 +84,18 @@ static inline void fuzz_mem_init(struct guest_mem *mem, uint8_t *ram)
 
 /* LUN 0:0 is 1 MiB of RAM in 512-byte blocks, 0:1 a 1 GiB null LUN in
  * 4 KiB blocks; aborts if they cannot be made. */
-static inline void fuzz_luns_init(struct lun_map *luns)
+static inline struct scsi_target *fuzz_target_new(void)
 {
+    struct scsi_target *t = scsi_target_new("fuzz");
     struct lun_backend *be;
 
-    lun_map_init(luns);
     if (backend_ram_new(1 << 20, 512, &be) < 0 ||
-        lun_map_add(luns, 0, 0, scsi_lun_new(be, "fuzz-ram", NULL)) < 0 ||
+        scsi_target_add_lun(t, 0, 0, scsi_lun_new(be, "fuzz-ram", NULL)) < 0 ||
         backend_null_new(1 << 30, 4096, &be) < 0 ||
-        lun_map_add(luns, 0, 1, scsi_lun_new(be, "fuzz-null", NULL)) < 0) {
+        scsi_target_add_lun(t, 0, 1, scsi_lun_new(be, "fuzz-null", NULL)) < 0) {
         abort();
     }
+    return t;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

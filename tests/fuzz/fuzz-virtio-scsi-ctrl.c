@@ -280,7 +280,7 @@ static void check_used(const struct ring *r, gint64 deadline)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static uint8_t *ram;
-    static struct lun_map luns;
+    static struct scsi_target *target;
     static struct iothread *main_thread, *io_thread;
     struct fuzz_in in = { data, size };
     struct guest_mem mem;
@@ -294,7 +294,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_quiet_logs();
     if (!ram) {
         ram = aligned_alloc(4096, FUZZ_RAM_SIZE);
-        fuzz_luns_init(&luns);
+        target = fuzz_target_new();
         main_thread = iothread_new("fuzz-main", 0, 0);
         io_thread = iothread_new("fuzz-io", 1, 0);
         if (iothread_start(main_thread) < 0 || iothread_start(io_thread) < 0) {
@@ -322,7 +322,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
     }
     cfg.name = "fuzz";
-    cfg.luns = &luns;
+    cfg.target = target;
     cfg.main_thread = main_thread;
     cfg.threads = &io_thread;
     cfg.nthreads = 1;

@@ -65,7 +65,7 @@ static int add_bufs(struct layout *l, struct fuzz_in *in, size_t len, unsigned p
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     static uint8_t *ram;
-    static struct lun_map luns;
+    static struct scsi_target *target;
     static struct iothread *thread;
     struct fuzz_in in = { data, size };
     struct guest_mem mem;
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_quiet_logs();
     if (!ram) {
         ram = aligned_alloc(4096, FUZZ_RAM_SIZE);
-        fuzz_luns_init(&luns);
+        target = fuzz_target_new();
         /* Never started: run_sync calls run inline, as in a single thread. */
         thread = iothread_new("fuzz-io", 1, 0);
     }
@@ -128,7 +128,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     cfg.name = "fuzz";
-    cfg.luns = &luns;
+    cfg.target = target;
     cfg.main_thread = thread;
     cfg.threads = &thread;
     cfg.nthreads = 1;

@@ -1862,95 +1862,6 @@ static void test_rsoc_follows_backend(void)
     scsi_lun_free(lun);
 }
 
-/* ---- REPORT LUNS and absent LUNs --------------------------------------- */
-
-static struct result report_luns(uint8_t select, uint32_t alloc, const uint16_t *ids,
-                                 unsigned n, uint8_t *buf, size_t len)
-{
-    uint8_t cdb[12] = { 0xa0, 0, select };
-    struct scsi_cmd cmd = { 0 };
-    struct iovec iov = { buf, len };
-
-    put32(cdb + 6, alloc);
-    cmd.cdb = cdb;
-    cmd.cdb_len = sizeof(cdb);
-    cmd.data_in = &iov;
-    cmd.data_in_cnt = 1;
-    scsi_report_luns(&cmd, ids, n);
-    return result_of(&cmd);
-}
-
-static void test_report_luns(void)
-{
-    static const uint16_t ids[] = { 0, 1, 300 };
-    uint8_t buf[64];
-    struct result r;
-
-    memset(buf, 0xee, sizeof(buf));
-    r = report_luns(0, sizeof(buf), ids, 3, buf, sizeof(buf));
-    assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 24);
-    g_assert_cmpuint(r.in_xfer, ==, 32);
-    g_assert_cmphex(be64(buf + 8), ==, 0);
-    g_assert_cmphex(be64(buf + 16), ==, 0x0001000000000000ULL);   /* peripheral */
-    g_assert_cmphex(be64(buf + 24), ==, 0x412c000000000000ULL);   /* flat space */
-
-    /* The allocation length truncates; the list length still tells all. */
-    r = report_luns(2, 16, ids, 3, buf, sizeof(buf));
-    assert_good(&r);
-    g_assert_cmpuint(r.in_xfer, ==, 16);
-    g_assert_cmpuint(be32(buf), ==, 24);
-
-    r = report_luns(1, sizeof(buf), ids, 3, buf, sizeof(buf));
-    assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 0);
-
-    r = report_luns(0, 15, ids, 3, buf, sizeof(buf));
-    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
-    r = report_luns(3, sizeof(buf), ids, 3, buf, sizeof(buf));
-    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
-}
-
-static struct result no_lun(const uint8_t *cdb, unsigned len, uint8_t *buf, size_t buflen)
-{
-    struct scsi_cmd cmd = { 0 };
-    struct iovec iov = { buf, buflen };
-
-    cmd.cdb = cdb;
-    cmd.cdb_len = len;
-    cmd.data_in = buf ? &iov : NULL;
-    cmd.data_in_cnt = buf ? 1 : 0;
-    scsi_no_lun_exec(&cmd);
-    return result_of(&cmd);
-}
-
-static void test_no_lun(void)
-{
-    uint8_t inq[6] = { 0x12, 0, 0, 0, 96, 0 }, rs[6] = { 0x03, 0, 0, 0, 18, 0 };
-    uint8_t rd[10] = { 0x28 }, buf[96];
-    struct result r;
-
-    r = no_lun(inq, 6, buf, sizeof(buf));
-    assert_good(&r);
-    g_assert_cmphex(buf[0], ==, 0x7f);            /* qualifier 011b, type 1Fh */
-    g_assert_cmpuint(r.in_xfer, >=, 36);
-
-    inq[1] = 0x01;                                /* VPD: same qualifier */
-    r = no_lun(inq, 6, buf, sizeof(buf));
-    assert_good(&r);
-    g_assert_cmphex(buf[0], ==, 0x7f);
-    g_assert_cmpuint(r.in_xfer, ==, 4);
-
-    r = no_lun(rs, 6, buf, sizeof(buf));
-    assert_good(&r);
-    g_assert_cmpuint(r.in_xfer, ==, 18);
-    g_assert_cmphex(buf[2], ==, SENSE_ILLEGAL_REQUEST);
-    g_assert_cmphex(buf[12], ==, 0x25);
-
-    r = no_lun(rd, 10, buf, sizeof(buf));
-    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x25, 0x00);
-}
-
 /* ---- backend errors ---------------------------------------------------- */
 
 static void test_backend_errors(void)
@@ -2854,8 +2765,6 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/rsoc/one", test_rsoc_one);
     g_test_add_func("/scsi-disk/rsoc/follows-backend", test_rsoc_follows_backend);
 
-    g_test_add_func("/scsi-disk/target/report-luns", test_report_luns);
-    g_test_add_func("/scsi-disk/target/no-lun", test_no_lun);
 
     g_test_add_func("/scsi-disk/robustness/random-cdbs", test_random_cdbs);
     g_test_add_func("/scsi-disk/backend/errors", test_backend_errors);

@@ -36,7 +36,7 @@
 #include "scsi-cmd.h"
 #include "guest-mem.h"
 #include "iothread.h"
-#include "lun-map.h"
+#include "scsi-target.h"
 #include "virtio-scsi.h"
 #include "virtqueue.h"
 
@@ -214,7 +214,7 @@ struct fe {
 struct fx {
     struct iothread *main;
     struct iothread *io[2];
-    struct lun_map luns;
+    struct scsi_target *target;
     struct hold *hold[NLUNS];
     struct fe a, b;
 };
@@ -488,7 +488,7 @@ static void fe_open(struct fx *x, struct fe *f, const char *name)
 {
     struct guest_mem_region r = { .gpa = RAM_GPA, .size = RAM_SIZE, .fd = -1 };
     struct vscsi_dev_config cfg = {
-        .name = name, .luns = &x->luns, .main_thread = x->main, .threads = x->io,
+        .name = name, .target = x->target, .main_thread = x->main, .threads = x->io,
         .nthreads = 2, .num_request_queues = NQ - VSCSI_FIRST_REQ_QUEUE,
     };
 
@@ -552,12 +552,12 @@ static void fx_setup(struct fx *x)
     g_assert_cmpint(iothread_start(x->main), ==, 0);
     g_assert_cmpint(iothread_start(x->io[0]), ==, 0);
     g_assert_cmpint(iothread_start(x->io[1]), ==, 0);
-    lun_map_init(&x->luns);
+    x->target = scsi_target_new("t");
     for (unsigned i = 0; i < NLUNS; i++) {
         g_autofree char *name = g_strdup_printf("hold%u:%u", ids[i][0], ids[i][1]);
 
         x->hold[i] = hold_new();
-        g_assert_cmpint(lun_map_add(&x->luns, ids[i][0], ids[i][1],
+        g_assert_cmpint(scsi_target_add_lun(x->target, ids[i][0], ids[i][1],
                                     scsi_lun_new(&x->hold[i]->be, name, NULL)), ==, 0);
     }
     fe_open(x, &x->a, "A");
@@ -574,7 +574,7 @@ static void fx_teardown(struct fx *x)
     iothread_free(x->io[1]);
     /* Runs what was posted to it last (orphaned TMFs' callbacks). */
     iothread_free(x->main);
-    lun_map_clear(&x->luns);
+    scsi_target_free(x->target);
 }
 
 /* ---- task management --------------------------------------------------- */

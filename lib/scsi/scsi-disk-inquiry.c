@@ -1,0 +1,182 @@
+/*
+ * The identification command family, answered from the LUN's own state:
+ * standard and VPD INQUIRY, READ CAPACITY (10) and (16), and REQUEST SENSE
+ * (which reports a pending unit attention, or NO SENSE).
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <string.h>
+
+#include "scsi-disk-int.h"
+#include "scsi-disk-ops.h"
+
+/* ---- INQUIRY ----------------------------------------------------------- */
+
+static void pad_copy(uint8_t *dst, const char *src, size_t len)
+{
+    size_t n = MIN(strlen(src), len);
+
+    memset(dst, ' ', len);
+    memcpy(dst, src, n);
+}
+
+static size_t std_inquiry(const struct scsi_lun *lun, uint8_t *b)
+{
+    static const uint16_t versions[] = { 0x00a0 /* SAM-5 */, 0x0460 /* SPC-4 */,
+                                         0x04c0 /* SBC-3 */ };
+
+    memset(b, 0, 74);
+    b[0] = 0x00;            /* qualifier 0, direct access block device */
+    b[2] = 0x06;            /* SPC-4 */
+    b[3] = 0x02;            /* response data format 2 */
+    b[4] = 74 - 5;
+    b[7] = 0x02;            /* CMDQUE */
+    pad_copy(b + 8, lun->vendor, 8);
+    pad_copy(b + 16, lun->product, 16);
+    pad_copy(b + 32, "0001", 4);
+    for (unsigned i = 0; i < G_N_ELEMENTS(versions); i++) {
+        st16(b + 58 + 2 * i, versions[i]);
+    }
+    return 74;
+}
+
+static const uint8_t vpd_pages[] = { 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2 };
+
+/* Fills a VPD page into b (REPLY_MAX bytes); returns its length or 0 if unknown. */
+static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
+{
+    const struct lun_backend *be = lun->be;
+    size_t len;
+
+    memset(b, 0, REPLY_MAX);
+    b[1] = page;
+    switch (page) {
+    case 0x00:
+        memcpy(b + 4, vpd_pages, sizeof(vpd_pages));
+        len = 4 + sizeof(vpd_pages);
+        break;
+    case 0x80:
+        len = strlen(lun->serial);
+        memcpy(b + 4, lun->serial, len);
+        len += 4;
+        break;
+    case 0x83: {
+        uint8_t *d = b + 4;
+        size_t sl = strlen(lun->serial);
+
+        d[0] = 0x01;        /* binary */
+        d[1] = 0x03;        /* LUN association, NAA */
+        d[3] = 8;
+        st64(d + 4, lun->naa);
+        d += 12;
+        d[0] = 0x02;        /* ASCII */
+        d[1] = 0x01;        /* LUN association, T10 vendor id */
+        d[3] = (uint8_t)(8 + sl);
+        pad_copy(d + 4, lun->vendor, 8);
+        memcpy(d + 12, lun->serial, sl);
+        d += 12 + sl;
+        len = (size_t)(d - b);
+        break;
+    }
+    case 0xb0: {
+        uint32_t max_xfer = sd_max_xfer_bytes(lun) / lun->bs;
+
+        b[4] = 0x01;        /* WSNZ: WRITE SAME needs a non-zero length */
+        st16(b + 6, 1);
+        st32(b + 8, max_xfer);
+        st32(b + 12, MIN(OPT_XFER_BYTES / lun->bs, max_xfer));
+        if (be->can_discard) {
+            st32(b + 20, MAX_UNMAP_LBAS);
+            st32(b + 24, MAX_UNMAP_DESCS);
+            st32(b + 28, MAX(4096u / lun->bs, 1u));
+        }
+        st64(b + 36, MAX_WRITE_SAME_LBAS);
+        len = 64;
+        break;
+    }
+    case 0xb1:
+        st16(b + 4, 1);     /* non-rotating medium */
+        len = 64;
+        break;
+    case 0xb2:
+        if (be->can_discard) {
+            b[5] = 0x80 | 0x40 | 0x20;              /* LBPU, LBPWS, LBPWS10 */
+            b[5] |= be->discard_zeroes ? 0x04 : 0;  /* LBPRZ */
+            b[6] = 0x02;                            /* thin provisioned */
+        }
+        len = 8;
+        break;
+    default:
+        return 0;
+    }
+    st16(b + 2, (uint16_t)(len - 4));
+    return len;
+}
+
+int sd_exec_inquiry(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    const uint8_t *cdb = cmd->cdb;
+    unsigned alloc = ld16(cdb + 3);
+    uint8_t b[REPLY_MAX];
+    size_t len;
+
+    if (cdb[1] & 0x02) {
+        return invalid_cdb(cmd, 1, 1);   /* CMDDT (obsolete) */
+    }
+    if (!(cdb[1] & 0x01)) {
+        if (cdb[2]) {
+            return invalid_cdb(cmd, 2, 7);
+        }
+        len = std_inquiry(lun, b);
+        return sd_reply(cmd, b, len, alloc);
+    }
+    len = vpd_page(lun, cdb[2], b);
+    if (!len) {
+        return invalid_cdb(cmd, 2, 7);
+    }
+    return sd_reply(cmd, b, len, alloc);
+}
+
+/* ---- READ CAPACITY ----------------------------------------------------- */
+
+int sd_exec_read_capacity_10(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    uint8_t b[8];
+    uint64_t last = lun->nb_blocks - 1;
+
+    /* Too big for 32 bits: FFFFFFFFh tells the initiator to use (16). */
+    st32(b, last > 0xfffffffe ? 0xffffffff : (uint32_t)last);
+    st32(b + 4, lun->bs);
+    return sd_reply(cmd, b, sizeof(b), sizeof(b));
+}
+
+int sd_exec_read_capacity_16(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    uint8_t b[32] = { 0 };
+
+    st64(b, lun->nb_blocks - 1);
+    st32(b + 8, lun->bs);
+    if (lun->be->can_discard) {
+        b[14] = 0x80 | (lun->be->discard_zeroes ? 0x40 : 0);  /* LBPME, LBPRZ */
+    }
+    return sd_reply(cmd, b, sizeof(b), ld32(cmd->cdb + 10));
+}
+
+/* ---- REQUEST SENSE ----------------------------------------------------- */
+
+int sd_exec_request_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    uint8_t s[FIXED_SENSE_LEN];
+    int ua;
+
+    if (cmd->cdb[1] & 0x01) {
+        return invalid_cdb(cmd, 1, 0);   /* DESC: only fixed format here */
+    }
+    ua = sd_take_ua(lun, cmd);
+    if (ua >= 0) {
+        sd_fill_fixed_sense(s, SENSE_UNIT_ATTENTION, sd_ua_codes[ua][0], sd_ua_codes[ua][1]);
+    } else {
+        sd_fill_fixed_sense(s, SENSE_NO_SENSE, 0, 0);
+    }
+    return sd_reply(cmd, s, sizeof(s), cmd->cdb[4]);
+}

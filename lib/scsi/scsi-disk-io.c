@@ -1,0 +1,331 @@
+/*
+ * The backend I/O engine under every SCSI disk command family: a command's
+ * lifetime (its drain-epoch membership and its private area, freed when it
+ * finishes), mapping data buffers onto a backend request, one-request
+ * commands, and the step engine for commands needing several requests
+ * (WRITE SAME replication, VERIFY with compare, UNMAP lists, a flush after
+ * a cache change), which tolerates backends completing inside
+ * backend_submit() without recursing.  Backend errors become sense data
+ * here, once.  Calls only the drain accounting and sense helpers below it.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "scsi-disk-int.h"
+
+enum { PHASE_SUBMITTING, PHASE_WAITING, PHASE_DONE_SYNC };
+
+/* Per-command private area, overlaid on scsi_cmd.priv. */
+struct cmd_priv {
+    struct op_state *op;
+    struct iovec *heap_iov;  /* slice that did not fit cmd->iov_slice */
+    unsigned epoch;          /* the drain epoch slot the command joined */
+};
+G_STATIC_ASSERT(sizeof(struct cmd_priv) <= sizeof(((struct scsi_cmd *)0)->priv));
+
+static struct cmd_priv *cmd_priv(struct scsi_cmd *cmd)
+{
+    return (struct cmd_priv *)(void *)cmd->priv;
+}
+
+/*
+ * Backend failures.  -ENOSPC (a thin backend out of space) is reported as
+ * DATA PROTECT / SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h), which
+ * Linux turns into -ENOSPC for the writer instead of a medium error.
+ */
+static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
+                     enum backend_op op, uint64_t offset, int ret)
+{
+    static const char *const names[] = { "read", "write", "flush", "discard", "write-zeroes" };
+    const char *what = (unsigned)op < G_N_ELEMENTS(names) ? names[op] : "i/o";
+
+    /* A remote device's own CHECK CONDITION is passed on unchanged. */
+    if (ret == -EREMOTEIO && cmd->bio.has_sense) {
+        scsi_cmd_set_sense(cmd, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
+        g_debug("%s: %s at byte %" PRIu64 ": remote sense %x/%02x/%02x", lun->name, what,
+                offset, cmd->bio.sense_key, cmd->bio.asc, cmd->bio.ascq);
+        return;
+    }
+    /*
+     * So is a remote status without sense (another initiator holds a
+     * reservation): the guest must see it as such, not as a medium error.
+     */
+    if (ret == -EREMOTEIO && cmd->bio.status == SAM_STAT_RESERVATION_CONFLICT) {
+        g_debug("%s: %s at byte %" PRIu64 ": reservation conflict", lun->name, what, offset);
+        cmd->status = SAM_STAT_RESERVATION_CONFLICT;
+        cmd->sense_len = 0;
+        return;
+    }
+    switch (ret) {
+    case -EAGAIN:
+    case -EBUSY:
+    case -ENOMEM:
+        g_debug("%s: %s at byte %" PRIu64 ": %s, reporting BUSY", lun->name, what,
+                offset, g_strerror(-ret));
+        cmd->status = SAM_STAT_BUSY;
+        cmd->sense_len = 0;
+        return;
+    case -EREMOTEIO:
+        /* [iscsi] A remote answer with nothing we can pass on (handled above). */
+        scsi_cmd_set_sense(cmd, SENSE_HARDWARE_ERROR, 0x44, 0x00);
+        break;
+    case -ENOTCONN:
+        /*
+         * [iscsi] The remote LUN has been unreachable for a long time (the
+         * backend logged it once): LOGICAL UNIT NOT READY, CAUSE NOT
+         * REPORTABLE, which initiators fail rather than retry forever.
+         */
+        scsi_cmd_set_sense(cmd, SENSE_NOT_READY, 0x04, 0x00);
+        return;
+    case -ENOSPC:
+        scsi_cmd_set_sense(cmd, SENSE_DATA_PROTECT, 0x27, 0x07);
+        break;
+    case -EROFS:
+        scsi_cmd_set_sense(cmd, SENSE_DATA_PROTECT, 0x27, 0x00);
+        break;
+    case -EIO:
+    case -ENODATA:
+        if (op == BACKEND_READ) {
+            scsi_cmd_set_sense(cmd, SENSE_MEDIUM_ERROR, 0x11, 0x00);  /* UNRECOVERED READ */
+        } else {
+            scsi_cmd_set_sense(cmd, SENSE_MEDIUM_ERROR, 0x0c, 0x00);  /* WRITE ERROR */
+        }
+        break;
+    default:
+        /* Anything else is our or the backend's bug, not the medium's. */
+        scsi_cmd_set_sense(cmd, SENSE_HARDWARE_ERROR, 0x44, 0x00);  /* INTERNAL TARGET FAILURE */
+        break;
+    }
+    g_warning("%s: %s at byte %" PRIu64 " failed: %s", lun->name, what, offset,
+              g_strerror(-ret));
+}
+
+/* ---- command lifetime -------------------------------------------------- */
+
+void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    cmd->lun = lun;
+    cmd->status = SAM_STAT_GOOD;
+    cmd->sense_len = 0;
+    cmd->data_in_xfer = 0;
+    cmd->data_out_xfer = 0;
+    memset(cmd->priv, 0, sizeof(cmd->priv));
+    cmd_priv(cmd)->epoch = sd_inflight_get(lun);
+}
+
+static void op_free(struct op_state *st)
+{
+    g_free(st->buf);
+    g_free(st->block);
+    g_free(st->expect);
+    g_free(st->unmap);
+    g_free(st);
+}
+void sd_cmd_finish(struct scsi_cmd *cmd)
+{
+    struct scsi_lun *lun = cmd->lun;
+    struct cmd_priv *p = cmd_priv(cmd);
+    unsigned epoch = p->epoch;
+
+    g_free(p->heap_iov);
+    p->heap_iov = NULL;
+    if (p->op) {
+        op_free(p->op);
+        p->op = NULL;
+    }
+    /* cmd may be freed by complete(); lun and epoch were saved above. */
+    cmd->complete(cmd);
+    sd_inflight_put(lun, epoch);
+}
+/* ---- data helpers ------------------------------------------------------ */
+
+/*
+ * Points the bio at the first len bytes of iov (total bytes long).  The
+ * command's own slice array is used when it fits; otherwise a heap copy
+ * freed when the command finishes.
+ */
+int sd_map_data(struct scsi_cmd *cmd, const struct iovec *iov, unsigned cnt,
+                    size_t total, size_t len)
+{
+    struct backend_io *bio = &cmd->bio;
+    int n;
+
+    if (total == len) {
+        bio->iov = iov;
+        bio->iovcnt = cnt;
+        return 0;
+    }
+    n = iov_slice(iov, cnt, 0, len, cmd->iov_slice, G_N_ELEMENTS(cmd->iov_slice));
+    if (n >= 0) {
+        bio->iov = cmd->iov_slice;
+        bio->iovcnt = (unsigned)n;
+        return 0;
+    }
+    if (n == -ENOBUFS) {
+        struct iovec *heap = g_new(struct iovec, cnt);
+
+        n = iov_slice(iov, cnt, 0, len, heap, cnt);
+        if (n >= 0) {
+            cmd_priv(cmd)->heap_iov = heap;
+            bio->iov = heap;
+            bio->iovcnt = (unsigned)n;
+            return 0;
+        }
+        g_free(heap);
+    }
+    return n;
+}
+
+/*
+ * LBA range check that cannot wrap: lba + n must not pass the capacity.  A
+ * zero-length range still needs lba to name a block.
+ */
+bool sd_range_ok(const struct scsi_lun *lun, uint64_t lba, uint64_t n)
+{
+    if (n == 0) {
+        return lba < lun->nb_blocks;
+    }
+    return lba <= lun->nb_blocks && n <= lun->nb_blocks - lba;
+}
+
+/* Writes must be durable at completion if FUA or the write cache is off. */
+bool sd_write_needs_fua(struct scsi_lun *lun, bool fua_bit)
+{
+    return lun->be->write_cache && (fua_bit || !atomic_load(&lun->wce));
+}
+
+void sd_bio_init(struct scsi_lun *lun, struct scsi_cmd *cmd, enum backend_op op,
+                     uint64_t offset, uint64_t len,
+                     void (*done)(struct backend_io *io, int ret))
+{
+    struct backend_io *bio = &cmd->bio;
+
+    bio->op = op;
+    bio->offset = offset;
+    bio->len = len;
+    bio->iov = NULL;
+    bio->iovcnt = 0;
+    bio->fua = false;
+    bio->has_sense = false;
+    bio->status = 0;
+    bio->thread = cmd->thread;
+    bio->complete = done;
+    bio->opaque = cmd;
+}
+
+/* ---- single-request commands (READ, WRITE, SYNCHRONIZE CACHE) ---------- */
+
+void sd_single_done(struct backend_io *io, int ret)
+{
+    struct scsi_cmd *cmd = io->opaque;
+
+    if (ret < 0) {
+        io_error(cmd->lun, cmd, io->op, io->offset, ret);
+    } else {
+        cmd->status = SAM_STAT_GOOD;
+        if (io->op == BACKEND_READ) {
+            cmd->data_in_xfer = io->len;
+        } else if (io->op == BACKEND_WRITE) {
+            cmd->data_out_xfer = io->len;
+        }
+    }
+    sd_cmd_finish(cmd);
+}
+
+int sd_submit_single(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    int ret = backend_submit(lun->be, &cmd->bio);
+
+    if (ret < 0) {
+        io_error(lun, cmd, cmd->bio.op, cmd->bio.offset, ret);
+        return EXEC_DONE;
+    }
+    /* complete() may already have run and freed cmd: touch nothing. */
+    return EXEC_ASYNC;
+}
+
+/* ---- step engine ------------------------------------------------------- */
+
+/*
+ * Runs steps until one is left pending in the backend or the command is
+ * done.  A synchronous completion is noticed through the phase flag and the
+ * loop continues here instead of recursing from the callback.
+ */
+static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret)
+{
+    for (;;) {
+        if (st->step(lun, cmd, st, ret) == STEP_DONE) {
+            sd_cmd_finish(cmd);
+            return;
+        }
+        cmd->bio.complete = sd_op_bio_done;
+        cmd->bio.opaque = cmd;
+        cmd->bio.thread = cmd->thread;
+        atomic_store(&st->phase, PHASE_SUBMITTING);
+        ret = backend_submit(lun->be, &cmd->bio);
+        if (ret < 0) {
+            continue;   /* complete() will not run: the step sees the error */
+        }
+        int expected = PHASE_SUBMITTING;
+        if (atomic_compare_exchange_strong(&st->phase, &expected, PHASE_WAITING)) {
+            return;     /* the callback continues the command */
+        }
+        ret = st->last_ret;
+    }
+}
+
+void sd_op_bio_done(struct backend_io *io, int ret)
+{
+    struct scsi_cmd *cmd = io->opaque;
+    struct op_state *st = cmd_priv(cmd)->op;
+    int expected = PHASE_SUBMITTING;
+
+    st->last_ret = ret;
+    if (atomic_compare_exchange_strong(&st->phase, &expected, PHASE_DONE_SYNC)) {
+        return;         /* still inside backend_submit(): op_run continues */
+    }
+    op_run(cmd->lun, cmd, st, ret);
+}
+
+struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step)
+{
+    struct op_state *st = g_new0(struct op_state, 1);
+
+    st->step = step;
+    cmd_priv(cmd)->op = st;
+    return st;
+}
+
+int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st)
+{
+    op_run(lun, cmd, st, 0);
+    return EXEC_ASYNC;
+}
+
+int sd_step_fail(struct scsi_lun *lun, struct scsi_cmd *cmd, int ret)
+{
+    io_error(lun, cmd, cmd->bio.op, cmd->bio.offset, ret);
+    return STEP_DONE;
+}
+
+/* A lone FLUSH as a step (MODE SELECT clearing WCE, START STOP UNIT). */
+static int flush_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret)
+{
+    if (ret < 0) {
+        return sd_step_fail(lun, cmd, ret);
+    }
+    if (st->state++ == 0) {
+        sd_bio_init(lun, cmd, BACKEND_FLUSH, 0, 0, sd_op_bio_done);
+        return STEP_SUBMIT;
+    }
+    cmd->status = SAM_STAT_GOOD;
+    return STEP_DONE;
+}
+
+int sd_start_flush(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    return sd_op_start(lun, cmd, sd_op_new(cmd, flush_step));
+}

@@ -1,0 +1,24 @@
+/*
+ * The command families of the SCSI disk emulation, as the dispatch
+ * (scsi-disk.c) sees them: one entry point per command.  Included by the dispatch and by each family
+ * to define its own entry points; a family never calls another's.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_SCSI_DISK_OPS_H
+#define VHOST_SCSI_SCSI_DISK_OPS_H
+
+#include "scsi-disk-int.h"
+
+/* scsi-disk-rw.c */
+sd_exec_fn sd_exec_read, sd_exec_write, sd_exec_write_verify, sd_exec_verify,
+           sd_exec_sync_cache, sd_exec_start_stop;
+/* scsi-disk-provisioning.c */
+sd_exec_fn sd_exec_write_same, sd_exec_unmap;
+/* scsi-disk-inquiry.c */
+sd_exec_fn sd_exec_inquiry, sd_exec_read_capacity_10, sd_exec_read_capacity_16,
+           sd_exec_request_sense;
+/* scsi-disk-mode.c */
+sd_exec_fn sd_exec_mode_sense, sd_exec_mode_select;
+
+#endif

@@ -1,0 +1,215 @@
+/*
+ * The block I/O command family: READ, WRITE and WRITE AND VERIFY (one
+ * backend request each, no lock), VERIFY (read back and compare through a
+ * bounded buffer), SYNCHRONIZE CACHE and START STOP UNIT (a flush).  Every
+ * CDB field is untrusted and checked here, where it enters; the requests
+ * run through the engine in scsi-disk-io.c.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <string.h>
+
+#include "scsi-disk-int.h"
+#include "scsi-disk-ops.h"
+
+static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool fua_bit)
+{
+    const uint8_t *cdb = cmd->cdb;
+    uint64_t lba, bytes;
+    uint32_t n;
+    unsigned len_byte;
+    size_t avail;
+
+    sd_decode_lba_len(cdb, &lba, &n, &len_byte);
+    if (cdb[0] != OP_READ_6 && cdb[0] != OP_WRITE_6 && (cdb[1] & 0xe0)) {
+        return invalid_cdb(cmd, 1, 7);   /* RD/WRPROTECT: no protection info */
+    }
+    if (write && lun->be->read_only) {
+        return write_protected(cmd);
+    }
+    if (!sd_range_ok(lun, lba, n)) {
+        return lba_out_of_range(cmd);
+    }
+    bytes = (uint64_t)n * lun->bs;
+    if (bytes > sd_max_xfer_bytes(lun)) {
+        return invalid_cdb(cmd, len_byte, 7);
+    }
+    /* A short buffer is refused rather than half-filled (or over-run). */
+    avail = write ? sd_data_out_size(cmd) : sd_data_in_size(cmd);
+    if (avail < bytes) {
+        return invalid_cdb(cmd, len_byte, 7);
+    }
+    if (n == 0) {
+        cmd->status = SAM_STAT_GOOD;
+        return EXEC_DONE;
+    }
+    sd_bio_init(lun, cmd, write ? BACKEND_WRITE : BACKEND_READ, lba * lun->bs, bytes, sd_single_done);
+    cmd->bio.fua = write && sd_write_needs_fua(lun, fua_bit);
+    if (sd_map_data(cmd, write ? cmd->data_out : cmd->data_in,
+                 write ? cmd->data_out_cnt : cmd->data_in_cnt, avail, bytes) < 0) {
+        return invalid_cdb(cmd, len_byte, 7);
+    }
+    return sd_submit_single(lun, cmd);
+}
+
+int sd_exec_read(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    return exec_rw(lun, cmd, false, false);
+}
+
+int sd_exec_write(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    bool fua = cmd->cdb[0] != OP_WRITE_6 && (cmd->cdb[1] & 0x08);
+
+    return exec_rw(lun, cmd, true, fua);
+}
+
+/*
+ * WRITE AND VERIFY: the write is made durable (FUA) and not read back, as
+ * the verify would only re-read what the backend just acknowledged.
+ */
+int sd_exec_write_verify(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    unsigned bytchk = (cmd->cdb[1] >> 1) & 3;
+
+    if (bytchk > 1) {
+        return invalid_cdb(cmd, 1, 2);
+    }
+    return exec_rw(lun, cmd, true, true);
+}
+
+/* ---- VERIFY ------------------------------------------------------------ */
+
+static int verify_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret)
+{
+    if (ret < 0) {
+        return sd_step_fail(lun, cmd, ret);
+    }
+    if (st->state == 1) {
+        /* A chunk was read into st->buf: compare it with the data-out. */
+        uint64_t len = cmd->bio.len;
+
+        for (uint64_t off = 0; off < len; off += lun->bs) {
+            const uint8_t *want;
+
+            if (st->block) {        /* BYTCHK=3: one block for all */
+                want = st->block;
+            } else {
+                want = st->expect + off;
+            }
+            if (memcmp(st->buf + off, want, lun->bs) != 0) {
+                uint64_t i = 0;
+
+                while (st->buf[off + i] == want[i]) {
+                    i++;
+                }
+                scsi_cmd_set_sense(cmd, SENSE_MISCOMPARE, 0x1d, 0x00);
+                cmd->sense[0] |= 0x80;      /* VALID: INFORMATION is set */
+                /* INFORMATION: offset of the first mismatching byte in the data-out. */
+                st32(cmd->sense + 3, (uint32_t)MIN(st->block ? i : st->done_bytes + off + i,
+                                                   UINT32_MAX));
+                cmd->data_out_xfer = st->block ? lun->bs : st->done_bytes + len;
+                return STEP_DONE;
+            }
+        }
+        if (!st->block) {
+            st->done_bytes += len;
+        }
+    }
+    if (st->remaining == 0) {
+        cmd->status = SAM_STAT_GOOD;
+        cmd->data_out_xfer = st->block ? lun->bs : st->done_bytes;
+        return STEP_DONE;
+    }
+    uint64_t n = MIN(st->remaining, st->chunk_blocks);
+    uint64_t len = n * lun->bs;
+
+    if (!st->block &&
+        iov_to_buf(cmd->data_out, cmd->data_out_cnt, st->done_bytes, st->expect, len) != len) {
+        /* The buffer size was checked up front; this cannot happen. */
+        return sd_step_fail(lun, cmd, -EINVAL);
+    }
+    sd_bio_init(lun, cmd, BACKEND_READ, st->lba * lun->bs, len, sd_op_bio_done);
+    st->iov.iov_base = st->buf;
+    st->iov.iov_len = len;
+    cmd->bio.iov = &st->iov;
+    cmd->bio.iovcnt = 1;
+    st->lba += n;
+    st->remaining -= n;
+    st->state = 1;
+    return STEP_SUBMIT;
+}
+
+int sd_exec_verify(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    const uint8_t *cdb = cmd->cdb;
+    unsigned bytchk = (cdb[1] >> 1) & 3, len_byte;
+    uint64_t lba;
+    uint32_t n;
+    struct op_state *st;
+
+    sd_decode_lba_len(cdb, &lba, &n, &len_byte);
+    if (cdb[1] & 0xe0) {
+        return invalid_cdb(cmd, 1, 7);   /* VRPROTECT */
+    }
+    if (bytchk == 2) {
+        return invalid_cdb(cmd, 1, 2);
+    }
+    if (!sd_range_ok(lun, lba, n)) {
+        return lba_out_of_range(cmd);
+    }
+    /* BYTCHK=0: there is no medium to scan; the range check is the verify. */
+    if (bytchk == 0 || n == 0) {
+        cmd->status = SAM_STAT_GOOD;
+        return EXEC_DONE;
+    }
+    if ((uint64_t)n * lun->bs > sd_max_xfer_bytes(lun)) {
+        return invalid_cdb(cmd, len_byte, 7);
+    }
+    if (sd_data_out_size(cmd) < (bytchk == 3 ? lun->bs : (uint64_t)n * lun->bs)) {
+        return invalid_cdb(cmd, len_byte, 7);
+    }
+    st = sd_op_new(cmd, verify_step);
+    st->lba = lba;
+    st->remaining = n;
+    st->chunk_blocks = MIN((uint64_t)n, sd_chunk_bytes(lun) / lun->bs);
+    st->buf = g_malloc(st->chunk_blocks * lun->bs);
+    if (bytchk == 3) {
+        st->block = g_malloc(lun->bs);
+        iov_to_buf(cmd->data_out, cmd->data_out_cnt, 0, st->block, lun->bs);
+    } else {
+        st->expect = g_malloc(st->chunk_blocks * lun->bs);
+    }
+    return sd_op_start(lun, cmd, st);
+}
+
+/* ---- SYNCHRONIZE CACHE, START STOP UNIT -------------------------------- */
+
+int sd_exec_sync_cache(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    uint64_t lba;
+    uint32_t n;
+    unsigned len_byte;
+
+    sd_decode_lba_len(cmd->cdb, &lba, &n, &len_byte);
+    /* n == 0 means "to the end"; either way the whole cache is flushed. */
+    if (!sd_range_ok(lun, lba, n)) {
+        return lba_out_of_range(cmd);
+    }
+    sd_bio_init(lun, cmd, BACKEND_FLUSH, 0, 0, sd_single_done);
+    return sd_submit_single(lun, cmd);
+}
+
+int sd_exec_start_stop(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    const uint8_t *cdb = cmd->cdb;
+    bool start = cdb[4] & 0x01, no_flush = cdb[4] & 0x04;
+    unsigned power_condition = cdb[4] >> 4;
+
+    /* Stopping a disk writes its cache back first, as a real drive does. */
+    if (!start && !no_flush && power_condition == 0 && lun->be->write_cache) {
+        return sd_start_flush(lun, cmd);
+    }
+    cmd->status = SAM_STAT_GOOD;
+    return EXEC_DONE;
+}
