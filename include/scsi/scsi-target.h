@@ -63,6 +63,15 @@ void scsi_target_nexus_free(struct scsi_nexus *nx);
 const char *scsi_nexus_name(const struct scsi_nexus *nx);
 
 /*
+ * What this nexus reaches, as its transport asks before task management:
+ * whether any LUN is served on port, and the LUN at (port, lun_id) or NULL.
+ * Answered from the nexus's own table, which a live LUN change (issue 13)
+ * replaces per nexus.
+ */
+bool scsi_nexus_has_port(const struct scsi_nexus *nx, unsigned port);
+struct scsi_lun *scsi_nexus_lun(struct scsi_nexus *nx, unsigned port, unsigned lun_id);
+
+/*
  * Executes cmd from this nexus for (port, lun_id); report_luns_wlun: it is
  * addressed to the REPORT LUNS well-known LUN of port.  Returns 0 when cmd
  * was taken: complete() is called exactly once, possibly before this

@@ -43,6 +43,8 @@ struct scsi_nexus {
     char *name;
     unsigned n;
     struct nexus_lun *e;       /* sorted by key, like the target's table */
+    /* Ports with a LUN: every command asks, so one bit test, not a scan. */
+    uint64_t ports[(SCSI_TARGET_MAX_PORT + 1) / 64];
 };
 
 static uint32_t lun_key(unsigned port, unsigned lun_id)
@@ -267,6 +269,7 @@ struct scsi_nexus *scsi_target_nexus_new(struct scsi_target *t, const char *name
         nx->e[i].key = t->e[i].key;
         nx->e[i].lun = t->e[i].lun;
         scsi_ua_init(&nx->e[i].ua, t->e[i].lun);
+        nx->ports[(t->e[i].key >> 16) / 64] |= 1ull << ((t->e[i].key >> 16) % 64);
     }
     t->nexuses = g_list_prepend(t->nexuses, nx);
     return nx;
@@ -298,12 +301,24 @@ static struct nexus_lun *nexus_find(struct scsi_nexus *nx, unsigned port, unsign
     return bsearch(&key, nx->e, nx->n, sizeof(*nx->e), key_cmp);
 }
 
+bool scsi_nexus_has_port(const struct scsi_nexus *nx, unsigned port)
+{
+    return port <= SCSI_TARGET_MAX_PORT && nx->ports[port / 64] >> (port % 64) & 1;
+}
+
+struct scsi_lun *scsi_nexus_lun(struct scsi_nexus *nx, unsigned port, unsigned lun_id)
+{
+    struct nexus_lun *e = nexus_find(nx, port, lun_id);
+
+    return e ? e->lun : NULL;
+}
+
 int scsi_nexus_exec(struct scsi_nexus *nx, unsigned port, unsigned lun_id,
                     bool report_luns_wlun, struct scsi_cmd *cmd)
 {
     struct nexus_lun *e;
 
-    if (!scsi_target_has_port(nx->t, port)) {
+    if (!scsi_nexus_has_port(nx, port)) {
         return -ENXIO;
     }
     /* REPORT LUNS is the target's answer, whichever LUN it is sent to. */

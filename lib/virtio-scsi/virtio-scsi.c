@@ -139,7 +139,6 @@ struct vscsi_quiesce {
 
 struct vscsi_dev {
     char *name;
-    struct scsi_target *target;
     struct scsi_nexus *nexus; /* this front-end's I_T nexus to the target */
     struct iothread *main_thread;
     struct iothread **threads;
@@ -980,11 +979,11 @@ static bool ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
     struct tmf_match m = { .subtype = subtype, .target = target, .lun_id = lun_id,
                            .tag = le64toh(req->tag) };
 
-    if (kind != 0 || !scsi_target_has_port(dev->target, target)) {
+    if (kind != 0 || !scsi_nexus_has_port(dev->nexus, target)) {
         *response = VIRTIO_SCSI_S_BAD_TARGET;
         return true;
     }
-    lun = scsi_target_lun(dev->target, target, lun_id);
+    lun = scsi_nexus_lun(dev->nexus, target, lun_id);
     if (!lun && subtype != VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
         *response = VIRTIO_SCSI_S_INCORRECT_LUN;
         return true;
@@ -1046,7 +1045,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
         /* No asynchronous notification classes are supported: event_actual 0. */
         resp.event_actual = 0;
         resp.response = vscsi_decode_lun(req.lun, &target, &lun_id) == 0 &&
-                        scsi_target_has_port(dev->target, target)
+                        scsi_nexus_has_port(dev->nexus, target)
                             ? VIRTIO_SCSI_S_OK : VIRTIO_SCSI_S_BAD_TARGET;
         len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
     } else {
@@ -1135,7 +1134,6 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     struct vscsi_dev *dev = g_new0(struct vscsi_dev, 1);
 
     dev->name = g_strdup(cfg->name);
-    dev->target = cfg->target;
     /* A new connection is a new initiator: each LUN has just powered on for it. */
     dev->nexus = scsi_target_nexus_new(cfg->target, cfg->name);
     dev->main_thread = cfg->main_thread;

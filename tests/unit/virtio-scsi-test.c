@@ -13,19 +13,16 @@
  * The TMF tests play two front-ends (devices sharing a LUN map, each with
  * its own guest RAM and rings: control, event, two request queues on two
  * I/O threads, the control queue on a "main" thread) and a backend that
- * parks every I/O until the test completes it.  Request handling itself
- * is exercised end to end by the protocol, qtest and fuzz-virtio-scsi
- * tests.
+ * parks every I/O until the test completes it, through the guest driver
+ * of vscsi-driver.h.  What requests and TMFs hand the target is specified
+ * against a fake target in virtio-scsi-fake-target-test.c, and request
+ * handling end to end by the protocol, qtest and fuzz-virtio-scsi tests.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include <endian.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -39,6 +36,7 @@
 #include "scsi-target.h"
 #include "virtio-scsi.h"
 #include "virtqueue.h"
+#include "vscsi-driver.h"
 
 static void test_single_level_lun(void)
 {
@@ -85,7 +83,6 @@ static void test_other_addresses_refused(void)
 
 /* ---- a backend that parks every I/O until the test completes it -------- */
 
-#define TIMEOUT_MS 10000
 #define BLOCK 512
 
 struct hold {
@@ -184,151 +181,14 @@ static void hold_release(struct hold *h, uint64_t lba)
 
 /* ---- two front-ends playing the driver --------------------------------- */
 
-#define QSZ 256
-#define NQ 4                    /* control, event, two request queues */
-#define RAM_GPA 0x100000ull
-#define RAM_SIZE (2u << 20)
-#define RING_AREA 0x2000u       /* desc 4 KiB, avail and used after it */
-#define BUF_OFF 0x10000u
 #define NLUNS 3                 /* 0:0 and 0:1 parked, 1:0 parked */
 
-struct tq {
-    struct vring_desc *desc;
-    struct vring_avail *avail;
-    struct vring_used *used;
-    uint16_t next_desc;
-    struct virtqueue vq;
-    char name[16];
-};
-
-struct fe {
-    struct fx *fx;
-    const char *name;
-    struct vscsi_dev *dev;
-    uint8_t *ram;
-    struct guest_mem mem;
-    size_t next_buf;
-    struct tq q[NQ];
-};
-
 struct fx {
-    struct iothread *main;
-    struct iothread *io[2];
+    struct fe_threads th;
     struct scsi_target *target;
     struct hold *hold[NLUNS];
     struct fe a, b;
 };
-
-static void *fe_gpa_host(struct fe *f, uint64_t gpa)
-{
-    return f->ram + (gpa - RAM_GPA);
-}
-
-/* A buffer of guest RAM; returns its guest address. */
-static uint64_t fe_alloc(struct fe *f, size_t len)
-{
-    uint64_t gpa = RAM_GPA + f->next_buf;
-
-    f->next_buf += (len + 63) & ~(size_t)63;
-    g_assert_cmpuint(f->next_buf, <=, RAM_SIZE);
-    return gpa;
-}
-
-struct seg {
-    uint64_t gpa;
-    uint32_t len;
-    bool write;
-};
-
-/* Posts a chain and kicks; returns its head. */
-static uint16_t tq_post(struct fe *f, unsigned qi, const struct seg *segs, unsigned n)
-{
-    struct tq *q = &f->q[qi];
-    uint16_t head = q->next_desc;
-    uint64_t one = 1;
-
-    g_assert_cmpuint(q->next_desc + n, <=, QSZ);
-    for (unsigned i = 0; i < n; i++) {
-        struct vring_desc *d = &q->desc[q->next_desc++];
-
-        d->addr = segs[i].gpa;
-        d->len = segs[i].len;
-        d->flags = (segs[i].write ? VRING_DESC_F_WRITE : 0) | (i + 1 < n ? VRING_DESC_F_NEXT : 0);
-        d->next = q->next_desc;
-    }
-    q->avail->ring[q->avail->idx % QSZ] = head;
-    __atomic_store_n(&q->avail->idx, (uint16_t)(q->avail->idx + 1), __ATOMIC_RELEASE);
-    g_assert_cmpint(write(q->vq.kick_fd, &one, sizeof(one)), ==, sizeof(one));
-    return head;
-}
-
-/* True if head is on the used ring (published). */
-static bool tq_used(struct fe *f, unsigned qi, uint16_t head)
-{
-    struct tq *q = &f->q[qi];
-    uint16_t idx = __atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE);
-
-    g_assert_cmpuint(idx, <, QSZ);
-    for (uint16_t i = 0; i < idx; i++) {
-        if (q->used->ring[i].id == head) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static unsigned tq_used_count(struct fe *f, unsigned qi)
-{
-    return __atomic_load_n(&f->q[qi].used->idx, __ATOMIC_ACQUIRE);
-}
-
-/* Waits (bounded, on the call eventfd) until head is published. */
-static void tq_wait(struct fe *f, unsigned qi, uint16_t head)
-{
-    gint64 deadline = g_get_monotonic_time() + TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
-    struct pollfd p = { .fd = f->q[qi].vq.call_fd, .events = POLLIN };
-
-    while (!tq_used(f, qi, head)) {
-        gint64 left = (deadline - g_get_monotonic_time()) / 1000;
-        uint64_t v;
-
-        g_assert_cmpint(left, >, 0);
-        if (poll(&p, 1, (int)left) == 1 && read(p.fd, &v, sizeof(v)) < 0) {
-            g_assert_cmpint(errno, ==, EAGAIN);
-        }
-    }
-}
-
-struct cmd {
-    uint16_t head;
-    unsigned qi;
-    struct virtio_scsi_cmd_resp *resp;
-};
-
-static struct cmd fe_cmd(struct fe *f, unsigned qi, unsigned target, unsigned lun,
-                         uint64_t tag, const uint8_t *cdb, unsigned cdb_len, uint32_t in_len)
-{
-    uint64_t req_gpa = fe_alloc(f, sizeof(struct virtio_scsi_cmd_req));
-    uint64_t resp_gpa = fe_alloc(f, sizeof(struct virtio_scsi_cmd_resp));
-    struct virtio_scsi_cmd_req *req = fe_gpa_host(f, req_gpa);
-    struct seg segs[3] = {
-        { req_gpa, sizeof(*req), false },
-        { resp_gpa, sizeof(struct virtio_scsi_cmd_resp), true },
-        { in_len ? fe_alloc(f, in_len) : 0, in_len, true },
-    };
-    struct cmd c = { .qi = qi, .resp = fe_gpa_host(f, resp_gpa) };
-
-    memset(req, 0, sizeof(*req));
-    req->lun[0] = 1;
-    req->lun[1] = (uint8_t)target;
-    req->lun[2] = 0x40 | (uint8_t)(lun >> 8);
-    req->lun[3] = (uint8_t)lun;
-    req->tag = htole64(tag);
-    memcpy(req->cdb, cdb, cdb_len);
-    c.resp->response = 0xff;
-    c.head = tq_post(f, qi, segs, in_len ? 3 : 2);
-    return c;
-}
 
 /* A one-block READ(10) of lba on request queue rq (0 or 1). */
 static struct cmd fe_read(struct fe *f, unsigned rq, unsigned target, unsigned lun,
@@ -338,31 +198,6 @@ static struct cmd fe_read(struct fe *f, unsigned rq, unsigned target, unsigned l
     unsigned cdb_len = sc_cdb(scsi_cdb_read10((uint32_t)lba, BLOCK, BLOCK, 0, 0, 0, 0, 0), cdb);
 
     return fe_cmd(f, VSCSI_FIRST_REQ_QUEUE + rq, target, lun, tag, cdb, cdb_len, BLOCK);
-}
-
-static void cmd_wait(struct fe *f, const struct cmd *c)
-{
-    tq_wait(f, c->qi, c->head);
-}
-
-static bool cmd_done(struct fe *f, const struct cmd *c)
-{
-    return tq_used(f, c->qi, c->head);
-}
-
-/* TEST UNIT READY, waited for: its SAM status (sense in *c). */
-static uint8_t fe_tur(struct fe *f, unsigned target, unsigned lun, struct cmd *out)
-{
-    uint8_t cdb[SC_CDB_MAX];
-    unsigned cdb_len = sc_cdb(scsi_cdb_testunitready(), cdb);
-    struct cmd c = fe_cmd(f, VSCSI_FIRST_REQ_QUEUE, target, lun, 0, cdb, cdb_len, 0);
-
-    cmd_wait(f, &c);
-    g_assert_cmpuint(c.resp->response, ==, VIRTIO_SCSI_S_OK);
-    if (out) {
-        *out = c;
-    }
-    return c.resp->status;
 }
 
 /* Consumes the power-on unit attention of every LUN. */
@@ -376,169 +211,8 @@ static void fe_ready(struct fe *f)
     }
 }
 
-/* The sense ASC/ASCQ of a CHECK CONDITION, as 0xAAQQ (SCSI_SENSE_ASCQ_*). */
-static unsigned sense_code(const struct cmd *c)
-{
-    return sc_sense_of(c->resp->sense, MIN(c->resp->sense_len, sizeof(c->resp->sense))).code;
-}
-
-struct tmf {
-    uint16_t head;
-    struct virtio_scsi_ctrl_tmf_resp *resp;
-};
-
-static struct tmf fe_tmf(struct fe *f, uint32_t subtype, unsigned target, unsigned lun,
-                         uint64_t tag)
-{
-    uint64_t req_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_tmf_req));
-    uint64_t resp_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_tmf_resp));
-    struct virtio_scsi_ctrl_tmf_req *req = fe_gpa_host(f, req_gpa);
-    struct seg segs[2] = {
-        { req_gpa, sizeof(*req), false },
-        { resp_gpa, sizeof(struct virtio_scsi_ctrl_tmf_resp), true },
-    };
-    struct tmf t = { .resp = fe_gpa_host(f, resp_gpa) };
-
-    memset(req, 0, sizeof(*req));
-    req->type = htole32(VIRTIO_SCSI_T_TMF);
-    req->subtype = htole32(subtype);
-    req->lun[0] = 1;
-    req->lun[1] = (uint8_t)target;
-    req->lun[2] = 0x40 | (uint8_t)(lun >> 8);
-    req->lun[3] = (uint8_t)lun;
-    req->tag = htole64(tag);
-    t.resp->response = 0xee;
-    t.head = tq_post(f, VSCSI_CTRL_QUEUE, segs, 2);
-    return t;
-}
-
-static bool tmf_answered(struct fe *f, const struct tmf *t)
-{
-    return tq_used(f, VSCSI_CTRL_QUEUE, t->head);
-}
-
-static uint8_t tmf_wait(struct fe *f, const struct tmf *t)
-{
-    tq_wait(f, VSCSI_CTRL_QUEUE, t->head);
-    return t->resp->response;
-}
-
-/*
- * An AN query, answered at once: the control queue is served in ring
- * order, so when its answer is there, every control request posted before
- * it has been looked at (a TMF still unanswered then is waiting).
- */
-static void fe_ctrl_barrier(struct fe *f)
-{
-    uint64_t req_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_an_req));
-    uint64_t resp_gpa = fe_alloc(f, sizeof(struct virtio_scsi_ctrl_an_resp));
-    struct virtio_scsi_ctrl_an_req *req = fe_gpa_host(f, req_gpa);
-    struct virtio_scsi_ctrl_an_resp *resp = fe_gpa_host(f, resp_gpa);
-    struct seg segs[2] = {
-        { req_gpa, sizeof(*req), false },
-        { resp_gpa, sizeof(*resp), true },
-    };
-    uint16_t head;
-
-    memset(req, 0, sizeof(*req));
-    req->type = htole32(VIRTIO_SCSI_T_AN_QUERY);
-    req->lun[0] = 1;
-    req->lun[2] = 0x40;
-    resp->response = 0xee;
-    head = tq_post(f, VSCSI_CTRL_QUEUE, segs, 2);
-    tq_wait(f, VSCSI_CTRL_QUEUE, head);
-    g_assert_cmpuint(resp->response, ==, VIRTIO_SCSI_S_OK);
-}
-
-/* The device's hooks run on the main thread, as the vhost-user server calls them. */
-struct on_main_call {
-    struct fe *f;
-    unsigned idx;
-};
-
-static void start_queues_on_main(void *opaque)
-{
-    struct fe *f = opaque;
-
-    for (unsigned i = 0; i < NQ; i++) {
-        g_assert_cmpint(vscsi_queue_start(f->dev, i, &f->q[i].vq), ==, 0);
-    }
-}
-
-static void stop_queue_on_main(void *opaque)
-{
-    struct on_main_call *c = opaque;
-
-    vscsi_queue_stop(c->f->dev, c->idx, &c->f->q[c->idx].vq);
-}
-
-static void free_dev_on_main(void *opaque)
-{
-    struct fe *f = opaque;
-
-    vscsi_dev_free(f->dev);
-    f->dev = NULL;
-}
-
 static void nothing(void *opaque)
 {
-}
-
-static void fe_open(struct fx *x, struct fe *f, const char *name)
-{
-    struct guest_mem_region r = { .gpa = RAM_GPA, .size = RAM_SIZE, .fd = -1 };
-    struct vscsi_dev_config cfg = {
-        .name = name, .target = x->target, .main_thread = x->main, .threads = x->io,
-        .nthreads = 2, .num_request_queues = NQ - VSCSI_FIRST_REQ_QUEUE,
-    };
-
-    memset(f, 0, sizeof(*f));
-    f->fx = x;
-    f->name = name;
-    f->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    g_assert_true(f->ram != MAP_FAILED);
-    r.host = f->ram;
-    r.uva = (uintptr_t)f->ram;
-    guest_mem_init(&f->mem);
-    g_assert_cmpint(guest_mem_add(&f->mem, &r), ==, 0);
-    f->next_buf = BUF_OFF;
-    for (unsigned i = 0; i < NQ; i++) {
-        struct tq *q = &f->q[i];
-        uint8_t *area = f->ram + i * RING_AREA;
-
-        q->desc = (void *)area;
-        q->avail = (void *)(area + QSZ * sizeof(struct vring_desc));
-        q->used = (void *)(area + 0x1400);
-        snprintf(q->name, sizeof(q->name), "%s:vq%u", name, i);
-        vq_init(&q->vq, i, q->name);
-        g_assert_cmpint(vq_setup(&q->vq, &f->mem, QSZ, q->desc, q->avail, q->used, 0, 0),
-                        ==, 0);
-        q->vq.kick_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        q->vq.call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        g_assert_cmpint(q->vq.kick_fd, >=, 0);
-        g_assert_cmpint(q->vq.call_fd, >=, 0);
-    }
-    f->dev = vscsi_dev_new(&cfg);
-    iothread_run_sync(x->main, start_queues_on_main, f);
-}
-
-static void fe_free_dev(struct fe *f)
-{
-    if (f->dev) {
-        iothread_run_sync(f->fx->main, free_dev_on_main, f);
-    }
-}
-
-static void fe_close(struct fe *f)
-{
-    fe_free_dev(f);
-    for (unsigned i = 0; i < NQ; i++) {
-        close(f->q[i].vq.kick_fd);
-        close(f->q[i].vq.call_fd);
-        vq_cleanup(&f->q[i].vq);
-    }
-    guest_mem_clear(&f->mem);
-    munmap(f->ram, RAM_SIZE);
 }
 
 static void fx_setup(struct fx *x)
@@ -546,12 +220,7 @@ static void fx_setup(struct fx *x)
     static const unsigned ids[NLUNS][2] = { { 0, 0 }, { 0, 1 }, { 1, 0 } };
 
     memset(x, 0, sizeof(*x));
-    x->main = iothread_new("t-main", 0, 0);
-    x->io[0] = iothread_new("t-io0", 1, 0);
-    x->io[1] = iothread_new("t-io1", 2, 0);
-    g_assert_cmpint(iothread_start(x->main), ==, 0);
-    g_assert_cmpint(iothread_start(x->io[0]), ==, 0);
-    g_assert_cmpint(iothread_start(x->io[1]), ==, 0);
+    fe_threads_start(&x->th);
     x->target = scsi_target_new("t");
     for (unsigned i = 0; i < NLUNS; i++) {
         g_autofree char *name = g_strdup_printf("hold%u:%u", ids[i][0], ids[i][1]);
@@ -560,8 +229,8 @@ static void fx_setup(struct fx *x)
         g_assert_cmpint(scsi_target_add_lun(x->target, ids[i][0], ids[i][1],
                                     scsi_lun_new(&x->hold[i]->be, name, NULL)), ==, 0);
     }
-    fe_open(x, &x->a, "A");
-    fe_open(x, &x->b, "B");
+    fe_open(&x->a, "A", x->target, x->th.main, x->th.io);
+    fe_open(&x->b, "B", x->target, x->th.main, x->th.io);
     fe_ready(&x->a);
     fe_ready(&x->b);
 }
@@ -570,23 +239,12 @@ static void fx_teardown(struct fx *x)
 {
     fe_close(&x->a);
     fe_close(&x->b);
-    iothread_free(x->io[0]);
-    iothread_free(x->io[1]);
-    /* Runs what was posted to it last (orphaned TMFs' callbacks). */
-    iothread_free(x->main);
+    fe_threads_stop(&x->th);
     scsi_target_free(x->target);
 }
 
 /* ---- task management --------------------------------------------------- */
 
-#define ABORT_TASK VIRTIO_SCSI_T_TMF_ABORT_TASK
-#define ABORT_TASK_SET VIRTIO_SCSI_T_TMF_ABORT_TASK_SET
-#define CLEAR_TASK_SET VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET
-#define LUN_RESET VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET
-#define NEXUS_RESET VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET
-#define QUERY_TASK VIRTIO_SCSI_T_TMF_QUERY_TASK
-#define QUERY_TASK_SET VIRTIO_SCSI_T_TMF_QUERY_TASK_SET
-#define FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
 
 /* hold[] index of each LUN */
 #define H00 0
@@ -625,20 +283,19 @@ static void resume_on_main(void *opaque)
 
 static void fe_quiesce(struct quiesce_call *c)
 {
-    iothread_run_sync(c->f->fx->main, quiesce_on_main, c);
+    fe_on_main(c->f, quiesce_on_main, c);
 }
 
 /* Returns once what the I/O threads posted to the main thread so far has run. */
 static void main_barrier(struct fx *x)
 {
-    iothread_run_sync(x->main, nothing, NULL);
+    iothread_run_sync(x->th.main, nothing, NULL);
 }
 
 static void test_quiesce_idle_queue_needs_no_wait(void)
 {
     struct fx x;
     struct quiesce_call rq, cq;
-    struct on_main_call stop;
 
     fx_setup(&x);
     rq = (struct quiesce_call){ .f = &x.a, .idx = VSCSI_FIRST_REQ_QUEUE };
@@ -647,8 +304,7 @@ static void test_quiesce_idle_queue_needs_no_wait(void)
     fe_quiesce(&cq);
     g_assert_cmpint(rq.ret, ==, 0);
     g_assert_cmpint(cq.ret, ==, 0);     /* the control queue stops without waiting for I/O */
-    stop = (struct on_main_call){ .f = &x.a, .idx = VSCSI_FIRST_REQ_QUEUE };
-    iothread_run_sync(x.main, stop_queue_on_main, &stop);
+    fe_stop_queue(&x.a, VSCSI_FIRST_REQ_QUEUE);
     main_barrier(&x);
     g_assert_cmpint(g_atomic_int_get(&rq.reports), ==, 0);
     fx_teardown(&x);
@@ -664,7 +320,6 @@ static void test_quiesce_reports_after_the_last_completion(void)
 {
     struct fx x;
     struct quiesce_call c;
-    struct on_main_call stop;
     struct cmd r, later;
     uint16_t popped;
 
@@ -682,8 +337,7 @@ static void test_quiesce_reports_after_the_last_completion(void)
     hold_release(x.hold[H00], 10);
     main_barrier(&x);
     g_assert_cmpint(g_atomic_int_get(&c.reports), ==, 1);
-    stop = (struct on_main_call){ .f = &x.a, .idx = c.idx };
-    iothread_run_sync(x.main, stop_queue_on_main, &stop);
+    fe_stop_queue(&x.a, c.idx);
     g_assert_true(cmd_done(&x.a, &r));
     g_assert_cmpuint(r.resp->status, ==, 0);
     g_assert_false(cmd_done(&x.a, &later));
@@ -706,7 +360,7 @@ static void test_quiesce_then_resume(void)
     fe_quiesce(&c);
     g_assert_cmpint(c.ret, ==, 1);
     later = fe_read(&x.a, 0, 0, 0, 11, 0x72);
-    iothread_run_sync(x.main, resume_on_main, &c);
+    iothread_run_sync(x.th.main, resume_on_main, &c);
     hold_wait_submitted(x.hold[H00], 2);   /* popped once resumed */
     hold_release(x.hold[H00], 10);
     hold_release(x.hold[H00], 11);
@@ -1027,7 +681,6 @@ static void test_more_tmfs_than_may_wait(void)
 static void test_pending_tmfs_at_control_queue_stop(void)
 {
     struct fx x;
-    struct on_main_call stop = { .f = &x.a, .idx = VSCSI_CTRL_QUEUE };
     struct cmd r;
     struct tmf abort, reset;
 
@@ -1040,7 +693,7 @@ static void test_pending_tmfs_at_control_queue_stop(void)
     g_assert_false(tmf_answered(&x.a, &abort));
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
                           "*control queue stopped with * task management functions waiting*");
-    iothread_run_sync(x.main, stop_queue_on_main, &stop);
+    fe_stop_queue(&x.a, VSCSI_CTRL_QUEUE);
     g_test_assert_expected_messages();
     g_assert_true(tmf_answered(&x.a, &abort));
     g_assert_true(tmf_answered(&x.a, &reset));
@@ -1051,7 +704,7 @@ static void test_pending_tmfs_at_control_queue_stop(void)
     cmd_wait(&x.a, &r);
     g_assert_cmpuint(r.resp->status, ==, 0);
     /* The callbacks were posted to main before this runs there. */
-    iothread_run_sync(x.main, nothing, NULL);
+    iothread_run_sync(x.th.main, nothing, NULL);
     g_assert_cmpuint(tq_used_count(&x.a, VSCSI_CTRL_QUEUE), ==, 3);
     g_assert_cmpuint(fe_tur(&x.a, 0, 0, NULL), ==, 0);
     g_assert_cmpuint(fe_tur(&x.b, 0, 0, NULL), ==, 0);
@@ -1083,7 +736,7 @@ static void test_pending_tmf_when_its_front_end_goes_away(void)
     g_assert_cmpuint(reset.resp->response, ==, VIRTIO_SCSI_S_FAILURE);
     hold_release(x.hold[H00], 1);
     cmd_wait(&x.b, &b1);
-    iothread_run_sync(x.main, nothing, NULL);
+    iothread_run_sync(x.th.main, nothing, NULL);
     g_assert_cmpuint(fe_tur(&x.b, 0, 0, NULL), ==, 0);
     fx_teardown(&x);
 }

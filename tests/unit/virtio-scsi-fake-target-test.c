@@ -1,0 +1,433 @@
+/*
+ * Specification of the virtio-scsi device model (lib/virtio-scsi/virtio-scsi.c)
+ * against a fake SCSI target (fake-scsi-target.h), which records what the
+ * transport hands it and answers when and how each test says:
+ *  - a request's LUN address (virtio 1.2 5.6.6.1) becomes the target's
+ *    (port, LUN) or the REPORT LUNS well-known LUN; a malformed one, or a
+ *    target that refuses the command, is BAD_TARGET and nothing more;
+ *  - the CDB, tag and data buffers reach the target as the driver wrote
+ *    them; the target's status, sense and data-in count come back in the
+ *    response (resid, sense_len) and the used length; completions may come
+ *    in any order;
+ *  - one I_T nexus per device, named after it, freed with it once its
+ *    commands have completed; a device reset is that nexus's reset;
+ *  - task management reaches the target through the nexus and the LUN:
+ *    LOGICAL UNIT RESET and CLEAR TASK SET are answered only when the
+ *    LUN's drain ends, and only the reset raises the LUN's unit attention;
+ *    I_T NEXUS RESET is the nexus's loss on that port; TMFs for a port or
+ *    LUN the nexus does not reach are answered by address (BAD_TARGET,
+ *    INCORRECT LUN) without touching the target; AN queries too.
+ * Task matching itself (which commands a TMF waits for) is specified with
+ * the real target in virtio-scsi-test.c.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <endian.h>
+#include <errno.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "fake-scsi-target.h"
+#include "scsi-cmd.h"
+#include "vscsi-driver.h"
+
+struct fx {
+    struct fe_threads th;
+    struct scsi_target *t;
+    struct fe a, b;
+};
+
+static void fx_setup(struct fx *x)
+{
+    memset(x, 0, sizeof(*x));
+    fe_threads_start(&x->th);
+    x->t = fake_target_new();
+    fake_target_add_lun(x->t, 0, 0);
+    fake_target_add_lun(x->t, 0, 1);
+    fake_target_add_lun(x->t, 3, 0x123);
+    fe_open(&x->a, "A", x->t, x->th.main, x->th.io);
+    fe_open(&x->b, "B", x->t, x->th.main, x->th.io);
+}
+
+static void fx_teardown(struct fx *x)
+{
+    fe_close(&x->a);
+    fe_close(&x->b);
+    fe_threads_stop(&x->th);
+    fake_target_free(x->t);
+}
+
+static unsigned tur_cdb(uint8_t cdb[SC_CDB_MAX])
+{
+    return sc_cdb(scsi_cdb_testunitready(), cdb);
+}
+
+/* ---- requests ---------------------------------------------------------- */
+
+static void test_lun_address_reaches_the_target(void)
+{
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = tur_cdb(cdb);
+    const struct fake_cmd *c;
+    struct cmd r;
+
+    fx_setup(&x);
+    r = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE + 1, 3, 0x123, 0x77, cdb, len, 0);
+    fake_wait_cmds(x.t, 1);
+    c = fake_cmd_at(x.t, 0);
+    g_assert_true(c->nx == fake_nexus_at(x.t, 0));
+    g_assert_cmpuint(c->port, ==, 3);
+    g_assert_cmpuint(c->lun, ==, 0x123);
+    g_assert_false(c->wlun);
+    g_assert_cmphex(c->tag, ==, 0x77);
+    /* The whole CDB field goes down: the target reads what its opcode needs. */
+    g_assert_cmpuint(c->cdb_len, ==, VIRTIO_SCSI_CDB_DEFAULT_SIZE);
+    g_assert_cmpmem(c->cdb, len, cdb, len);
+    g_assert_cmpuint(c->out_len + c->in_len, ==, 0);
+    /* Nothing is answered before the target completes. */
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(cmd_done(&x.a, &r));
+    fake_complete(x.t, 0, SAM_STAT_GOOD, NULL, 0, NULL, 0);
+    cmd_wait(&x.a, &r);
+    g_assert_cmpuint(r.resp->response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp->status, ==, SAM_STAT_GOOD);
+    g_assert_cmpuint(le32toh(r.resp->sense_len), ==, 0);
+    g_assert_cmpuint(le32toh(r.resp->resid), ==, 0);
+    g_assert_cmpuint(tq_used_len(&x.a, r.qi, r.head), ==, sizeof(*r.resp));
+    fx_teardown(&x);
+}
+
+static void test_report_luns_well_known_lun_reaches_the_target(void)
+{
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = sc_cdb(scsi_reportluns_cdb(0, 64), cdb);
+    const uint8_t wlun[8] = { 1, 3, 0xc1, 0x01 };
+    struct seg in;
+    struct cmd r;
+    const struct fake_cmd *c;
+
+    fx_setup(&x);
+    in = (struct seg){ fe_alloc(&x.a, 64), 64, true };
+    r = fe_cmd_segs(&x.a, VSCSI_FIRST_REQ_QUEUE, wlun, 1, cdb, len, &in, 1);
+    fake_wait_cmds(x.t, 1);
+    c = fake_cmd_at(x.t, 0);
+    g_assert_true(c->wlun);
+    g_assert_cmpuint(c->port, ==, 3);
+    g_assert_cmpuint(c->in_len, ==, 64);
+    fake_complete(x.t, 0, SAM_STAT_GOOD, NULL, 0, "\0\0\0\0\0\0\0\0", 8);
+    cmd_wait(&x.a, &r);
+    g_assert_cmpuint(r.resp->response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(le32toh(r.resp->resid), ==, 56);
+    g_assert_cmpuint(tq_used_len(&x.a, r.qi, r.head), ==, sizeof(*r.resp) + 8);
+    fx_teardown(&x);
+}
+
+static void test_malformed_lun_never_reaches_the_target(void)
+{
+    static const uint8_t bad[][8] = {
+        { 2, 0, 0x40, 0 },              /* not the single-level structure */
+        { 1, 0, 0x80, 0 },              /* logical unit addressing */
+        { 1, 0, 0x40, 0, 0, 0, 0, 1 },  /* a second level */
+    };
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = tur_cdb(cdb);
+
+    fx_setup(&x);
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+        struct cmd r = fe_cmd_segs(&x.a, VSCSI_FIRST_REQ_QUEUE, bad[i], i, cdb, len, NULL, 0);
+
+        cmd_wait(&x.a, &r);
+        g_assert_cmpuint(r.resp->response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+    }
+    g_assert_cmpuint(fake_cmd_count(x.t), ==, 0);
+    fx_teardown(&x);
+}
+
+static void test_target_refusal_is_bad_target(void)
+{
+    static const int refusals[] = { -ENXIO, -ENODEV };
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = tur_cdb(cdb);
+
+    fx_setup(&x);
+    for (unsigned i = 0; i < G_N_ELEMENTS(refusals); i++) {
+        struct cmd r;
+
+        fake_target_refuse(x.t, refusals[i]);
+        r = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE, 0, 7, i, cdb, len, 0);
+        cmd_wait(&x.a, &r);
+        g_assert_cmpuint(r.resp->response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+        g_assert_cmpuint(tq_used_len(&x.a, r.qi, r.head), ==, sizeof(*r.resp));
+    }
+    g_assert_cmpuint(fake_cmd_count(x.t), ==, 2);
+    fx_teardown(&x);
+}
+
+static void test_data_out_reaches_the_target_as_written(void)
+{
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = sc_cdb(scsi_cdb_write10(0, 2048, 512, 0, 0, 0, 0, 0), cdb);
+    struct seg out[3];
+    uint8_t want[2048];
+    size_t at = 0;
+    const struct fake_cmd *c;
+    struct cmd r;
+
+    fx_setup(&x);
+    for (unsigned i = 0; i < 3; i++) {
+        uint32_t n = i == 1 ? 1024 : 512;
+
+        out[i] = (struct seg){ fe_alloc(&x.a, n), n, false };
+        memset(fe_gpa_host(&x.a, out[i].gpa), 'a' + i, n);
+        memset(want + at, 'a' + i, n);
+        at += n;
+    }
+    r = fe_cmd_segs(&x.a, VSCSI_FIRST_REQ_QUEUE, (const uint8_t[8]){ 1, 0, 0x40, 1 }, 9, cdb,
+                    len, out, 3);
+    fake_wait_cmds(x.t, 1);
+    c = fake_cmd_at(x.t, 0);
+    g_assert_cmpuint(c->lun, ==, 1);
+    g_assert_cmpuint(c->out_len, ==, sizeof(want));
+    g_assert_cmpuint(c->out_cnt, ==, 3);
+    g_assert_cmpuint(c->in_len, ==, 0);
+    g_assert_cmpmem(c->out, c->out_len, want, sizeof(want));
+    fake_complete(x.t, 0, SAM_STAT_GOOD, NULL, 0, NULL, 0);
+    cmd_wait(&x.a, &r);
+    g_assert_cmpuint(r.resp->response, ==, VIRTIO_SCSI_S_OK);
+    /* The fake consumed none of it: data_out_xfer 0 is all resid. */
+    g_assert_cmpuint(le32toh(r.resp->resid), ==, sizeof(want));
+    fx_teardown(&x);
+}
+
+static void test_data_in_and_sense_come_back(void)
+{
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = sc_cdb(scsi_cdb_read10(0, 2048, 512, 0, 0, 0, 0, 0), cdb);
+    struct seg in[2];
+    uint8_t data[1536], sense[18] = { 0x70, 0, SCSI_SENSE_MEDIUM_ERROR, [7] = 10,
+                                      [12] = 0x11, [13] = 0x00 };
+    const struct fake_cmd *c;
+    struct cmd r;
+
+    fx_setup(&x);
+    in[0] = (struct seg){ fe_alloc(&x.a, 1024), 1024, true };
+    in[1] = (struct seg){ fe_alloc(&x.a, 1024), 1024, true };
+    for (unsigned i = 0; i < sizeof(data); i++) {
+        data[i] = (uint8_t)(i * 7);
+    }
+    r = fe_cmd_segs(&x.a, VSCSI_FIRST_REQ_QUEUE + 1, (const uint8_t[8]){ 1, 0, 0x40, 0 }, 5,
+                    cdb, len, in, 2);
+    fake_wait_cmds(x.t, 1);
+    c = fake_cmd_at(x.t, 0);
+    g_assert_cmpuint(c->in_len, ==, 2048);
+    g_assert_cmpuint(c->in_cnt, ==, 2);
+    /* Part of the data, then the error: the driver is told how much arrived. */
+    fake_complete(x.t, 0, SAM_STAT_CHECK_CONDITION, sense, sizeof(sense), data, sizeof(data));
+    cmd_wait(&x.a, &r);
+    g_assert_cmpuint(r.resp->response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp->status, ==, SAM_STAT_CHECK_CONDITION);
+    g_assert_cmpuint(le32toh(r.resp->sense_len), ==, sizeof(sense));
+    g_assert_cmpmem(r.resp->sense, sizeof(sense), sense, sizeof(sense));
+    g_assert_cmpuint(sc_sense_of(r.resp->sense, sizeof(sense)).key, ==, SCSI_SENSE_MEDIUM_ERROR);
+    g_assert_cmpuint(le32toh(r.resp->resid), ==, 512);
+    g_assert_cmpuint(tq_used_len(&x.a, r.qi, r.head), ==, sizeof(*r.resp) + sizeof(data));
+    g_assert_cmpmem(fe_gpa_host(&x.a, in[0].gpa), 1024, data, 1024);
+    g_assert_cmpmem(fe_gpa_host(&x.a, in[1].gpa), 512, data + 1024, 512);
+    fx_teardown(&x);
+}
+
+static void test_completions_in_any_order(void)
+{
+    static const unsigned order[] = { 2, 0, 1 };
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = tur_cdb(cdb);
+    struct cmd r[3];
+
+    fx_setup(&x);
+    for (unsigned i = 0; i < 3; i++) {
+        r[i] = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE, 0, 0, 0x10 + i, cdb, len, 0);
+    }
+    fake_wait_cmds(x.t, 3);
+    for (unsigned i = 0; i < 3; i++) {
+        g_assert_cmphex(fake_cmd_at(x.t, i)->tag, ==, 0x10 + i);
+    }
+    for (unsigned k = 0; k < 3; k++) {
+        unsigned i = order[k];
+        uint8_t status = k == 1 ? SAM_STAT_BUSY : SAM_STAT_GOOD;
+
+        fake_complete(x.t, i, status, NULL, 0, NULL, 0);
+        cmd_wait(&x.a, &r[i]);
+        g_assert_cmpuint(tq_used_head(&x.a, r[i].qi, k), ==, r[i].head);
+        g_assert_cmpuint(r[i].resp->status, ==, status);
+    }
+    g_assert_cmpuint(tq_used_count(&x.a, VSCSI_FIRST_REQ_QUEUE), ==, 3);
+    fx_teardown(&x);
+}
+
+/* ---- the I_T nexus ----------------------------------------------------- */
+
+static void reset_on_main(void *opaque)
+{
+    vscsi_dev_reset(((struct fe *)opaque)->dev);
+}
+
+static void test_one_nexus_per_device(void)
+{
+    struct fx x;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len = tur_cdb(cdb);
+    struct cmd r;
+
+    fx_setup(&x);
+    g_assert_cmpuint(fake_nexus_created(x.t), ==, 2);
+    g_assert_cmpstr(fake_nexus_name(fake_nexus_at(x.t, 0)), ==, "A");
+    g_assert_cmpstr(fake_nexus_name(fake_nexus_at(x.t, 1)), ==, "B");
+    r = fe_cmd(&x.b, VSCSI_FIRST_REQ_QUEUE, 0, 0, 1, cdb, len, 0);
+    fake_wait_cmds(x.t, 1);
+    g_assert_true(fake_cmd_at(x.t, 0)->nx == fake_nexus_at(x.t, 1));
+    fake_complete(x.t, 0, SAM_STAT_GOOD, NULL, 0, NULL, 0);
+    cmd_wait(&x.b, &r);
+    /* The fake asserts that a nexus is freed only once its commands are done. */
+    fe_free_dev(&x.b);
+    g_assert_cmpuint(fake_nexus_alive(x.t), ==, 1);
+    fe_free_dev(&x.a);
+    g_assert_cmpuint(fake_nexus_alive(x.t), ==, 0);
+    fx_teardown(&x);
+}
+
+static void test_device_reset_is_its_nexus_reset(void)
+{
+    struct fx x;
+
+    fx_setup(&x);
+    fe_on_main(&x.a, reset_on_main, &x.a);
+    g_assert_cmpuint(fake_nexus_resets(fake_nexus_at(x.t, 0)), ==, 1);
+    g_assert_cmpuint(fake_nexus_resets(fake_nexus_at(x.t, 1)), ==, 0);
+    fx_teardown(&x);
+}
+
+/* ---- task management through the target -------------------------------- */
+
+static void lun_drain_tmf(uint32_t subtype, unsigned reset_uas)
+{
+    struct fx x;
+    struct tmf t;
+
+    fx_setup(&x);
+    t = fe_tmf(&x.a, subtype, 0, 1, 0);
+    fe_ctrl_barrier(&x.a);
+    g_assert_cmpuint(fake_drains(x.t, 0, 1), ==, 1);
+    g_assert_cmpuint(fake_drains(x.t, 0, 0), ==, 0);
+    g_assert_false(tmf_answered(&x.a, &t));
+    g_assert_cmpuint(fake_lun_uas(x.t, 0, 1, SCSI_UA_LUN_RESET), ==, 0);
+    fake_drain_end(x.t, 0, 1);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    g_assert_cmpuint(fake_lun_uas(x.t, 0, 1, SCSI_UA_LUN_RESET), ==, reset_uas);
+    g_assert_cmpuint(fake_lun_uas(x.t, 0, 0, SCSI_UA_LUN_RESET), ==, 0);
+    /* Nothing of the other nexus's is touched. */
+    g_assert_cmpuint(fake_nexus_losses(fake_nexus_at(x.t, 1), 0), ==, 0);
+    fx_teardown(&x);
+}
+
+static void test_lun_reset_waits_for_the_lun_drain(void)
+{
+    lun_drain_tmf(LUN_RESET, 1);
+}
+
+static void test_clear_task_set_waits_for_the_lun_drain(void)
+{
+    lun_drain_tmf(CLEAR_TASK_SET, 0);
+}
+
+static void test_nexus_reset_is_the_nexus_loss_on_its_port(void)
+{
+    struct fx x;
+    struct tmf t;
+
+    fx_setup(&x);
+    t = fe_tmf(&x.a, NEXUS_RESET, 3, 0, 0);
+    g_assert_cmpuint(tmf_wait(&x.a, &t), ==, FUNCTION_COMPLETE);
+    g_assert_cmpuint(fake_nexus_losses(fake_nexus_at(x.t, 0), 3), ==, 1);
+    g_assert_cmpuint(fake_nexus_losses(fake_nexus_at(x.t, 0), 0), ==, 0);
+    g_assert_cmpuint(fake_nexus_losses(fake_nexus_at(x.t, 1), 3), ==, 0);
+    g_assert_cmpuint(fake_drains(x.t, 3, 0x123), ==, 0);
+    fx_teardown(&x);
+}
+
+static void test_tmf_addressing(void)
+{
+    static const struct {
+        uint32_t subtype;
+        unsigned port, lun;
+        uint8_t response;
+    } cases[] = {
+        { LUN_RESET, 9, 0, VIRTIO_SCSI_S_BAD_TARGET },       /* no such port */
+        { ABORT_TASK, 9, 0, VIRTIO_SCSI_S_BAD_TARGET },
+        { LUN_RESET, 0, 5, VIRTIO_SCSI_S_INCORRECT_LUN },    /* no such LUN */
+        { ABORT_TASK_SET, 0, 5, VIRTIO_SCSI_S_INCORRECT_LUN },
+        { CLEAR_TASK_SET, 3, 0, VIRTIO_SCSI_S_INCORRECT_LUN },
+        { NEXUS_RESET, 0, 5, FUNCTION_COMPLETE },            /* the port is enough */
+    };
+    struct fx x;
+
+    fx_setup(&x);
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        struct tmf t = fe_tmf(&x.a, cases[i].subtype, cases[i].port, cases[i].lun, 0);
+
+        g_assert_cmpuint(tmf_wait(&x.a, &t), ==, cases[i].response);
+    }
+    g_assert_cmpuint(fake_drains(x.t, 0, 0) + fake_drains(x.t, 0, 1) +
+                     fake_drains(x.t, 3, 0x123), ==, 0);
+    g_assert_cmpuint(fake_nexus_losses(fake_nexus_at(x.t, 0), 0), ==, 1);
+    g_assert_cmpuint(fake_cmd_count(x.t), ==, 0);
+    fx_teardown(&x);
+}
+
+static void test_an_query_by_port(void)
+{
+    struct fx x;
+
+    fx_setup(&x);
+    g_assert_cmpuint(fe_an_query(&x.a, 3), ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(fe_an_query(&x.a, 1), ==, VIRTIO_SCSI_S_BAD_TARGET);
+    fx_teardown(&x);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/virtio-scsi-fake-target/request/lun-address-reaches-the-target",
+                    test_lun_address_reaches_the_target);
+    g_test_add_func("/virtio-scsi-fake-target/request/report-luns-well-known-lun",
+                    test_report_luns_well_known_lun_reaches_the_target);
+    g_test_add_func("/virtio-scsi-fake-target/request/malformed-lun-never-reaches-the-target",
+                    test_malformed_lun_never_reaches_the_target);
+    g_test_add_func("/virtio-scsi-fake-target/request/target-refusal-is-bad-target",
+                    test_target_refusal_is_bad_target);
+    g_test_add_func("/virtio-scsi-fake-target/request/data-out-as-written",
+                    test_data_out_reaches_the_target_as_written);
+    g_test_add_func("/virtio-scsi-fake-target/request/data-in-and-sense-come-back",
+                    test_data_in_and_sense_come_back);
+    g_test_add_func("/virtio-scsi-fake-target/request/completions-in-any-order",
+                    test_completions_in_any_order);
+    g_test_add_func("/virtio-scsi-fake-target/nexus/one-per-device", test_one_nexus_per_device);
+    g_test_add_func("/virtio-scsi-fake-target/nexus/device-reset-is-its-reset",
+                    test_device_reset_is_its_nexus_reset);
+    g_test_add_func("/virtio-scsi-fake-target/tmf/lun-reset-waits-for-the-lun-drain",
+                    test_lun_reset_waits_for_the_lun_drain);
+    g_test_add_func("/virtio-scsi-fake-target/tmf/clear-task-set-waits-for-the-lun-drain",
+                    test_clear_task_set_waits_for_the_lun_drain);
+    g_test_add_func("/virtio-scsi-fake-target/tmf/i-t-nexus-reset-is-the-loss-on-its-port",
+                    test_nexus_reset_is_the_nexus_loss_on_its_port);
+    g_test_add_func("/virtio-scsi-fake-target/tmf/addressing", test_tmf_addressing);
+    g_test_add_func("/virtio-scsi-fake-target/ctrl/an-query-by-port", test_an_query_by_port);
+    return g_test_run();
+}
