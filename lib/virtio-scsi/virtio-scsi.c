@@ -8,7 +8,7 @@
  * driver's EVENT_IDX / NO_INTERRUPT state asks for it.  Task management
  * runs on the main thread and never waits there: a TMF that must wait for
  * the tasks it aborts keeps its control-queue element and is answered by
- * callback when they have completed (see "control queue" below).
+ * callback when they have completed (virtio-scsi-tmf.c).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -26,133 +26,7 @@
 #include <linux/virtio_scsi.h>
 
 #include "iov.h"
-#include "virtio-scsi.h"
-
-/* The spec's FUNCTION COMPLETE shares the value of VIRTIO_SCSI_S_OK. */
-#define VSCSI_S_FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
-
-/* Upper bound on buffers per request, whatever the ring size. */
-#define VSCSI_MAX_SG 1026
-
-/*
- * TMFs of one front-end waiting for their tasks at once.  Each holds a
- * control-queue element and a little memory; beyond this the control
- * queue is not popped until one completes (Linux issues one at a time).
- */
-#define VSCSI_MAX_PENDING_TMFS 64
-
-/*
- * Request queue kick eventfds are watched edge-triggered: an eventfd wakes
- * its epoll waiters on every write, so a wake-up needs no read(2) to re-arm
- * it, saving one system call per wake-up.  The counter is drained every
- * this many kicks so a front-end's writes never reach the eventfd's limit
- * (where its write would fail with EAGAIN).
- */
-#define VSCSI_KICK_DRAIN_EVERY 1024
-
-struct vscsi_queue;
-struct vscsi_tmf;
-
-struct vscsi_req {
-    struct vscsi_queue *q;
-    struct vscsi_req *next_free;
-    struct vq_elem elem;
-    struct virtio_scsi_cmd_req hdr;
-    struct scsi_cmd cmd;
-    uint64_t data_len;
-    bool in_use;
-    uint64_t seq;             /* pop order on its queue (TMFs wait for older ones) */
-    bool on_lun;              /* runs on the LUN at (target, lun_id) */
-    uint8_t target;
-    uint16_t lun_id;
-    struct iovec *iov;        /* the chain as popped (header + data) */
-    struct iovec *data_iov;   /* the data part only */
-};
-
-/* The tasks a TMF is about, as the request queues' threads match them. */
-struct tmf_match {
-    uint32_t subtype;
-    unsigned target;
-    unsigned lun_id;
-    uint64_t tag;             /* ABORT TASK, QUERY TASK */
-};
-
-/*
- * A TMF's wait on one request queue, for the matching requests popped
- * before it was registered; owned by the queue's thread while linked.
- */
-struct vscsi_tmf_wait {
-    struct vscsi_tmf *tmf;
-    struct vscsi_queue *q;
-    struct vscsi_tmf_wait *next;   /* in q->tmf_waits */
-    uint64_t last_seq;             /* requests popped later are not waited for */
-    unsigned left;                 /* matching requests still running */
-    /*
-     * Set by the registration and read by the main thread after it: left
-     * may already be back to 0 by then, with the report on its way.
-     */
-    bool linked;
-};
-
-struct vscsi_queue {
-    struct vscsi_dev *dev;
-    unsigned idx;
-    char name[24];
-    struct virtqueue *vq;
-    struct iothread *t;
-    bool running;
-    bool stopping;
-    bool need_flush;
-    bool starved;             /* pool was empty with work pending */
-    bool broken_reported;
-    int poller;
-    int flush;
-    unsigned max_sg;
-    struct vscsi_req *reqs;
-    struct vscsi_req *free_list;
-    struct iovec *iov_mem;
-    unsigned inflight;
-    unsigned kicks_undrained; /* kick wake-ups since the last read(2) */
-    bool kick_watched;        /* the kick fd is in the thread's epoll set */
-    /* Never reset, so a request of a restarted queue is never taken for an older one. */
-    uint64_t pop_seq;
-    struct vscsi_tmf_wait *tmf_waits;
-    struct vscsi_tmf_wait *tmf_waits_done; /* reported after the next publication */
-    pthread_mutex_t lock;     /* guards drained for the stopping thread */
-    pthread_cond_t cond;
-    bool drained;
-    struct vscsi_quiesce *waiter; /* reports when inflight reaches 0 (queue's thread) */
-};
-
-/*
- * A quiesce waiting for a request queue's last in-flight request.  The
- * queue's thread posts it to the main thread once; it stays on the
- * device's list (main thread only) until then, so a device freed first
- * can disown it (dev = NULL) and the late report only frees it.
- */
-struct vscsi_quiesce {
-    struct vscsi_dev *dev;
-    struct vscsi_quiesce *next;
-    void (*done)(void *arg);
-    void *arg;
-};
-
-struct vscsi_dev {
-    char *name;
-    struct scsi_nexus *nexus; /* this front-end's I_T nexus to the target */
-    struct iothread *main_thread;
-    struct iothread **threads;
-    unsigned nthreads;
-    unsigned nq;              /* 2 + request queues */
-    void (*queue_broken)(void *opaque, unsigned idx);
-    void *opaque;
-    struct vscsi_queue *queues;
-    /* TMFs waiting for their tasks, answered by callback (main thread). */
-    struct vscsi_tmf *tmfs;
-    unsigned ntmfs;
-    bool ctrl_throttled;      /* the control queue waits for a TMF to finish */
-    struct vscsi_quiesce *quiesces; /* posted or to be posted (main thread) */
-};
+#include "virtio-scsi-int.h"
 
 uint64_t vscsi_dev_features(void)
 {
@@ -197,8 +71,6 @@ static void queue_signal_drained(struct vscsi_queue *q)
     pthread_mutex_unlock(&q->lock);
 }
 
-static void tmf_waits_check(struct vscsi_queue *q, struct vscsi_req *r);
-static void tmf_waits_report(struct vscsi_queue *q);
 
 static void quiesce_unlink(struct vscsi_quiesce *w)
 {
@@ -227,7 +99,7 @@ static void req_release(struct vscsi_queue *q, struct vscsi_req *r)
 {
     /* One test per request: TMFs waiting on this queue are rare. */
     if (q->tmf_waits) {
-        tmf_waits_check(q, r);
+        vscsi_tmf_waits_check(q, r);
     }
     r->in_use = false;
     r->next_free = q->free_list;
@@ -451,7 +323,7 @@ static void queue_flush_cb(void *opaque)
         vq_notify(q->vq);
     }
     if (q->tmf_waits_done) {
-        tmf_waits_report(q);
+        vscsi_tmf_waits_report(q);
     }
 }
 
@@ -561,7 +433,7 @@ static void queue_detach(void *opaque)
         vq_flush(q->vq);
         vq_notify(q->vq);
     }
-    tmf_waits_report(q);
+    vscsi_tmf_waits_report(q);
     iothread_del_flush(q->t, q->flush);
     q->running = false;
 }
@@ -644,370 +516,6 @@ static void req_queue_stop(struct vscsi_queue *q)
 
 /* ---- control queue ----------------------------------------------------- */
 
-/*
- * Task management (main thread).  Backend I/O cannot be recalled, so a TMF
- * that aborts tasks answers when they have completed, and nothing waits
- * for that: the TMF keeps its control-queue element and counts the waits
- * it started; each reports back by a callback posted to the main thread,
- * and the last one answers the element (vq_push + vq_notify), setting the
- * unit attention a reset leaves.  The tasks waited for are those in
- * flight when the TMF arrived, never later ones:
- *   - ABORT TASK, ABORT TASK SET and I_T NEXUS RESET concern this I_T
- *     nexus only (SAM-5): a wait on each request queue of this front-end,
- *     registered on the queue's thread, counts the matching requests
- *     popped so far and ends when the last of them completes;
- *   - LOGICAL UNIT RESET and CLEAR TASK SET concern every initiator's
- *     tasks: the LUN's drain (scsi_lun_drain_async) closes the epoch of
- *     the commands in flight and calls back when it has emptied; they
- *     also wait on this front-end's queues like ABORT TASK SET does.
- * A queue wait reports back only after the queue has published the used
- * entries of the requests it waited for: the driver finds them on the
- * used rings when the TMF's answer arrives, as virtio requires (Linux
- * polls the request queues once on a TMF's answer, then forgets them).
- * Registration and QUERY TASK / QUERY TASK SET hop to each request
- * queue's thread with iothread_run_sync: that waits for the thread's loop
- * to reach the end of an iteration, never for I/O (I/O threads do not
- * block on backend I/O), so it is bounded like any other run_sync.
- *
- * When the control queue stops (GET_VRING_BASE, reset, disconnect, a
- * memory table change) with TMFs pending, they are answered FAILURE while
- * the ring is still ours, so the driver is never left waiting for an
- * element (QEMU's virtio-scsi answers pending TMFs at reset likewise), and
- * orphaned: their waits end later and only free them, touching neither
- * the device nor the LUN's unit attentions.
- */
-struct vscsi_tmf {
-    struct vscsi_dev *dev;      /* NULL once orphaned */
-    struct vscsi_tmf *next;     /* in dev->tmfs */
-    uint16_t head;              /* the control-queue element to answer */
-    struct iovec *in_sg;        /* its device-writable buffers */
-    unsigned in_num;
-    struct tmf_match m;
-    struct scsi_lun *lun;       /* LUN-wide TMFs */
-    unsigned pending;           /* waits not reported yet, +1 while setting up */
-    struct scsi_drain drain;
-    unsigned nwaits;
-    struct vscsi_tmf_wait waits[];  /* one per request queue */
-};
-
-static bool tmf_matches(const struct tmf_match *m, const struct vscsi_req *r)
-{
-    if (!r->in_use || !r->on_lun || r->target != m->target) {
-        return false;
-    }
-    switch (m->subtype) {
-    case VIRTIO_SCSI_T_TMF_ABORT_TASK:
-    case VIRTIO_SCSI_T_TMF_QUERY_TASK:
-        return r->lun_id == m->lun_id && r->cmd.tag == m->tag;
-    case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-        return true;
-    default:
-        return r->lun_id == m->lun_id;
-    }
-}
-
-static void tmf_wait_done(void *opaque);
-
-/* On a request queue's thread: r completes; end the waits it was the last of. */
-static void tmf_waits_check(struct vscsi_queue *q, struct vscsi_req *r)
-{
-    struct vscsi_tmf_wait **p = &q->tmf_waits;
-
-    while (*p) {
-        struct vscsi_tmf_wait *w = *p;
-
-        if (r->seq <= w->last_seq && tmf_matches(&w->tmf->m, r) &&
-            --w->left == 0) {
-            *p = w->next;
-            w->next = q->tmf_waits_done;
-            q->tmf_waits_done = w;
-            continue;
-        }
-        p = &w->next;
-    }
-}
-
-/* On a request queue's thread, once r's used entry is published: report. */
-static void tmf_waits_report(struct vscsi_queue *q)
-{
-    while (q->tmf_waits_done) {
-        struct vscsi_tmf_wait *w = q->tmf_waits_done;
-
-        q->tmf_waits_done = w->next;
-        iothread_post(q->dev->main_thread, tmf_wait_done, w);
-    }
-}
-
-/* On a request queue's thread: counts the matching requests; waits if any. */
-static void tmf_wait_register(void *opaque)
-{
-    struct vscsi_tmf_wait *w = opaque;
-    struct vscsi_queue *q = w->q;
-
-    if (!q->running || !q->reqs) {
-        return;
-    }
-    for (unsigned i = 0; i < q->vq->num; i++) {
-        if (tmf_matches(&w->tmf->m, &q->reqs[i])) {
-            w->left++;
-        }
-    }
-    if (w->left) {
-        w->linked = true;
-        w->last_seq = q->pop_seq;
-        w->next = q->tmf_waits;
-        q->tmf_waits = w;
-    } else if (q->need_flush) {
-        /*
-         * A matching request may have completed earlier in this loop
-         * iteration, its used entry not published yet: report after the
-         * publication, at the end of this iteration.
-         */
-        w->linked = true;
-        w->next = q->tmf_waits_done;
-        q->tmf_waits_done = w;
-    }
-}
-
-struct query_task {
-    struct vscsi_queue *q;
-    const struct tmf_match *m;
-    bool found;
-};
-
-static void query_task_on_thread(void *opaque)
-{
-    struct query_task *qt = opaque;
-    struct vscsi_queue *q = qt->q;
-
-    if (!q->running || !q->reqs) {
-        return;
-    }
-    for (unsigned i = 0; i < q->vq->num && !qt->found; i++) {
-        qt->found = tmf_matches(qt->m, &q->reqs[i]);
-    }
-}
-
-/* QUERY TASK / QUERY TASK SET: is a matching task of this nexus running? */
-static bool tasks_in_flight(struct vscsi_dev *dev, const struct tmf_match *m)
-{
-    for (unsigned i = VSCSI_FIRST_REQ_QUEUE; i < dev->nq; i++) {
-        struct query_task qt = { .q = &dev->queues[i], .m = m };
-
-        if (!qt.q->running) {
-            continue;
-        }
-        /* Waits for the thread's loop, not for I/O: see "Task management" above. */
-        iothread_run_sync(qt.q->t, query_task_on_thread, &qt);
-        if (qt.found) {
-            return true;
-        }
-    }
-    return false;
-}
-
-static void ctrl_process(struct vscsi_queue *q);
-
-static void tmf_unlink(struct vscsi_tmf *tmf)
-{
-    struct vscsi_dev *dev = tmf->dev;
-    struct vscsi_tmf **p = &dev->tmfs;
-
-    while (*p != tmf) {
-        p = &(*p)->next;
-    }
-    *p = tmf->next;
-    dev->ntmfs--;
-}
-
-static void tmf_free(struct vscsi_tmf *tmf)
-{
-    g_free(tmf->in_sg);
-    g_free(tmf);
-}
-
-/* Writes the response into the element; the caller publishes it. */
-static void tmf_fill(struct vscsi_queue *cq, struct vscsi_tmf *tmf, uint8_t response)
-{
-    struct virtio_scsi_ctrl_tmf_resp resp = { .response = response };
-    size_t len = iov_from_buf(tmf->in_sg, tmf->in_num, 0, &resp, sizeof(resp));
-
-    vq_fill(cq->vq, tmf->head, (uint32_t)len);
-}
-
-/* The tasks are gone: the function is complete (main thread). */
-static void tmf_finish(struct vscsi_tmf *tmf)
-{
-    struct vscsi_dev *dev = tmf->dev;
-    struct vscsi_queue *cq;
-
-    if (!dev) {
-        /* Answered when its control queue stopped. */
-        tmf_free(tmf);
-        return;
-    }
-    cq = &dev->queues[VSCSI_CTRL_QUEUE];
-    switch (tmf->m.subtype) {
-    case VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
-        scsi_lun_set_ua(tmf->lun, SCSI_UA_LUN_RESET);
-        g_message("%s: LOGICAL UNIT RESET on %s", dev->name, scsi_lun_name(tmf->lun));
-        break;
-    case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-        /* Only this front-end's nexus was reset: other initiators see nothing. */
-        scsi_nexus_loss(dev->nexus, tmf->m.target);
-        g_message("%s: I_T NEXUS RESET on target %u", dev->name, tmf->m.target);
-        break;
-    }
-    tmf_unlink(tmf);
-    tmf_fill(cq, tmf, VSCSI_S_FUNCTION_COMPLETE);
-    vq_flush(cq->vq);
-    vq_notify(cq->vq);
-    tmf_free(tmf);
-    if (dev->ctrl_throttled && dev->ntmfs < VSCSI_MAX_PENDING_TMFS) {
-        dev->ctrl_throttled = false;
-        ctrl_process(cq);
-    }
-}
-
-static void tmf_put(struct vscsi_tmf *tmf)
-{
-    if (--tmf->pending == 0) {
-        tmf_finish(tmf);
-    }
-}
-
-static void tmf_wait_done(void *opaque)
-{
-    struct vscsi_tmf_wait *w = opaque;
-
-    tmf_put(w->tmf);
-}
-
-static void tmf_drain_done(struct scsi_drain *d)
-{
-    tmf_put(d->opaque);
-}
-
-/* At control queue stop: answer what is pending while the ring is ours, orphan it. */
-static void tmf_fail_pending(struct vscsi_queue *cq)
-{
-    struct vscsi_dev *dev = cq->dev;
-    unsigned n = dev->ntmfs;
-
-    if (!n) {
-        return;
-    }
-    while (dev->tmfs) {
-        struct vscsi_tmf *tmf = dev->tmfs;
-
-        dev->tmfs = tmf->next;
-        if (!cq->vq->broken) {
-            tmf_fill(cq, tmf, VIRTIO_SCSI_S_FAILURE);
-        }
-        tmf->dev = NULL;
-    }
-    dev->ntmfs = 0;
-    dev->ctrl_throttled = false;
-    if (!cq->vq->broken) {
-        vq_flush(cq->vq);
-        vq_notify(cq->vq);
-    }
-    g_message("%s: control queue stopped with %u task management function%s waiting for "
-              "I/O; answered FAILURE", cq->name, n, n == 1 ? "" : "s");
-}
-
-/*
- * Starts a TMF that waits for tasks; it answers e itself, perhaps before
- * this returns (nothing to wait for on the request queues).
- */
-static void tmf_start(struct vscsi_queue *cq, const struct vq_elem *e,
-                      const struct tmf_match *m, struct scsi_lun *lun)
-{
-    struct vscsi_dev *dev = cq->dev;
-    unsigned nreq = dev->nq - VSCSI_FIRST_REQ_QUEUE;
-    struct vscsi_tmf *tmf = g_malloc0(sizeof(*tmf) + nreq * sizeof(tmf->waits[0]));
-
-    tmf->dev = dev;
-    tmf->head = e->head;
-    /* The element's iovecs live in ctrl_process's stack array: keep a copy. */
-    tmf->in_sg = g_new(struct iovec, e->in_num);
-    memcpy(tmf->in_sg, e->in_sg, e->in_num * sizeof(*e->in_sg));
-    tmf->in_num = e->in_num;
-    tmf->m = *m;
-    tmf->lun = lun;
-    tmf->pending = 1;
-    tmf->next = dev->tmfs;
-    dev->tmfs = tmf;
-    dev->ntmfs++;
-    if (m->subtype == VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET ||
-        m->subtype == VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET) {
-        tmf->pending++;
-        tmf->drain = (struct scsi_drain){ .done = tmf_drain_done,
-                                          .thread = dev->main_thread, .opaque = tmf };
-        scsi_lun_drain_async(lun, &tmf->drain);
-    }
-    for (unsigned i = 0; i < nreq; i++) {
-        struct vscsi_tmf_wait *w = &tmf->waits[tmf->nwaits];
-
-        w->tmf = tmf;
-        w->q = &dev->queues[VSCSI_FIRST_REQ_QUEUE + i];
-        if (!w->q->running) {
-            continue;
-        }
-        /* Waits for the thread's loop, not for I/O: see "Task management" above. */
-        iothread_run_sync(w->q->t, tmf_wait_register, w);
-        if (w->linked) {
-            tmf->pending++;
-            tmf->nwaits++;
-        }
-    }
-    tmf_put(tmf);
-}
-
-/*
- * Returns true with *response set when the TMF is answered now, false when
- * a vscsi_tmf took the element over.
- */
-static bool ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
-                     const struct virtio_scsi_ctrl_tmf_req *req, uint8_t *response)
-{
-    struct vscsi_dev *dev = cq->dev;
-    uint32_t subtype = le32toh(req->subtype);
-    unsigned target, lun_id;
-    struct scsi_lun *lun;
-    int kind = vscsi_decode_lun(req->lun, &target, &lun_id);
-    struct tmf_match m = { .subtype = subtype, .target = target, .lun_id = lun_id,
-                           .tag = le64toh(req->tag) };
-
-    if (kind != 0 || !scsi_nexus_has_port(dev->nexus, target)) {
-        *response = VIRTIO_SCSI_S_BAD_TARGET;
-        return true;
-    }
-    lun = scsi_nexus_lun(dev->nexus, target, lun_id);
-    if (!lun && subtype != VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET) {
-        *response = VIRTIO_SCSI_S_INCORRECT_LUN;
-        return true;
-    }
-    switch (subtype) {
-    case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
-    case VIRTIO_SCSI_T_TMF_ABORT_TASK:
-    case VIRTIO_SCSI_T_TMF_ABORT_TASK_SET:
-    case VIRTIO_SCSI_T_TMF_CLEAR_TASK_SET:
-    case VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
-        tmf_start(cq, e, &m, lun);
-        return false;
-    case VIRTIO_SCSI_T_TMF_QUERY_TASK:
-    case VIRTIO_SCSI_T_TMF_QUERY_TASK_SET:
-        *response = tasks_in_flight(dev, &m) ? VIRTIO_SCSI_S_FUNCTION_SUCCEEDED
-                                             : VSCSI_S_FUNCTION_COMPLETE;
-        return true;
-    case VIRTIO_SCSI_T_TMF_CLEAR_ACA:
-    default:
-        *response = VIRTIO_SCSI_S_FUNCTION_REJECTED;
-        return true;
-    }
-}
-
 static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
 {
     struct vscsi_dev *dev = q->dev;
@@ -1028,7 +536,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
             g_warning("%s: short TMF request %u", q->name, e->head);
             goto done;
         }
-        if (!ctrl_tmf(q, e, &req, &resp.response)) {
+        if (!vscsi_ctrl_tmf(q, e, &req, &resp.response)) {
             return;
         }
         len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
@@ -1057,7 +565,7 @@ done:
     vq_notify(q->vq);
 }
 
-static void ctrl_process(struct vscsi_queue *q)
+void vscsi_ctrl_process(struct vscsi_queue *q)
 {
     struct iovec iov[64];
     struct vq_elem e;
@@ -1094,7 +602,7 @@ static void ctrl_kick_cb(void *opaque, uint32_t events)
         g_warning("%s: kick eventfd read: %s", q->name, g_strerror(errno));
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {
-        ctrl_process(q);
+        vscsi_ctrl_process(q);
     }
     /*
      * Event queue: the driver's buffers stay in the avail ring until an
@@ -1112,7 +620,7 @@ static void aux_attach(void *opaque)
         return;
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {
-        ctrl_process(q);
+        vscsi_ctrl_process(q);
     }
 }
 
@@ -1122,7 +630,7 @@ static void aux_detach(void *opaque)
 
     unwatch_kick(q);
     if (q->idx == VSCSI_CTRL_QUEUE) {
-        tmf_fail_pending(q);
+        vscsi_tmf_fail_pending(q);
     }
     q->running = false;
 }

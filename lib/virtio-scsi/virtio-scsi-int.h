@@ -1,0 +1,169 @@
+/*
+ * Internals of the virtio-scsi device model shared by its two files:
+ * virtio-scsi.c (request queues, the control queue's dispatch, the device)
+ * and virtio-scsi-tmf.c (task management).  The request slot, queue and
+ * device structures live here because a TMF matches tasks by looking at
+ * the request slots of each queue, on that queue's thread.  Not an
+ * interface for other layers: use virtio-scsi.h.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_VIRTIO_SCSI_INT_H
+#define VHOST_SCSI_VIRTIO_SCSI_INT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <linux/virtio_scsi.h>
+
+#include "virtio-scsi.h"
+
+/* The spec's FUNCTION COMPLETE shares the value of VIRTIO_SCSI_S_OK. */
+#define VSCSI_S_FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
+
+/* Upper bound on buffers per request, whatever the ring size. */
+#define VSCSI_MAX_SG 1026
+
+/*
+ * TMFs of one front-end waiting for their tasks at once.  Each holds a
+ * control-queue element and a little memory; beyond this the control
+ * queue is not popped until one completes (Linux issues one at a time).
+ */
+#define VSCSI_MAX_PENDING_TMFS 64
+
+/*
+ * Request queue kick eventfds are watched edge-triggered: an eventfd wakes
+ * its epoll waiters on every write, so a wake-up needs no read(2) to re-arm
+ * it, saving one system call per wake-up.  The counter is drained every
+ * this many kicks so a front-end's writes never reach the eventfd's limit
+ * (where its write would fail with EAGAIN).
+ */
+#define VSCSI_KICK_DRAIN_EVERY 1024
+
+struct vscsi_queue;
+struct vscsi_tmf;
+
+struct vscsi_req {
+    struct vscsi_queue *q;
+    struct vscsi_req *next_free;
+    struct vq_elem elem;
+    struct virtio_scsi_cmd_req hdr;
+    struct scsi_cmd cmd;
+    uint64_t data_len;
+    bool in_use;
+    uint64_t seq;             /* pop order on its queue (TMFs wait for older ones) */
+    bool on_lun;              /* runs on the LUN at (target, lun_id) */
+    uint8_t target;
+    uint16_t lun_id;
+    struct iovec *iov;        /* the chain as popped (header + data) */
+    struct iovec *data_iov;   /* the data part only */
+};
+
+/* The tasks a TMF is about, as the request queues' threads match them. */
+struct tmf_match {
+    uint32_t subtype;
+    unsigned target;
+    unsigned lun_id;
+    uint64_t tag;             /* ABORT TASK, QUERY TASK */
+};
+
+/*
+ * A TMF's wait on one request queue, for the matching requests popped
+ * before it was registered; owned by the queue's thread while linked.
+ */
+struct vscsi_tmf_wait {
+    struct vscsi_tmf *tmf;
+    struct vscsi_queue *q;
+    struct vscsi_tmf_wait *next;   /* in q->tmf_waits */
+    uint64_t last_seq;             /* requests popped later are not waited for */
+    unsigned left;                 /* matching requests still running */
+    /*
+     * Set by the registration and read by the main thread after it: left
+     * may already be back to 0 by then, with the report on its way.
+     */
+    bool linked;
+};
+
+struct vscsi_queue {
+    struct vscsi_dev *dev;
+    unsigned idx;
+    char name[24];
+    struct virtqueue *vq;
+    struct iothread *t;
+    bool running;
+    bool stopping;
+    bool need_flush;
+    bool starved;             /* pool was empty with work pending */
+    bool broken_reported;
+    int poller;
+    int flush;
+    unsigned max_sg;
+    struct vscsi_req *reqs;
+    struct vscsi_req *free_list;
+    struct iovec *iov_mem;
+    unsigned inflight;
+    unsigned kicks_undrained; /* kick wake-ups since the last read(2) */
+    bool kick_watched;        /* the kick fd is in the thread's epoll set */
+    /* Never reset, so a request of a restarted queue is never taken for an older one. */
+    uint64_t pop_seq;
+    struct vscsi_tmf_wait *tmf_waits;
+    struct vscsi_tmf_wait *tmf_waits_done; /* reported after the next publication */
+    pthread_mutex_t lock;     /* guards drained for the stopping thread */
+    pthread_cond_t cond;
+    bool drained;
+    struct vscsi_quiesce *waiter; /* reports when inflight reaches 0 (queue's thread) */
+};
+
+/*
+ * A quiesce waiting for a request queue's last in-flight request.  The
+ * queue's thread posts it to the main thread once; it stays on the
+ * device's list (main thread only) until then, so a device freed first
+ * can disown it (dev = NULL) and the late report only frees it.
+ */
+struct vscsi_quiesce {
+    struct vscsi_dev *dev;
+    struct vscsi_quiesce *next;
+    void (*done)(void *arg);
+    void *arg;
+};
+
+struct vscsi_dev {
+    char *name;
+    struct scsi_nexus *nexus; /* this front-end's I_T nexus to the target */
+    struct iothread *main_thread;
+    struct iothread **threads;
+    unsigned nthreads;
+    unsigned nq;              /* 2 + request queues */
+    void (*queue_broken)(void *opaque, unsigned idx);
+    void *opaque;
+    struct vscsi_queue *queues;
+    /* TMFs waiting for their tasks, answered by callback (main thread). */
+    struct vscsi_tmf *tmfs;
+    unsigned ntmfs;
+    bool ctrl_throttled;      /* the control queue waits for a TMF to finish */
+    struct vscsi_quiesce *quiesces; /* posted or to be posted (main thread) */
+};
+
+/* ---- virtio-scsi-tmf.c, for the queues and the control queue ----------- */
+
+/* A request of q completed: count it against the TMF waits registered on q. */
+void vscsi_tmf_waits_check(struct vscsi_queue *q, struct vscsi_req *r);
+/* After q published its used entries: report the waits that have ended. */
+void vscsi_tmf_waits_report(struct vscsi_queue *q);
+/* The control queue stops: answer its pending TMFs FAILURE and orphan them. */
+void vscsi_tmf_fail_pending(struct vscsi_queue *cq);
+/*
+ * A TMF popped from the control queue cq.  Returns true with *response set
+ * when it is answered at once; false when it waits and will answer e by
+ * itself (the caller must not push e).
+ */
+bool vscsi_ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
+                    const struct virtio_scsi_ctrl_tmf_req *req, uint8_t *response);
+
+/* ---- virtio-scsi.c, for task management ------------------------------- */
+
+/* Pops and answers what the control queue holds (a TMF slot may have freed). */
+void vscsi_ctrl_process(struct vscsi_queue *q);
+
+#endif
