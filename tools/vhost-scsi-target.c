@@ -985,6 +985,8 @@ int main(int argc, char **argv)
     if (attach_luns(&tgt, true) < 0) {
         goto out;
     }
+    /* Tables a LUN change replaces are freed once these threads have moved on. */
+    scsi_target_set_threads(tgt.scsi, tgt.main, tgt.threads, tgt.nthreads);
     if (!tgt.main || tgt.signal_fd < 0 || tgt.timer_fd < 0) {
         goto out;
     }

@@ -70,13 +70,20 @@ struct backend_ops {
     int (*passthrough_inquiry)(struct lun_backend *be, void *buf, unsigned len);
     /* Optional: vendor/product/serial the LUN reports (e.g. the remote LUN's). */
     const struct scsi_lun_info *(*identity)(struct lun_backend *be);
+    /*
+     * Optional: grows the device to size bytes (whole blocks, more than
+     * now), or with size 0 takes the size the device itself has grown to
+     * (a block device extended underneath), and returns the new size in
+     * *out.  Main thread, with I/O running: backend_resize publishes it.
+     */
+    int (*resize)(struct lun_backend *be, uint64_t size, uint64_t *out);
     void (*close)(struct lun_backend *be);   /* frees be */
 };
 
 struct lun_backend {
     const struct backend_ops *ops;
     char *name;              /* for log lines, e.g. "file:/var/disk.img" */
-    uint64_t size;           /* bytes, a multiple of block_size */
+    uint64_t size;           /* bytes, a multiple of block_size; backend_size() */
     uint32_t block_size;     /* 512 or 4096 */
     bool read_only;
     bool can_discard;        /* DISCARD supported */
@@ -93,6 +100,19 @@ struct lun_backend {
 /* Generic entry points; they check the op against the geometry. */
 int backend_submit(struct lun_backend *be, struct backend_io *io);
 void backend_close(struct lun_backend *be);
+
+/* The size now: a resize may change it while I/O threads read it. */
+static inline uint64_t backend_size(const struct lun_backend *be)
+{
+    return __atomic_load_n(&be->size, __ATOMIC_RELAXED);
+}
+/*
+ * Grows the backend to size bytes (0: to what the device has grown to).
+ * -EINVAL if size is not whole blocks or smaller than now (shrinking under
+ * a guest loses data: refused), -ENOTSUP if the backend cannot grow, -EROFS
+ * for a read-only one; logs the reason with the backend's name.
+ */
+int backend_resize(struct lun_backend *be, uint64_t size);
 
 /*
  * Constructors of the backends without a library of their own (SPEC

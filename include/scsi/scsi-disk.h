@@ -88,6 +88,12 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
                               const struct scsi_lun_info *info);
 void scsi_lun_free(struct scsi_lun *lun);
 struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
+/*
+ * Grows the LUN (backend_resize: size bytes, or 0 for what the device has
+ * grown to) and raises CAPACITY DATA HAS CHANGED for every nexus.  Main
+ * thread, with I/O running; a LUN never shrinks.
+ */
+int scsi_lun_resize(struct scsi_lun *lun, uint64_t size);
 const char *scsi_lun_name(const struct scsi_lun *lun);
 
 /*

@@ -8,9 +8,11 @@
  * (virtio-scsi) decode their addressing and hand commands to a nexus; the
  * disk emulation (scsi-disk.h) runs the commands that reach a LUN.
  *
- * Threading: LUNs are added and nexuses created and freed on the main
- * thread; commands run on any thread and take no lock (the LUN table and a
- * nexus's table are immutable once built; unit attentions are atomics).
+ * Threading: LUNs are added, removed and resized, and nexuses created and
+ * freed, on the main thread; commands run on the I/O threads and take no
+ * lock: each nexus reads an immutable table that a change replaces whole
+ * (freed after a grace period of the I/O threads), and unit attentions
+ * are atomics.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -34,21 +36,52 @@ struct scsi_target *scsi_target_new(const char *name);
 void scsi_target_free(struct scsi_target *t);
 
 /*
- * Takes ownership of l (freed on failure).  -EINVAL for an id out of
- * range, -EEXIST for a duplicate, -EBUSY once a nexus exists: LUNs are
- * added before initiators connect (adding them live is issue 13: every
- * nexus would get a table with the new LUN and REPORTED LUNS DATA HAS
- * CHANGED).
+ * The threads that run the target's commands (the transports' request
+ * queue threads) and the main thread, where LUN changes are made: a LUN
+ * table replaced by a change is freed after a grace period of those
+ * threads.  Without this call (tests, fuzzers: one thread), old tables
+ * are freed at once.
+ */
+void scsi_target_set_threads(struct scsi_target *t, struct iothread *main,
+                             struct iothread *const *threads, unsigned n);
+
+/*
+ * Maps l at (port, lun_id); takes ownership of l (freed on failure).
+ * -EINVAL for an id out of range, -EEXIST for a duplicate.  Live (main
+ * thread): every nexus gets the LUN with POWER ON pending, and REPORTED
+ * LUNS DATA HAS CHANGED on the port's other LUNs; its transport is told
+ * (lun_added).
  */
 int scsi_target_add_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
                         struct scsi_lun *l);
+/*
+ * Unmaps the LUN at (port, lun_id) (main thread): from the next command
+ * on, no nexus reaches it (absent-LUN answers), the port's other LUNs get
+ * REPORTED LUNS DATA HAS CHANGED and the transports are told
+ * (lun_removed).  Commands already running on it complete.  Once no
+ * thread can reach it and they have, removed(lun, opaque) runs on the
+ * main thread and the caller owns the LUN again (NULL: it is freed).
+ * -ENOENT if nothing is mapped there, -EINVAL for an id out of range.
+ */
+typedef void scsi_target_removed_fn(struct scsi_lun *lun, void *opaque);
+int scsi_target_remove_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
+                           scsi_target_removed_fn *removed, void *opaque);
+/*
+ * Grows the LUN at (port, lun_id) to size bytes (scsi_lun_resize): every
+ * nexus gets CAPACITY DATA HAS CHANGED and the transports are told
+ * (lun_changed).  Main thread.
+ */
+int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
+                           uint64_t size);
 /* The LUN at (port, lun_id), or NULL. */
 struct scsi_lun *scsi_target_lun(const struct scsi_target *t, unsigned port, unsigned lun_id);
 /* Whether any LUN is served on port (a transport's "no such target" test). */
 bool scsi_target_has_port(const struct scsi_target *t, unsigned port);
 unsigned scsi_target_lun_count(const struct scsi_target *t);
-/* The i-th LUN in (port, lun) order, i < scsi_target_lun_count(). */
+/* The i-th LUN in (port, lun) order, i < scsi_target_lun_count(), and its id. */
 struct scsi_lun *scsi_target_lun_at(const struct scsi_target *t, unsigned i);
+bool scsi_target_lun_id_at(const struct scsi_target *t, unsigned i, unsigned *port,
+                           unsigned *lun_id);
 /* Nexuses alive (main thread). */
 unsigned scsi_target_nexus_count(const struct scsi_target *t);
 
@@ -61,6 +94,21 @@ struct scsi_nexus *scsi_target_nexus_new(struct scsi_target *t, const char *name
 /* The nexus's commands must all have completed.  Main thread. */
 void scsi_target_nexus_free(struct scsi_nexus *nx);
 const char *scsi_nexus_name(const struct scsi_nexus *nx);
+
+/*
+ * What a nexus's transport hears of live LUN changes, on the main thread,
+ * after the change is visible to its commands: a LUN mapped, unmapped, or
+ * whose parameters changed (asc/ascq of the unit attention raised, e.g.
+ * 2Ah/09h CAPACITY DATA HAS CHANGED).  Any hook may be NULL.
+ */
+struct scsi_nexus_events {
+    void (*lun_added)(void *opaque, unsigned port, unsigned lun_id);
+    void (*lun_removed)(void *opaque, unsigned port, unsigned lun_id);
+    void (*lun_changed)(void *opaque, unsigned port, unsigned lun_id, uint8_t asc,
+                        uint8_t ascq);
+};
+void scsi_nexus_set_events(struct scsi_nexus *nx, const struct scsi_nexus_events *ev,
+                           void *opaque);
 
 /*
  * What this nexus reaches, as its transport asks before task management:

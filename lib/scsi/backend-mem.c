@@ -95,9 +95,20 @@ static const struct backend_ops ram_ops = {
     .close = mem_close,
 };
 
+/* null stores nothing, so any size is free; RAM would have to move under I/O. */
+static int null_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+{
+    if (!size) {
+        return -EINVAL;
+    }
+    *out = size;
+    return 0;
+}
+
 static const struct backend_ops null_ops = {
     .name = "null",
     .submit = null_submit,
+    .resize = null_resize,
     .close = mem_close,
 };
 

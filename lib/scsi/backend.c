@@ -69,7 +69,7 @@ int backend_submit(struct lun_backend *be, struct backend_io *io)
     if (io->offset % be->block_size || io->len % be->block_size) {
         return reject(be, io, -EINVAL, "not block aligned");
     }
-    if (io->offset > be->size || io->len > be->size - io->offset) {
+    if (io->offset > backend_size(be) || io->len > backend_size(be) - io->offset) {
         return reject(be, io, -EINVAL, "beyond the end of the device");
     }
     return be->ops->submit(be, io);
@@ -80,4 +80,41 @@ void backend_close(struct lun_backend *be)
     if (be) {
         be->ops->close(be);
     }
+}
+
+int backend_resize(struct lun_backend *be, uint64_t size)
+{
+    uint64_t now = backend_size(be), got = 0;
+    int ret;
+
+    if (size && (size % be->block_size || size < now)) {
+        g_warning("%s: cannot resize to %" PRIu64 " bytes: %s", be->name, size,
+                  size < now ? "smaller than now (shrinking is refused)"
+                             : "not a whole number of blocks");
+        return -EINVAL;
+    }
+    if (be->read_only) {
+        g_warning("%s: cannot resize a read-only backend", be->name);
+        return -EROFS;
+    }
+    if (!be->ops->resize) {
+        g_warning("%s: a %s backend cannot be resized", be->name, be->ops->name);
+        return -ENOTSUP;
+    }
+    if (size == now) {
+        return 0;
+    }
+    ret = be->ops->resize(be, size, &got);
+    if (ret < 0) {
+        return ret;
+    }
+    got -= got % be->block_size;
+    if (got < now) {
+        g_warning("%s: the device is now %" PRIu64 " bytes, smaller than %" PRIu64
+                  "; keeping the old size", be->name, got, now);
+        return -EINVAL;
+    }
+    __atomic_store_n(&be->size, got, __ATOMIC_RELAXED);
+    g_message("%s: resized from %" PRIu64 " to %" PRIu64 " bytes", be->name, now, got);
+    return 0;
 }

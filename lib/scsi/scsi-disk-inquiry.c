@@ -142,7 +142,7 @@ int sd_exec_inquiry(struct scsi_lun *lun, struct scsi_cmd *cmd)
 int sd_exec_read_capacity_10(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     uint8_t b[8];
-    uint64_t last = lun->nb_blocks - 1;
+    uint64_t last = sd_nb_blocks(lun) - 1;
 
     /* Too big for 32 bits: FFFFFFFFh tells the initiator to use (16). */
     st32(b, last > 0xfffffffe ? 0xffffffff : (uint32_t)last);
@@ -154,7 +154,7 @@ int sd_exec_read_capacity_16(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     uint8_t b[32] = { 0 };
 
-    st64(b, lun->nb_blocks - 1);
+    st64(b, sd_nb_blocks(lun) - 1);
     st32(b + 8, lun->bs);
     if (lun->be->can_discard) {
         b[14] = 0x80 | (lun->be->discard_zeroes ? 0x40 : 0);  /* LBPME, LBPRZ */

@@ -45,7 +45,7 @@ struct scsi_lun {
     char product[17];
     char serial[65];
     uint64_t naa;          /* full 64-bit NAA-5 designator */
-    uint64_t nb_blocks;
+    uint64_t nb_blocks;    /* sd_nb_blocks(): a resize changes it under I/O */
     uint32_t bs;
 
     /*
@@ -71,6 +71,12 @@ struct scsi_lun {
 };
 
 typedef int sd_exec_fn(struct scsi_lun *lun, struct scsi_cmd *cmd);
+
+/* The capacity in blocks; only ever grows (scsi_lun_resize). */
+static inline uint64_t sd_nb_blocks(const struct scsi_lun *lun)
+{
+    return __atomic_load_n(&lun->nb_blocks, __ATOMIC_RELAXED);
+}
 
 /*
  * The largest READ/WRITE this LUN takes: its own cap, or the backend's

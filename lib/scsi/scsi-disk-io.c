@@ -185,10 +185,12 @@ int sd_map_data(struct scsi_cmd *cmd, const struct iovec *iov, unsigned cnt,
  */
 bool sd_range_ok(const struct scsi_lun *lun, uint64_t lba, uint64_t n)
 {
+    uint64_t blocks = sd_nb_blocks(lun);
+
     if (n == 0) {
-        return lba < lun->nb_blocks;
+        return lba < blocks;
     }
-    return lba <= lun->nb_blocks && n <= lun->nb_blocks - lba;
+    return lba <= blocks && n <= blocks - lba;
 }
 
 /* Writes must be durable at completion if FUA or the write cache is off. */

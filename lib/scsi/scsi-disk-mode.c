@@ -94,10 +94,10 @@ int sd_exec_mode_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
         uint8_t *d = b + hdr;
 
         if (bdlen == 16) {
-            st64(d, lun->nb_blocks);
+            st64(d, sd_nb_blocks(lun));
             st32(d + 12, lun->bs);
         } else {
-            st32(d, lun->nb_blocks > 0xffffffff ? 0xffffffff : (uint32_t)lun->nb_blocks);
+            st32(d, sd_nb_blocks(lun) > 0xffffffff ? 0xffffffff : (uint32_t)sd_nb_blocks(lun));
             st32(d + 4, lun->bs);    /* byte 4 reserved, 5..7 block length */
             d[4] = 0;
         }

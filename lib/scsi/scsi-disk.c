@@ -388,6 +388,24 @@ void scsi_lun_free(struct scsi_lun *lun)
     g_free(lun);
 }
 
+int scsi_lun_resize(struct scsi_lun *lun, uint64_t size)
+{
+    int ret = backend_resize(lun->be, size);
+
+    if (ret < 0) {
+        return ret;
+    }
+    if (backend_size(lun->be) / lun->bs == sd_nb_blocks(lun)) {
+        return 0;
+    }
+    /* The backend takes the new blocks first, so no command sees them early. */
+    __atomic_store_n(&lun->nb_blocks, backend_size(lun->be) / lun->bs, __ATOMIC_RELAXED);
+    scsi_lun_set_ua(lun, SCSI_UA_CAPACITY_CHANGED);
+    g_message("%s: %" PRIu64 " blocks of %" PRIu32 " bytes", lun->name, sd_nb_blocks(lun),
+              lun->bs);
+    return 0;
+}
+
 struct lun_backend *scsi_lun_backend(struct scsi_lun *lun)
 {
     return lun->be;

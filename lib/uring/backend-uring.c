@@ -440,7 +440,7 @@ static int file_submit(struct lun_backend *be, struct backend_io *io)
         break;
     }
     if (io->op != BACKEND_FLUSH &&
-        (io->offset > be->size || io->len > be->size - io->offset)) {
+        (io->offset > backend_size(be) || io->len > backend_size(be) - io->offset)) {
         return -EINVAL;
     }
 
@@ -512,9 +512,51 @@ static void file_close(struct lun_backend *be)
     g_free(fb);
 }
 
+/*
+ * A file grows by ftruncate (sparse); a block device is grown by its owner
+ * (lvextend, a SAN resize) and the LUN then takes its new size.
+ */
+static int file_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+{
+    struct file_backend *fb = container_of(be, struct file_backend, be);
+    uint64_t dev_size;
+
+    if (!fb->is_blockdev) {
+        if (!size) {
+            struct stat st;
+
+            if (fstat(fb->fd, &st) < 0) {
+                return -errno;
+            }
+            *out = (uint64_t)st.st_size;
+            return 0;
+        }
+        if (ftruncate(fb->fd, (off_t)size) < 0) {
+            int ret = -errno;
+
+            g_warning("%s: cannot extend to %" PRIu64 " bytes: %s", be->name, size,
+                      g_strerror(-ret));
+            return ret;
+        }
+        *out = size;
+        return 0;
+    }
+    if (ioctl(fb->fd, BLKGETSIZE64, &dev_size) < 0) {
+        return -errno;
+    }
+    if (size && size != dev_size) {
+        g_warning("%s: a block device is %" PRIu64 " bytes; grow the device itself, then "
+                  "resize without a size", be->name, dev_size);
+        return -EINVAL;
+    }
+    *out = dev_size;
+    return 0;
+}
+
 static const struct backend_ops file_backend_ops = {
     .name = "file",
     .submit = file_submit,
+    .resize = file_resize,
     .close = file_close,
 };
 
