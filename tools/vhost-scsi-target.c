@@ -112,6 +112,8 @@ static int conn_queue_start(void *opaque, unsigned idx, struct virtqueue *vq)
 {
     struct conn *c = opaque;
 
+    /* Fixed by now (FEATURES_OK before DRIVER_OK): which events the driver wants. */
+    vscsi_dev_set_features(c->vs, vu_dev_features(c->vu));
     return vscsi_queue_start(c->vs, idx, vq);
 }
 

@@ -57,6 +57,12 @@ int vscsi_queue_quiesce(struct vscsi_dev *dev, unsigned idx, void (*done)(void *
                         void *arg);
 void vscsi_queue_resume(struct vscsi_dev *dev, unsigned idx);
 void vscsi_dev_reset(struct vscsi_dev *dev);
+/*
+ * The features the driver accepted (main thread, before the queues
+ * start): VIRTIO_SCSI_F_HOTPLUG and _CHANGE decide which LUN changes
+ * become events on the event queue.
+ */
+void vscsi_dev_set_features(struct vscsi_dev *dev, uint64_t features);
 
 /*
  * Decodes a virtio-scsi LUN field.  Returns 0 and sets target/lun, 1 for

@@ -143,6 +143,8 @@ struct vscsi_dev {
     unsigned ntmfs;
     bool ctrl_throttled;      /* the control queue waits for a TMF to finish */
     struct vscsi_quiesce *quiesces; /* posted or to be posted (main thread) */
+    uint64_t features;        /* negotiated (vscsi_dev_set_features) */
+    bool events_missed;       /* an event found no buffer: flag the next one */
 };
 
 /* ---- virtio-scsi-tmf.c, for the queues and the control queue ----------- */
@@ -161,9 +163,18 @@ void vscsi_tmf_fail_pending(struct vscsi_queue *cq);
 bool vscsi_ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
                     const struct virtio_scsi_ctrl_tmf_req *req, uint8_t *response);
 
-/* ---- virtio-scsi.c, for task management ------------------------------- */
+/* ---- virtio-scsi-event.c ---------------------------------------------- */
+
+/* What the device's nexus reports (main thread), turned into events. */
+extern const struct scsi_nexus_events vscsi_nexus_events;
+/* The driver posted event buffers: deliver a missed-events notice if one is due. */
+void vscsi_event_kick(struct vscsi_queue *q);
+
+/* ---- virtio-scsi.c, for task management and events --------------------- */
 
 /* Pops and answers what the control queue holds (a TMF slot may have freed). */
 void vscsi_ctrl_process(struct vscsi_queue *q);
+/* Marks q broken (a malformed chain) and tells the device's owner, once. */
+void vscsi_queue_report_broken(struct vscsi_queue *q);
 
 #endif

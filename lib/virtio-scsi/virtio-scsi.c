@@ -31,8 +31,8 @@
 uint64_t vscsi_dev_features(void)
 {
     /*
-     * QEMU acks HOTPLUG and CHANGE for its own config; we accept them and
-     * never need to send such an event (our LUN set is fixed).  No T10 PI.
+     * LUNs come and go and grow live: HOTPLUG and CHANGE events tell the
+     * driver (virtio-scsi-event.c).  No T10 PI.
      */
     return (1ull << VIRTIO_SCSI_F_HOTPLUG) | (1ull << VIRTIO_SCSI_F_CHANGE);
 }
@@ -232,7 +232,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     }
 }
 
-static void queue_report_broken(struct vscsi_queue *q)
+void vscsi_queue_report_broken(struct vscsi_queue *q)
 {
     if (!q->broken_reported) {
         q->broken_reported = true;
@@ -271,7 +271,7 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         if (ret <= 0) {
             if (ret < 0) {
                 queue_answer_bad_chain(q);
-                queue_report_broken(q);
+                vscsi_queue_report_broken(q);
             }
             break;
         }
@@ -368,7 +368,7 @@ static bool watch_kick(struct vscsi_queue *q, iothread_fd_cb *cb)
     }
     g_warning("%s: cannot watch the kick fd; queue marked broken", q->name);
     q->vq->broken = true;
-    queue_report_broken(q);
+    vscsi_queue_report_broken(q);
     return false;
 }
 
@@ -583,7 +583,7 @@ void vscsi_ctrl_process(struct vscsi_queue *q)
             uint8_t failure = VIRTIO_SCSI_S_FAILURE;
 
             vq_answer_bad_chain(q->vq, &failure, sizeof(failure));
-            queue_report_broken(q);
+            vscsi_queue_report_broken(q);
         }
         if (ret <= 0) {
             return;
@@ -603,11 +603,10 @@ static void ctrl_kick_cb(void *opaque, uint32_t events)
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {
         vscsi_ctrl_process(q);
+    } else {
+        /* Event buffers stay on the ring until an event needs one. */
+        vscsi_event_kick(q);
     }
-    /*
-     * Event queue: the driver's buffers stay in the avail ring until an
-     * event needs one; nothing to do on a kick.
-     */
 }
 
 static void aux_attach(void *opaque)
@@ -621,6 +620,8 @@ static void aux_attach(void *opaque)
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {
         vscsi_ctrl_process(q);
+    } else {
+        vscsi_event_kick(q);
     }
 }
 
@@ -644,6 +645,7 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     dev->name = g_strdup(cfg->name);
     /* A new connection is a new initiator: each LUN has just powered on for it. */
     dev->nexus = scsi_target_nexus_new(cfg->target, cfg->name);
+    scsi_nexus_set_events(dev->nexus, &vscsi_nexus_events, dev);
     dev->main_thread = cfg->main_thread;
     dev->threads = cfg->threads;
     dev->nthreads = cfg->nthreads;
@@ -745,6 +747,11 @@ void vscsi_queue_resume(struct vscsi_dev *dev, unsigned idx)
         quiesce_unlink(c.w);
         g_free(c.w);
     }
+}
+
+void vscsi_dev_set_features(struct vscsi_dev *dev, uint64_t features)
+{
+    dev->features = features;
 }
 
 void vscsi_dev_reset(struct vscsi_dev *dev)

@@ -31,6 +31,8 @@ struct scsi_nexus {
     bool alive;
     unsigned resets;
     unsigned losses[SCSI_TARGET_MAX_PORT + 1];
+    const struct scsi_nexus_events *ev;
+    void *ev_opaque;
 };
 
 struct scsi_target {
@@ -141,6 +143,13 @@ void scsi_target_nexus_free(struct scsi_nexus *nx)
     }
     nx->alive = false;
     g_mutex_unlock(&t->lock);
+}
+
+void scsi_nexus_set_events(struct scsi_nexus *nx, const struct scsi_nexus_events *ev,
+                           void *opaque)
+{
+    nx->ev = ev;
+    nx->ev_opaque = opaque;
 }
 
 bool scsi_nexus_has_port(const struct scsi_nexus *nx, unsigned port)
@@ -366,4 +375,21 @@ void fake_drain_end(struct scsi_target *t, unsigned port, unsigned lun)
 unsigned fake_lun_uas(struct scsi_target *t, unsigned port, unsigned lun, enum scsi_ua ua)
 {
     return lun_of(t, port, lun)->uas[ua];
+}
+
+void fake_nexus_announce(struct scsi_nexus *nx, enum fake_change change, unsigned port,
+                         unsigned lun)
+{
+    g_assert_nonnull(nx->ev);
+    switch (change) {
+    case FAKE_LUN_ADDED:
+        nx->ev->lun_added(nx->ev_opaque, port, lun);
+        break;
+    case FAKE_LUN_REMOVED:
+        nx->ev->lun_removed(nx->ev_opaque, port, lun);
+        break;
+    case FAKE_LUN_RESIZED:
+        nx->ev->lun_changed(nx->ev_opaque, port, lun, 0x2a, 0x09);
+        break;
+    }
 }

@@ -64,6 +64,15 @@ const char *fake_nexus_name(struct scsi_nexus *nx);
 unsigned fake_nexus_resets(struct scsi_nexus *nx);
 unsigned fake_nexus_losses(struct scsi_nexus *nx, unsigned port);
 
+/*
+ * Tells nx's transport of a LUN change through the hooks it registered
+ * (scsi_nexus_set_events), as the real target does after a change; call
+ * it on the transport's main thread.  A resize reports 2Ah/09h.
+ */
+enum fake_change { FAKE_LUN_ADDED, FAKE_LUN_REMOVED, FAKE_LUN_RESIZED };
+void fake_nexus_announce(struct scsi_nexus *nx, enum fake_change change, unsigned port,
+                         unsigned lun);
+
 /* Drains started on the LUN at (port, lun) in all, and not yet ended. */
 unsigned fake_drains(struct scsi_target *t, unsigned port, unsigned lun);
 unsigned fake_drains_pending(struct scsi_target *t, unsigned port, unsigned lun);

@@ -11,6 +11,11 @@
  *    in any order;
  *  - one I_T nexus per device, named after it, freed with it once its
  *    commands have completed; a device reset is that nexus's reset;
+ *  - LUN changes the target announces become events (virtio 1.2 5.6.6.3)
+ *    when the driver accepted HOTPLUG / CHANGE: TRANSPORT_RESET with
+ *    RESCAN or REMOVED, PARAM_CHANGE with the ASC/ASCQ, the LUN encoded as
+ *    in requests; an event with no buffer is lost and the next one (or a
+ *    NO_EVENT as soon as a buffer comes) carries EVENTS_MISSED;
  *  - task management reaches the target through the nexus and the LUN:
  *    LOGICAL UNIT RESET and CLEAR TASK SET are answered only when the
  *    LUN's drain ends, and only the reset raises the LUN's unit attention;
@@ -401,6 +406,149 @@ static void test_an_query_by_port(void)
     fx_teardown(&x);
 }
 
+/* ---- events ------------------------------------------------------------ */
+
+struct announce {
+    struct fe *f;
+    struct scsi_target *t;
+    enum fake_change change;
+    unsigned port, lun;
+    uint64_t features;
+};
+
+static void announce_on_main(void *opaque)
+{
+    struct announce *a = opaque;
+
+    fake_nexus_announce(fake_nexus_at(a->t, 0), a->change, a->port, a->lun);
+}
+
+static void announce(struct fx *x, enum fake_change change, unsigned port, unsigned lun)
+{
+    struct announce a = { &x->a, x->t, change, port, lun };
+
+    fe_on_main(&x->a, announce_on_main, &a);
+}
+
+static void features_on_main(void *opaque)
+{
+    struct announce *a = opaque;
+
+    vscsi_dev_set_features(a->f->dev, a->features);
+}
+
+static void set_features(struct fx *x, uint64_t features)
+{
+    struct announce a = { .f = &x->a, .features = features };
+
+    fe_on_main(&x->a, features_on_main, &a);
+}
+
+#define HOTPLUG_AND_CHANGE (1ull << VIRTIO_SCSI_F_HOTPLUG | 1ull << VIRTIO_SCSI_F_CHANGE)
+
+static void assert_event(struct fx *x, const struct evbuf *b, uint32_t event, uint32_t reason,
+                         unsigned port, unsigned lun)
+{
+    uint8_t want[8];
+
+    tq_wait(&x->a, VSCSI_EVENT_QUEUE, b->head);
+    g_assert_cmpuint(tq_used_len(&x->a, VSCSI_EVENT_QUEUE, b->head), ==,
+                     sizeof(struct virtio_scsi_event));
+    g_assert_cmphex(le32toh(b->ev->event), ==, event);
+    g_assert_cmphex(le32toh(b->ev->reason), ==, reason);
+    if ((event & ~VIRTIO_SCSI_T_EVENTS_MISSED) != VIRTIO_SCSI_T_NO_EVENT) {
+        fe_lun(want, port, lun);
+        g_assert_cmpmem(b->ev->lun, 8, want, 8);
+    }
+}
+
+static void test_lun_changes_become_events(void)
+{
+    struct fx x;
+    struct evbuf b[3];
+
+    fx_setup(&x);
+    set_features(&x, HOTPLUG_AND_CHANGE);
+    for (unsigned i = 0; i < 3; i++) {
+        b[i] = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
+    }
+    fe_ctrl_barrier(&x.a);
+    /* Buffers wait on the ring until an event needs one. */
+    g_assert_cmpuint(tq_used_count(&x.a, VSCSI_EVENT_QUEUE), ==, 0);
+    announce(&x, FAKE_LUN_ADDED, 0, 7);
+    announce(&x, FAKE_LUN_REMOVED, 0, 1);
+    announce(&x, FAKE_LUN_RESIZED, 3, 0x123);
+    assert_event(&x, &b[0], VIRTIO_SCSI_T_TRANSPORT_RESET, VIRTIO_SCSI_EVT_RESET_RESCAN, 0, 7);
+    assert_event(&x, &b[1], VIRTIO_SCSI_T_TRANSPORT_RESET, VIRTIO_SCSI_EVT_RESET_REMOVED, 0, 1);
+    /* ASC in the low byte of reason, ASCQ in the next (as Linux and QEMU read it). */
+    assert_event(&x, &b[2], VIRTIO_SCSI_T_PARAM_CHANGE, 0x092a, 3, 0x123);
+    /* Only B's own nexus was told anything: A's device posted them all. */
+    g_assert_cmpuint(tq_used_count(&x.b, VSCSI_EVENT_QUEUE), ==, 0);
+    fx_teardown(&x);
+}
+
+static void test_missed_events_are_flagged(void)
+{
+    struct fx x;
+    struct evbuf b, c;
+
+    fx_setup(&x);
+    set_features(&x, HOTPLUG_AND_CHANGE);
+    /* No buffer: the event is lost. */
+    announce(&x, FAKE_LUN_ADDED, 0, 7);
+    /* The first buffer posted after a loss says so at once. */
+    b = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
+    assert_event(&x, &b, VIRTIO_SCSI_T_NO_EVENT | VIRTIO_SCSI_T_EVENTS_MISSED, 0, 0, 0);
+    /* Then events come unflagged. */
+    c = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
+    fe_ctrl_barrier(&x.a);
+    g_assert_false(tq_used(&x.a, VSCSI_EVENT_QUEUE, c.head));
+    announce(&x, FAKE_LUN_REMOVED, 0, 7);
+    assert_event(&x, &c, VIRTIO_SCSI_T_TRANSPORT_RESET, VIRTIO_SCSI_EVT_RESET_REMOVED, 0, 7);
+    fx_teardown(&x);
+}
+
+static void test_short_event_buffer_counts_as_missed(void)
+{
+    struct fx x;
+    struct evbuf shortb, b;
+
+    fx_setup(&x);
+    set_features(&x, HOTPLUG_AND_CHANGE);
+    shortb = fe_event_buf(&x.a, 8);
+    b = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*event buffer*8 bytes*");
+    announce(&x, FAKE_LUN_ADDED, 0, 7);
+    g_test_assert_expected_messages();
+    tq_wait(&x.a, VSCSI_EVENT_QUEUE, shortb.head);
+    g_assert_cmpuint(tq_used_len(&x.a, VSCSI_EVENT_QUEUE, shortb.head), ==, 0);
+    /* The next buffer was not used for that event; the next event is flagged. */
+    g_assert_false(tq_used(&x.a, VSCSI_EVENT_QUEUE, b.head));
+    announce(&x, FAKE_LUN_RESIZED, 0, 7);
+    assert_event(&x, &b, VIRTIO_SCSI_T_PARAM_CHANGE | VIRTIO_SCSI_T_EVENTS_MISSED, 0x092a, 0, 7);
+    fx_teardown(&x);
+}
+
+static void test_events_need_the_features(void)
+{
+    struct fx x;
+    struct evbuf b;
+
+    fx_setup(&x);
+    b = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
+    /* Neither accepted: nothing is sent. */
+    announce(&x, FAKE_LUN_ADDED, 0, 7);
+    announce(&x, FAKE_LUN_RESIZED, 0, 7);
+    /* CHANGE alone: parameter changes only. */
+    set_features(&x, 1ull << VIRTIO_SCSI_F_CHANGE);
+    announce(&x, FAKE_LUN_REMOVED, 0, 7);
+    fe_ctrl_barrier(&x.a);
+    g_assert_cmpuint(tq_used_count(&x.a, VSCSI_EVENT_QUEUE), ==, 0);
+    announce(&x, FAKE_LUN_RESIZED, 0, 0);
+    assert_event(&x, &b, VIRTIO_SCSI_T_PARAM_CHANGE, 0x092a, 0, 0);
+    fx_teardown(&x);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -429,5 +577,13 @@ int main(int argc, char **argv)
                     test_nexus_reset_is_the_nexus_loss_on_its_port);
     g_test_add_func("/virtio-scsi-fake-target/tmf/addressing", test_tmf_addressing);
     g_test_add_func("/virtio-scsi-fake-target/ctrl/an-query-by-port", test_an_query_by_port);
+    g_test_add_func("/virtio-scsi-fake-target/event/lun-changes-become-events",
+                    test_lun_changes_become_events);
+    g_test_add_func("/virtio-scsi-fake-target/event/missed-events-are-flagged",
+                    test_missed_events_are_flagged);
+    g_test_add_func("/virtio-scsi-fake-target/event/short-buffer-counts-as-missed",
+                    test_short_event_buffer_counts_as_missed);
+    g_test_add_func("/virtio-scsi-fake-target/event/need-the-features",
+                    test_events_need_the_features);
     return g_test_run();
 }

@@ -257,6 +257,16 @@ void fe_ctrl_barrier(struct fe *f)
     g_assert_cmpuint(fe_an_query(f, 0), ==, VIRTIO_SCSI_S_OK);
 }
 
+struct evbuf fe_event_buf(struct fe *f, uint32_t len)
+{
+    struct seg s = { fe_alloc(f, len), len, true };
+    struct evbuf b = { .ev = fe_gpa_host(f, s.gpa) };
+
+    memset(b.ev, 0xee, len);
+    b.head = tq_post(f, VSCSI_EVENT_QUEUE, &s, 1);
+    return b;
+}
+
 /* ---- the device's hooks, on the main thread as the server calls them --- */
 
 void fe_on_main(struct fe *f, void (*fn)(void *opaque), void *opaque)

@@ -141,6 +141,13 @@ uint8_t fe_an_query(struct fe *f, unsigned target);
 /* fe_an_query of target 0, which must exist. */
 void fe_ctrl_barrier(struct fe *f);
 
+/* An event buffer posted on the event queue. */
+struct evbuf {
+    uint16_t head;
+    struct virtio_scsi_event *ev;
+};
+struct evbuf fe_event_buf(struct fe *f, uint32_t len);
+
 /* Runs fn(opaque) on the device's main thread and returns when it has. */
 void fe_on_main(struct fe *f, void (*fn)(void *opaque), void *opaque);
 /* Stops queue idx (on main). */
