@@ -15,12 +15,14 @@
 
 #include <glib.h>
 
+#include "ctl-target.h"
 #include "lio-configfs.h"
 
 #define EXIT_USAGE 2
 
 static const char usage_text[] =
     "Usage: vhost-scsi-ctl lio [--configfs DIR] [-v] COMMAND [ARGS] [OPTIONS]\n"
+    "       vhost-scsi-ctl target [--control PATH] [--json] COMMAND   (see target --help)\n"
     "\n"
     "Configure the kernel vhost-scsi target (LIO tcm_vhost) through configfs.\n"
     "On the default root the kernel modules (target_core_mod, target_core_file,\n"
@@ -297,8 +299,11 @@ int main(int argc, char **argv)
         fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
     }
+    if (!strcmp(argv[1], "target")) {
+        return ctl_target_main(argc - 1, argv + 1);
+    }
     if (strcmp(argv[1], "lio")) {
-        return usage_error("unknown command '%s' (only 'lio' exists)", argv[1]);
+        return usage_error("unknown command '%s' ('lio' or 'target')", argv[1]);
     }
     int ret = parse_args(&c, argc - 2, argv + 2);
     if (ret) {

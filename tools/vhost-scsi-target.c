@@ -36,10 +36,7 @@
 #include <linux/virtio_config.h>
 
 #include "guest-mem-guard.h"
-#include "iothread.h"
-#include "scsi-target.h"
-#include "lun-spec.h"
-#include "notify-fd.h"
+#include "target.h"
 #include "vhost-user-server.h"
 #include "virtio-scsi.h"
 
@@ -53,49 +50,6 @@
 
 /* A shutdown that has not finished after this long is stuck: exit anyway. */
 #define SHUTDOWN_GRACE_S 30
-
-struct target_opts {
-    char *socket_path;
-    int listen_fd;
-    GPtrArray *lun_args;
-    unsigned queues;
-    unsigned threads;
-    enum iothread_poll_mode poll;
-    uint64_t poll_ns;
-    char *socket_group;
-    GArray *allow_uids;
-    GArray *allow_gids;
-    unsigned max_conns;
-    unsigned max_conns_per_uid;    /* 0: max_conns */
-    unsigned message_timeout_ms;
-};
-
-struct target {
-    struct target_opts *opts;
-    struct scsi_target *scsi;   /* the LUNs, shared by every connection */
-    struct iothread *main;
-    struct iothread **threads;
-    struct notify_watchdog *watchdog;   /* interrupts a call signal that blocks */
-    unsigned nenrolled;                 /* threads[0..nenrolled) enrolled with it */
-    unsigned nthreads;
-    int listen_fd;
-    int signal_fd;
-    const char *created_socket;   /* the socket file we made, removed at exit */
-    unsigned next_conn_id;
-    GList *conns;
-    unsigned nconns;
-    /*
-     * One timer for the main loop: the earliest message deadline of any
-     * connection, and the end of an accept back-off.
-     */
-    int timer_fd;
-    int64_t timer_armed;          /* monotonic µs it is set to; 0: disarmed */
-    int64_t accept_resume;        /* accepts paused until then; 0: not paused */
-    bool accept_failing;          /* an accept error episode was logged */
-    unsigned accept_errors;       /* failures in this episode */
-    bool refusing;                /* a connection-limit episode was logged */
-    unsigned refused;             /* connections refused in this episode */
-};
 
 struct conn {
     struct target *tgt;
@@ -510,7 +464,10 @@ static void signal_cb(void *opaque, uint32_t events)
             g_warning("cannot start the shutdown watchdog; shutting down without it");
         }
         pthread_attr_destroy(&attr);
-        iothread_quit(tgt->main);
+        /* No new control requests; a LUN removal under way finishes first. */
+        target_control_stop(tgt);
+        tgt->quitting = true;
+        target_maybe_quit(tgt);
     }
 }
 
@@ -569,68 +526,15 @@ static int add_luns(struct target *tgt)
     GPtrArray *args = tgt->opts->lun_args;
 
     for (guint i = 0; i < args->len; i++) {
-        /* Logs show the argument without an iSCSI password. */
-        g_autofree char *arg = lun_spec_redact(g_ptr_array_index(args, i));
-        struct lun_spec spec;
-        struct lun_backend *be;
-        struct scsi_lun *lun;
-        char *err = NULL;
-        char name[32];
-        int ret;
+        g_autofree char *err = NULL;
+        unsigned port, lun;
 
-        ret = lun_spec_parse(g_ptr_array_index(args, i), &spec, &err);
-        if (ret < 0) {
-            fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg, err ? err : g_strerror(-ret));
-            g_free(err);
-            return ret;
+        if (target_lun_add(tgt, g_ptr_array_index(args, i), &port, &lun, &err) < 0) {
+            fprintf(stderr, "vhost-scsi-target: --lun %s\n", err);
+            return -EINVAL;
         }
-        ret = lun_spec_open(&spec, &be);
-        if (ret < 0) {
-            fprintf(stderr, "vhost-scsi-target: --lun %s: cannot open: %s\n", arg,
-                    g_strerror(-ret));
-            lun_spec_clear(&spec);
-            return ret;
-        }
-        snprintf(name, sizeof(name), "lun%u:%u", spec.target, spec.lun);
-        /* A backend may answer INQUIRY with another device's identity (iSCSI). */
-        lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
-        ret = lun ? scsi_target_add_lun(tgt->scsi, spec.target, spec.lun, lun) : -ENOMEM;
-        if (ret < 0) {
-            fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg,
-                    ret == -EEXIST ? "LUN given twice" : g_strerror(-ret));
-            lun_spec_clear(&spec);
-            return ret;
-        }
-        g_message("%s: %s, %" PRIu64 " bytes, %u-byte blocks%s", name, be->name, be->size,
-                  be->block_size, be->read_only ? ", read-only" : "");
-        lun_spec_clear(&spec);
     }
     return 0;
-}
-
-/*
- * Backends with per-thread state (iSCSI sessions) set it up on each I/O
- * thread, from that thread, before any request can arrive, and tear it
- * down there before the thread stops.
- */
-struct thread_lun_call {
-    struct lun_backend *be;
-    struct iothread *t;
-    int ret;
-};
-
-static void call_attach(void *opaque)
-{
-    struct thread_lun_call *c = opaque;
-
-    c->ret = c->be->ops->attach_thread(c->be, c->t);
-}
-
-static void call_detach(void *opaque)
-{
-    struct thread_lun_call *c = opaque;
-
-    c->be->ops->detach_thread(c->be, c->t);
 }
 
 static void call_enrol(void *opaque)
@@ -647,27 +551,11 @@ static void call_leave(void *opaque)
     notify_watchdog_leave(tgt->watchdog);
 }
 
-static int attach_luns(struct target *tgt, bool attach)
+void target_maybe_quit(struct target *tgt)
 {
-    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
-        struct lun_backend *be = scsi_lun_backend(scsi_target_lun_at(tgt->scsi, i));
-
-        for (unsigned j = 0; j < tgt->nthreads && tgt->threads[j]; j++) {
-            struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
-
-            if (attach && be->ops->attach_thread) {
-                iothread_run_sync(c.t, call_attach, &c);
-                if (c.ret < 0) {
-                    fprintf(stderr, "vhost-scsi-target: %s: cannot start on %s: %s\n",
-                            be->name, iothread_name(c.t), g_strerror(-c.ret));
-                    return c.ret;
-                }
-            } else if (!attach && be->ops->detach_thread) {
-                iothread_run_sync(c.t, call_detach, &c);
-            }
-        }
+    if (tgt->quitting && !tgt->removing) {
+        iothread_quit(tgt->main);
     }
-    return 0;
 }
 
 static void usage(FILE *f)
@@ -694,6 +582,8 @@ static void usage(FILE *f)
 "  --allow-gid GID       accept only peers with this gid (repeatable)\n"
 "  --max-connections N   front-ends connected at once (default %u); more are refused\n"
 "  --max-connections-per-uid N  the same per peer uid (default: --max-connections)\n"
+"  --control PATH        serve the JSON-RPC control socket at PATH (mode 0600;\n"
+"                        vhost-scsi-ctl target, docs/control.md)\n"
 "  --message-timeout-ms N  a vhost-user message must arrive whole, and a reply\n"
 "                        be read, within N ms, else the connection is dropped\n"
 "                        (default %u)\n"
@@ -720,7 +610,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
 {
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
-           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT };
+           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -736,6 +626,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "max-connections", required_argument, NULL, OPT_MAX_CONNS },
         { "max-connections-per-uid", required_argument, NULL, OPT_MAX_CONNS_UID },
         { "message-timeout-ms", required_argument, NULL, OPT_MSG_TIMEOUT },
+        { "control", required_argument, NULL, OPT_CONTROL },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
@@ -826,6 +717,10 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
                 fprintf(stderr, "vhost-scsi-target: --message-timeout-ms must be 1..600000\n");
                 return -EINVAL;
             }
+            break;
+        case OPT_CONTROL:
+            g_free(o->control_path);
+            o->control_path = g_strdup(optarg);
             break;
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
@@ -984,7 +879,7 @@ int main(int argc, char **argv)
         iothread_run_sync(tgt.threads[i], call_enrol, &tgt);
         tgt.nenrolled = i + 1;
     }
-    if (attach_luns(&tgt, true) < 0) {
+    if (target_attach_luns(&tgt, true) < 0) {
         goto out;
     }
     /* Tables a LUN change replaces are freed once these threads have moved on. */
@@ -1008,6 +903,9 @@ int main(int argc, char **argv)
         iothread_add_fd(tgt.main, tgt.timer_fd, EPOLLIN, timer_cb, &tgt) < 0) {
         goto out;
     }
+    if (opts.control_path && target_control_start(&tgt) < 0) {
+        goto out;
+    }
     if (path) {
         print_qemu_hint(&tgt, path);
     }
@@ -1016,11 +914,12 @@ int main(int argc, char **argv)
     ret = 0;
 
 out:
+    target_control_stop(&tgt);
     while (tgt.conns) {
         conn_free(tgt.conns->data);
     }
     if (tgt.threads) {
-        attach_luns(&tgt, false);
+        target_attach_luns(&tgt, false);
     }
     /* Threads leave the watchdog before they exit, the watchdog stops before it is freed. */
     for (unsigned i = 0; i < tgt.nenrolled; i++) {
@@ -1053,5 +952,6 @@ out:
     g_array_free(opts.allow_gids, TRUE);
     g_free(opts.socket_path);
     g_free(opts.socket_group);
+    g_free(opts.control_path);
     return ret;
 }

@@ -1,0 +1,75 @@
+/*
+ * The daemon's control socket: JSON-RPC 2.0 over a UNIX stream socket, one
+ * request per line (a JSON object, no newline inside; UTF-8) and one
+ * response per line, on the main thread's loop.  Requests are parsed with
+ * json-strict.h's bounds; a request that is too long, too deep, not UTF-8
+ * or not JSON-RPC gets an error response (or, past the size limit, the
+ * connection is closed after it), never disturbs another client or I/O.
+ * Methods answer by calling ctl_call_reply or ctl_call_error exactly once,
+ * inside the method or later (an operation that waits for I/O to drain):
+ * a client may have several calls in flight, answered in the order they
+ * finish, matched by id.  Only the daemon's own user and root may connect
+ * (SO_PEERCRED), and the socket is created mode 0600.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_CONTROL_SERVER_H
+#define VHOST_SCSI_CONTROL_SERVER_H
+
+#include <stdarg.h>
+#include <stddef.h>
+
+#include <json-glib/json-glib.h>
+
+#include "iothread.h"
+
+/* JSON-RPC 2.0 error codes, and the one for a failed operation. */
+#define CTL_E_PARSE            -32700
+#define CTL_E_INVALID_REQUEST  -32600
+#define CTL_E_NO_METHOD        -32601
+#define CTL_E_INVALID_PARAMS   -32602
+#define CTL_E_FAILED           -32000   /* data.errno says which errno */
+
+/* Limits on what a client may send. */
+#define CTL_MAX_REQUEST   (1u << 20)    /* bytes per line */
+#define CTL_MAX_CLIENTS   16
+#define CTL_MAX_CALLS     64            /* in flight per client */
+#define CTL_MAX_OUTPUT    (8u << 20)    /* unread responses before the client is dropped */
+
+struct ctl_server;
+struct ctl_call;
+
+/* params is the request's "params" object (an empty one if it had none). */
+typedef void ctl_method_fn(struct ctl_call *call, JsonObject *params, void *opaque);
+
+struct ctl_method {
+    const char *name;
+    ctl_method_fn *fn;
+};
+
+struct ctl_server_config {
+    const char *name;                  /* for log lines: the socket path */
+    struct iothread *main;
+    const struct ctl_method *methods;
+    unsigned nmethods;
+    void *opaque;                      /* passed to every method */
+};
+
+/*
+ * Listens on path (a stale socket there is replaced; a live one or any
+ * other file is an error) and serves on cfg->main.  NULL with a logged
+ * reason on failure.
+ */
+struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const char *path);
+/* Closes every client (their calls still pending answer nowhere) and the socket. */
+void ctl_server_free(struct ctl_server *s);
+
+/* Answers call with result (taken; NULL is JSON null) and frees it. */
+void ctl_call_reply(struct ctl_call *call, JsonNode *result);
+/* Answers call with an error (code, message; for CTL_E_FAILED, err is the errno). */
+void ctl_call_error(struct ctl_call *call, int code, int err, const char *fmt, ...)
+    G_GNUC_PRINTF(4, 5);
+/* A JSON-RPC error for -errno from an operation, with msg (or strerror). */
+void ctl_call_fail(struct ctl_call *call, int neg_errno, const char *msg);
+
+#endif
