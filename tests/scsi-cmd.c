@@ -1,6 +1,8 @@
 /*
  * libiscsi's SCSI marshalling, wrapped for test programs that send the
- * CDBs through something other than an iSCSI session (see scsi-cmd.h).
+ * CDBs through something other than an iSCSI session (see scsi-cmd.h),
+ * with the little libiscsi leaves out: a REQUEST SENSE CDB and the VALID
+ * and INFORMATION fields of fixed-format sense.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -24,6 +26,15 @@ unsigned sc_cdb(struct scsi_task *task, uint8_t cdb[SC_CDB_MAX])
     return n;
 }
 
+unsigned sc_cdb_request_sense(uint8_t cdb[SC_CDB_MAX], bool desc, uint8_t alloc_len)
+{
+    memset(cdb, 0, SC_CDB_MAX);
+    cdb[0] = SC_OPCODE_REQUEST_SENSE;
+    cdb[1] = desc ? 0x01 : 0;
+    cdb[4] = alloc_len;
+    return 6;
+}
+
 void *sc_datain_decode(struct sc_datain *d, const uint8_t *cdb, unsigned cdb_len,
                        const void *data, size_t len)
 {
@@ -36,6 +47,12 @@ void *sc_datain_decode(struct sc_datain *d, const uint8_t *cdb, unsigned cdb_len
     d->task->datain.data = copy;
     d->task->datain.size = (int)len;
     return scsi_datain_unmarshall(d->task);
+}
+
+int sc_datain_full_size(const struct sc_datain *d)
+{
+    g_assert_nonnull(d->task);
+    return scsi_datain_getfullsize(d->task);
 }
 
 void sc_datain_free(struct sc_datain *d)
@@ -61,6 +78,24 @@ struct sc_sense sc_sense_of(const uint8_t *sense, size_t len)
         return (struct sc_sense){ 0 };
     }
     scsi_parse_sense_data(&s, sb);
-    return (struct sc_sense){ s.key, (unsigned)s.ascq >> 8, (unsigned)s.ascq & 0xff,
-                              (unsigned)s.ascq, s.error_type };
+    return (struct sc_sense){
+        .key = s.key, .asc = (unsigned)s.ascq >> 8, .ascq = (unsigned)s.ascq & 0xff,
+        .code = (unsigned)s.ascq, .response_code = s.error_type,
+        .sksv = s.sense_specific, .in_cdb = s.ill_param_in_cdb,
+        .bit_valid = s.bit_pointer_valid, .bit = s.bit_pointer, .field = s.field_pointer,
+        /* libiscsi leaves VALID and INFORMATION (bytes 3-6) to the caller. */
+        .info_valid = fmt == SCSI_SENSE_FIXED_CURRENT && (sb[0] & 0x80),
+        .info = fmt == SCSI_SENSE_FIXED_CURRENT ? scsi_get_uint32(sb + 3) : 0,
+    };
+}
+
+struct sc_sense sc_fixed_sense(const uint8_t *sense, size_t len)
+{
+    struct sc_sense s = sc_sense_of(sense, len);
+
+    g_assert_cmpuint(len, ==, 18);
+    g_assert_cmphex(s.response_code, ==, SCSI_SENSE_FIXED_CURRENT);
+    g_assert_cmpuint(sense[7], ==, 10);          /* ADDITIONAL SENSE LENGTH */
+    g_assert_cmphex(sense[2] & 0xe0, ==, 0);     /* FILEMARK, EOM, ILI */
+    return s;
 }

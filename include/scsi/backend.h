@@ -41,6 +41,9 @@ struct backend_io {
     /*
      * Set by a backend with ret == -EREMOTEIO: the remote device answered
      * CHECK CONDITION with this sense, which the SCSI layer passes on as is.
+     * Raw bytes rather than one of the SCSI layer's named conditions: a
+     * remote target's sense can be anything.  A backend's own failures are
+     * -errno, which the SCSI layer maps to its named conditions.
      */
     bool has_sense;
     uint8_t sense_key, asc, ascq;

@@ -169,7 +169,12 @@ struct scsi_drain {
 };
 void scsi_lun_drain_async(struct scsi_lun *lun, struct scsi_drain *d);
 
-/* Builds fixed-format sense (response code 70h) into cmd and sets status. */
+/*
+ * Builds fixed-format sense (response code 70h) with any key, ASC and ASCQ
+ * into cmd and sets CHECK CONDITION: for sense that is not the SCSI
+ * layer's own, such as a remote device's passed on as it came.  What the
+ * layer reports itself comes from its table of named conditions.
+ */
 void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
 
 #endif

@@ -101,7 +101,8 @@ static void task_cb(struct iscsi_context *ctx, int status, void *command_data, v
             break;
         }
         if (io->op == BACKEND_WRITE_ZEROES && task->sense.key == SCSI_SENSE_ILLEGAL_REQUEST &&
-            ((task->sense.ascq >> 8) == 0x20 || (task->sense.ascq >> 8) == 0x24)) {
+            ((task->sense.ascq >> 8) == SCSI_SENSE_ASCQ_INVALID_OPERATION_CODE >> 8 ||
+             (task->sense.ascq >> 8) == SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB >> 8)) {
             /* No WRITE SAME(16) there: the SCSI layer writes the zeros itself. */
             atomic_store(&s->il->no_write_same, true);
             ret = -EOPNOTSUPP;

@@ -174,9 +174,9 @@ int sd_exec_request_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
     }
     ua = sd_take_ua(lun, cmd);
     if (ua >= 0) {
-        sd_fill_fixed_sense(s, SENSE_UNIT_ATTENTION, sd_ua_codes[ua][0], sd_ua_codes[ua][1]);
+        sd_fill_fixed_sense(s, sd_ua_sense[ua]);
     } else {
-        sd_fill_fixed_sense(s, SENSE_NO_SENSE, 0, 0);
+        sd_fill_fixed_sense(s, SCSI_SC_NO_SENSE);
     }
     return sd_reply(cmd, s, sizeof(s), cmd->cdb[4]);
 }

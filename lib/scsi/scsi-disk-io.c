@@ -70,7 +70,7 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
         return;
     case -EREMOTEIO:
         /* [iscsi] A remote answer with nothing we can pass on (handled above). */
-        scsi_cmd_set_sense(cmd, SENSE_HARDWARE_ERROR, 0x44, 0x00);
+        sd_set_sense(cmd, SCSI_SC_INTERNAL_TARGET_FAILURE);
         break;
     case -ENOTCONN:
         /*
@@ -78,25 +78,25 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
          * backend logged it once): LOGICAL UNIT NOT READY, CAUSE NOT
          * REPORTABLE, which initiators fail rather than retry forever.
          */
-        scsi_cmd_set_sense(cmd, SENSE_NOT_READY, 0x04, 0x00);
+        sd_set_sense(cmd, SCSI_SC_LUN_NOT_READY);
         return;
     case -ENOSPC:
-        scsi_cmd_set_sense(cmd, SENSE_DATA_PROTECT, 0x27, 0x07);
+        sd_set_sense(cmd, SCSI_SC_SPACE_ALLOC_FAILED);
         break;
     case -EROFS:
-        scsi_cmd_set_sense(cmd, SENSE_DATA_PROTECT, 0x27, 0x00);
+        sd_set_sense(cmd, SCSI_SC_WRITE_PROTECTED);
         break;
     case -EIO:
     case -ENODATA:
         if (op == BACKEND_READ) {
-            scsi_cmd_set_sense(cmd, SENSE_MEDIUM_ERROR, 0x11, 0x00);  /* UNRECOVERED READ */
+            sd_set_sense(cmd, SCSI_SC_UNRECOVERED_READ_ERROR);
         } else {
-            scsi_cmd_set_sense(cmd, SENSE_MEDIUM_ERROR, 0x0c, 0x00);  /* WRITE ERROR */
+            sd_set_sense(cmd, SCSI_SC_WRITE_ERROR);
         }
         break;
     default:
         /* Anything else is our or the backend's bug, not the medium's. */
-        scsi_cmd_set_sense(cmd, SENSE_HARDWARE_ERROR, 0x44, 0x00);  /* INTERNAL TARGET FAILURE */
+        sd_set_sense(cmd, SCSI_SC_INTERNAL_TARGET_FAILURE);
         break;
     }
     g_warning("%s: %s at byte %" PRIu64 " failed: %s", lun->name, what, offset,

@@ -59,7 +59,7 @@ int sd_exec_mode_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
     uint8_t *p = b + hdr + bdlen;
 
     if (pc == PC_SAVED) {
-        return sd_sense_done(cmd, SENSE_ILLEGAL_REQUEST, 0x39, 0x00);
+        return sd_sense_done(cmd, SCSI_SC_SAVING_PARAMS_UNSUPPORTED);
     }
     if (subpage != 0 && !(page == ALL_PAGES && subpage == 0xff)) {
         return invalid_cdb(cmd, 3, 7);
@@ -119,7 +119,7 @@ static bool parse_mode_pages(struct scsi_lun *lun, struct scsi_cmd *cmd, const u
         size_t n;
 
         if (plen - off < 2) {
-            param_list_length_error(cmd);
+            sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
             return false;
         }
         if (p[off] & 0x40) {
@@ -175,7 +175,7 @@ int sd_exec_mode_select(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return invalid_cdb(cmd, ten ? 7 : 4, 7);
     }
     if (plen < hdr) {
-        return param_list_length_error(cmd);
+        return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
     }
     p = g_malloc(plen);
     iov_to_buf(cmd->data_out, cmd->data_out_cnt, 0, p, plen);
@@ -185,7 +185,7 @@ int sd_exec_mode_select(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return invalid_param(cmd, ten ? 6 : 3, 7);
     }
     if (hdr + bdlen > plen) {
-        return param_list_length_error(cmd);
+        return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
     }
     if (bdlen) {
         /* The block length cannot change (no FORMAT UNIT). */

@@ -106,13 +106,13 @@ int sd_exec_write_same(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return invalid_cdb(cmd, 1, 2);   /* obsolete PBDATA/LBDATA */
     }
     if (lun->be->read_only) {
-        return write_protected(cmd);
+        return sd_sense_done(cmd, SCSI_SC_WRITE_PROTECTED);
     }
     if (n == 0 || n > MAX_WRITE_SAME_LBAS) {
         return invalid_cdb(cmd, len_byte, 7);   /* WSNZ=1; Block Limits cap */
     }
     if (!sd_range_ok(lun, lba, n)) {
-        return lba_out_of_range(cmd);
+        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
     }
     if (!ndob && sd_data_out_size(cmd) < lun->bs) {
         return invalid_cdb(cmd, len_byte, 7);
@@ -171,14 +171,14 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return invalid_cdb(cmd, 1, 0);   /* ANCHOR */
     }
     if (lun->be->read_only) {
-        return write_protected(cmd);
+        return sd_sense_done(cmd, SCSI_SC_WRITE_PROTECTED);
     }
     if (plen == 0) {
         cmd->status = SAM_STAT_GOOD;
         return EXEC_DONE;
     }
     if (plen < 8) {
-        return param_list_length_error(cmd);
+        return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
     }
     if (sd_data_out_size(cmd) < plen) {
         return invalid_cdb(cmd, 7, 7);
@@ -208,7 +208,7 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
         uint32_t n = ld32(d + 8);
 
         if (n && !sd_range_ok(lun, lba, n)) {
-            return lba_out_of_range(cmd);
+            return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
         }
         total += n;
         st->unmap[2 * i] = lba;

@@ -25,10 +25,10 @@ static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool 
         return invalid_cdb(cmd, 1, 7);   /* RD/WRPROTECT: no protection info */
     }
     if (write && lun->be->read_only) {
-        return write_protected(cmd);
+        return sd_sense_done(cmd, SCSI_SC_WRITE_PROTECTED);
     }
     if (!sd_range_ok(lun, lba, n)) {
-        return lba_out_of_range(cmd);
+        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
     }
     bytes = (uint64_t)n * lun->bs;
     if (bytes > sd_max_xfer_bytes(lun)) {
@@ -103,7 +103,7 @@ static int verify_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_sta
                 while (st->buf[off + i] == want[i]) {
                     i++;
                 }
-                scsi_cmd_set_sense(cmd, SENSE_MISCOMPARE, 0x1d, 0x00);
+                sd_set_sense(cmd, SCSI_SC_MISCOMPARE_DURING_VERIFY);
                 cmd->sense[0] |= 0x80;      /* VALID: INFORMATION is set */
                 /* INFORMATION: offset of the first mismatching byte in the data-out. */
                 st32(cmd->sense + 3, (uint32_t)MIN(st->block ? i : st->done_bytes + off + i,
@@ -156,7 +156,7 @@ int sd_exec_verify(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return invalid_cdb(cmd, 1, 2);
     }
     if (!sd_range_ok(lun, lba, n)) {
-        return lba_out_of_range(cmd);
+        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
     }
     /* BYTCHK=0: there is no medium to scan; the range check is the verify. */
     if (bytchk == 0 || n == 0) {
@@ -194,7 +194,7 @@ int sd_exec_sync_cache(struct scsi_lun *lun, struct scsi_cmd *cmd)
     sd_decode_lba_len(cmd->cdb, &lba, &n, &len_byte);
     /* n == 0 means "to the end"; either way the whole cache is flushed. */
     if (!sd_range_ok(lun, lba, n)) {
-        return lba_out_of_range(cmd);
+        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
     }
     sd_bio_init(lun, cmd, BACKEND_FLUSH, 0, 0, sd_single_done);
     return sd_submit_single(lun, cmd);

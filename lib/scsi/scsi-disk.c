@@ -219,7 +219,7 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     int ua;
 
     if (cmd->cdb_len == 0 || !cmd->cdb) {
-        return sd_sense_done(cmd, SENSE_ILLEGAL_REQUEST, 0x20, 0x00);
+        return sd_sense_done(cmd, SCSI_SC_INVALID_OPCODE);
     }
     opcode = cmd->cdb[0];
 
@@ -230,7 +230,7 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (sd_ua_maybe_pending(lun, cmd) &&
         !(sd_op_table[opcode].flags & F_UA_PASS) && opcode != OP_REPORT_LUNS &&
         (ua = sd_take_ua(lun, cmd)) >= 0) {
-        return sd_sense_done(cmd, SENSE_UNIT_ATTENTION, sd_ua_codes[ua][0], sd_ua_codes[ua][1]);
+        return sd_sense_done(cmd, sd_ua_sense[ua]);
     }
 
     if (sd_opcode_has_sa(opcode)) {
@@ -243,7 +243,7 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (!d || !sd_op_supported(lun, d)) {
         /* REPORT LUNS lands here only if the transport did not intercept it. */
         g_debug("%s: unsupported opcode 0x%02x", lun->name, opcode);
-        return sd_sense_done(cmd, SENSE_ILLEGAL_REQUEST, 0x20, 0x00);
+        return sd_sense_done(cmd, SCSI_SC_INVALID_OPCODE);
     }
     if (cmd->cdb_len < d->cdb_len) {
         return invalid_cdb(cmd, cmd->cdb_len - 1, 7);

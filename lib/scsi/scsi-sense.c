@@ -1,7 +1,8 @@
 /*
- * Sense data and CDB fields for the SCSI disk emulation: the named sense
- * codes of the unit attentions, fixed-format sense building, the common
- * CHECK CONDITION answers, replies truncated to the allocation length, and
+ * Sense data and CDB fields for the SCSI disk emulation and the target:
+ * the table of named sense conditions (the key, ASC and ASCQ of each, and
+ * the condition of each unit attention), fixed-format sense building, the
+ * field-pointer answers, replies truncated to the allocation length, and
  * the LBA / transfer length decoding shared by the block commands.  The
  * bottom layer: it calls nothing in the disk emulation.
  *
@@ -14,15 +15,50 @@
 #include "iov.h"
 #include "scsi-sense.h"
 
-const uint8_t sd_ua_codes[SCSI_UA_COUNT][2] = {
-    [SCSI_UA_POWER_ON] = { 0x29, 0x00 },
-    [SCSI_UA_LUN_RESET] = { 0x29, 0x03 },
-    [SCSI_UA_NEXUS_LOSS] = { 0x29, 0x07 },
-    [SCSI_UA_CAPACITY_CHANGED] = { 0x2a, 0x09 },
-    [SCSI_UA_REPORTED_LUNS_CHANGED] = { 0x3f, 0x0e },
+struct sense_code {
+    uint8_t key, asc, ascq;
 };
 
-void sd_fill_fixed_sense(uint8_t *s, uint8_t key, uint8_t asc, uint8_t ascq)
+/* The named conditions of scsi-sense.h. */
+static const struct sense_code sense_table[SCSI_SC_COUNT] = {
+    [SCSI_SC_NO_SENSE] = { SENSE_NO_SENSE, 0x00, 0x00 },
+    [SCSI_SC_LUN_NOT_READY] = { SENSE_NOT_READY, 0x04, 0x00 },
+    [SCSI_SC_WRITE_ERROR] = { SENSE_MEDIUM_ERROR, 0x0c, 0x00 },
+    [SCSI_SC_UNRECOVERED_READ_ERROR] = { SENSE_MEDIUM_ERROR, 0x11, 0x00 },
+    [SCSI_SC_INTERNAL_TARGET_FAILURE] = { SENSE_HARDWARE_ERROR, 0x44, 0x00 },
+    [SCSI_SC_PARAM_LIST_LENGTH_ERROR] = { SENSE_ILLEGAL_REQUEST, 0x1a, 0x00 },
+    [SCSI_SC_INVALID_OPCODE] = { SENSE_ILLEGAL_REQUEST, 0x20, 0x00 },
+    [SCSI_SC_LBA_OUT_OF_RANGE] = { SENSE_ILLEGAL_REQUEST, 0x21, 0x00 },
+    [SCSI_SC_INVALID_FIELD_IN_CDB] = { SENSE_ILLEGAL_REQUEST, 0x24, 0x00 },
+    [SCSI_SC_LUN_NOT_SUPPORTED] = { SENSE_ILLEGAL_REQUEST, 0x25, 0x00 },
+    [SCSI_SC_INVALID_FIELD_IN_PARAM_LIST] = { SENSE_ILLEGAL_REQUEST, 0x26, 0x00 },
+    [SCSI_SC_SAVING_PARAMS_UNSUPPORTED] = { SENSE_ILLEGAL_REQUEST, 0x39, 0x00 },
+    [SCSI_SC_POWER_ON_RESET] = { SENSE_UNIT_ATTENTION, 0x29, 0x00 },
+    [SCSI_SC_BUS_DEVICE_RESET] = { SENSE_UNIT_ATTENTION, 0x29, 0x03 },
+    [SCSI_SC_NEXUS_LOSS] = { SENSE_UNIT_ATTENTION, 0x29, 0x07 },
+    [SCSI_SC_CAPACITY_CHANGED] = { SENSE_UNIT_ATTENTION, 0x2a, 0x09 },
+    [SCSI_SC_REPORTED_LUNS_CHANGED] = { SENSE_UNIT_ATTENTION, 0x3f, 0x0e },
+    [SCSI_SC_WRITE_PROTECTED] = { SENSE_DATA_PROTECT, 0x27, 0x00 },
+    [SCSI_SC_SPACE_ALLOC_FAILED] = { SENSE_DATA_PROTECT, 0x27, 0x07 },
+    [SCSI_SC_MISCOMPARE_DURING_VERIFY] = { SENSE_MISCOMPARE, 0x1d, 0x00 },
+};
+
+const enum scsi_sc sd_ua_sense[SCSI_UA_COUNT] = {
+    [SCSI_UA_POWER_ON] = SCSI_SC_POWER_ON_RESET,
+    [SCSI_UA_LUN_RESET] = SCSI_SC_BUS_DEVICE_RESET,
+    [SCSI_UA_NEXUS_LOSS] = SCSI_SC_NEXUS_LOSS,
+    [SCSI_UA_CAPACITY_CHANGED] = SCSI_SC_CAPACITY_CHANGED,
+    [SCSI_UA_REPORTED_LUNS_CHANGED] = SCSI_SC_REPORTED_LUNS_CHANGED,
+};
+
+static const struct sense_code *sense_code(enum scsi_sc sc)
+{
+    g_assert((unsigned)sc < SCSI_SC_COUNT);
+    return &sense_table[sc];
+}
+
+/* Fixed format (response code 70h), 10 additional bytes. */
+static void fill_fixed(uint8_t *s, uint8_t key, uint8_t asc, uint8_t ascq)
 {
     memset(s, 0, FIXED_SENSE_LEN);
     s[0] = 0x70;
@@ -32,28 +68,43 @@ void sd_fill_fixed_sense(uint8_t *s, uint8_t key, uint8_t asc, uint8_t ascq)
     s[13] = ascq;
 }
 
+void sd_fill_fixed_sense(uint8_t *s, enum scsi_sc sc)
+{
+    const struct sense_code *c = sense_code(sc);
+
+    fill_fixed(s, c->key, c->asc, c->ascq);
+}
+
+/* Any sense: the SCSI layer's own come through sd_set_sense(), a remote device's as it came. */
 void scsi_cmd_set_sense(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq)
 {
-    sd_fill_fixed_sense(cmd->sense, key, asc, ascq);
+    fill_fixed(cmd->sense, key, asc, ascq);
     cmd->sense_len = FIXED_SENSE_LEN;
     cmd->status = SAM_STAT_CHECK_CONDITION;
 }
 
+void sd_set_sense(struct scsi_cmd *cmd, enum scsi_sc sc)
+{
+    const struct sense_code *c = sense_code(sc);
+
+    scsi_cmd_set_sense(cmd, c->key, c->asc, c->ascq);
+}
+
 /*
- * ILLEGAL REQUEST with a field pointer (SKSV): asc 24h for the CDB, 26h for
- * the parameter list.  bit < 0 means no bit pointer.
+ * ILLEGAL REQUEST with a field pointer (SKSV): INVALID FIELD IN CDB or IN
+ * PARAMETER LIST.  bit < 0 means no bit pointer.
  */
 int sd_field_error(struct scsi_cmd *cmd, bool in_cdb, unsigned byte, int bit)
 {
-    scsi_cmd_set_sense(cmd, SENSE_ILLEGAL_REQUEST, in_cdb ? 0x24 : 0x26, 0);
+    sd_set_sense(cmd, in_cdb ? SCSI_SC_INVALID_FIELD_IN_CDB : SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
     cmd->sense[15] = 0x80 | (in_cdb ? 0x40 : 0) | (bit >= 0 ? 0x08 | (bit & 7) : 0);
     st16(cmd->sense + 16, (uint16_t)byte);
     return EXEC_DONE;
 }
 
-int sd_sense_done(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq)
+int sd_sense_done(struct scsi_cmd *cmd, enum scsi_sc sc)
 {
-    scsi_cmd_set_sense(cmd, key, asc, ascq);
+    sd_set_sense(cmd, sc);
     return EXEC_DONE;
 }
 

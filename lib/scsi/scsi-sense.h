@@ -1,7 +1,8 @@
 /*
  * The bottom of the SCSI layer, shared by the disk emulation and the
- * target (scsi-sense.c): opcodes, big-endian CDB fields, the named sense
- * codes, fixed-format sense building and replies truncated to the
+ * target (scsi-sense.c): opcodes, big-endian CDB fields, the one table of
+ * named sense conditions that every sense the layer reports of its own
+ * comes from, fixed-format sense building and replies truncated to the
  * allocation length.  It calls nothing above it.  Internal to lib/scsi/.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -71,23 +72,65 @@ static inline void st32(uint8_t *p, uint32_t v)
 }
 static inline void st64(uint8_t *p, uint64_t v) { st32(p, (uint32_t)(v >> 32)); st32(p + 4, (uint32_t)v); }
 
-/* Additional sense code and qualifier of each unit attention condition. */
-extern const uint8_t sd_ua_codes[SCSI_UA_COUNT][2];
+/*
+ * The sense conditions the SCSI layer reports of its own, one name each,
+ * indexing the table in scsi-sense.c, the only place their key, ASC and
+ * ASCQ are written.  A remote device's sense, which can be anything, is
+ * passed on as it came with scsi_cmd_set_sense().  The comments give the
+ * sense key and the T10 name of the ASC/ASCQ (SPC-4 Annex D).
+ */
+enum scsi_sc {
+    /* NO SENSE */
+    SCSI_SC_NO_SENSE,                    /* 00h/00h NO ADDITIONAL SENSE INFORMATION */
+    /* NOT READY */
+    SCSI_SC_LUN_NOT_READY,               /* 04h/00h LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE */
+    /* MEDIUM ERROR */
+    SCSI_SC_WRITE_ERROR,                 /* 0Ch/00h WRITE ERROR */
+    SCSI_SC_UNRECOVERED_READ_ERROR,      /* 11h/00h UNRECOVERED READ ERROR */
+    /* HARDWARE ERROR */
+    SCSI_SC_INTERNAL_TARGET_FAILURE,     /* 44h/00h INTERNAL TARGET FAILURE */
+    /* ILLEGAL REQUEST */
+    SCSI_SC_PARAM_LIST_LENGTH_ERROR,     /* 1Ah/00h PARAMETER LIST LENGTH ERROR */
+    SCSI_SC_INVALID_OPCODE,              /* 20h/00h INVALID COMMAND OPERATION CODE */
+    SCSI_SC_LBA_OUT_OF_RANGE,            /* 21h/00h LOGICAL BLOCK ADDRESS OUT OF RANGE */
+    SCSI_SC_INVALID_FIELD_IN_CDB,        /* 24h/00h INVALID FIELD IN CDB */
+    SCSI_SC_LUN_NOT_SUPPORTED,           /* 25h/00h LOGICAL UNIT NOT SUPPORTED */
+    SCSI_SC_INVALID_FIELD_IN_PARAM_LIST, /* 26h/00h INVALID FIELD IN PARAMETER LIST */
+    SCSI_SC_SAVING_PARAMS_UNSUPPORTED,   /* 39h/00h SAVING PARAMETERS NOT SUPPORTED */
+    /* UNIT ATTENTION */
+    SCSI_SC_POWER_ON_RESET,              /* 29h/00h POWER ON, RESET, OR BUS DEVICE RESET OCCURRED */
+    SCSI_SC_BUS_DEVICE_RESET,            /* 29h/03h BUS DEVICE RESET FUNCTION OCCURRED */
+    SCSI_SC_NEXUS_LOSS,                  /* 29h/07h I_T NEXUS LOSS OCCURRED */
+    SCSI_SC_CAPACITY_CHANGED,            /* 2Ah/09h CAPACITY DATA HAS CHANGED */
+    SCSI_SC_REPORTED_LUNS_CHANGED,       /* 3Fh/0Eh REPORTED LUNS DATA HAS CHANGED */
+    /* DATA PROTECT */
+    SCSI_SC_WRITE_PROTECTED,             /* 27h/00h WRITE PROTECTED */
+    SCSI_SC_SPACE_ALLOC_FAILED,          /* 27h/07h SPACE ALLOCATION FAILED WRITE PROTECT */
+    /* MISCOMPARE */
+    SCSI_SC_MISCOMPARE_DURING_VERIFY,    /* 1Dh/00h MISCOMPARE DURING VERIFY OPERATION */
+    SCSI_SC_COUNT
+};
 
-void sd_fill_fixed_sense(uint8_t *s, uint8_t key, uint8_t asc, uint8_t ascq);
-/* ILLEGAL REQUEST with a field pointer; asc 24h (CDB) or 26h (parameter list). */
+/* The condition each unit attention reports. */
+extern const enum scsi_sc sd_ua_sense[SCSI_UA_COUNT];
+
+void sd_fill_fixed_sense(uint8_t *s, enum scsi_sc sc);
+/* Sets cmd's sense to sc and its status to CHECK CONDITION. */
+void sd_set_sense(struct scsi_cmd *cmd, enum scsi_sc sc);
+/* sd_set_sense() for a handler's answer; returns EXEC_DONE. */
+int sd_sense_done(struct scsi_cmd *cmd, enum scsi_sc sc);
+/*
+ * INVALID FIELD IN CDB (in_cdb) or INVALID FIELD IN PARAMETER LIST with a
+ * field pointer to byte and bit (bit < 0: the whole byte); EXEC_DONE.
+ */
 int sd_field_error(struct scsi_cmd *cmd, bool in_cdb, unsigned byte, int bit);
-int sd_sense_done(struct scsi_cmd *cmd, uint8_t key, uint8_t asc, uint8_t ascq);
 /* Copies a reply truncated to the allocation length and the buffer; GOOD. */
 int sd_reply(struct scsi_cmd *cmd, const void *buf, size_t len, size_t alloc);
 /* LBA, transfer length and the CDB byte holding the length, by opcode. */
 void sd_decode_lba_len(const uint8_t *cdb, uint64_t *lba, uint32_t *n, unsigned *len_byte);
 
-/* Common CHECK CONDITION answers; each returns EXEC_DONE. */
+/* The field-pointer answers, by where the field is; each returns EXEC_DONE. */
 #define invalid_cdb(cmd, byte, bit) sd_field_error(cmd, true, byte, bit)
 #define invalid_param(cmd, byte, bit) sd_field_error(cmd, false, byte, bit)
-#define lba_out_of_range(cmd) sd_sense_done(cmd, SENSE_ILLEGAL_REQUEST, 0x21, 0x00)
-#define write_protected(cmd) sd_sense_done(cmd, SENSE_DATA_PROTECT, 0x27, 0x00)
-#define param_list_length_error(cmd) sd_sense_done(cmd, SENSE_ILLEGAL_REQUEST, 0x1a, 0x00)
 
 #endif

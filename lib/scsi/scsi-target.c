@@ -266,7 +266,7 @@ static void report_luns(struct scsi_cmd *cmd, const uint16_t *luns, unsigned n)
 
     cmd_reset(cmd);
     if (!cdb || cmd->cdb_len < 12) {
-        scsi_cmd_set_sense(cmd, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
+        sd_set_sense(cmd, SCSI_SC_INVALID_FIELD_IN_CDB);
         return;
     }
     if (cdb[11] & 0x04) {
@@ -313,7 +313,7 @@ static void absent_lun_exec(struct scsi_cmd *cmd)
 
     cmd_reset(cmd);
     if (!cdb || cmd->cdb_len < 6) {
-        scsi_cmd_set_sense(cmd, SENSE_ILLEGAL_REQUEST, 0x25, 0x00);
+        sd_set_sense(cmd, SCSI_SC_LUN_NOT_SUPPORTED);
         return;
     }
     switch (cdb[0]) {
@@ -331,11 +331,11 @@ static void absent_lun_exec(struct scsi_cmd *cmd)
         sd_reply(cmd, b, sizeof(b), ld16(cdb + 3));
         return;
     case OP_REQUEST_SENSE:
-        sd_fill_fixed_sense(s, SENSE_ILLEGAL_REQUEST, 0x25, 0x00);
+        sd_fill_fixed_sense(s, SCSI_SC_LUN_NOT_SUPPORTED);
         sd_reply(cmd, s, sizeof(s), cdb[4]);
         return;
     default:
-        scsi_cmd_set_sense(cmd, SENSE_ILLEGAL_REQUEST, 0x25, 0x00);
+        sd_set_sense(cmd, SCSI_SC_LUN_NOT_SUPPORTED);
         return;
     }
 }

@@ -8,7 +8,8 @@
  * POWER ON once per nexus, a device reset and an I_T NEXUS RESET only for
  * the nexus they happen to, a LOGICAL UNIT RESET once for every nexus that
  * existed, each LUN's state found by its id.  Commands go to RAM LUNs,
- * which complete inside the call.
+ * which complete inside the call; their CDBs, data and sense are built and
+ * decoded by libiscsi (tests/scsi-cmd.h).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -18,6 +19,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "scsi-cmd.h"
 #include "scsi-target.h"
 
 #define MiB (1024 * 1024)
@@ -29,6 +31,8 @@ struct result {
     uint8_t sense_len;
     uint8_t sense[SCSI_SENSE_MAX];
     uint64_t in_xfer;
+    uint8_t cdb[SC_CDB_MAX];  /* what was sent, for sc_datain_decode */
+    unsigned cdb_len;
 };
 
 static void record_completion(struct scsi_cmd *cmd)
@@ -45,11 +49,13 @@ static void record_completion(struct scsi_cmd *cmd)
 static struct result exec_cdb(struct scsi_nexus *nx, unsigned port, unsigned lun, bool wlun,
                               const uint8_t *cdb, unsigned cdb_len, uint8_t *buf, size_t len)
 {
-    struct result r = { 0 };
+    struct result r = { .cdb_len = cdb_len };
     struct iovec iov = { buf, len };
-    struct scsi_cmd cmd = { .cdb = cdb, .cdb_len = cdb_len, .complete = record_completion,
+    struct scsi_cmd cmd = { .cdb = r.cdb, .cdb_len = cdb_len, .complete = record_completion,
                             .opaque = &r };
 
+    g_assert_cmpuint(cdb_len, <=, SC_CDB_MAX);
+    memcpy(r.cdb, cdb, cdb_len);
     if (buf) {
         cmd.data_in = &iov;
         cmd.data_in_cnt = 1;
@@ -58,23 +64,34 @@ static struct result exec_cdb(struct scsi_nexus *nx, unsigned port, unsigned lun
     return r;
 }
 
+/* Executes the CDB libiscsi built in task (which this frees). */
+static struct result exec(struct scsi_nexus *nx, unsigned port, unsigned lun, bool wlun,
+                          struct scsi_task *task, uint8_t *buf, size_t len)
+{
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned n = sc_cdb(task, cdb);
+
+    return exec_cdb(nx, port, lun, wlun, cdb, n, buf, len);
+}
+
 static struct result tur(struct scsi_nexus *nx, unsigned port, unsigned lun)
 {
-    static const uint8_t cdb[6] = { 0x00 };
-
-    return exec_cdb(nx, port, lun, false, cdb, sizeof(cdb), NULL, 0);
+    return exec(nx, port, lun, false, scsi_cdb_testunitready(), NULL, 0);
 }
 
 static struct result report_luns(struct scsi_nexus *nx, unsigned port, unsigned lun, bool wlun,
                                  uint8_t select, uint32_t alloc, uint8_t *buf, size_t len)
 {
-    uint8_t cdb[12] = { 0xa0, 0, select };
+    return exec(nx, port, lun, wlun, scsi_reportluns_cdb(select, (int)alloc), buf, len);
+}
 
-    cdb[6] = alloc >> 24;
-    cdb[7] = alloc >> 16;
-    cdb[8] = alloc >> 8;
-    cdb[9] = alloc;
-    return exec_cdb(nx, port, lun, wlun, cdb, sizeof(cdb), buf, len);
+/* libiscsi's decoding of the data r's command read into buf; valid until sc_datain_free(d). */
+static void *decoded(struct sc_datain *d, const struct result *r, const uint8_t *buf)
+{
+    void *v = sc_datain_decode(d, r->cdb, r->cdb_len, buf, r->in_xfer);
+
+    g_assert_nonnull(v);
+    return v;
 }
 
 static void assert_good(const struct result *r)
@@ -85,31 +102,35 @@ static void assert_good(const struct result *r)
     g_assert_cmpuint(r->sense_len, ==, 0);
 }
 
-static void assert_sense(const struct result *r, uint8_t key, uint8_t asc, uint8_t ascq)
+/* CHECK CONDITION with fixed-format sense of key and code (ASC << 8 | ASCQ), no INFORMATION. */
+static struct sc_sense assert_sense(const struct result *r, unsigned key, unsigned code)
 {
+    struct sc_sense s;
+
     g_assert_cmpint(r->ret, ==, 0);
     g_assert_cmpuint(r->completions, ==, 1);
     g_assert_cmphex(r->status, ==, SAM_STAT_CHECK_CONDITION);
-    g_assert_cmpuint(r->sense_len, ==, 18);
-    g_assert_cmphex(r->sense[0], ==, 0x70);
-    g_assert_cmphex(r->sense[2] & 0xf, ==, key);
-    g_assert_cmphex(r->sense[12], ==, asc);
-    g_assert_cmphex(r->sense[13], ==, ascq);
+    s = sc_fixed_sense(r->sense, r->sense_len);
+    g_assert_false(s.info_valid);
+    g_assert_cmphex(s.key, ==, key);
+    g_assert_cmphex(s.code, ==, code);
+    return s;
 }
 
-static void assert_ua(const struct result *r, uint8_t asc, uint8_t ascq)
+static void assert_ua(const struct result *r, unsigned code)
 {
-    assert_sense(r, SENSE_UNIT_ATTENTION, asc, ascq);
+    assert_sense(r, SCSI_SENSE_UNIT_ATTENTION, code);
 }
 
-static uint32_t be32(const uint8_t *p)
+/*
+ * libiscsi decodes the first level of each 8-byte REPORT LUNS entry: a
+ * single-level LUN leaves the other six bytes zero.
+ */
+static void assert_single_level(const uint8_t *buf, const struct scsi_reportluns_list *l)
 {
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static uint64_t be64(const uint8_t *p)
-{
-    return (uint64_t)be32(p) << 32 | be32(p + 4);
+    for (uint32_t i = 0; i < l->num; i++) {
+        g_assert_cmphex(scsi_get_uint64(buf + 8 + 8 * i) & 0xffffffffffffULL, ==, 0);
+    }
 }
 
 static struct scsi_lun *ram_lun(const char *name)
@@ -140,7 +161,7 @@ static void settle(struct scsi_nexus *nx)
     for (unsigned i = 0; i < G_N_ELEMENTS(ids); i++) {
         struct result r = tur(nx, ids[i][0], ids[i][1]);
 
-        assert_ua(&r, 0x29, 0x00);
+        assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     }
 }
 
@@ -179,44 +200,60 @@ static void test_report_luns_contents(void)
 {
     struct scsi_target *t = target_new();
     struct scsi_nexus *nx = scsi_target_nexus_new(t, "A");
+    struct scsi_reportluns_list *l;
+    struct sc_datain d;
     uint8_t buf[64];
     struct result r;
 
     memset(buf, 0xee, sizeof(buf));
     r = report_luns(nx, 0, 0, false, 0, sizeof(buf), buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 24);
-    g_assert_cmpuint(be32(buf + 4), ==, 0);
     g_assert_cmpuint(r.in_xfer, ==, 32);
-    g_assert_cmphex(be64(buf + 8), ==, 0);                        /* LUN 0 */
-    g_assert_cmphex(be64(buf + 16), ==, 0x0001000000000000ULL);   /* peripheral: LUN 1 */
-    g_assert_cmphex(be64(buf + 24), ==, 0x412c000000000000ULL);   /* flat space: LUN 300 */
+    l = decoded(&d, &r, buf);
+    g_assert_cmpint(sc_datain_full_size(&d), ==, 32);             /* LUN LIST LENGTH 24 */
+    g_assert_cmphex(scsi_get_uint32(buf + 4), ==, 0);            /* reserved */
+    g_assert_cmpuint(l->num, ==, 3);
+    g_assert_cmphex(l->luns[0], ==, 0);                           /* LUN 0 */
+    g_assert_cmphex(l->luns[1], ==, 0x0001);                      /* peripheral: LUN 1 */
+    g_assert_cmphex(l->luns[2], ==, 0x412c);                      /* flat space: LUN 300 */
+    assert_single_level(buf, l);
+    sc_datain_free(&d);
 
     /* The same list, to an absent LUN and to the REPORT LUNS well-known LUN. */
     memset(buf, 0xee, sizeof(buf));
     r = report_luns(nx, 0, 9, false, 0, sizeof(buf), buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 24);
-    g_assert_cmphex(be64(buf + 24), ==, 0x412c000000000000ULL);
+    l = decoded(&d, &r, buf);
+    g_assert_cmpuint(l->num, ==, 3);
+    g_assert_cmphex(l->luns[2], ==, 0x412c);
+    assert_single_level(buf, l);
+    sc_datain_free(&d);
     r = report_luns(nx, 0, 0, true, 2, sizeof(buf), buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 24);
+    l = decoded(&d, &r, buf);
+    g_assert_cmpuint(l->num, ==, 3);
+    sc_datain_free(&d);
 
     /* Each port lists its own LUNs only. */
     r = report_luns(nx, 3, 5, false, 0, sizeof(buf), buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 8);
-    g_assert_cmphex(be64(buf + 8), ==, 0x0005000000000000ULL);
+    l = decoded(&d, &r, buf);
+    g_assert_cmpuint(l->num, ==, 1);
+    g_assert_cmphex(l->luns[0], ==, 0x0005);
+    assert_single_level(buf, l);
+    sc_datain_free(&d);
 
     /* Well-known LUNs only: there are none to list. */
     r = report_luns(nx, 0, 0, false, 1, sizeof(buf), buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmpuint(be32(buf), ==, 0);
     g_assert_cmpuint(r.in_xfer, ==, 8);
+    l = decoded(&d, &r, buf);
+    g_assert_cmpuint(l->num, ==, 0);
+    sc_datain_free(&d);
 
     /* Not a unit attention's business (SPC-4 5.14): the next TUR still sees it. */
     r = tur(nx, 0, 0);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     scsi_target_nexus_free(nx);
     scsi_target_free(t);
 }
@@ -225,6 +262,8 @@ static void test_report_luns_allocation_length(void)
 {
     struct scsi_target *t = target_new();
     struct scsi_nexus *nx = scsi_target_nexus_new(t, "A");
+    struct sc_datain d;
+    struct sc_sense s;
     uint8_t buf[64];
     struct result r;
 
@@ -232,72 +271,93 @@ static void test_report_luns_allocation_length(void)
     r = report_luns(nx, 0, 0, false, 0, 16, buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(r.in_xfer, ==, 16);
-    g_assert_cmpuint(be32(buf), ==, 24);
+    decoded(&d, &r, buf);
+    g_assert_cmpint(sc_datain_full_size(&d), ==, 32);
+    sc_datain_free(&d);
     /* ... and to the buffer. */
     r = report_luns(nx, 0, 0, false, 0, sizeof(buf), buf, 20);
     assert_good(&r);
     g_assert_cmpuint(r.in_xfer, ==, 20);
 
-    /* SPC-4: fewer than 16 bytes is an invalid field (byte 6). */
+    /* SPC-4: fewer than 16 bytes is an invalid field (byte 6, bit 7). */
     r = report_luns(nx, 0, 0, false, 0, 15, buf, sizeof(buf));
-    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
-    g_assert_cmphex(r.sense[15], ==, 0xcf);
-    g_assert_cmpuint(r.sense[17], ==, 6);
+    s = assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB);
+    g_assert_true(s.sksv && s.in_cdb && s.bit_valid);
+    g_assert_cmpuint(s.bit, ==, 7);
+    g_assert_cmpuint(s.field, ==, 6);
     g_assert_cmpuint(r.in_xfer, ==, 0);
     /* An unknown SELECT REPORT (byte 2). */
     r = report_luns(nx, 0, 0, false, 3, sizeof(buf), buf, sizeof(buf));
-    assert_sense(&r, SENSE_ILLEGAL_REQUEST, 0x24, 0x00);
-    g_assert_cmpuint(r.sense[17], ==, 2);
+    s = assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB);
+    g_assert_true(s.sksv && s.in_cdb);
+    g_assert_cmpuint(s.field, ==, 2);
     scsi_target_nexus_free(nx);
     scsi_target_free(t);
 }
 
 /* ---- absent LUNs and ports ---------------------------------------------- */
 
+/* INQUIRY data of no logical unit: qualifier 011b, type 1Fh. */
+static void assert_no_lun(enum scsi_inquiry_peripheral_qualifier q,
+                          enum scsi_inquiry_peripheral_device_type type)
+{
+    g_assert_cmpint(q, ==, SCSI_INQUIRY_PERIPHERAL_QUALIFIER_NOT_SUPPORTED);
+    g_assert_cmpint(type, ==, SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_UNKNOWN);
+}
+
 static void test_absent_lun(void)
 {
     struct scsi_target *t = target_new();
     struct scsi_nexus *nx = scsi_target_nexus_new(t, "A");
-    uint8_t inq[6] = { 0x12, 0, 0, 0, 96, 0 }, rs[6] = { 0x03, 0, 0, 0, 18, 0 };
-    uint8_t rd[10] = { 0x28 }, buf[96];
+    struct scsi_inquiry_standard *std;
+    struct scsi_inquiry_unit_serial_number *usn;
+    struct sc_datain d;
+    struct sc_sense s;
+    uint8_t rs[SC_CDB_MAX], buf[96];
+    unsigned rs_len = sc_cdb_request_sense(rs, false, 18);
     struct result r;
 
     memset(buf, 0xee, sizeof(buf));
-    r = exec_cdb(nx, 0, 2, false, inq, 6, buf, sizeof(buf));
+    r = exec(nx, 0, 2, false, scsi_cdb_inquiry(0, 0, 96), buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(r.in_xfer, ==, 36);
-    g_assert_cmphex(buf[0], ==, 0x7f);            /* qualifier 011b, type 1Fh */
-    g_assert_cmphex(buf[2], ==, 0x06);            /* SPC-4 */
-    g_assert_cmphex(buf[3], ==, 0x02);
-    g_assert_cmpuint(buf[4], ==, 31);
-    g_assert_cmphex(buf[8], ==, 0);               /* no identity */
+    std = decoded(&d, &r, buf);
+    assert_no_lun(std->qualifier, std->device_type);
+    g_assert_cmpint(std->version, ==, 0x06);                      /* SPC-4 */
+    g_assert_cmpint(std->response_data_format, ==, 2);
+    g_assert_false(std->normaca || std->hisup);
+    g_assert_cmpint(std->additional_length, ==, 31);
+    g_assert_cmpstr(std->vendor_identification, ==, "");         /* no identity */
+    sc_datain_free(&d);
 
-    inq[1] = 0x01;                                /* VPD: an empty page, same qualifier */
-    inq[2] = 0x80;
-    r = exec_cdb(nx, 0, 2, false, inq, 6, buf, sizeof(buf));
+    /* VPD: an empty page, same qualifier. */
+    r = exec(nx, 0, 2, false, scsi_cdb_inquiry(1, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER, 96),
+             buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(r.in_xfer, ==, 4);
-    g_assert_cmphex(buf[0], ==, 0x7f);
-    g_assert_cmphex(buf[1], ==, 0x80);
+    usn = decoded(&d, &r, buf);
+    assert_no_lun(usn->qualifier, usn->device_type);
+    g_assert_cmphex(usn->pagecode, ==, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER);
+    g_assert_cmpstr(usn->usn, ==, "");
+    sc_datain_free(&d);
 
     /* The well-known LUN is no logical unit either. */
-    inq[1] = 0;
-    inq[2] = 0;
-    r = exec_cdb(nx, 0, 0, true, inq, 6, buf, sizeof(buf));
+    r = exec(nx, 0, 0, true, scsi_cdb_inquiry(0, 0, 96), buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmphex(buf[0], ==, 0x7f);
+    std = decoded(&d, &r, buf);
+    assert_no_lun(std->qualifier, std->device_type);
+    sc_datain_free(&d);
 
     /* REQUEST SENSE: LOGICAL UNIT NOT SUPPORTED, as data with GOOD status. */
-    r = exec_cdb(nx, 0, 2, false, rs, 6, buf, sizeof(buf));
+    r = exec_cdb(nx, 0, 2, false, rs, rs_len, buf, sizeof(buf));
     assert_good(&r);
-    g_assert_cmpuint(r.in_xfer, ==, 18);
-    g_assert_cmphex(buf[0], ==, 0x70);
-    g_assert_cmphex(buf[2], ==, SENSE_ILLEGAL_REQUEST);
-    g_assert_cmphex(buf[12], ==, 0x25);
-    g_assert_cmphex(buf[13], ==, 0x00);
+    s = sc_fixed_sense(buf, r.in_xfer);
+    g_assert_false(s.info_valid);
+    g_assert_cmphex(s.key, ==, SCSI_SENSE_ILLEGAL_REQUEST);
+    g_assert_cmphex(s.code, ==, SCSI_SENSE_ASCQ_LOGICAL_UNIT_NOT_SUPPORTED);
 
     /* Anything else is the transport's to answer: the command is not touched. */
-    r = exec_cdb(nx, 0, 2, false, rd, 10, buf, sizeof(buf));
+    r = exec(nx, 0, 2, false, scsi_cdb_read10(0, 0, 512, 0, 0, 0, 0, 0), buf, sizeof(buf));
     g_assert_cmpint(r.ret, ==, -ENODEV);
     g_assert_cmpuint(r.completions, ==, 0);
     r = tur(nx, 0, 16384);
@@ -308,14 +368,14 @@ static void test_absent_lun(void)
     r = report_luns(nx, 1, 0, false, 0, sizeof(buf), buf, sizeof(buf));
     g_assert_cmpint(r.ret, ==, -ENXIO);
     g_assert_cmpuint(r.completions, ==, 0);
-    r = exec_cdb(nx, 1, 0, false, inq, 6, buf, sizeof(buf));
+    r = exec(nx, 1, 0, false, scsi_cdb_inquiry(0, 0, 96), buf, sizeof(buf));
     g_assert_cmpint(r.ret, ==, -ENXIO);
     r = tur(nx, 256, 0);
     g_assert_cmpint(r.ret, ==, -ENXIO);
 
     /* An absent LUN has no unit attentions: LUN 0 still has its own. */
     r = tur(nx, 0, 0);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     scsi_target_nexus_free(nx);
     scsi_target_free(t);
 }
@@ -330,19 +390,19 @@ static void test_power_on_once_per_nexus(void)
     struct result r;
 
     r = tur(a, 0, 1);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     r = tur(a, 0, 1);
     assert_good(&r);
     /* Kept per LUN and found by id: LUN 300, beside it in the table, still has its own. */
     r = tur(a, 0, 300);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     r = tur(a, 0, 300);
     assert_good(&r);
 
     /* A nexus that connects later has just seen every LUN power on. */
     b = scsi_target_nexus_new(t, "B");
     r = tur(b, 0, 1);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     r = tur(b, 0, 1);
     assert_good(&r);
     r = tur(a, 0, 1);
@@ -353,9 +413,9 @@ static void test_power_on_once_per_nexus(void)
     r = tur(b, 0, 1);
     assert_good(&r);
     r = tur(a, 0, 1);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     r = tur(a, 3, 5);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     r = tur(a, 0, 1);
     assert_good(&r);
     scsi_target_nexus_free(a);
@@ -375,11 +435,11 @@ static void test_nexus_loss(void)
     /* A's I_T NEXUS RESET to port 0: A's nexus to port 0's LUNs was lost, no other. */
     scsi_nexus_loss(a, 0);
     r = tur(a, 0, 0);
-    assert_ua(&r, 0x29, 0x07);
+    assert_ua(&r, SCSI_SENSE_ASCQ_NEXUS_LOSS);
     r = tur(a, 0, 0);
     assert_good(&r);
     r = tur(a, 0, 300);
-    assert_ua(&r, 0x29, 0x07);
+    assert_ua(&r, SCSI_SENSE_ASCQ_NEXUS_LOSS);
     r = tur(a, 3, 5);
     assert_good(&r);
     r = tur(b, 0, 0);
@@ -405,16 +465,16 @@ static void test_lun_reset_every_nexus(void)
     scsi_lun_set_ua(scsi_target_lun(t, 0, 1), SCSI_UA_LUN_RESET);
     c = scsi_target_nexus_new(t, "C");
     r = tur(a, 0, 1);
-    assert_ua(&r, 0x29, 0x03);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_DEVICE_RESET_FUNCTION_OCCURED);
     r = tur(a, 0, 1);
     assert_good(&r);
     r = tur(b, 0, 1);
-    assert_ua(&r, 0x29, 0x03);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_DEVICE_RESET_FUNCTION_OCCURED);
     r = tur(a, 0, 0);
     assert_good(&r);
     /* C came later: its power-on covers the reset, which it never sees. */
     r = tur(c, 0, 1);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     r = tur(c, 0, 1);
     assert_good(&r);
     scsi_target_nexus_free(a);
@@ -441,11 +501,11 @@ static void test_nexus_lifetime(void)
     g_assert_cmpuint(scsi_target_nexus_count(t), ==, 1);
     /* The other nexus is untouched by A's departure. */
     r = tur(b, 0, 0);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     /* A reconnecting initiator is a new nexus: power-on again. */
     a = scsi_target_nexus_new(t, "A");
     r = tur(a, 0, 0);
-    assert_ua(&r, 0x29, 0x00);
+    assert_ua(&r, SCSI_SENSE_ASCQ_BUS_RESET);
     scsi_target_nexus_free(a);
     scsi_target_nexus_free(b);
     g_assert_cmpuint(scsi_target_nexus_count(t), ==, 0);
