@@ -68,6 +68,12 @@ static void fill_fixed(uint8_t *s, uint8_t key, uint8_t asc, uint8_t ascq)
     s[13] = ascq;
 }
 
+void sd_sense_asc(enum scsi_sc sc, uint8_t *asc, uint8_t *ascq)
+{
+    *asc = sense_code(sc)->asc;
+    *ascq = sense_code(sc)->ascq;
+}
+
 void sd_fill_fixed_sense(uint8_t *s, enum scsi_sc sc)
 {
     const struct sense_code *c = sense_code(sc);

@@ -115,6 +115,8 @@ enum scsi_sc {
 extern const enum scsi_sc sd_ua_sense[SCSI_UA_COUNT];
 
 void sd_fill_fixed_sense(uint8_t *s, enum scsi_sc sc);
+/* The ASC and ASCQ of sc (a transport's event names the condition too). */
+void sd_sense_asc(enum scsi_sc sc, uint8_t *asc, uint8_t *ascq);
 /* Sets cmd's sense to sc and its status to CHECK CONDITION. */
 void sd_set_sense(struct scsi_cmd *cmd, enum scsi_sc sc);
 /* sd_set_sense() for a handler's answer; returns EXEC_DONE. */

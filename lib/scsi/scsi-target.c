@@ -647,6 +647,7 @@ int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id
                            uint64_t size)
 {
     struct scsi_lun *l = scsi_target_lun(t, port, lun_id);
+    uint8_t asc, ascq;
     int ret;
 
     if (!l) {
@@ -656,12 +657,13 @@ int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id
     if (ret < 0) {
         return ret;
     }
+    /* The condition the unit attention reports, for the transports' events. */
+    sd_sense_asc(sd_ua_sense[SCSI_UA_CAPACITY_CHANGED], &asc, &ascq);
     for (GList *it = t->nexuses; it; it = it->next) {
         struct scsi_nexus *nx = it->data;
 
         if (nx->ev && nx->ev->lun_changed) {
-            /* CAPACITY DATA HAS CHANGED, as the unit attention says. */
-            nx->ev->lun_changed(nx->ev_opaque, port, lun_id, 0x2a, 0x09);
+            nx->ev->lun_changed(nx->ev_opaque, port, lun_id, asc, ascq);
         }
     }
     return 0;
