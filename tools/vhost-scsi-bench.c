@@ -200,7 +200,11 @@ struct io {
     uint64_t start_ns;
     uint64_t lba;
     bool is_write;
+    unsigned ua_retries;      /* this I/O's unit attentions so far */
 };
+
+/* An initiator retries a command a unit attention answered (SAM-5 5.14); this many times. */
+#define UA_RETRIES 8
 
 struct bench {
     struct opts *o;
@@ -226,6 +230,7 @@ struct bench {
     /* verify: positions 0..verify_n-1 */
     bool verify_phase_read;
     uint64_t verify_next, verify_n, mismatches;
+    uint64_t unit_attentions;      /* commands retried after one */
 };
 
 static volatile sig_atomic_t interrupted;
@@ -384,10 +389,10 @@ static int submit_io(struct bench *b, struct io *io, uint64_t t)
     return 1;
 }
 
-static void report_bad(struct bench *b, struct io *io)
+static void sense_of(const struct virtio_scsi_cmd_resp *rs, unsigned *key, unsigned *asc,
+                     unsigned *ascq)
 {
-    const struct virtio_scsi_cmd_resp *rs = &io->req.resp;
-    unsigned key = 0, asc = 0, ascq = 0;
+    *key = *asc = *ascq = 0;
     if (rs->sense_len >= 14) {
         /* libiscsi follows descriptor lengths: zeroes past what came back. */
         uint8_t sb[8 + 255] = { 0 };
@@ -395,10 +400,18 @@ static void report_bad(struct bench *b, struct io *io)
 
         memcpy(sb, rs->sense, MIN(rs->sense_len, sizeof(rs->sense)));
         scsi_parse_sense_data(&s, sb);
-        key = s.key;
-        asc = (unsigned)s.ascq >> 8;
-        ascq = (unsigned)s.ascq & 0xff;
+        *key = s.key;
+        *asc = (unsigned)s.ascq >> 8;
+        *ascq = (unsigned)s.ascq & 0xff;
     }
+}
+
+static void report_bad(struct bench *b, struct io *io)
+{
+    const struct virtio_scsi_cmd_resp *rs = &io->req.resp;
+    unsigned key, asc, ascq;
+
+    sense_of(rs, &key, &asc, &ascq);
     fprintf(stderr,
             "vhost-scsi-bench: %s lba %" PRIu64 " failed: response %u status 0x%02x "
             "sense %x/%02x/%02x\n", io->is_write ? "write" : "read", io->lba,
@@ -412,6 +425,19 @@ static void io_complete(struct vfe_req *req)
     uint64_t t = now_ns();
     uint64_t lat = t - io->start_ns;
 
+    if (req->resp.response == VIRTIO_SCSI_S_OK && req->resp.status == 0x02 /* CHECK CONDITION */ &&
+        io->ua_retries < UA_RETRIES) {
+        unsigned key, asc, ascq;
+
+        /* A LUN added or grown beside ours, a reset: the same command again. */
+        sense_of(&req->resp, &key, &asc, &ascq);
+        if (key == SCSI_SENSE_UNIT_ATTENTION && vfe_submit(b->fe, &io->req) == 0) {
+            io->ua_retries++;
+            b->unit_attentions++;
+            return;
+        }
+    }
+    io->ua_retries = 0;
     b->done++;
     if (req->resp.response != VIRTIO_SCSI_S_OK || req->resp.status != 0) {
         if (!b->failed) {
@@ -720,6 +746,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_builder_add_boolean_value(jb,
                                        !!(vfe_features(b->fe) & (1ull << VIRTIO_RING_F_EVENT_IDX)));
         json_add_int(jb, "verify_errors", (gint64)b->mismatches);
+        json_add_int(jb, "unit_attentions", (gint64)b->unit_attentions);
         if (have_cpu) {
             json_builder_set_member_name(jb, "backend");
             json_builder_begin_object(jb);

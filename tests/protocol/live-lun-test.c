@@ -1,0 +1,369 @@
+/*
+ * Live LUN changes through the control socket (vhost-scsi-target
+ * --control, docs/control.md), against the real daemon:
+ *  - a front-end connected before the change sees it: a LUN added answers
+ *    with POWER ON and the LUNs it knew report REPORTED LUNS DATA HAS
+ *    CHANGED; REPORT LUNS lists it; a LUN grown reports CAPACITY DATA HAS
+ *    CHANGED and its new size; a LUN removed is BAD_TARGET to the next
+ *    command and gone from REPORT LUNS; refusals (a duplicate, shrinking,
+ *    an unknown LUN, bad params) are JSON-RPC errors and change nothing;
+ *  - hundreds of add/resize/remove cycles on other LUNs while
+ *    vhost-scsi-bench --verify runs on LUN 0 of another connection: every
+ *    control call succeeds and the bench verifies every block (the daemon
+ *    runs under ASan in `make check`);
+ *  - the control socket is mode 0600, and a request a client sends in
+ *    pieces, or a hostile one, is answered without disturbing the others.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "control-client.h"
+#include "control-server.h"
+#include "proto-util.h"
+#include "scsi-cmd.h"
+
+#define CYCLES 200
+#define BENCH_IOS "40000"
+
+/* The control socket of a daemon started by start(). */
+static char *ctl_path(const struct pu_daemon *d)
+{
+    return g_build_filename(d->dir, "control.sock", NULL);
+}
+
+static void start(struct pu_daemon *d, const char *lun0)
+{
+    g_autofree char *ctl = NULL;
+
+    pu_daemon_init(d);
+    ctl = ctl_path(d);
+    {
+        const char *args[] = { "--lun", lun0, "--control", ctl, "--queues", "2", NULL };
+
+        pu_daemon_start(d, args);
+    }
+}
+
+/* One call, which must succeed; returns its result (unref it). */
+static JsonNode *call_ok(int fd, const char *method, JsonNode *params)
+{
+    JsonNode *result = NULL;
+    g_autofree char *err = NULL;
+    int code;
+    int ret = ctl_client_call(fd, method, params, PU_TIMEOUT_MS, &result, &code, &err);
+
+    if (ret < 0) {
+        g_error("%s: %s (%d)", method, err, code);
+    }
+    return result;
+}
+
+/* One call, which must fail with code; returns the server's message (g_free). */
+static char *call_err(int fd, const char *method, JsonNode *params, int want_code)
+{
+    JsonNode *result = NULL;
+    char *err = NULL;
+    int code = 0;
+    int ret = ctl_client_call(fd, method, params, PU_TIMEOUT_MS, &result, &code, &err);
+
+    g_assert_cmpint(ret, ==, -EREMOTEIO);
+    g_assert_cmpint(code, ==, want_code);
+    g_assert_null(result);
+    return err;
+}
+
+static JsonNode *obj(const char *k1, JsonNode *v1, const char *k2, JsonNode *v2)
+{
+    JsonObject *o = json_object_new();
+    JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+
+    if (k1) {
+        json_object_set_member(o, k1, v1);
+    }
+    if (k2) {
+        json_object_set_member(o, k2, v2);
+    }
+    json_node_take_object(n, o);
+    return n;
+}
+
+static JsonNode *str(const char *s)
+{
+    return json_node_init_string(json_node_alloc(), s);
+}
+
+static JsonNode *num(gint64 v)
+{
+    return json_node_init_int(json_node_alloc(), v);
+}
+
+static void lun_add(int fd, const char *arg)
+{
+    json_node_unref(call_ok(fd, "lun-add", obj("lun", str(arg), NULL, NULL)));
+}
+
+static void lun_remove(int fd, unsigned lun)
+{
+    JsonNode *r = call_ok(fd, "lun-remove", obj("lun", num(lun), NULL, NULL));
+
+    g_assert_true(JSON_NODE_HOLDS_NULL(r));
+    json_node_unref(r);
+}
+
+static uint64_t lun_resize(int fd, unsigned lun, const char *size)
+{
+    JsonNode *r = call_ok(fd, "lun-resize", obj("lun", num(lun), "size", str(size)));
+    uint64_t bytes = (uint64_t)json_object_get_int_member(json_node_get_object(r), "size");
+
+    json_node_unref(r);
+    return bytes;
+}
+
+/* REPORT LUNS to LUN 0: the LUN ids listed, in *ids; returns how many. */
+static unsigned report_luns(struct vfe *fe, uint16_t *ids, unsigned max)
+{
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_reportluns_cdb(0, 256), cdb);
+    uint8_t *buf = vfe_alloc(fe, 256, 64);
+    struct sc_datain d = { 0 };
+    struct scsi_reportluns_list *list;
+    struct vfe_req r;
+    unsigned n;
+
+    pu_cmd(fe, 0, cdb, cdb_len, buf, 256, true, &r);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    list = sc_datain_decode(&d, cdb, cdb_len, buf, 256 - r.resp.resid);
+    g_assert_nonnull(list);
+    n = MIN(list->num, max);
+    for (unsigned i = 0; i < n; i++) {
+        ids[i] = list->luns[i];
+    }
+    sc_datain_free(&d);
+    vfe_free(fe, buf);
+    return n;
+}
+
+static void assert_ua(struct vfe *fe, unsigned lun, unsigned code)
+{
+    struct vfe_req r = pu_tur(fe, 0, lun);
+
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp.status, ==, 2);
+    g_assert_cmphex(pu_sense_of(&r.resp).code, ==, code);
+}
+
+static void test_changes_seen_by_a_front_end(void)
+{
+    struct pu_daemon d = { 0 };
+    g_autofree char *ctl = NULL;
+    uint16_t ids[8];
+    uint64_t blocks;
+    uint32_t bsize;
+    struct vfe *fe;
+    struct vfe_req r;
+    g_autofree char *e1 = NULL, *e2 = NULL, *e3 = NULL, *e4 = NULL;
+    int fd;
+
+    start(&d, "0=ram:16M");
+    ctl = ctl_path(&d);
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 0);
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+
+    lun_add(fd, "1=null:64M");
+    /* The new LUN has just powered on; the one already known says the list changed. */
+    assert_ua(fe, 1, 0x2900);
+    pu_make_ready(fe, 1);
+    assert_ua(fe, 0, 0x3f0e);
+    pu_make_ready(fe, 0);
+    g_assert_cmpuint(report_luns(fe, ids, G_N_ELEMENTS(ids)), ==, 2);
+    g_assert_cmpuint(ids[1], ==, 1);
+
+    g_assert_cmpuint(lun_resize(fd, 1, "128M"), ==, 128u << 20);
+    assert_ua(fe, 1, SCSI_SENSE_ASCQ_CAPACITY_DATA_HAS_CHANGED);
+    pu_read_capacity16(fe, 1, &blocks, &bsize);
+    g_assert_cmpuint(blocks * bsize, ==, 128u << 20);
+
+    /* Refused, and nothing changes. */
+    e1 = call_err(fd, "lun-add", obj("lun", str("1=null:8M"), NULL, NULL), CTL_E_FAILED);
+    g_assert_nonnull(strstr(e1, "already mapped"));
+    e2 = call_err(fd, "lun-resize", obj("lun", num(1), "size", str("64M")), CTL_E_FAILED);
+    g_assert_nonnull(strstr(e2, "smaller"));
+    e3 = call_err(fd, "lun-remove", obj("lun", num(7), NULL, NULL), CTL_E_FAILED);
+    g_assert_nonnull(strstr(e3, "no LUN"));
+    e4 = call_err(fd, "lun-remove", obj("lun", str("1"), NULL, NULL), CTL_E_INVALID_PARAMS);
+    g_assert_nonnull(strstr(e4, "\"lun\""));
+    pu_read_capacity16(fe, 1, &blocks, &bsize);
+    g_assert_cmpuint(blocks * bsize, ==, 128u << 20);
+
+    lun_remove(fd, 1);
+    r = pu_tur(fe, 0, 1);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+    assert_ua(fe, 0, 0x3f0e);
+    g_assert_cmpuint(report_luns(fe, ids, G_N_ELEMENTS(ids)), ==, 1);
+    g_assert_cmpuint(ids[0], ==, 0);
+    close(fd);
+    vfe_close(fe);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    pu_daemon_cleanup(&d);
+}
+
+/* ---- cycles under verified I/O ----------------------------------------- */
+
+/* The bench prints its result as one JSON object on its last line starting with '{'. */
+static JsonNode *bench_json(const char *out)
+{
+    g_auto(GStrv) lines = g_strsplit(out, "\n", -1);
+    g_autoptr(JsonParser) p = json_parser_new();
+    const char *last = NULL;
+
+    for (char **l = lines; *l; l++) {
+        if ((*l)[0] == '{') {
+            last = *l;
+        }
+    }
+    g_assert_nonnull(last);
+    g_assert_true(json_parser_load_from_data(p, last, -1, NULL));
+    return json_node_copy(json_parser_get_root(p));
+}
+
+static void test_cycles_under_verified_io(void)
+{
+    struct pu_daemon d = { 0 };
+    g_autofree char *ctl = NULL;
+    const char *bin = g_getenv("VHOST_SCSI_BENCH");
+    struct pu_spawn_opts o = { 0 };
+    struct pu_proc bench;
+    g_autoptr(JsonNode) res = NULL;
+    char out[8192];
+    size_t got = 0;
+    ssize_t n;
+    int p[2], fd, status;
+    unsigned cycles = 0;
+    JsonObject *ro;
+
+    g_assert_nonnull(bin);
+    start(&d, "0=ram:256M");
+    ctl = ctl_path(&d);
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(pipe2(p, O_CLOEXEC), ==, 0);
+    o.out_fd = p[1];
+    {
+        const char *argv[] = { bin, "--socket", d.sock, "--verify", "--ios", BENCH_IOS,
+                               "--bs", "4k", "--iodepth", "8", "--queues", "2", "--quiet",
+                               "--json", NULL };
+
+        pu_spawn_opts(&bench, argv, &o);
+    }
+    close(p[1]);
+    /* Cycles on other LUNs for as long as the bench runs, at least CYCLES of them. */
+    while (cycles < CYCLES || !pu_proc_exited(&bench, 0)) {
+        g_autofree char *a = g_strdup_printf("%u=null:64M", 1 + cycles % 3);
+
+        lun_add(fd, a);
+        g_assert_cmpuint(lun_resize(fd, 1 + cycles % 3, "96M"), ==, 96u << 20);
+        lun_remove(fd, 1 + cycles % 3);
+        cycles++;
+        g_assert_cmpuint(cycles, <, 1000000);
+    }
+    g_assert_true(pu_proc_exited(&bench, PU_TIMEOUT_MS));
+    g_assert_cmpint(waitpid(bench.pid, &status, 0), ==, bench.pid);
+    close(bench.pidfd);
+    while ((n = read(p[0], out + got, sizeof(out) - 1 - got)) > 0) {
+        got += (size_t)n;
+    }
+    out[got] = 0;
+    close(p[0]);
+    g_printerr("# %u add/resize/remove cycles during the bench: %s", cycles, out);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    res = bench_json(out);
+    ro = json_node_get_object(res);
+    g_assert_cmpint(json_object_get_int_member(ro, "verify_errors"), ==, 0);
+    g_assert_cmpint(json_object_get_int_member(ro, "reads"), ==, atoi(BENCH_IOS));
+    close(fd);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    pu_daemon_cleanup(&d);
+}
+
+/* ---- the socket itself ------------------------------------------------- */
+
+static void test_socket_is_private_and_robust(void)
+{
+    struct pu_daemon d = { 0 };
+    g_autofree char *ctl = NULL;
+    struct stat st;
+    char line[512];
+    int raw, fd;
+    ssize_t n;
+
+    start(&d, "0=null:1G");
+    ctl = ctl_path(&d);
+    g_assert_cmpint(stat(ctl, &st), ==, 0);
+    g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+
+    /* A client that sends a request in pieces, with garbage before it. */
+    raw = ctl_client_connect(ctl);
+    g_assert_cmpint(raw, >=, 0);
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(write(raw, "{\"jsonrpc\":\"2.0\",\"me", 20), ==, 20);
+    /* Meanwhile another client is served. */
+    json_node_unref(call_ok(fd, "version", NULL));
+    g_assert_cmpint(write(raw, "thod\":\"version\",\"id\":7}\n", 24), ==, 24);
+    n = read(raw, line, sizeof(line) - 1);
+    g_assert_cmpint(n, >, 0);
+    line[n] = 0;
+    g_assert_nonnull(strstr(line, "\"id\":7"));
+    g_assert_nonnull(strstr(line, "vhost-scsi-target"));
+    /* Deep nesting, not UTF-8, not an object: errors, and the client stays. */
+    {
+        GString *deep = g_string_new("{\"jsonrpc\":\"2.0\",\"method\":\"version\",\"params\":");
+
+        for (int i = 0; i < 100000; i++) {
+            g_string_append(deep, "{\"a\":");
+        }
+        g_string_append(deep, "\n");
+        g_assert_cmpint(write(raw, deep->str, deep->len), ==, (ssize_t)deep->len);
+        g_string_free(deep, TRUE);
+    }
+    n = read(raw, line, sizeof(line) - 1);
+    g_assert_cmpint(n, >, 0);
+    line[n] = 0;
+    g_assert_nonnull(strstr(line, "-32700"));
+    g_assert_cmpint(write(raw, "\xff\xfe\n", 3), ==, 3);
+    n = read(raw, line, sizeof(line) - 1);
+    g_assert_cmpint(n, >, 0);
+    line[n] = 0;
+    g_assert_nonnull(strstr(line, "UTF-8"));
+    close(raw);
+    json_node_unref(call_ok(fd, "lun-list", NULL));
+    close(fd);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    /* Removed at exit. */
+    g_assert_cmpint(stat(ctl, &st), ==, -1);
+    pu_daemon_cleanup(&d);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    g_test_add_func("/live-lun/changes-seen-by-a-front-end", test_changes_seen_by_a_front_end);
+    g_test_add_func("/live-lun/cycles-under-verified-io", test_cycles_under_verified_io);
+    g_test_add_func("/live-lun/socket-is-private-and-robust", test_socket_is_private_and_robust);
+    return g_test_run();
+}
