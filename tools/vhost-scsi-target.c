@@ -38,7 +38,7 @@
 #include "guest-mem-guard.h"
 #include "iothread.h"
 #include "scsi-target.h"
-#include "lun-spec.h"
+#include "lun-open.h"
 #include "notify-fd.h"
 #include "vhost-user-server.h"
 #include "virtio-scsi.h"
@@ -576,7 +576,7 @@ static int add_luns(struct target *tgt)
         char name[32];
         int ret;
 
-        ret = lun_spec_parse(g_ptr_array_index(args, i), &spec, &err);
+        ret = lun_spec_parse_full(g_ptr_array_index(args, i), &spec, &err);
         if (ret < 0) {
             fprintf(stderr, "vhost-scsi-target: --lun %s: %s\n", arg, err ? err : g_strerror(-ret));
             g_free(err);
