@@ -45,7 +45,8 @@ static const char usage_text[] =
     "  generate-wwpn       print a random naa.5 WWPN\n"
     "\n"
     "Options:\n"
-    "  --configfs DIR      configfs root (default " LIO_CONFIGFS_DEFAULT ")\n"
+    "  --configfs DIR      configfs root (default " LIO_CONFIGFS_DEFAULT "); another\n"
+    "                      root is used as it is: no modules loaded, no mount\n"
     "  --tpgt N            target portal group tag, 0..255 (default 1)\n"
     "  -v, --verbose       also print informational messages\n"
     "  -h, --help          this text\n"
@@ -176,7 +177,11 @@ static int status(int ret)
 
 static int open_lio(const struct ctl *c, struct lio **lio)
 {
-    struct lio_options o = { .configfs = c->configfs, .setup_kernel = true };
+    /* A root of the user's choice is theirs to set up (and may be a plain copy). */
+    struct lio_options o = {
+        .configfs = c->configfs,
+        .setup_kernel = !c->configfs || !strcmp(c->configfs, LIO_CONFIGFS_DEFAULT),
+    };
     return lio_open(&o, lio);
 }
 

@@ -1,12 +1,10 @@
 /*
  * Kernel target (LIO) configuration for the in-kernel vhost-scsi fabric
- * (tcm_vhost), done through configfs the way targetcli would: fileio and
- * iblock backstores under target/core, and target/vhost/WWPN/tpgt_N with an
- * I_T nexus and LUN symlinks.  The configfs root is a parameter so the same
- * code runs against a plain directory tree in unit tests; on a plain tree the
- * files the kernel would create are created instead and directories are
- * removed recursively.  Configurations can be saved to and restored from a
- * small JSON file.
+ * (tcm_vhost), done through configfs the way targetcli would: backstores
+ * under target/core, and target/vhost/WWPN/tpgt_N with an I_T nexus and LUN
+ * symlinks.  Every filesystem and kernel operation goes through a table
+ * (include/lio/lio-fs.h): configfs by default, a fake in the unit tests.
+ * Configurations can be saved to and restored from a small JSON file.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -25,14 +23,15 @@
 #define LIO_DEFAULT_TPGT 1
 
 struct lio;
+struct lio_fs_ops;
 
 struct lio_options {
     const char *configfs;      /* root; NULL: LIO_CONFIGFS_DEFAULT */
-    /*
-     * Load the kernel modules and mount configfs; only ever done when the
-     * root is LIO_CONFIGFS_DEFAULT, whatever this says.
-     */
+    /* Load the kernel modules and mount configfs on the root if it is not. */
     bool setup_kernel;
+    /* The filesystem and kernel operations; NULL: lio_fs_configfs. */
+    const struct lio_fs_ops *fs;
+    void *fs_opaque;
 };
 
 enum lio_lun_type { LIO_LUN_FILE, LIO_LUN_BLOCK, LIO_LUN_OTHER };
@@ -56,8 +55,6 @@ struct lio_target {
 /* Opens a configfs root (setting up the kernel side if asked); -errno. */
 int lio_open(const struct lio_options *opts, struct lio **out);
 void lio_close(struct lio *lio);
-/* True when the root is a real configfs mount (not a plain directory). */
-bool lio_is_configfs(const struct lio *lio);
 
 bool lio_wwpn_valid(const char *wwpn);
 /* Random naa.5 name from /dev/urandom; out must hold LIO_WWPN_MAX bytes. */

@@ -24,6 +24,7 @@
 #include <glib/gstdio.h>
 
 #include "lio-configfs.h"
+#include "lio-fs-fake.h"
 
 #define WWPN "naa.5001405aaaaaaaaa"
 #define WWPN2 "naa.5001405bbbbbbbbb"
@@ -32,6 +33,7 @@
 struct fx {
     char *dir;                 /* scratch: root/ is the fake configfs */
     char *root;
+    struct lio_fake *fake;
     struct lio *lio;
 };
 
@@ -58,15 +60,17 @@ static void fx_setup(struct fx *f, gconstpointer data)
     f->dir = g_dir_make_tmp("lio-test-XXXXXX", NULL);
     g_assert_nonnull(f->dir);
     f->root = g_build_filename(f->dir, "configfs", NULL);
-    g_assert_cmpint(g_mkdir(f->root, 0755), ==, 0);
-    struct lio_options o = { .configfs = f->root, .setup_kernel = true };
+    f->fake = lio_fake_new(f->root);
+    struct lio_options o = {
+        .configfs = f->root, .setup_kernel = true, .fs = &lio_fake_ops, .fs_opaque = f->fake,
+    };
     g_assert_cmpint(lio_open(&o, &f->lio), ==, 0);
-    g_assert_false(lio_is_configfs(f->lio));
 }
 
 static void fx_teardown(struct fx *f, gconstpointer data)
 {
     lio_close(f->lio);
+    lio_fake_free(f->fake);
     rm_rf(f->dir);
     g_free(f->dir);
     g_free(f->root);
@@ -121,6 +125,125 @@ static void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const cha
     g_autofree char *img = scratch(f, name);
     g_autofree char *spec = g_strdup_printf("file:%s,size=%s", img, size);
     g_assert_cmpint(lio_lun_add(f->lio, wwpn, 1, lun, spec), ==, 0);
+}
+
+
+static gint cmp_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The whole scratch directory as text: each entry with its type, a link's
+ * target, a file's size and, under the fake configfs, its contents.  Two
+ * equal snapshots mean nothing was left behind or taken away.
+ */
+static void snapshot_dir(struct fx *f, const char *dir, GString *out)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *n;
+    while (d && (n = g_dir_read_name(d))) {
+        g_ptr_array_add(names, g_strdup(n));
+    }
+    g_ptr_array_sort(names, cmp_names);
+    for (guint i = 0; i < names->len; i++) {
+        g_autofree char *p = g_build_filename(dir, names->pdata[i], NULL);
+        struct stat st;
+        g_assert_cmpint(lstat(p, &st), ==, 0);
+        if (S_ISLNK(st.st_mode)) {
+            g_autofree char *to = g_file_read_link(p, NULL);
+            g_string_append_printf(out, "l %s -> %s\n", p, to);
+        } else if (S_ISDIR(st.st_mode)) {
+            g_string_append_printf(out, "d %s\n", p);
+            snapshot_dir(f, p, out);
+        } else if (g_str_has_prefix(p, f->root)) {
+            g_autofree char *text = slurp(p);
+            g_string_append_printf(out, "f %s = %s\n", p, text);
+        } else {
+            g_string_append_printf(out, "f %s %jd bytes\n", p, (intmax_t)st.st_size);
+        }
+    }
+}
+
+static char *snapshot(struct fx *f)
+{
+    GString *s = g_string_new(NULL);
+    snapshot_dir(f, f->dir, s);
+    return g_string_free(s, FALSE);
+}
+
+/* Warnings (and messages) collected instead of failing the test. */
+static gboolean not_fatal(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                          gpointer data)
+{
+    return FALSE;
+}
+
+static void collect(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data)
+{
+    g_ptr_array_add(data, g_strdup(msg));
+}
+
+struct collected {
+    GPtrArray *msgs;
+    guint handler;
+};
+
+static void collect_begin(struct collected *c)
+{
+    c->msgs = g_ptr_array_new_with_free_func(g_free);
+    g_test_log_set_fatal_handler(not_fatal, NULL);
+    c->handler = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
+                                   collect, c->msgs);
+}
+
+static void collect_end(struct collected *c)
+{
+    g_log_remove_handler(G_LOG_DOMAIN, c->handler);
+    g_test_log_set_fatal_handler(NULL, NULL);
+    g_ptr_array_unref(c->msgs);
+}
+
+typedef int (*step_fn)(struct fx *f, gconstpointer arg);
+
+/*
+ * Runs fn with each of its changes failing in turn (the first, then the
+ * second, ...) until it succeeds: every failure must be reported once,
+ * with a message naming one of names, and leave the scratch directory as
+ * it was.  Returns how many changes the successful run made.
+ */
+static unsigned fail_each_step(struct fx *f, step_fn fn, gconstpointer arg,
+                               const char *const *names)
+{
+    for (unsigned n = 1;; n++) {
+        g_autofree char *before = snapshot(f);
+        struct collected c;
+        unsigned start = lio_fake_changes(f->fake);
+        collect_begin(&c);
+        lio_fake_fail_at(f->fake, n, EIO);
+        int ret = fn(f, arg);
+        lio_fake_fail_at(f->fake, 0, 0);
+        if (ret == 0) {
+            g_assert_cmpuint(c.msgs->len, ==, 0);
+            collect_end(&c);
+            return lio_fake_changes(f->fake) - start;
+        }
+        g_test_message("change %u failing (%s): %s", n, lio_fake_failed(f->fake),
+                       c.msgs->len ? (char *)c.msgs->pdata[0] : "(no message)");
+        g_assert_cmpint(ret, ==, -EIO);
+        g_assert_cmpuint(c.msgs->len, ==, 1);
+        bool named = false;
+        for (const char *const *nm = names; *nm; nm++) {
+            named = named || strstr(c.msgs->pdata[0], *nm);
+        }
+        if (!named) {
+            g_error("change %u: \"%s\" names none of the objects", n, (char *)c.msgs->pdata[0]);
+        }
+        collect_end(&c);
+        g_autofree char *after = snapshot(f);
+        g_assert_cmpstr(after, ==, before);
+    }
 }
 
 /* ------------------------------------------------------------------ names */
@@ -389,9 +512,9 @@ static void test_delete_keeps_foreign_backstores(struct fx *f, gconstpointer d)
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
     /* A backstore made by someone else (targetcli), linked by hand. */
     g_autofree char *so = cf(f, "target/core/rd_mcp_0/ramdisk");
-    g_assert_cmpint(g_mkdir_with_parents(so, 0755), ==, 0);
+    lio_fake_make_groups(f->fake, so);
     g_autofree char *ld = cf(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_4");
-    g_assert_cmpint(g_mkdir(ld, 0755), ==, 0);
+    lio_fake_make_groups(f->fake, ld);
     g_autofree char *link = g_build_filename(ld, "0a1b2c3d", NULL);
     g_assert_cmpint(symlink(so, link), ==, 0);
 
@@ -418,7 +541,7 @@ static void test_delete_refuses_when_backstore_shared(struct fx *f, gconstpointe
     add_file_lun(f, WWPN, 1, "b.img", "1M");
     /* Someone linked our LUN 0 backstore into another target too. */
     g_autofree char *ld = cf(f, "target/vhost/" WWPN2 "/tpgt_1/lun/lun_9");
-    g_assert_cmpint(g_mkdir(ld, 0755), ==, 0);
+    lio_fake_make_groups(f->fake, ld);
     g_autofree char *link = g_build_filename(ld, "x", NULL);
     g_autofree char *so = cf(f, "target/core/fileio_0/" BS0);
     g_assert_cmpint(symlink(so, link), ==, 0);
@@ -918,6 +1041,107 @@ static void test_qemu_args(void)
     g_assert_cmpstr(b, ==, "-device vhost-scsi-pci,wwpn=" WWPN ",bus=pcie.0,num_queues=4");
 }
 
+/* ------------------------------------------------ the operations table */
+
+static void test_open_sets_up_the_kernel(struct fx *f, gconstpointer d)
+{
+    /* The fixture opened its root with setup_kernel. */
+    g_assert_cmpstr(lio_fake_modules(f->fake), ==,
+                    "target_core_mod target_core_file target_core_iblock vhost_scsi");
+    g_assert_true(lio_fake_mounted(f->fake));
+
+    /* A missing module is named with the kernel, and the root is not opened. */
+    struct lio_fake *other = lio_fake_new(f->root);
+    struct lio *lio = NULL;
+    struct lio_options o = {
+        .configfs = f->root, .setup_kernel = true, .fs = &lio_fake_ops, .fs_opaque = other,
+    };
+    g_autofree char *mod = g_strdup_printf("%s/target_core_file", f->root);
+    lio_fake_fail_path(other, "target_core_file", ENOENT);
+    lio_fake_set_release(other, "6.1.0-18-amd64");
+    expect_warning("*kernel module target_core_file is missing for kernel 6.1.0-18-amd64*");
+    g_assert_cmpint(lio_open(&o, &lio), ==, -ENOENT);
+    g_test_assert_expected_messages();
+    g_assert_null(lio);
+    g_assert_cmpstr(lio_fake_modules(other), ==, "target_core_mod");
+    g_assert_false(lio_fake_mounted(other));
+    lio_fake_free(other);
+}
+
+static void test_delete_refused_while_vhost_device_held(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "disk0.img", "1M");
+    g_autofree char *before = snapshot(f);
+    lio_fake_set_holder(f->fake, 4242, "qemu-system-x86");
+    expect_warning("*target " WWPN " may be in use: /dev/vhost-scsi is open by pid 4242 "
+                   "(qemu-system-x86)*");
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, -EBUSY);
+    g_test_assert_expected_messages();
+    g_autofree char *after = snapshot(f);
+    g_assert_cmpstr(after, ==, before);
+    /* --force: the holder may be another target's. */
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, true), ==, 0);
+    g_assert_false(exists(f, "target/vhost/" WWPN));
+}
+
+static void test_second_lun_warns_before_linux_6_4(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    lio_fake_set_release(f->fake, "6.1.0-18-amd64");
+    add_file_lun(f, WWPN, 0, "a.img", "1M");     /* the first LUN: no message */
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                          "*" WWPN " tpgt 1 gets a second LUN: on kernel 6.1.0-18-amd64 (< 6.4)*");
+    add_file_lun(f, WWPN, 1, "b.img", "1M");
+    g_test_assert_expected_messages();
+    lio_fake_set_release(f->fake, "6.4.0");
+    add_file_lun(f, WWPN, 2, "c.img", "1M");
+}
+
+/* ------------------------------------------------------------- rollback */
+
+static int create_target(struct fx *f, gconstpointer wwpn)
+{
+    return lio_target_create(f->lio, wwpn, 1, NULL);
+}
+
+static void test_target_create_failing_at_each_step_leaves_no_trace(struct fx *f,
+                                                                     gconstpointer d)
+{
+    static const char *const names[] = { WWPN, NULL }, *const names2[] = { WWPN2, NULL };
+    /* mkdir WWPN, mkdir tpgt_1, write nexus */
+    g_assert_cmpuint(fail_each_step(f, create_target, WWPN, names), ==, 3);
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/nexus"));
+
+    /* A second TPG of an existing WWPN: the WWPN stays whatever fails. */
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL), ==, 0);
+    g_assert_cmpuint(fail_each_step(f, create_target, WWPN2, names2), ==, 2);
+}
+
+static int add_lun0(struct fx *f, gconstpointer spec)
+{
+    return lio_lun_add(f->lio, WWPN, 1, 0, spec);
+}
+
+static void test_lun_add_failing_at_each_step_leaves_no_trace(struct fx *f, gconstpointer d)
+{
+    g_autofree char *img = scratch(f, "new.img");
+    g_autofree char *spec = g_strdup_printf("file:%s,size=1M", img);
+    const char *const names[] = { WWPN, BS0, img, NULL };
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    /*
+     * Create and size the file, mkdir HBA and backstore, write control,
+     * udev_path and enable, mkdir the LUN, link it: a new file is removed
+     * again when a later step fails.
+     */
+    g_assert_cmpuint(fail_each_step(f, add_lun0, spec, names), ==, 9);
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/" BS0));
+
+    /* An existing file of the right size is used as it is, and kept. */
+    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0), ==, 0);
+    g_assert_cmpuint(fail_each_step(f, add_lun0, spec, names), ==, 7);
+}
+
 #define ADD(name, fn) g_test_add(name, struct fx, NULL, fx_setup, fn, fx_teardown)
 
 int main(int argc, char **argv)
@@ -926,6 +1150,7 @@ int main(int argc, char **argv)
     g_test_add_func("/lio/wwpn/validation", test_wwpn_validation);
     g_test_add_func("/lio/wwpn/generated", test_wwpn_generated_names_are_valid_and_random);
     g_test_add_func("/lio/open/missing-root", test_open_missing_root_fails);
+    ADD("/lio/open/sets-up-the-kernel-through-the-table", test_open_sets_up_the_kernel);
     ADD("/lio/create/tpgt-and-nexus", test_create_makes_tpgt_with_nexus);
     ADD("/lio/create/explicit-nexus", test_create_with_explicit_nexus_and_tpgt);
     ADD("/lio/create/iqn", test_create_iqn_target_gets_iqn_nexus);
@@ -959,6 +1184,13 @@ int main(int argc, char **argv)
                     test_config_deep_nesting_is_refused_without_crashing);
     g_test_add_func("/lio/config/large-valid-document-parses-in-linear-time",
                     test_config_large_valid_document_parses_in_linear_time);
+    ADD("/lio/delete/refused-while-vhost-device-held",
+        test_delete_refused_while_vhost_device_held);
+    ADD("/lio/lun/second-lun-warns-before-linux-6.4", test_second_lun_warns_before_linux_6_4);
+    ADD("/lio/rollback/target-create-failing-at-each-step-leaves-no-trace",
+        test_target_create_failing_at_each_step_leaves_no_trace);
+    ADD("/lio/rollback/lun-add-failing-at-each-step-leaves-no-trace",
+        test_lun_add_failing_at_each_step_leaves_no_trace);
     g_test_add_func("/lio/qemu-args", test_qemu_args);
     return g_test_run();
 }
