@@ -1,23 +1,32 @@
 /*
- * LIO backstores (target/core/HBA/NAME) for vhost-scsi-ctl's LUNs: their
- * names (derived from WWPN, TPG and LUN, which is how delete recognises the
- * ones it may remove), the backing file made to exist with the wanted size,
- * creation step by step with every step undone when a later one fails, and
- * deletion with the HBA when it is left empty.  Listing them and telling
- * whether two paths are one file also live here, since both the LUN code
- * (lio-configfs.c) and this file need them.
+ * LIO backstores (target/core/HBA/NAME) for vhost-scsi-ctl's LUNs: mapping
+ * a LUN spec of the daemon's grammar onto one (and refusing, before
+ * anything is made, what LIO cannot express), their names (derived from
+ * WWPN, TPG and LUN, which is how delete recognises the ones it may
+ * remove), the backing file made to exist with the wanted size, creation
+ * step by step with every step undone when a later one fails, reading one
+ * back (type, size and options from its info and attributes), and deletion
+ * with the HBA when it is left empty.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lio-int.h"
-#include "size.h"
+#include "lun-spec.h"
 
 #define BACKSTORE_PREFIX "vs-"
+
+/* The HBA kind each backstore type lives under (core/KIND_N). */
+static const char *const hba_kind[] = {
+    [LIO_LUN_FILE] = "fileio", [LIO_LUN_BLOCK] = "iblock",
+    [LIO_LUN_RAM] = "rd_mcp", [LIO_LUN_NULL] = "rd_mcp",
+};
 
 char *lio_backstore_name(const char *wwpn, unsigned tpgt, unsigned lun)
 {
@@ -35,39 +44,101 @@ bool lio_backing_path_ok(const char *path)
     return path[0] == '/' && !strpbrk(path, ",\n=");
 }
 
-int lio_spec_parse(const char *spec, struct lio_backing *out, char **path)
+/* rd_mcp counts its size in pages of the kernel's, as an int (rd_pages=). */
+static uint64_t page_size(void)
 {
+    long p = sysconf(_SC_PAGESIZE);
+    return p > 0 ? (uint64_t)p : 4096;
+}
+
+char *lio_backing_refusal(const struct lio_backing *b)
+{
+    const char *path = b->path ? b->path : "";
+    bool rd = b->type == LIO_LUN_RAM || b->type == LIO_LUN_NULL;
+    uint32_t bs = b->block_size ? b->block_size : 512;
+
+    if (b->type > LIO_LUN_NULL) {
+        return g_strdup("only file, block, ram and null LUNs can be created");
+    }
+    if (rd ? path[0] != 0 : !lio_backing_path_ok(path)) {
+        return g_strdup(rd ? "ram and null LUNs have no path" :
+                        "path must be absolute without ',', '=' or newlines");
+    }
+    if (b->block_size != 0 && b->block_size != 512 && b->block_size != 4096) {
+        return g_strdup_printf("block size %" PRIu32 " (expected 512 or 4096)", b->block_size);
+    }
+    if (b->ro && b->type != LIO_LUN_BLOCK) {
+        /* Only target_core_iblock parses a readonly= option. */
+        return g_strdup_printf("option \"ro\": LIO's %s backstore has no read-only mode "
+                               "(only a block device, through iblock, can be read-only)",
+                               hba_kind[b->type]);
+    }
+    if (b->direct && rd) {
+        return g_strdup("option \"direct\": ram and null LUNs have no page cache to bypass");
+    }
+    if (b->type == LIO_LUN_BLOCK && b->size) {
+        return g_strdup("option \"size\": LIO's iblock backstore exports the whole device");
+    }
+    if (rd && (b->size == 0 || b->size % page_size() || b->size / page_size() > INT_MAX)) {
+        return g_strdup_printf("size %" PRIu64 ": LIO's rd_mcp takes a whole number of "
+                               "%" PRIu64 "-byte pages, 1 to %d", b->size, page_size(), INT_MAX);
+    }
+    if (b->size % bs) {
+        return g_strdup_printf("size %" PRIu64 " is not a multiple of the block size %" PRIu32,
+                               b->size, bs);
+    }
+    return NULL;
+}
+
+int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_backing *out,
+                          char **path)
+{
+    g_autofree char *err = NULL, *why = NULL, *shown = lun_spec_redact(spec);
+    struct lun_spec s;
+    struct stat st;
+
     memset(out, 0, sizeof(*out));
-    const char *rest;
-    if (g_str_has_prefix(spec, "file:")) {
-        out->type = LIO_LUN_FILE;
-        rest = spec + 5;
-    } else if (g_str_has_prefix(spec, "block:")) {
-        out->type = LIO_LUN_BLOCK;
-        rest = spec + 6;
-    } else {
-        g_warning("lio: LUN spec '%s': expected file:PATH[,size=BYTES] or block:DEV", spec);
+    if (lun_spec_parse_backend(spec, &s, &err) < 0) {
+        g_warning("lio: %s%s", err, g_str_has_prefix(spec, "block:") ?
+                  " (a block device is file:DEV)" : "");
         return -EINVAL;
     }
-    const char *comma = strchr(rest, ',');
-    g_autofree char *p = comma ? g_strndup(rest, comma - rest) : g_strdup(rest);
-    if (comma) {
-        if (out->type != LIO_LUN_FILE || !g_str_has_prefix(comma + 1, "size=") ||
-            size_parse(comma + 6, &out->size) < 0 || out->size == 0) {
-            g_warning("lio: LUN spec '%s': only file LUNs take ',size=BYTES[KMGT]' (> 0)", spec);
-            return -EINVAL;
-        }
-        if (out->size % 512) {
-            g_warning("lio: LUN spec '%s': size must be a multiple of 512", spec);
-            return -EINVAL;
-        }
+    switch (s.kind) {
+    case LUN_SPEC_FILE:
+        out->type = lio->ops->stat(lio->opaque, s.path, true, &st) == 0 && S_ISBLK(st.st_mode) ?
+                    LIO_LUN_BLOCK : LIO_LUN_FILE;
+        break;
+    case LUN_SPEC_RAM:
+        out->type = LIO_LUN_RAM;
+        break;
+    case LUN_SPEC_NULL:
+        out->type = LIO_LUN_NULL;
+        break;
+    case LUN_SPEC_ISCSI:
+        why = g_strdup("iscsi:// LUNs are vhost-scsi-target's: LIO has no backstore that is "
+                       "an iSCSI initiator");
+        break;
+    case LUN_SPEC_HOLD:
+        why = g_strdup("hold: is a test backend of vhost-scsi-target");
+        break;
     }
-    if (!lio_backing_path_ok(p)) {
-        g_warning("lio: LUN spec '%s': path must be absolute without ',', '=' or newlines",
-                  spec);
+    out->size = s.size;
+    out->block_size = s.block_size;
+    out->ro = s.ro;
+    /* iblock never goes through the page cache: direct or not, it is direct. */
+    out->direct = s.direct && out->type == LIO_LUN_FILE;
+    out->path = s.path;
+    if (!why) {
+        why = lio_backing_refusal(out);
+    }
+    if (why) {
+        g_warning("lio: LUN spec \"%s\": %s", shown, why);
+        lun_spec_clear(&s);
+        memset(out, 0, sizeof(*out));
         return -EINVAL;
     }
-    out->path = *path = g_steal_pointer(&p);
+    *path = g_steal_pointer(&s.path);
+    lun_spec_clear(&s);
     return 0;
 }
 
@@ -109,6 +180,7 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
         return 0;
     }
     if (ret == 0 && S_ISBLK(st.st_mode)) {
+        /* A fileio backstore on a device, as an older version made them. */
         *size = lio_device_size(lio, b->path);
         return 0;
     }
@@ -116,14 +188,15 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
         g_warning("lio: %s is neither a regular file nor a block device", b->path);
         return -EINVAL;
     }
+    uint32_t bs = b->block_size ? b->block_size : 512;
     if (*size == 0) {
         if (ret < 0) {
             g_warning("lio: file %s does not exist (give ,size=BYTES to create it)", b->path);
             return -ENOENT;
         }
-        if (st.st_size == 0 || st.st_size % 512) {
-            g_warning("lio: file %s size %jd is not a positive multiple of 512",
-                      b->path, (intmax_t)st.st_size);
+        if (st.st_size == 0 || st.st_size % bs) {
+            g_warning("lio: file %s size %jd is not a positive multiple of %" PRIu32,
+                      b->path, (intmax_t)st.st_size, bs);
             return -EINVAL;
         }
         *size = st.st_size;
@@ -151,6 +224,31 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
         }
     }
     return 0;
+}
+
+/* What target_core_{file,iblock,rd}.c parse from "control". */
+static char *control_string(const struct lio_backing *b, uint64_t size)
+{
+    switch (b->type) {
+    case LIO_LUN_FILE:
+        /*
+         * The daemon's file: goes through the page cache with a write-back
+         * cache the guest flushes, which is fd_buffered_io=1 (WCE=1);
+         * direct is O_DIRECT, which fileio does with fd_async_io=1
+         * (IOCB_DIRECT).  The kernel refuses fd_buffered_io=0.
+         */
+        return g_strdup_printf("fd_dev_name=%s,fd_dev_size=%" PRIu64 ",%s", b->path, size,
+                               b->direct ? "fd_async_io=1" : "fd_buffered_io=1");
+    case LIO_LUN_BLOCK:
+        return g_strdup_printf("udev_path=%s%s", b->path, b->ro ? ",readonly=1" : "");
+    case LIO_LUN_RAM:
+    case LIO_LUN_NULL:
+        return g_strdup_printf("rd_pages=%" PRIu64 "%s", size / page_size(),
+                               b->type == LIO_LUN_NULL ? ",rd_nullio=1" : "");
+    case LIO_LUN_OTHER:
+        break;
+    }
+    g_assert_not_reached();
 }
 
 static void bs_entry_free(gpointer p)
@@ -196,7 +294,7 @@ GPtrArray *lio_backstores(const struct lio *lio)
 bool lio_same_file(const struct lio *lio, const char *a, const char *b)
 {
     struct stat sa, sb;
-    if (!a[0] || !b[0]) {
+    if (!a || !b || !a[0] || !b[0]) {
         return false;
     }
     if (lio->ops->stat(lio->opaque, a, true, &sa) == 0 &&
@@ -209,15 +307,77 @@ bool lio_same_file(const struct lio *lio, const char *a, const char *b)
     return !strcmp(a, b);
 }
 
+/* The number after "key" in info, 0 when absent. */
+static uint64_t info_number(const char *info, const char *key)
+{
+    const char *p = info ? strstr(info, key) : NULL;
+    return p ? g_ascii_strtoull(p + strlen(key), NULL, 10) : 0;
+}
+
+/* fileio's info has "File: X  Size: N"; the status line has "SectorSize: N". */
+static uint64_t info_size(const char *info)
+{
+    for (const char *p = info; p && (p = strstr(p, "Size: ")); p += 6) {
+        if (p == info || p[-1] == ' ') {
+            return g_ascii_strtoull(p + 6, NULL, 10);
+        }
+    }
+    return 0;
+}
+
+void lio_backstore_describe(const struct lio *lio, const char *rel, struct lio_lun *l)
+{
+    g_autofree char *so = lio_path(lio, "target", "core", rel, NULL);
+    g_autofree char *up = g_build_filename(so, "udev_path", NULL);
+    g_autofree char *ip = g_build_filename(so, "info", NULL);
+    g_autofree char *bp = g_build_filename(so, "attrib", "block_size", NULL);
+    g_autofree char *info = lio_read_attr(lio, ip);
+    g_autofree char *bs = lio_read_attr(lio, bp);
+    const char *pages = info ? strstr(info, "PAGES/PAGE_SIZE: ") : NULL;
+
+    l->type = g_str_has_prefix(rel, "fileio_") ? LIO_LUN_FILE :
+              g_str_has_prefix(rel, "iblock_") ? LIO_LUN_BLOCK :
+              !g_str_has_prefix(rel, "rd_mcp_") ? LIO_LUN_OTHER :
+              info_number(info, "nullio: ") ? LIO_LUN_NULL : LIO_LUN_RAM;
+    l->path = lio_read_attr(lio, up);
+    if (!l->path) {
+        l->path = g_strdup("");
+    }
+    l->ro = l->type == LIO_LUN_BLOCK && info_number(info, "readonly: ");
+    l->direct = l->type == LIO_LUN_FILE && info_number(info, "Async: ");
+    l->block_size = bs ? g_ascii_strtoull(bs, NULL, 10) : 0;
+    if (pages) {
+        /* "PAGES/PAGE_SIZE: 256*4096" */
+        const char *star = strchr(pages, '*');
+        l->size = info_number(pages, ": ") * (star ? g_ascii_strtoull(star + 1, NULL, 10) : 0);
+    } else {
+        l->size = info_size(info);
+    }
+    if (!l->size && l->path[0]) {
+        l->size = lio_device_size(lio, l->path);
+    }
+}
+
+bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
+                         const struct lio_backing *b)
+{
+    bool rd = b->type == LIO_LUN_RAM || b->type == LIO_LUN_NULL;
+    return cur->type == b->type &&
+           (rd ? cur->size == b->size : lio_same_file(lio, cur->path, b->path)) &&
+           cur->ro == b->ro && (b->type != LIO_LUN_FILE || cur->direct == b->direct) &&
+           (!b->block_size || cur->block_size == b->block_size);
+}
+
 int lio_backstore_create(const struct lio *lio, const char *name, const struct lio_backing *b,
                          char **rel_out, bool *file_created)
 {
-    const char *kind = b->type == LIO_LUN_FILE ? "fileio" : "iblock";
+    const char *kind = hba_kind[b->type];
+    bool rd = b->type == LIO_LUN_RAM || b->type == LIO_LUN_NULL;
     g_autofree char *core = lio_path(lio, "target", "core", NULL);
-    g_autofree char *hba = NULL, *so = NULL, *control = NULL;
-    uint64_t size;
-    bool created;
-    int ret = prepare_backing(lio, b, &size, &created);
+    g_autofree char *hba = NULL, *so = NULL, *control = NULL, *bs = NULL;
+    uint64_t size = b->size;
+    bool created = false;
+    int ret = rd ? 0 : prepare_backing(lio, b, &size, &created);
     if (ret < 0) {
         return ret;
     }
@@ -241,15 +401,21 @@ int lio_backstore_create(const struct lio *lio, const char *name, const struct l
         g_warning("lio: cannot create backstore %s: %s", so, g_strerror(-ret));
         goto undo_hba;
     }
-    if (b->type == LIO_LUN_FILE) {
-        control = g_strdup_printf("fd_dev_name=%s,fd_dev_size=%" PRIu64, b->path, size);
-    } else {
-        control = g_strdup_printf("udev_path=%s", b->path);
-    }
+    control = control_string(b, size);
+    bs = b->block_size ? g_strdup_printf("%" PRIu32, b->block_size) : NULL;
+    /*
+     * Enabling configures the device, which resets block_size to the
+     * hardware's: the attribute goes last.  udev_path is what list reads
+     * the backing back from.
+     */
     const char *steps[][2] = {
-        { "control", control }, { "udev_path", b->path }, { "enable", "1" },
+        { "control", control }, { "udev_path", rd ? NULL : b->path }, { "enable", "1" },
+        { "attrib/block_size", bs },
     };
     for (size_t i = 0; i < G_N_ELEMENTS(steps); i++) {
+        if (!steps[i][1]) {
+            continue;
+        }
         g_autofree char *attr = g_build_filename(so, steps[i][0], NULL);
         ret = lio_write_attr(lio, attr, steps[i][1]);
         if (ret < 0) {

@@ -18,11 +18,6 @@
 #include "lio-configfs.h"
 #include "lio-int.h"
 
-static const char *lun_type_name(enum lio_lun_type t)
-{
-    return t == LIO_LUN_FILE ? "file" : t == LIO_LUN_BLOCK ? "block" : "other";
-}
-
 /*
  * The one JSON writer, for list --json and save alike.  configfs gives back
  * whatever bytes were written to udev_path, and json-glib would copy bytes
@@ -45,6 +40,12 @@ static void add_int(JsonBuilder *b, const char *member, gint64 value)
 {
     json_builder_set_member_name(b, member);
     json_builder_add_int_value(b, value);
+}
+
+static void add_bool(JsonBuilder *b, const char *member, bool value)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_add_boolean_value(b, value);
 }
 
 int lio_list_to_json(GPtrArray *targets, char **out)
@@ -73,7 +74,7 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             json_builder_begin_object(b);
             add_int(b, "lun", l->lun);
             json_builder_set_member_name(b, "type");
-            json_builder_add_string_value(b, lun_type_name(l->type));
+            json_builder_add_string_value(b, lio_lun_type_name(l->type));
             if (!add_string(b, lat, "path", l->path)) {
                 return -EINVAL;
             }
@@ -86,6 +87,16 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             add_int(b, "size", l->size);
             if (!add_string(b, lat, "backstore", l->backstore)) {
                 return -EINVAL;
+            }
+            /* Only what differs from the default, so older files read the same. */
+            if (l->ro) {
+                add_bool(b, "ro", true);
+            }
+            if (l->direct) {
+                add_bool(b, "direct", true);
+            }
+            if (l->block_size && l->block_size != 512) {
+                add_int(b, "block_size", l->block_size);
             }
             json_builder_end_object(b);
         }
@@ -117,9 +128,15 @@ char *lio_list_to_text(GPtrArray *targets)
                                t->nexus[0] ? t->nexus : "(none)");
         for (guint j = 0; j < t->luns->len; j++) {
             struct lio_lun *l = t->luns->pdata[j];
-            g_string_append_printf(s, "  lun %-5u %-5s %s size %" PRIu64 " backstore core/%s%s\n",
-                                   l->lun, lun_type_name(l->type),
-                                   l->path[0] ? l->path : "(unknown)", l->size, l->backstore,
+            bool rd = l->type == LIO_LUN_RAM || l->type == LIO_LUN_NULL;
+            g_string_append_printf(s, "  lun %-5u %-5s %s size %" PRIu64 " backstore core/%s",
+                                   l->lun, lio_lun_type_name(l->type),
+                                   l->path[0] ? l->path : rd ? "-" : "(unknown)", l->size,
+                                   l->backstore);
+            if (l->block_size && l->block_size != 512) {
+                g_string_append_printf(s, " block-size %" PRIu32, l->block_size);
+            }
+            g_string_append_printf(s, "%s%s%s\n", l->ro ? " ro" : "", l->direct ? " direct" : "",
                                    l->owned ? "" : " (not created by vhost-scsi-ctl)");
         }
     }
@@ -149,6 +166,15 @@ int lio_save(struct lio *lio, const char *file)
 
 /* ---------------------------------------------------------- JSON parser */
 
+/* The values a saved LUN is made from (a block LUN's size is the device's). */
+static struct lio_backing lio_lun_backing(const struct lio_lun *l)
+{
+    return (struct lio_backing) {
+        .type = l->type, .path = l->path, .size = l->type == LIO_LUN_BLOCK ? 0 : l->size,
+        .block_size = l->block_size, .ro = l->ro, .direct = l->direct,
+    };
+}
+
 /*
  * json-glib 1.6 (Debian 12) parses leniently and without bounds: it takes
  * comments, single-quoted strings, hex and octal numbers, unknown escapes
@@ -161,7 +187,7 @@ int lio_save(struct lio *lio, const char *file)
  * part, not the bounds.
  */
 #define CONFIG_DEPTH_MAX 16            /* the format nests 5 deep */
-#define CONFIG_MEMBERS_MAX 64          /* its largest object has 5 members */
+#define CONFIG_MEMBERS_MAX 64          /* its largest object has 8 members */
 
 static bool in_set(char c, const char *set)
 {
@@ -299,31 +325,39 @@ static void on_object_end(JsonParser *parser, JsonObject *object, gpointer data)
     g_array_set_size(rc->counts, rc->counts->len - 1);
 }
 
-enum member_type { M_INT, M_STR, M_ARR };
+enum member_type { M_INT, M_STR, M_ARR, M_BOOL };
 
 struct member {
     const char *name;
     enum member_type type;
+    bool optional;
 };
 
 static bool node_is(JsonNode *n, enum member_type t)
 {
+    static const GType types[] = {
+        [M_INT] = G_TYPE_INT64, [M_STR] = G_TYPE_STRING, [M_BOOL] = G_TYPE_BOOLEAN,
+    };
     if (t == M_ARR) {
         return JSON_NODE_HOLDS_ARRAY(n);
     }
-    return JSON_NODE_HOLDS_VALUE(n) &&
-           json_node_get_value_type(n) == (t == M_INT ? G_TYPE_INT64 : G_TYPE_STRING);
+    return JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == types[t];
 }
 
-/* An object with exactly these members, of these types, its strings UTF-8. */
+/* An object with these members (optional ones may be missing), of these types, its strings UTF-8. */
 static char *check_object(JsonNode *n, const struct member *spec, guint count)
 {
     if (!JSON_NODE_HOLDS_OBJECT(n)) {
         return g_strdup("expected an object");
     }
     JsonObject *o = json_node_get_object(n);
+    guint present = 0;
     for (guint i = 0; i < count; i++) {
         JsonNode *m = json_object_get_member(o, spec[i].name);
+        if (!m && spec[i].optional) {
+            continue;
+        }
+        present++;
         if (!m) {
             return g_strdup_printf("missing member \"%s\"", spec[i].name);
         }
@@ -335,7 +369,7 @@ static char *check_object(JsonNode *n, const struct member *spec, guint count)
             return g_strdup_printf("member \"%s\" is not valid UTF-8", spec[i].name);
         }
     }
-    if (json_object_get_size(o) == count) {
+    if (json_object_get_size(o) == present) {
         return NULL;
     }
     g_autoptr(GList) names = json_object_get_members(o);
@@ -379,7 +413,8 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
     };
     static const struct member lun_members[] = {
         { "lun", M_INT }, { "type", M_STR }, { "path", M_STR }, { "size", M_INT },
-        { "backstore", M_STR },
+        { "backstore", M_STR }, { "ro", M_BOOL, true }, { "direct", M_BOOL, true },
+        { "block_size", M_INT, true },
     };
     g_autofree char *ctx = NULL;       /* which element an error is in */
     GPtrArray *targets = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
@@ -426,24 +461,33 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
             g_ptr_array_add(t->luns, l);
             gint64 lun = json_object_get_int_member(lo, "lun");
             gint64 size = json_object_get_int_member(lo, "size");
+            gint64 bs = json_object_get_int_member_with_default(lo, "block_size", 0);
             const char *type = json_object_get_string_member(lo, "type");
             l->path = g_strdup(json_object_get_string_member(lo, "path"));
             l->backstore = g_strdup(json_object_get_string_member(lo, "backstore"));
-            l->type = !strcmp(type, "file") ? LIO_LUN_FILE :
-                      !strcmp(type, "block") ? LIO_LUN_BLOCK : LIO_LUN_OTHER;
+            l->ro = json_object_get_boolean_member_with_default(lo, "ro", false);
+            l->direct = json_object_get_boolean_member_with_default(lo, "direct", false);
+            l->type = LIO_LUN_OTHER;
+            for (enum lio_lun_type ty = 0; ty < LIO_LUN_OTHER; ty++) {
+                if (!strcmp(type, lio_lun_type_name(ty))) {
+                    l->type = ty;
+                }
+            }
+            l->lun = lun;
+            l->size = size;
+            l->block_size = bs;
+            struct lio_backing back = lio_lun_backing(l);
             if (lun < 0 || lun > LIO_LUN_MAX) {
                 err = g_strdup("lun out of range");
             } else if (size < 0) {
                 err = g_strdup("size out of range");
+            } else if (bs < 0 || bs > UINT32_MAX) {
+                err = g_strdup("block_size out of range");
             } else if (l->type == LIO_LUN_OTHER) {
-                err = g_strdup("lun type must be \"file\" or \"block\"");
-            } else if (!lio_backing_path_ok(l->path)) {
-                err = g_strdup("path must be absolute without ',', '=' or newlines");
-            } else if (l->type == LIO_LUN_FILE && size % 512) {
-                err = g_strdup("size must be a multiple of 512");
+                err = g_strdup("lun type must be \"file\", \"block\", \"ram\" or \"null\"");
+            } else {
+                err = lio_backing_refusal(&back);
             }
-            l->lun = lun;
-            l->size = size;
         }
     }
     if (err) {
@@ -454,6 +498,42 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
     }
     *out = targets;
     return 0;
+}
+
+/* What restore made, to take back in reverse when a later step fails. */
+struct made {
+    const struct lio_target *t;
+    enum { MADE_WWPN, MADE_TPGT, MADE_LUN, MADE_FILE } what;
+    const struct lio_lun *l;
+};
+
+static void undo(struct lio *lio, GArray *made)
+{
+    for (guint i = made->len; i-- > 0;) {
+        const struct made *m = &g_array_index(made, struct made, i);
+        g_autofree char *wdir = lio_path(lio, "target", "vhost", m->t->wwpn, NULL);
+        switch (m->what) {
+        case MADE_LUN:
+            lio_lun_remove(lio, m->t->wwpn, m->t->tpgt, m->l->lun);
+            break;
+        case MADE_FILE:
+            /* New and empty: no one's data yet (an existing file is never removed). */
+            lio->ops->unlink(lio->opaque, m->l->path);
+            break;
+        case MADE_TPGT:
+            lio_tpgt_remove(lio, m->t->wwpn, m->t->tpgt);
+            break;
+        case MADE_WWPN:
+            lio_remove_dir(lio, wdir);
+            break;
+        }
+    }
+}
+
+static void note(GArray *made, const struct lio_target *t, int what, const struct lio_lun *l)
+{
+    struct made m = { .t = t, .what = what, .l = l };
+    g_array_append_val(made, m);
 }
 
 int lio_restore(struct lio *lio, const char *file)
@@ -470,18 +550,50 @@ int lio_restore(struct lio *lio, const char *file)
     if (ret < 0) {
         return ret;
     }
+    g_autoptr(GArray) made = g_array_new(FALSE, FALSE, sizeof(struct made));
+    g_autofree char *at = NULL;
     for (guint i = 0; i < targets->len && ret == 0; i++) {
         struct lio_target *t = targets->pdata[i];
+        g_autofree char *wdir = lio_path(lio, "target", "vhost", t->wwpn, NULL);
+        g_autofree char *tdir = g_strdup_printf("%s/tpgt_%u", wdir, t->tpgt);
+        bool had_wwpn = lio_is_dir(lio, wdir), had_tpgt = lio_is_dir(lio, tdir);
         ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL);
+        if (ret < 0) {
+            at = g_strdup_printf("targets[%u] (%s tpgt %u)", i, t->wwpn, t->tpgt);
+            break;
+        }
+        if (!had_wwpn) {
+            note(made, t, MADE_WWPN, NULL);
+        }
+        if (!had_tpgt) {
+            note(made, t, MADE_TPGT, NULL);
+        }
         for (guint k = 0; k < t->luns->len && ret == 0; k++) {
             struct lio_lun *l = t->luns->pdata[k];
-            /* A block LUN's size is the device's: informational only. */
-            struct lio_backing b = {
-                .type = l->type, .path = l->path,
-                .size = l->type == LIO_LUN_FILE ? l->size : 0,
-            };
+            g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, l->lun);
+            struct stat st;
+            bool had_lun = lio_is_dir(lio, ld);
+            bool had_file = !l->path[0] || lio->ops->stat(lio->opaque, l->path, false, &st) == 0;
+            struct lio_backing b = lio_lun_backing(l);
             ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
+            if (ret < 0) {
+                at = g_strdup_printf("targets[%u].luns[%u] (%s tpgt %u LUN %u, %s %s, backstore "
+                                     "core/%s)", i, k, t->wwpn, t->tpgt, l->lun,
+                                     lio_lun_type_name(l->type), l->path[0] ? l->path : "-",
+                                     l->backstore[0] ? l->backstore : "-");
+            } else if (!had_lun) {
+                if (!had_file) {
+                    note(made, t, MADE_FILE, l);
+                }
+                note(made, t, MADE_LUN, l);
+            }
         }
+    }
+    if (ret < 0) {
+        /* All or nothing: a VM must not start on half a configuration. */
+        g_warning("lio: restoring %s stopped at %s: %s; what the restore had made is removed "
+                  "again", file, at, g_strerror(-ret));
+        undo(lio, made);
     }
     g_ptr_array_unref(targets);
     return ret;

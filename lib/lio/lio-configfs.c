@@ -396,20 +396,23 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
     g_autofree char *rel = NULL;
     g_autoptr(GPtrArray) bss = lio_backstores(lio);
 
-    /* An existing LUN is fine if it maps this very file or device. */
+    /* An existing LUN is fine if it maps this very backing, options and all. */
     if (lio_is_dir(lio, ld)) {
         g_autofree char *cur = NULL;
-        if (lun_link(lio, ld, NULL, &cur)) {
-            for (guint i = 0; i < bss->len; i++) {
-                struct lio_bs_entry *e = bss->pdata[i];
-                if (!strcmp(e->rel, cur) && lio_same_file(lio, e->path, b->path)) {
-                    g_info("lio: %s LUN %u already maps %s", wwpn, lun, b->path);
-                    return 0;
-                }
-            }
+        struct lio_lun l = { 0 };
+        bool same = lun_link(lio, ld, NULL, &cur);
+        if (same) {
+            lio_backstore_describe(lio, cur, &l);
+            same = lio_backing_matches(lio, &l, b);
+            g_free(l.path);
         }
-        g_warning("lio: %s tpgt %u LUN %u already exists and maps core/%s, not %s",
-                  wwpn, tpgt, lun, cur ? cur : "nothing", b->path);
+        if (same) {
+            g_info("lio: %s tpgt %u LUN %u already maps core/%s", wwpn, tpgt, lun, cur);
+            return 0;
+        }
+        g_warning("lio: %s tpgt %u LUN %u already exists and maps core/%s, not %s%s", wwpn,
+                  tpgt, lun, cur ? cur : "nothing", b->path && b->path[0] ? b->path : "a new ",
+                  b->path && b->path[0] ? "" : lio_lun_type_name(b->type));
         return -EEXIST;
     }
     /* The same file behind two backstores would be two caches of one disk. */
@@ -417,9 +420,15 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
         struct lio_bs_entry *e = bss->pdata[i];
         g_autofree char *base = g_path_get_basename(e->rel);
         if (!strcmp(base, name)) {
-            if (!lio_same_file(lio, e->path, b->path)) {
+            /* Ours but unlinked (a crash between two steps): reused if it fits. */
+            struct lio_lun l = { 0 };
+            lio_backstore_describe(lio, e->rel, &l);
+            bool fits = lio_backing_matches(lio, &l, b);
+            g_free(l.path);
+            if (!fits) {
                 g_warning("lio: stale backstore core/%s backs %s, not %s: remove it first",
-                          e->rel, e->path, b->path);
+                          e->rel, e->path[0] ? e->path : "no file",
+                          b->path && b->path[0] ? b->path : "this spec");
                 return -EBUSY;
             }
             rel = g_strdup(e->rel);
@@ -464,7 +473,7 @@ int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
     }
     g_autofree char *path = NULL;
     struct lio_backing b;
-    ret = lio_spec_parse(spec, &b, &path);
+    ret = lio_backing_from_spec(lio, spec, &b, &path);
     return ret < 0 ? ret : lun_add(lio, wwpn, tpgt, lun, &b);
 }
 
@@ -475,22 +484,35 @@ int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsign
     if (ret < 0) {
         return ret;
     }
-    const char *path = b->path ? b->path : "";
-    if (b->type != LIO_LUN_FILE && b->type != LIO_LUN_BLOCK) {
-        g_warning("lio: %s LUN %u: only file and block backstores can be created", wwpn, lun);
-        return -EINVAL;
-    }
-    if (!lio_backing_path_ok(path)) {
-        g_warning("lio: %s LUN %u: path '%s': path must be absolute without ',', '=' or "
-                  "newlines", wwpn, lun, path);
-        return -EINVAL;
-    }
-    if (b->size && (b->type != LIO_LUN_FILE || b->size % 512)) {
-        g_warning("lio: %s LUN %u: size %" PRIu64 ": only file LUNs take a size, "
-                  "a multiple of 512", wwpn, lun, b->size);
+    g_autofree char *why = lio_backing_refusal(b);
+    if (why) {
+        g_warning("lio: %s tpgt %u LUN %u (%s '%s'): %s", wwpn, tpgt, lun,
+                  lio_lun_type_name(b->type), b->path ? b->path : "", why);
         return -EINVAL;
     }
     return lun_add(lio, wwpn, tpgt, lun, b);
+}
+
+int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt)
+{
+    g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
+    g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
+    g_autofree char *cur = lio_read_attr(lio, nfile);
+    int ret;
+    if (cur && cur[0]) {
+        ret = lio_write_attr(lio, nfile, "NULL");
+        if (ret < 0) {
+            g_warning("lio: target %s tpgt %u: dropping the nexus failed: %s%s", wwpn, tpgt,
+                      g_strerror(-ret), ret == -EBUSY ? " (in use by a vhost device)" : "");
+            return ret;
+        }
+    }
+    ret = lio_remove_dir(lio, tdir);
+    if (ret < 0) {
+        g_warning("lio: removing %s failed: %s%s", tdir, g_strerror(-ret),
+                  ret == -EBUSY ? " (in use by a vhost device)" : "");
+    }
+    return ret;
 }
 
 int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
@@ -531,23 +553,8 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
         }
     }
     for (guint i = 0; i < tpgts->len; i++) {
-        unsigned tpgt = g_array_index(tpgts, unsigned, i);
-        g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
-        g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
-        g_autofree char *cur = lio_read_attr(lio, nfile);
-        if (cur && cur[0]) {
-            ret = lio_write_attr(lio, nfile, "NULL");
-            if (ret < 0) {
-                g_warning("lio: target %s tpgt %u: dropping the nexus failed: %s%s", wwpn,
-                          tpgt, g_strerror(-ret),
-                          ret == -EBUSY ? " (in use by a vhost device)" : "");
-                return ret;
-            }
-        }
-        ret = lio_remove_dir(lio, tdir);
+        ret = lio_tpgt_remove(lio, wwpn, g_array_index(tpgts, unsigned, i));
         if (ret < 0) {
-            g_warning("lio: removing %s failed: %s%s", tdir, g_strerror(-ret),
-                      ret == -EBUSY ? " (in use by a vhost device)" : "");
             return ret;
         }
     }
@@ -559,6 +566,15 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
 }
 
 /* ------------------------------------------------------------------ list */
+
+const char *lio_lun_type_name(enum lio_lun_type t)
+{
+    static const char *const names[] = {
+        [LIO_LUN_FILE] = "file", [LIO_LUN_BLOCK] = "block", [LIO_LUN_RAM] = "ram",
+        [LIO_LUN_NULL] = "null", [LIO_LUN_OTHER] = "other",
+    };
+    return t <= LIO_LUN_OTHER ? names[t] : "other";
+}
 
 void lio_target_free(struct lio_target *t)
 {
@@ -588,17 +604,6 @@ struct lio_target *lio_target_new(void)
     return t;
 }
 
-/* fileio's info has "File: X  Size: N"; the status line has "SectorSize: N". */
-static uint64_t info_size(const char *info)
-{
-    for (const char *p = info; p && (p = strstr(p, "Size: ")); p += 6) {
-        if (p == info || p[-1] == ' ') {
-            return g_ascii_strtoull(p + 6, NULL, 10);
-        }
-    }
-    return 0;
-}
-
 static struct lio_lun *list_lun(struct lio *lio, const char *wwpn, unsigned tpgt,
                                 const char *ldir, unsigned lun)
 {
@@ -608,21 +613,7 @@ static struct lio_lun *list_lun(struct lio *lio, const char *wwpn, unsigned tpgt
     if (!lun_link(lio, ld, NULL, &l->backstore)) {
         l->backstore = g_strdup("");
     }
-    l->type = g_str_has_prefix(l->backstore, "fileio_") ? LIO_LUN_FILE :
-              g_str_has_prefix(l->backstore, "iblock_") ? LIO_LUN_BLOCK :
-              LIO_LUN_OTHER;
-    g_autofree char *so = lio_path(lio, "target", "core", l->backstore, NULL);
-    g_autofree char *up = g_build_filename(so, "udev_path", NULL);
-    g_autofree char *ip = g_build_filename(so, "info", NULL);
-    g_autofree char *info = lio_read_attr(lio, ip);
-    l->path = lio_read_attr(lio, up);
-    if (!l->path) {
-        l->path = g_strdup("");
-    }
-    l->size = info_size(info);
-    if (!l->size && l->path[0]) {
-        l->size = lio_device_size(lio, l->path);
-    }
+    lio_backstore_describe(lio, l->backstore, l);
     g_autofree char *mine = lio_backstore_name(wwpn, tpgt, l->lun);
     g_autofree char *base = g_path_get_basename(l->backstore);
     l->owned = !strcmp(base, mine);

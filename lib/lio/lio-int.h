@@ -49,8 +49,15 @@ struct lio_bs_entry {
 char *lio_backstore_name(const char *wwpn, unsigned tpgt, unsigned lun);
 /* A backing file path the kernel's option parser cannot misread. */
 bool lio_backing_path_ok(const char *path);
-/* A LUN spec as values; out->path points into *path (g_free it). */
-int lio_spec_parse(const char *spec, struct lio_backing *out, char **path);
+/* Why LIO cannot make b (a g_malloc'd reason), or NULL when it can. */
+char *lio_backing_refusal(const struct lio_backing *b);
+/*
+ * Parses spec (the daemon's grammar, no "ID=") and maps it onto *out, whose
+ * path then points at *path (g_free it); -EINVAL, logged, when the spec is
+ * bad or LIO cannot express it.
+ */
+int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_backing *out,
+                          char **path);
 /* The size of a file or block device; 0 when unknown. */
 uint64_t lio_device_size(const struct lio *lio, const char *path);
 /* Every backstore (GPtrArray of struct lio_bs_entry *). */
@@ -67,8 +74,15 @@ int lio_backstore_create(const struct lio *lio, const char *name, const struct l
 /* Takes back a lio_backstore_create when a later step fails. */
 void lio_backstore_undo_create(const struct lio *lio, const char *rel,
                                const struct lio_backing *b, bool file_created);
+/* Fills in l's type, path, size and options from backstore core/rel. */
+void lio_backstore_describe(const struct lio *lio, const char *rel, struct lio_lun *l);
+/* Whether an existing backstore (as described) is what b asks for. */
+bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
+                         const struct lio_backing *b);
 /* Removes core/rel and its HBA if that is left empty; a missing one is fine. */
 int lio_backstore_delete(const struct lio *lio, const char *rel);
+/* lio-configfs.c: takes a TPG without LUNs away (its nexus first). */
+int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt);
 /* An empty target record, as lio_list returns them. */
 struct lio_target *lio_target_new(void);
 

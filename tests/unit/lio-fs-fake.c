@@ -164,21 +164,88 @@ static int fake_rmdir(void *opaque, const char *path)
     return ret;
 }
 
-/* No kernel provides the attribute files: they appear when written. */
-static int fake_write_attr(void *opaque, const char *path, const char *value)
+static int write_file(const char *path, const char *value)
 {
-    struct lio_fake *f = opaque;
-    int ret = change(f, "write", path);
-    if (ret < 0) {
-        return ret;
-    }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {
         return -errno;
     }
     ssize_t n = write(fd, value, strlen(value));
-    ret = n == (ssize_t)strlen(value) ? 0 : -EIO;
+    int ret = n == (ssize_t)strlen(value) ? 0 : -EIO;
     close(fd);
+    return ret;
+}
+
+/* The value of key= in a control string, "" when absent. */
+static char *control_value(const char *control, const char *key)
+{
+    g_auto(GStrv) opts = g_strsplit(control, ",", -1);
+    size_t n = strlen(key);
+    for (guint i = 0; opts[i]; i++) {
+        if (!strncmp(opts[i], key, n) && opts[i][n] == '=') {
+            return g_strdup(opts[i] + n + 1);
+        }
+    }
+    return g_strdup("");
+}
+
+/*
+ * Enabling a backstore: its info, as target_core_{file,iblock,rd}.c would
+ * show it, from what was written to its control (list reads it back).
+ */
+static void enable_backstore(const char *dir)
+{
+    g_autofree char *cp = g_build_filename(dir, "control", NULL);
+    g_autofree char *control = NULL;
+    g_autofree char *parent = g_path_get_dirname(dir);
+    g_autofree char *kind = g_path_get_basename(parent);
+    g_autoptr(GString) info = g_string_new("Status: ACTIVATED  Max Queue Depth: 128  "
+                                           "SectorSize: 512  HwMaxSectors: 16384\n        ");
+    if (!g_file_get_contents(cp, &control, NULL, NULL)) {
+        return;
+    }
+#define V(key) g_autofree char *key = control_value(control, #key)
+    if (g_str_has_prefix(kind, "fileio_")) {
+        V(fd_dev_name);
+        V(fd_dev_size);
+        V(fd_buffered_io);
+        V(fd_async_io);
+        g_string_append_printf(info, "TCM FILEIO ID: 0        File: %s  Size: %s  Mode: %s "
+                               "Async: %d\n", fd_dev_name, fd_dev_size,
+                               !strcmp(fd_buffered_io, "1") ? "Buffered-WCE" : "O_DSYNC",
+                               !strcmp(fd_async_io, "1"));
+    } else if (g_str_has_prefix(kind, "iblock_")) {
+        V(udev_path);
+        V(readonly);
+        g_string_append_printf(info, "iBlock device: fake  UDEV PATH: %s  readonly: %d\n"
+                               "        Major: 259 Minor: 0  CLAIMED: IBLOCK\n", udev_path,
+                               !strcmp(readonly, "1"));
+    } else if (g_str_has_prefix(kind, "rd_mcp_")) {
+        V(rd_pages);
+        V(rd_nullio);
+        g_string_append_printf(info, "TCM RamDisk ID: 0  RamDisk Makeup: rd_mcp\n        "
+                               "PAGES/PAGE_SIZE: %s*%ld  SG_table_count: 1  nullio: %d\n",
+                               rd_pages, sysconf(_SC_PAGESIZE), !strcmp(rd_nullio, "1"));
+    }
+#undef V
+    g_autofree char *ip = g_build_filename(dir, "info", NULL);
+    g_assert_cmpint(write_file(ip, info->str), ==, 0);
+}
+
+/* No kernel provides the attribute files: they appear when written. */
+static int fake_write_attr(void *opaque, const char *path, const char *value)
+{
+    struct lio_fake *f = opaque;
+    int ret = change(f, "write", path);
+    if (ret == 0) {
+        ret = write_file(path, value);
+    }
+    g_auto(GStrv) c = below_root(f, path);
+    if (ret == 0 && c && g_strv_length(c) == 5 && !strcmp(c[1], "core") &&
+        !strcmp(c[4], "enable") && !strcmp(value, "1")) {
+        g_autofree char *dir = g_path_get_dirname(path);
+        enable_backstore(dir);
+    }
     return ret;
 }
 
