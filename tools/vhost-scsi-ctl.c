@@ -4,8 +4,9 @@
  * their backstores through configfs (lib/lio/ does the work), lists, saves
  * and restores them, and prints the QEMU option that attaches a target to a
  * VM.  LUNs are given in vhost-scsi-target's --lun SPEC grammar
- * (lib/lunspec/), so one spec means one disk on either path.  Results go to stdout, diagnostics to stderr; exit code
- * 0 on success, 1 when an operation failed, 2 on a usage error.
+ * (lib/lunspec/), so one spec means one disk on either path.  Results go to
+ * stdout, diagnostics to stderr; exit code 0 on success, 1 when an
+ * operation failed, 2 on a usage error.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

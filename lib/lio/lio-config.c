@@ -4,7 +4,9 @@
  * written and parsed with json-glib; the bytes of a file to restore are
  * checked before json-glib sees them (config_precheck) and repeated member
  * names are caught while it parses.  Restoring goes through the same
- * idempotent operations as the command line (lio-configfs.c).
+ * idempotent operations as the command line (lio-configfs.c), and is all
+ * or nothing: when a step fails, what the restore had made is taken back,
+ * since a VM must not start on half a configuration.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -344,7 +346,10 @@ static bool node_is(JsonNode *n, enum member_type t)
     return JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == types[t];
 }
 
-/* An object with these members (optional ones may be missing), of these types, its strings UTF-8. */
+/*
+ * An object with these members (optional ones may be missing), of these
+ * types, its strings UTF-8.
+ */
 static char *check_object(JsonNode *n, const struct member *spec, guint count)
 {
     if (!JSON_NODE_HOLDS_OBJECT(n)) {

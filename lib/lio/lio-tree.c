@@ -159,12 +159,13 @@ int lio_open(const struct lio_options *opts, struct lio **out)
     lio->root = g_strdup(opts && opts->configfs ? opts->configfs : LIO_CONFIGFS_DEFAULT);
     lio->ops = opts && opts->fs ? opts->fs : &lio_fs_configfs;
     lio->opaque = opts ? opts->fs_opaque : NULL;
+    /* Loading target_core_mod loads configfs, which makes /sys/kernel/config. */
+    if (opts && opts->setup_kernel && (ret = setup_kernel(lio)) < 0) {
+        goto fail;
+    }
     if (!lio_is_dir(lio, lio->root)) {
         g_warning("lio: configfs root %s is not a directory", lio->root);
         ret = -ENOENT;
-        goto fail;
-    }
-    if (opts && opts->setup_kernel && (ret = setup_kernel(lio)) < 0) {
         goto fail;
     }
     core = lio_path(lio, "target", "core", NULL);
