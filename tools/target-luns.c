@@ -14,7 +14,7 @@
 #include <glib.h>
 
 #include "backend.h"
-#include "lun-spec.h"
+#include "lun-open.h"
 #include "target.h"
 
 /*
@@ -96,7 +96,7 @@ int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned
     char name[32];
     int ret;
 
-    ret = lun_spec_parse(arg, &spec, &why);
+    ret = lun_spec_parse_full(arg, &spec, &why);
     if (ret < 0) {
         *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
         return ret;

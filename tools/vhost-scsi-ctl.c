@@ -1,10 +1,12 @@
 /*
  * vhost-scsi-ctl: administration of the in-kernel vhost-scsi target path.
  * `vhost-scsi-ctl lio …` creates and removes LIO/tcm_vhost targets, LUNs and
- * their backstores through configfs (lib/lio/lio-configfs.c does the work),
- * lists, saves and restores them, and prints the QEMU option that attaches
- * a target to a VM.  Results go to stdout, diagnostics to stderr; exit code
- * 0 on success, 1 when an operation failed, 2 on a usage error.
+ * their backstores through configfs (lib/lio/ does the work), lists, saves
+ * and restores them, and prints the QEMU option that attaches a target to a
+ * VM.  LUNs are given in vhost-scsi-target's --lun SPEC grammar
+ * (lib/lunspec/), so one spec means one disk on either path.  Results go to
+ * stdout, diagnostics to stderr; exit code 0 on success, 1 when an
+ * operation failed, 2 on a usage error.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -37,7 +39,13 @@ static const char usage_text[] =
     "                      remove the target, its LUNs and the backstores it\n"
     "                      created (refused while /dev/vhost-scsi is in use)\n"
     "  lun add WWPN LUN SPEC [--tpgt N]\n"
-    "                      SPEC is file:PATH[,size=BYTES[K|M|G|T]] or block:DEV\n"
+    "                      SPEC as vhost-scsi-target's --lun, mapped onto LIO:\n"
+    "                        file:PATH[,ro][,direct][,block-size=512|4096][,size=SIZE]\n"
+    "                          a block device: iblock (ro: readonly=1; no size=);\n"
+    "                          a file: fileio, created/extended to size=, through\n"
+    "                          the page cache or, with direct, O_DIRECT (no ro)\n"
+    "                        ram:SIZE, null:SIZE   rd_mcp (null: rd_nullio=1; no ro)\n"
+    "                      iscsi:// and hold: are vhost-scsi-target's only\n"
     "  lun remove WWPN LUN [--tpgt N]\n"
     "  list [--json]       show all vhost targets and LUNs\n"
     "  save FILE           write the configuration as JSON\n"
@@ -47,7 +55,8 @@ static const char usage_text[] =
     "  generate-wwpn       print a random naa.5 WWPN\n"
     "\n"
     "Options:\n"
-    "  --configfs DIR      configfs root (default " LIO_CONFIGFS_DEFAULT ")\n"
+    "  --configfs DIR      configfs root (default " LIO_CONFIGFS_DEFAULT "); another\n"
+    "                      root is used as it is: no modules loaded, no mount\n"
     "  --tpgt N            target portal group tag, 0..255 (default 1)\n"
     "  -v, --verbose       also print informational messages\n"
     "  -h, --help          this text\n"
@@ -178,7 +187,11 @@ static int status(int ret)
 
 static int open_lio(const struct ctl *c, struct lio **lio)
 {
-    struct lio_options o = { .configfs = c->configfs, .setup_kernel = true };
+    /* A root of the user's choice is theirs to set up (and may be a plain copy). */
+    struct lio_options o = {
+        .configfs = c->configfs,
+        .setup_kernel = !c->configfs || !strcmp(c->configfs, LIO_CONFIGFS_DEFAULT),
+    };
     return lio_open(&o, lio);
 }
 

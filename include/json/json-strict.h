@@ -24,11 +24,13 @@ struct json_limits {
 
 /*
  * Parses len bytes holding exactly one JSON object.  Returns the root node
- * (json_node_unref() it), or NULL with *err (g_free) saying what and, for
- * a lexical fault, at which byte.
+ * (json_node_unref() it), or NULL with *err (g_free) saying what is wrong
+ * and *at the byte it is at (JSON_AT_NONE when json-glib found it, its
+ * message then naming line and column).
  */
+#define JSON_AT_NONE ((size_t)-1)
 JsonNode *json_strict_parse(const char *s, size_t len, const struct json_limits *lim,
-                            char **err);
+                            char **err, size_t *at);
 
 /* JSON_M_ANY: any value; the caller checks it. */
 enum json_member_type { JSON_M_INT, JSON_M_STR, JSON_M_ARR, JSON_M_OBJ, JSON_M_BOOL, JSON_M_ANY };

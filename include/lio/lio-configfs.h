@@ -1,12 +1,10 @@
 /*
  * Kernel target (LIO) configuration for the in-kernel vhost-scsi fabric
- * (tcm_vhost), done through configfs the way targetcli would: fileio and
- * iblock backstores under target/core, and target/vhost/WWPN/tpgt_N with an
- * I_T nexus and LUN symlinks.  The configfs root is a parameter so the same
- * code runs against a plain directory tree in unit tests; on a plain tree the
- * files the kernel would create are created instead and directories are
- * removed recursively.  Configurations can be saved to and restored from a
- * small JSON file.
+ * (tcm_vhost), done through configfs the way targetcli would: backstores
+ * under target/core, and target/vhost/WWPN/tpgt_N with an I_T nexus and LUN
+ * symlinks.  Every filesystem and kernel operation goes through a table
+ * (include/lio/lio-fs.h): configfs by default, a fake in the unit tests.
+ * Configurations can be saved to and restored from a small JSON file.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -25,17 +23,25 @@
 #define LIO_DEFAULT_TPGT 1
 
 struct lio;
+struct lio_fs_ops;
 
 struct lio_options {
     const char *configfs;      /* root; NULL: LIO_CONFIGFS_DEFAULT */
-    /*
-     * Load the kernel modules and mount configfs; only ever done when the
-     * root is LIO_CONFIGFS_DEFAULT, whatever this says.
-     */
+    /* Load the kernel modules and mount configfs on the root if it is not. */
     bool setup_kernel;
+    /* The filesystem and kernel operations; NULL: lio_fs_configfs. */
+    const struct lio_fs_ops *fs;
+    void *fs_opaque;
 };
 
-enum lio_lun_type { LIO_LUN_FILE, LIO_LUN_BLOCK, LIO_LUN_OTHER };
+/* The LIO backstore behind a LUN. */
+enum lio_lun_type {
+    LIO_LUN_FILE,              /* fileio: a regular file (or, restored, a device) */
+    LIO_LUN_BLOCK,             /* iblock: a block device */
+    LIO_LUN_RAM,               /* rd_mcp: kernel memory */
+    LIO_LUN_NULL,              /* rd_mcp with rd_nullio=1: no storage at all */
+    LIO_LUN_OTHER,             /* anything else (listing only) */
+};
 
 struct lio_lun {
     unsigned lun;
@@ -44,6 +50,9 @@ struct lio_lun {
     uint64_t size;             /* bytes; 0 if unknown */
     char *backstore;           /* relative to target/core, e.g. fileio_0/x */
     bool owned;                /* backstore created (and deleted) by us */
+    bool ro;                   /* iblock readonly=1 */
+    bool direct;               /* fileio without the page cache (fd_async_io=1) */
+    uint32_t block_size;       /* attrib/block_size; 0 if unknown */
 };
 
 struct lio_target {
@@ -56,8 +65,6 @@ struct lio_target {
 /* Opens a configfs root (setting up the kernel side if asked); -errno. */
 int lio_open(const struct lio_options *opts, struct lio **out);
 void lio_close(struct lio *lio);
-/* True when the root is a real configfs mount (not a plain directory). */
-bool lio_is_configfs(const struct lio *lio);
 
 bool lio_wwpn_valid(const char *wwpn);
 /* Random naa.5 name from /dev/urandom; out must hold LIO_WWPN_MAX bytes. */
@@ -78,9 +85,21 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt,
 int lio_target_delete(struct lio *lio, const char *wwpn, bool force);
 
 /*
- * spec: "file:PATH[,size=BYTES]" (file created/extended when size is given)
- * or "block:DEV".  Idempotent for the same spec; -EEXIST if the LUN maps
- * something else, -EBUSY if the file/device already backs another backstore.
+ * spec: a SPEC of vhost-scsi-target's --lun grammar (include/lunspec/
+ * lun-spec.h), mapped onto a LIO backstore:
+ *   file:PATH        a block device: iblock; a regular file: fileio,
+ *                    created/extended to size= if given, through the page
+ *                    cache (fd_buffered_io=1) or, with direct, O_DIRECT
+ *                    (fd_async_io=1)
+ *   ram:SIZE         rd_mcp (SIZE a whole number of pages)
+ *   null:SIZE        rd_mcp with rd_nullio=1
+ *   ro               iblock readonly=1; refused for the others (LIO has no
+ *                    read-only mode for them)
+ *   block-size=N     attrib/block_size
+ * What LIO cannot express (iscsi://, hold:, ro on a file, size= on a
+ * block device) is refused with -EINVAL naming it, before anything is
+ * made.  Idempotent for the same spec; -EEXIST if the LUN maps something
+ * else, -EBUSY if the file/device already backs another backstore.
  */
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
                 const char *spec);
@@ -90,15 +109,23 @@ int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
  * ",size=1T" stays a path, and is refused since configfs could not take it.
  */
 struct lio_backing {
-    enum lio_lun_type type;    /* LIO_LUN_FILE or LIO_LUN_BLOCK */
-    const char *path;          /* absolute, without ',', '=' or newlines */
-    uint64_t size;             /* file: create/extend to this; 0: the file's own size */
+    enum lio_lun_type type;    /* not LIO_LUN_OTHER */
+    const char *path;          /* FILE, BLOCK: absolute, without ',', '=' or
+                                  newlines; RAM, NULL: NULL or "" */
+    uint64_t size;             /* FILE: create/extend to this, 0: the file's own
+                                  size; RAM, NULL: the size; BLOCK: 0 */
+    uint32_t block_size;       /* 0: the backstore's default */
+    bool ro;                   /* BLOCK only */
+    bool direct;               /* FILE: O_DIRECT; BLOCK: always so */
 };
 /* lio_lun_add with the backing as values; same checks and results. */
 int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
                         const struct lio_backing *backing);
 /* Unlinks the LUN and deletes its backstore if ours; missing LUN is fine. */
 int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun);
+
+/* "file", "block", "ram", "null" or "other", as the saved form names them. */
+const char *lio_lun_type_name(enum lio_lun_type t);
 
 /* All vhost targets (GPtrArray of struct lio_target *, owns them). */
 int lio_list(struct lio *lio, GPtrArray **out);

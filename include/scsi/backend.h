@@ -119,8 +119,9 @@ int backend_resize(struct lun_backend *be, uint64_t size);
 
 /*
  * Constructors of the backends without a library of their own (SPEC
- * parsing lives in lib/config/lun-spec.c; files and block devices are in
- * include/uring/backend-uring.h, iSCSI in include/iscsi/backend-iscsi.h).
+ * parsing lives in lib/lunspec/lun-spec.c, opening in lib/config/lun-open.c;
+ * files and block devices are in include/uring/backend-uring.h, iSCSI in
+ * include/iscsi/backend-iscsi.h).
  * All return 0 and set *out, or -errno with a logged reason.
  */
 int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);

@@ -146,13 +146,14 @@ int ctl_client_call(int fd, const char *method, JsonNode *params, int timeout_ms
         g_autofree char *perr = NULL;
         g_autoptr(JsonNode) ans = NULL;
         JsonObject *o;
+        size_t at;
 
         ret = read_line(fd, buf, deadline, &line);
         if (ret < 0) {
             *errmsg = g_strdup_printf("no answer: %s", g_strerror(-ret));
             return ret;
         }
-        ans = json_strict_parse(line, strlen(line), &answer_limits, &perr);
+        ans = json_strict_parse(line, strlen(line), &answer_limits, &perr, &at);
         if (!ans) {
             *errmsg = g_strdup_printf("answer is not JSON: %s", perr);
             return -EPROTO;

@@ -206,6 +206,7 @@ static void handle_request(struct ctl_client *c, const char *line, size_t len)
     };
     g_autofree char *err = NULL;
     JsonNode *root, *id = NULL;
+    size_t at;
     JsonObject *o, *params;
     const struct ctl_method *m = NULL;
     const char *method;
@@ -215,9 +216,12 @@ static void handle_request(struct ctl_client *c, const char *line, size_t len)
         send_error(c, NULL, CTL_E_PARSE, 0, "request is not valid UTF-8");
         return;
     }
-    root = json_strict_parse(line, len, &request_limits, &err);
+    root = json_strict_parse(line, len, &request_limits, &err, &at);
     if (!root) {
-        send_error(c, NULL, CTL_E_PARSE, 0, err);
+        g_autofree char *msg = at == JSON_AT_NONE ? g_strdup(err)
+                                                  : g_strdup_printf("byte %zu: %s", at, err);
+
+        send_error(c, NULL, CTL_E_PARSE, 0, msg);
         return;
     }
     o = json_node_get_object(root);

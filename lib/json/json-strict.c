@@ -14,6 +14,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <stdio.h>
 #include <string.h>
 
 #include <glib.h>
@@ -25,8 +26,9 @@ static bool in_set(char c, const char *set)
     return c && strchr(set, c);
 }
 
+/* Bound messages name the bound; they are written into msg. */
 static const char *precheck(const char *s, size_t len, const struct json_limits *lim,
-                            size_t *at)
+                            size_t *at, char msg[64])
 {
     static const char *const words[] = { "true", "false", "null" };
     g_autofree bool *is_object = g_new0(bool, lim->max_depth);
@@ -53,7 +55,8 @@ static const char *precheck(const char *s, size_t len, const struct json_limits 
         }
         if (c == '{' || c == '[') {
             if (depth == lim->max_depth) {
-                return "nested too deep";
+                snprintf(msg, 64, "nested deeper than %u", lim->max_depth);
+                return msg;
             }
             is_object[depth] = c == '{';
             members[depth++] = 0;
@@ -67,7 +70,8 @@ static const char *precheck(const char *s, size_t len, const struct json_limits 
                 return "unexpected character";
             }
             if (is_object[depth - 1] && ++members[depth - 1] > lim->max_members) {
-                return "object with too many members";
+                snprintf(msg, 64, "object with more than %u members", lim->max_members);
+                return msg;
             }
         } else if (c == '"') {
             for (i++; i < len && s[i] != '"'; i++) {
@@ -164,20 +168,21 @@ static void on_object_end(JsonParser *parser, JsonObject *object, gpointer data)
 }
 
 JsonNode *json_strict_parse(const char *s, size_t len, const struct json_limits *lim,
-                            char **err)
+                            char **err, size_t *at)
 {
     g_autoptr(JsonParser) parser = NULL;
     g_autoptr(GError) gerr = NULL;
     struct repeat_check rc;
     const char *bad;
-    size_t at;
+    char msg[64];
     bool parsed;
 
-    bad = precheck(s, len, lim, &at);
+    bad = precheck(s, len, lim, at, msg);
     if (bad) {
-        *err = g_strdup_printf("byte %zu: %s", at, bad);
+        *err = g_strdup(bad);
         return NULL;
     }
+    *at = JSON_AT_NONE;
     parser = json_parser_new();
     rc = (struct repeat_check){ .counts = g_array_new(FALSE, FALSE, sizeof(guint)) };
     g_signal_connect(parser, "object-start", G_CALLBACK(on_object_start), &rc);

@@ -1,10 +1,11 @@
 /*
  * The saved form of a LIO configuration, for vhost-scsi-ctl: list as JSON
  * or text, save to a file and restore from one.  The format is small JSON,
- * written and parsed with json-glib; the bytes of a file to restore are
- * checked before json-glib sees them (config_precheck) and repeated member
- * names are caught while it parses.  Restoring goes through the same
- * idempotent operations as the command line (lio-configfs.c).
+ * written with json-glib and parsed through json-strict.h (bounded, strict
+ * RFC 8259, no repeated member names, a schema per object).  Restoring goes through the same
+ * idempotent operations as the command line (lio-configfs.c), and is all
+ * or nothing: when a step fails, what the restore had made is taken back,
+ * since a VM must not start on half a configuration.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -15,13 +16,9 @@
 #include <string.h>
 #include <json-glib/json-glib.h>
 
+#include "json-strict.h"
 #include "lio-configfs.h"
 #include "lio-int.h"
-
-static const char *lun_type_name(enum lio_lun_type t)
-{
-    return t == LIO_LUN_FILE ? "file" : t == LIO_LUN_BLOCK ? "block" : "other";
-}
 
 /*
  * The one JSON writer, for list --json and save alike.  configfs gives back
@@ -45,6 +42,12 @@ static void add_int(JsonBuilder *b, const char *member, gint64 value)
 {
     json_builder_set_member_name(b, member);
     json_builder_add_int_value(b, value);
+}
+
+static void add_bool(JsonBuilder *b, const char *member, bool value)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_add_boolean_value(b, value);
 }
 
 int lio_list_to_json(GPtrArray *targets, char **out)
@@ -73,7 +76,7 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             json_builder_begin_object(b);
             add_int(b, "lun", l->lun);
             json_builder_set_member_name(b, "type");
-            json_builder_add_string_value(b, lun_type_name(l->type));
+            json_builder_add_string_value(b, lio_lun_type_name(l->type));
             if (!add_string(b, lat, "path", l->path)) {
                 return -EINVAL;
             }
@@ -86,6 +89,16 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             add_int(b, "size", l->size);
             if (!add_string(b, lat, "backstore", l->backstore)) {
                 return -EINVAL;
+            }
+            /* Only what differs from the default, so older files read the same. */
+            if (l->ro) {
+                add_bool(b, "ro", true);
+            }
+            if (l->direct) {
+                add_bool(b, "direct", true);
+            }
+            if (l->block_size && l->block_size != 512) {
+                add_int(b, "block_size", l->block_size);
             }
             json_builder_end_object(b);
         }
@@ -117,9 +130,15 @@ char *lio_list_to_text(GPtrArray *targets)
                                t->nexus[0] ? t->nexus : "(none)");
         for (guint j = 0; j < t->luns->len; j++) {
             struct lio_lun *l = t->luns->pdata[j];
-            g_string_append_printf(s, "  lun %-5u %-5s %s size %" PRIu64 " backstore core/%s%s\n",
-                                   l->lun, lun_type_name(l->type),
-                                   l->path[0] ? l->path : "(unknown)", l->size, l->backstore,
+            bool rd = l->type == LIO_LUN_RAM || l->type == LIO_LUN_NULL;
+            g_string_append_printf(s, "  lun %-5u %-5s %s size %" PRIu64 " backstore core/%s",
+                                   l->lun, lio_lun_type_name(l->type),
+                                   l->path[0] ? l->path : rd ? "-" : "(unknown)", l->size,
+                                   l->backstore);
+            if (l->block_size && l->block_size != 512) {
+                g_string_append_printf(s, " block-size %" PRIu32, l->block_size);
+            }
+            g_string_append_printf(s, "%s%s%s\n", l->ro ? " ro" : "", l->direct ? " direct" : "",
                                    l->owned ? "" : " (not created by vhost-scsi-ctl)");
         }
     }
@@ -149,242 +168,45 @@ int lio_save(struct lio *lio, const char *file)
 
 /* ---------------------------------------------------------- JSON parser */
 
-/*
- * json-glib 1.6 (Debian 12) parses leniently and without bounds: it takes
- * comments, single-quoted strings, hex and octal numbers, unknown escapes
- * and a second top-level value, stops at a NUL byte, cuts strings at
- * \u0000, recurses until the stack overflows on deep nesting (a 200 kB
- * file of '[' is enough), and each repeat of a member name walks the
- * object's member list.  This one pass over the bytes refuses all of that
- * first, so json-glib only ever gets RFC 8259 JSON of bounded depth and
- * object size.  JsonParser:strict (json-glib 1.10) would cover the lexical
- * part, not the bounds.
- */
-#define CONFIG_DEPTH_MAX 16            /* the format nests 5 deep */
-#define CONFIG_MEMBERS_MAX 64          /* its largest object has 5 members */
-
-static bool in_set(char c, const char *set)
+/* The values a saved LUN is made from (a block LUN's size is the device's). */
+static struct lio_backing lio_lun_backing(const struct lio_lun *l)
 {
-    return c && strchr(set, c);
+    return (struct lio_backing) {
+        .type = l->type, .path = l->path, .size = l->type == LIO_LUN_BLOCK ? 0 : l->size,
+        .block_size = l->block_size, .ro = l->ro, .direct = l->direct,
+    };
 }
 
-static const char *config_precheck(const char *s, size_t len, size_t *at)
-{
-    static const char *const words[] = { "true", "false", "null" };
-    bool is_object[CONFIG_DEPTH_MAX];
-    unsigned members[CONFIG_DEPTH_MAX];
-    unsigned depth = 0;
-    bool opened = false;
-
-    for (size_t i = 0; i < len; i++) {
-        char c = s[i];
-        *at = i;
-        if (in_set(c, " \t\n\r")) {
-            continue;
-        }
-        if (c == 0) {
-            return "NUL byte in the document";
-        }
-        if (depth == 0) {
-            if (opened) {
-                return "trailing data after the top-level object";
-            }
-            if (c != '{') {
-                return "the top level must be an object";
-            }
-        }
-        if (c == '{' || c == '[') {
-            if (depth == CONFIG_DEPTH_MAX) {
-                return "nested deeper than " G_STRINGIFY(CONFIG_DEPTH_MAX);
-            }
-            is_object[depth] = c == '{';
-            members[depth++] = 0;
-            opened = true;
-        } else if (c == '}' || c == ']') {
-            if (is_object[--depth] != (c == '}')) {
-                return "mismatched bracket";
-            }
-        } else if (c == ':') {
-            if (is_object[depth - 1] && ++members[depth - 1] > CONFIG_MEMBERS_MAX) {
-                return "object with more than " G_STRINGIFY(CONFIG_MEMBERS_MAX) " members";
-            }
-        } else if (c == '"') {
-            for (i++; i < len && s[i] != '"'; i++) {
-                *at = i;
-                if (s[i] == 0) {
-                    return "NUL byte in the document";
-                }
-                if ((unsigned char)s[i] < 0x20) {
-                    return "control character in a string";
-                }
-                if (s[i] != '\\') {
-                    continue;
-                }
-                if (++i < len && in_set(s[i], "\"\\/bfnrt")) {
-                    continue;
-                }
-                if (i >= len || s[i] != 'u' || len - i < 5 || !g_ascii_isxdigit(s[i + 1]) ||
-                    !g_ascii_isxdigit(s[i + 2]) || !g_ascii_isxdigit(s[i + 3]) ||
-                    !g_ascii_isxdigit(s[i + 4])) {
-                    return "invalid escape in a string";
-                }
-                if (!memcmp(s + i + 1, "0000", 4)) {
-                    return "\\u0000 in a string";
-                }
-                i += 4;
-            }
-            if (i >= len) {
-                *at = len;
-                return "unterminated string";
-            }
-        } else if (c == '-' || g_ascii_isdigit(c)) {
-            size_t d = i + (c == '-');
-            if (d + 1 < len && s[d] == '0' && g_ascii_isdigit(s[d + 1])) {
-                return "number with a leading zero";
-            }
-            while (i + 1 < len && (g_ascii_isdigit(s[i + 1]) || in_set(s[i + 1], ".eE+-"))) {
-                i++;
-            }
-        } else if (c != ',') {
-            size_t w = 0;
-            for (size_t k = 0; k < G_N_ELEMENTS(words) && !w; k++) {
-                size_t n = strlen(words[k]);
-                if (len - i >= n && !memcmp(s + i, words[k], n) &&
-                    (len - i == n || !g_ascii_isalnum(s[i + n]))) {
-                    w = n;
-                }
-            }
-            if (!w) {
-                return "unexpected character";
-            }
-            i += w - 1;
-        }
-    }
-    *at = len;
-    return depth || !opened ? "unexpected end of the document" : NULL;
-}
-
-/*
- * json-glib keeps the last of repeated members; a member that did not make
- * its object grow is a repeat.  One counter per open object, innermost last
- * (a member is announced after its value, so after any inner object ended).
- */
-struct repeat_check {
-    GArray *counts;
-    char *err;
-};
-
-static void on_object_start(JsonParser *parser, gpointer data)
-{
-    struct repeat_check *rc = data;
-    guint zero = 0;
-    g_array_append_val(rc->counts, zero);
-}
-
-static void on_object_member(JsonParser *parser, JsonObject *object, const char *name,
-                             gpointer data)
-{
-    struct repeat_check *rc = data;
-    guint *seen = &g_array_index(rc->counts, guint, rc->counts->len - 1);
-    if (++*seen > json_object_get_size(object) && !rc->err) {
-        rc->err = g_strdup_printf("line %u column %u: duplicate member name \"%s\"",
-                                  json_parser_get_current_line(parser),
-                                  json_parser_get_current_pos(parser), name);
-    }
-}
-
-static void on_object_end(JsonParser *parser, JsonObject *object, gpointer data)
-{
-    struct repeat_check *rc = data;
-    g_array_set_size(rc->counts, rc->counts->len - 1);
-}
-
-enum member_type { M_INT, M_STR, M_ARR };
-
-struct member {
-    const char *name;
-    enum member_type type;
-};
-
-static bool node_is(JsonNode *n, enum member_type t)
-{
-    if (t == M_ARR) {
-        return JSON_NODE_HOLDS_ARRAY(n);
-    }
-    return JSON_NODE_HOLDS_VALUE(n) &&
-           json_node_get_value_type(n) == (t == M_INT ? G_TYPE_INT64 : G_TYPE_STRING);
-}
-
-/* An object with exactly these members, of these types, its strings UTF-8. */
-static char *check_object(JsonNode *n, const struct member *spec, guint count)
-{
-    if (!JSON_NODE_HOLDS_OBJECT(n)) {
-        return g_strdup("expected an object");
-    }
-    JsonObject *o = json_node_get_object(n);
-    for (guint i = 0; i < count; i++) {
-        JsonNode *m = json_object_get_member(o, spec[i].name);
-        if (!m) {
-            return g_strdup_printf("missing member \"%s\"", spec[i].name);
-        }
-        if (!node_is(m, spec[i].type)) {
-            return g_strdup_printf("member \"%s\" has the wrong type", spec[i].name);
-        }
-        /* An escaped lone surrogate comes out of json-glib as invalid UTF-8. */
-        if (spec[i].type == M_STR && !g_utf8_validate(json_node_get_string(m), -1, NULL)) {
-            return g_strdup_printf("member \"%s\" is not valid UTF-8", spec[i].name);
-        }
-    }
-    if (json_object_get_size(o) == count) {
-        return NULL;
-    }
-    g_autoptr(GList) names = json_object_get_members(o);
-    for (GList *l = names; l; l = l->next) {
-        guint i = 0;
-        while (i < count && strcmp(spec[i].name, l->data)) {
-            i++;
-        }
-        if (i == count) {
-            return g_strdup_printf("unknown member \"%s\"", (const char *)l->data);
-        }
-    }
-    return g_strdup("unknown member");
-}
+/* The format nests 5 deep and its largest object has 8 members. */
+static const struct json_limits config_limits = { .max_depth = 16, .max_members = 64 };
 
 int lio_config_parse(const char *json, size_t len, GPtrArray **out)
 {
+    g_autofree char *bad = NULL;
     size_t at;
-    const char *bad = config_precheck(json, len, &at);
-    if (bad) {
+    g_autoptr(JsonNode) root = json_strict_parse(json, len, &config_limits, &bad, &at);
+
+    if (!root && at != JSON_AT_NONE) {
         g_warning("lio: configuration rejected at byte %zu: %s", at, bad);
         return -EINVAL;
     }
-    g_autoptr(JsonParser) parser = json_parser_new();
-    struct repeat_check rc = { .counts = g_array_new(FALSE, FALSE, sizeof(guint)) };
-    g_signal_connect(parser, "object-start", G_CALLBACK(on_object_start), &rc);
-    g_signal_connect(parser, "object-member", G_CALLBACK(on_object_member), &rc);
-    g_signal_connect(parser, "object-end", G_CALLBACK(on_object_end), &rc);
-    g_autoptr(GError) gerr = NULL;
-    bool parsed = json_parser_load_from_data(parser, json, len, &gerr);
-    g_array_unref(rc.counts);
-    g_autofree char *repeat = rc.err;
-    if (!parsed || repeat) {
-        g_warning("lio: configuration rejected: %s", parsed ? repeat : gerr->message);
+    if (!root) {
+        g_warning("lio: configuration rejected: %s", bad);
         return -EINVAL;
     }
 
-    static const struct member top_members[] = { { "version", M_INT }, { "targets", M_ARR } };
-    static const struct member target_members[] = {
-        { "wwpn", M_STR }, { "tpgt", M_INT }, { "nexus", M_STR }, { "luns", M_ARR },
+    static const struct json_member top_members[] = { { "version", JSON_M_INT }, { "targets", JSON_M_ARR } };
+    static const struct json_member target_members[] = {
+        { "wwpn", JSON_M_STR }, { "tpgt", JSON_M_INT }, { "nexus", JSON_M_STR }, { "luns", JSON_M_ARR },
     };
-    static const struct member lun_members[] = {
-        { "lun", M_INT }, { "type", M_STR }, { "path", M_STR }, { "size", M_INT },
-        { "backstore", M_STR },
+    static const struct json_member lun_members[] = {
+        { "lun", JSON_M_INT }, { "type", JSON_M_STR }, { "path", JSON_M_STR }, { "size", JSON_M_INT },
+        { "backstore", JSON_M_STR }, { "ro", JSON_M_BOOL, true }, { "direct", JSON_M_BOOL, true },
+        { "block_size", JSON_M_INT, true },
     };
     g_autofree char *ctx = NULL;       /* which element an error is in */
     GPtrArray *targets = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
-    JsonNode *root = json_parser_get_root(parser);
-    char *err = check_object(root, top_members, G_N_ELEMENTS(top_members));
+    char *err = json_check_object(root, top_members, G_N_ELEMENTS(top_members));
     JsonObject *top = err ? NULL : json_node_get_object(root);
     if (!err && json_object_get_int_member(top, "version") != 1) {
         err = g_strdup("unsupported version (expected 1)");
@@ -394,7 +216,7 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
         JsonNode *tn = json_array_get_element(arr, i);
         g_free(ctx);
         ctx = g_strdup_printf("targets[%u]", i);
-        err = check_object(tn, target_members, G_N_ELEMENTS(target_members));
+        err = json_check_object(tn, target_members, G_N_ELEMENTS(target_members));
         if (err) {
             break;
         }
@@ -417,7 +239,7 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
             JsonNode *ln = json_array_get_element(luns, k);
             g_free(ctx);
             ctx = g_strdup_printf("targets[%u].luns[%u]", i, k);
-            err = check_object(ln, lun_members, G_N_ELEMENTS(lun_members));
+            err = json_check_object(ln, lun_members, G_N_ELEMENTS(lun_members));
             if (err) {
                 break;
             }
@@ -426,24 +248,33 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
             g_ptr_array_add(t->luns, l);
             gint64 lun = json_object_get_int_member(lo, "lun");
             gint64 size = json_object_get_int_member(lo, "size");
+            gint64 bs = json_object_get_int_member_with_default(lo, "block_size", 0);
             const char *type = json_object_get_string_member(lo, "type");
             l->path = g_strdup(json_object_get_string_member(lo, "path"));
             l->backstore = g_strdup(json_object_get_string_member(lo, "backstore"));
-            l->type = !strcmp(type, "file") ? LIO_LUN_FILE :
-                      !strcmp(type, "block") ? LIO_LUN_BLOCK : LIO_LUN_OTHER;
+            l->ro = json_object_get_boolean_member_with_default(lo, "ro", false);
+            l->direct = json_object_get_boolean_member_with_default(lo, "direct", false);
+            l->type = LIO_LUN_OTHER;
+            for (enum lio_lun_type ty = 0; ty < LIO_LUN_OTHER; ty++) {
+                if (!strcmp(type, lio_lun_type_name(ty))) {
+                    l->type = ty;
+                }
+            }
+            l->lun = lun;
+            l->size = size;
+            l->block_size = bs;
+            struct lio_backing back = lio_lun_backing(l);
             if (lun < 0 || lun > LIO_LUN_MAX) {
                 err = g_strdup("lun out of range");
             } else if (size < 0) {
                 err = g_strdup("size out of range");
+            } else if (bs < 0 || bs > UINT32_MAX) {
+                err = g_strdup("block_size out of range");
             } else if (l->type == LIO_LUN_OTHER) {
-                err = g_strdup("lun type must be \"file\" or \"block\"");
-            } else if (!lio_backing_path_ok(l->path)) {
-                err = g_strdup("path must be absolute without ',', '=' or newlines");
-            } else if (l->type == LIO_LUN_FILE && size % 512) {
-                err = g_strdup("size must be a multiple of 512");
+                err = g_strdup("lun type must be \"file\", \"block\", \"ram\" or \"null\"");
+            } else {
+                err = lio_backing_refusal(&back);
             }
-            l->lun = lun;
-            l->size = size;
         }
     }
     if (err) {
@@ -454,6 +285,42 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
     }
     *out = targets;
     return 0;
+}
+
+/* What restore made, to take back in reverse when a later step fails. */
+struct made {
+    const struct lio_target *t;
+    enum { MADE_WWPN, MADE_TPGT, MADE_LUN, MADE_FILE } what;
+    const struct lio_lun *l;
+};
+
+static void undo(struct lio *lio, GArray *made)
+{
+    for (guint i = made->len; i-- > 0;) {
+        const struct made *m = &g_array_index(made, struct made, i);
+        g_autofree char *wdir = lio_path(lio, "target", "vhost", m->t->wwpn, NULL);
+        switch (m->what) {
+        case MADE_LUN:
+            lio_lun_remove(lio, m->t->wwpn, m->t->tpgt, m->l->lun);
+            break;
+        case MADE_FILE:
+            /* New and empty: no one's data yet (an existing file is never removed). */
+            lio->ops->unlink(lio->opaque, m->l->path);
+            break;
+        case MADE_TPGT:
+            lio_tpgt_remove(lio, m->t->wwpn, m->t->tpgt);
+            break;
+        case MADE_WWPN:
+            lio_remove_dir(lio, wdir);
+            break;
+        }
+    }
+}
+
+static void note(GArray *made, const struct lio_target *t, int what, const struct lio_lun *l)
+{
+    struct made m = { .t = t, .what = what, .l = l };
+    g_array_append_val(made, m);
 }
 
 int lio_restore(struct lio *lio, const char *file)
@@ -470,18 +337,50 @@ int lio_restore(struct lio *lio, const char *file)
     if (ret < 0) {
         return ret;
     }
+    g_autoptr(GArray) made = g_array_new(FALSE, FALSE, sizeof(struct made));
+    g_autofree char *at = NULL;
     for (guint i = 0; i < targets->len && ret == 0; i++) {
         struct lio_target *t = targets->pdata[i];
+        g_autofree char *wdir = lio_path(lio, "target", "vhost", t->wwpn, NULL);
+        g_autofree char *tdir = g_strdup_printf("%s/tpgt_%u", wdir, t->tpgt);
+        bool had_wwpn = lio_is_dir(lio, wdir), had_tpgt = lio_is_dir(lio, tdir);
         ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL);
+        if (ret < 0) {
+            at = g_strdup_printf("targets[%u] (%s tpgt %u)", i, t->wwpn, t->tpgt);
+            break;
+        }
+        if (!had_wwpn) {
+            note(made, t, MADE_WWPN, NULL);
+        }
+        if (!had_tpgt) {
+            note(made, t, MADE_TPGT, NULL);
+        }
         for (guint k = 0; k < t->luns->len && ret == 0; k++) {
             struct lio_lun *l = t->luns->pdata[k];
-            /* A block LUN's size is the device's: informational only. */
-            struct lio_backing b = {
-                .type = l->type, .path = l->path,
-                .size = l->type == LIO_LUN_FILE ? l->size : 0,
-            };
+            g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, l->lun);
+            struct stat st;
+            bool had_lun = lio_is_dir(lio, ld);
+            bool had_file = !l->path[0] || lio->ops->stat(lio->opaque, l->path, false, &st) == 0;
+            struct lio_backing b = lio_lun_backing(l);
             ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
+            if (ret < 0) {
+                at = g_strdup_printf("targets[%u].luns[%u] (%s tpgt %u LUN %u, %s %s, backstore "
+                                     "core/%s)", i, k, t->wwpn, t->tpgt, l->lun,
+                                     lio_lun_type_name(l->type), l->path[0] ? l->path : "-",
+                                     l->backstore[0] ? l->backstore : "-");
+            } else if (!had_lun) {
+                if (!had_file) {
+                    note(made, t, MADE_FILE, l);
+                }
+                note(made, t, MADE_LUN, l);
+            }
         }
+    }
+    if (ret < 0) {
+        /* All or nothing: a VM must not start on half a configuration. */
+        g_warning("lio: restoring %s stopped at %s: %s; what the restore had made is removed "
+                  "again", file, at, g_strerror(-ret));
+        undo(lio, made);
     }
     g_ptr_array_unref(targets);
     return ret;

@@ -1,42 +1,26 @@
 /*
- * LIO/tcm_vhost configuration through configfs, for vhost-scsi-ctl.  Every
- * operation is idempotent (it drives the tree towards a wanted state), and
- * every path is built from a configurable root so the unit tests can run it
- * against a plain directory: there the attribute files the kernel would
- * provide are created on write and directories are removed recursively,
- * while on the real configfs attributes are only ever written in place and
- * directories only rmdir'ed (the kernel tears down default groups itself).
- * Backstores created here get a name derived from WWPN, TPGT and LUN, which
- * is how delete recognises the ones it may remove.  The saved form of a
- * configuration (list --json, save, restore) is lio-config.c's, the
- * filesystem and kernel modules under it lio-fs.c's.  The file is a little
- * over 1,000 lines because it still parses LUN specs itself (lun_spec_parse):
- * that grammar should be lib/config/lun-spec.c's, once its parsing no
- * longer pulls in the backends' libraries (noted on issue 12).
+ * LIO/tcm_vhost configuration through configfs, for vhost-scsi-ctl: target
+ * WWPNs and TPGs with their I_T nexus, LUN links onto backstores
+ * (lio-backstore.c), deletion and listing.  Every operation is idempotent
+ * (it drives the tree towards a wanted state) and undoes its own steps when
+ * one fails, so a refused or failed command leaves the tree as it was.  All
+ * filesystem and kernel access goes through the root's operations table
+ * (include/lio/lio-fs.h, helpers in lio-tree.c), so the unit tests run this
+ * very code against a fake.  The saved form of a configuration (list
+ * --json, save, restore) is lio-config.c's.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <ctype.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
-#include <sys/sysmacros.h>
-#include <sys/utsname.h>
 #include <unistd.h>
-#include <linux/fs.h>
 
-#include "lio-configfs.h"
 #include "lio-int.h"
-#include "size.h"
-
-#define BACKSTORE_PREFIX "vs-"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -140,391 +124,6 @@ static char *tpgt_dir(const struct lio *lio, const char *wwpn, unsigned tpgt)
     return lio_path(lio, "target", "vhost", wwpn, t, NULL);
 }
 
-/*
- * configfs attributes take the whole value in one write(); on a plain tree
- * the file is created, since there is no kernel to provide it.
- */
-/* ------------------------------------------------------------ backstores */
-
-static char *backstore_name(const char *wwpn, unsigned tpgt, unsigned lun)
-{
-    GString *s = g_string_new(BACKSTORE_PREFIX);
-    for (const char *p = wwpn; *p; p++) {
-        g_string_append_c(s, isalnum((unsigned char)*p) ? *p : '_');
-    }
-    g_string_append_printf(s, "-t%u-l%u", tpgt, lun);
-    return g_string_free(s, FALSE);
-}
-
-struct lun_spec {
-    enum lio_lun_type type;
-    char *path;
-    uint64_t size;             /* 0: take it from the file */
-};
-
-static void lun_spec_clear(struct lun_spec *s)
-{
-    g_free(s->path);
-}
-
-/* The kernel parses control options separated by ',' and newlines. */
-bool lio_backing_path_ok(const char *path)
-{
-    return path[0] == '/' && !strpbrk(path, ",\n=");
-}
-
-static int lun_spec_parse(const char *spec, struct lun_spec *out)
-{
-    memset(out, 0, sizeof(*out));
-    const char *rest;
-    if (g_str_has_prefix(spec, "file:")) {
-        out->type = LIO_LUN_FILE;
-        rest = spec + 5;
-    } else if (g_str_has_prefix(spec, "block:")) {
-        out->type = LIO_LUN_BLOCK;
-        rest = spec + 6;
-    } else {
-        g_warning("lio: LUN spec '%s': expected file:PATH[,size=BYTES] or block:DEV", spec);
-        return -EINVAL;
-    }
-    const char *comma = strchr(rest, ',');
-    out->path = comma ? g_strndup(rest, comma - rest) : g_strdup(rest);
-    if (comma) {
-        if (out->type != LIO_LUN_FILE || !g_str_has_prefix(comma + 1, "size=") ||
-            size_parse(comma + 6, &out->size) < 0 || out->size == 0) {
-            g_warning("lio: LUN spec '%s': only file LUNs take ',size=BYTES[KMGT]' (> 0)", spec);
-            lun_spec_clear(out);
-            return -EINVAL;
-        }
-        if (out->size % 512) {
-            g_warning("lio: LUN spec '%s': size must be a multiple of 512", spec);
-            lun_spec_clear(out);
-            return -EINVAL;
-        }
-    }
-    if (!lio_backing_path_ok(out->path)) {
-        g_warning("lio: LUN spec '%s': path must be absolute without ',', '=' or newlines",
-                  spec);
-        lun_spec_clear(out);
-        return -EINVAL;
-    }
-    return 0;
-}
-
-static uint64_t device_size(const char *path)
-{
-    struct stat st;
-    if (stat(path, &st) < 0) {
-        return 0;
-    }
-    if (S_ISREG(st.st_mode)) {
-        return st.st_size;
-    }
-    if (S_ISBLK(st.st_mode)) {
-        uint64_t sz = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            if (ioctl(fd, BLKGETSIZE64, &sz) < 0) {
-                sz = 0;
-            }
-            close(fd);
-        }
-        return sz;
-    }
-    return 0;
-}
-
-/* Makes the file exist with the wanted size; fills in the size if unset. */
-static int prepare_backing(struct lun_spec *s)
-{
-    struct stat st;
-    if (s->type == LIO_LUN_BLOCK) {
-        if (stat(s->path, &st) < 0 || !S_ISBLK(st.st_mode)) {
-            g_warning("lio: %s is not a block device", s->path);
-            return -ENODEV;
-        }
-        return 0;
-    }
-    if (stat(s->path, &st) == 0 && S_ISBLK(st.st_mode)) {
-        s->size = device_size(s->path);
-        return 0;
-    }
-    if (stat(s->path, &st) == 0 && !S_ISREG(st.st_mode)) {
-        g_warning("lio: %s is neither a regular file nor a block device", s->path);
-        return -EINVAL;
-    }
-    if (s->size == 0) {
-        if (stat(s->path, &st) < 0) {
-            g_warning("lio: file %s does not exist (give ,size=BYTES to create it)", s->path);
-            return -ENOENT;
-        }
-        if (st.st_size == 0 || st.st_size % 512) {
-            g_warning("lio: file %s size %jd is not a positive multiple of 512",
-                      s->path, (intmax_t)st.st_size);
-            return -EINVAL;
-        }
-        s->size = st.st_size;
-        return 0;
-    }
-    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || fstat(fd, &st) < 0) {
-        int e = errno;
-        g_warning("lio: cannot create %s: %s", s->path, g_strerror(e));
-        if (fd >= 0) {
-            close(fd);
-        }
-        return -e;
-    }
-    int ret = 0;
-    if ((uint64_t)st.st_size < s->size && ftruncate(fd, s->size) < 0) {
-        ret = -errno;
-        g_warning("lio: cannot size %s to %" PRIu64 ": %s", s->path, s->size,
-                  g_strerror(-ret));
-    }
-    close(fd);
-    return ret;
-}
-
-/* Backstore dirs as core-relative "hba/name", each with its udev_path. */
-struct bs_entry {
-    char *rel;
-    char *path;
-};
-
-static void bs_entry_free(gpointer p)
-{
-    struct bs_entry *e = p;
-    g_free(e->rel);
-    g_free(e->path);
-    g_free(e);
-}
-
-static GPtrArray *backstores(const struct lio *lio)
-{
-    GPtrArray *a = g_ptr_array_new_with_free_func(bs_entry_free);
-    g_autofree char *core = lio_path(lio, "target", "core", NULL);
-    DIR *d = opendir(core);
-    if (!d) {
-        return a;
-    }
-    struct dirent *de;
-    while ((de = readdir(d))) {
-        /* core/alua holds ALUA groups, not storage objects. */
-        if (de->d_name[0] == '.' || !strcmp(de->d_name, "alua")) {
-            continue;
-        }
-        g_autofree char *hba = g_build_filename(core, de->d_name, NULL);
-        if (!lio_is_dir(hba)) {
-            continue;
-        }
-        DIR *h = opendir(hba);
-        if (!h) {
-            continue;
-        }
-        struct dirent *se;
-        while ((se = readdir(h))) {
-            g_autofree char *so = g_build_filename(hba, se->d_name, NULL);
-            if (se->d_name[0] == '.' || !lio_is_dir(so)) {
-                continue;
-            }
-            g_autofree char *up = g_build_filename(so, "udev_path", NULL);
-            struct bs_entry *e = g_new0(struct bs_entry, 1);
-            e->rel = g_strdup_printf("%s/%s", de->d_name, se->d_name);
-            e->path = lio_read_attr(up);
-            if (!e->path) {
-                e->path = g_strdup("");
-            }
-            g_ptr_array_add(a, e);
-        }
-        closedir(h);
-    }
-    closedir(d);
-    return a;
-}
-
-static bool same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    if (!a[0] || !b[0]) {
-        return false;
-    }
-    if (stat(a, &sa) == 0 && stat(b, &sb) == 0) {
-        if (S_ISBLK(sa.st_mode) && S_ISBLK(sb.st_mode)) {
-            return sa.st_rdev == sb.st_rdev;
-        }
-        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-    }
-    return !strcmp(a, b);
-}
-
-/* The LUN symlink in lun_dir and the "hba/name" it points to. */
-static bool lun_link(const char *lun_dir, char **link_path, char **rel)
-{
-    DIR *d = opendir(lun_dir);
-    if (!d) {
-        return false;
-    }
-    struct dirent *de;
-    bool found = false;
-    while (!found && (de = readdir(d))) {
-        g_autofree char *p = g_build_filename(lun_dir, de->d_name, NULL);
-        struct stat st;
-        if (lstat(p, &st) < 0 || !S_ISLNK(st.st_mode)) {
-            continue;
-        }
-        g_autofree char *tgt = g_file_read_link(p, NULL);
-        if (!tgt) {
-            continue;
-        }
-        g_autofree char *base = g_path_get_basename(tgt);
-        g_autofree char *dir = g_path_get_dirname(tgt);
-        g_autofree char *hba = g_path_get_basename(dir);
-        if (rel) {
-            *rel = g_strdup_printf("%s/%s", hba, base);
-        }
-        if (link_path) {
-            *link_path = g_steal_pointer(&p);
-        }
-        found = true;
-    }
-    closedir(d);
-    return found;
-}
-
-/* Every LUN link of every fabric pointing to core-relative rel. */
-static GPtrArray *links_to(const struct lio *lio, const char *rel)
-{
-    GPtrArray *users = g_ptr_array_new_with_free_func(g_free);
-    g_autofree char *target = lio_path(lio, "target", NULL);
-    DIR *fd = opendir(target);
-    if (!fd) {
-        return users;
-    }
-    struct dirent *fe;
-    while ((fe = readdir(fd))) {
-        if (fe->d_name[0] == '.' || !strcmp(fe->d_name, "core")) {
-            continue;
-        }
-        g_autofree char *fab = g_build_filename(target, fe->d_name, NULL);
-        DIR *wd = opendir(fab);
-        if (!wd) {
-            continue;
-        }
-        struct dirent *we;
-        while ((we = readdir(wd))) {
-            g_autofree char *wdir = g_build_filename(fab, we->d_name, NULL);
-            if (we->d_name[0] == '.' || !lio_is_dir(wdir)) {
-                continue;
-            }
-            g_autoptr(GArray) tpgts = lio_numbered_entries(wdir, "tpgt_", UINT16_MAX);
-            for (guint i = 0; i < tpgts->len; i++) {
-                g_autofree char *ld = g_strdup_printf("%s/tpgt_%u/lun", wdir,
-                                                      g_array_index(tpgts, unsigned, i));
-                g_autoptr(GArray) luns = lio_numbered_entries(ld, "lun_", UINT_MAX);
-                for (guint j = 0; j < luns->len; j++) {
-                    g_autofree char *lp = g_strdup_printf("%s/lun_%u", ld,
-                                                          g_array_index(luns, unsigned, j));
-                    g_autofree char *r = NULL;
-                    if (lun_link(lp, NULL, &r) && !strcmp(r, rel)) {
-                        g_ptr_array_add(users, g_strdup(lp));
-                    }
-                }
-            }
-        }
-        closedir(wd);
-    }
-    closedir(fd);
-    return users;
-}
-
-static int backstore_create(struct lio *lio, const char *name, const struct lun_spec *s,
-                            char **rel_out)
-{
-    const char *kind = s->type == LIO_LUN_FILE ? "fileio" : "iblock";
-    g_autofree char *core = lio_path(lio, "target", "core", NULL);
-    g_autofree char *hba = NULL;
-    int ret;
-
-    /* One HBA per backstore, first free index, as rtslib does. */
-    for (unsigned i = 0;; i++) {
-        g_free(hba);
-        hba = g_strdup_printf("%s/%s_%u", core, kind, i);
-        if (mkdir(hba, 0755) == 0) {
-            break;
-        }
-        if (errno != EEXIST || i > 100000) {
-            ret = -errno;
-            g_warning("lio: cannot create HBA %s: %s", hba, g_strerror(errno));
-            return ret;
-        }
-    }
-    g_autofree char *so = g_build_filename(hba, name, NULL);
-    if (mkdir(so, 0755) < 0) {
-        ret = -errno;
-        g_warning("lio: cannot create backstore %s: %s", so, g_strerror(-ret));
-        rmdir(hba);
-        return ret;
-    }
-    g_autofree char *control = NULL;
-    if (s->type == LIO_LUN_FILE) {
-        control = g_strdup_printf("fd_dev_name=%s,fd_dev_size=%" PRIu64, s->path, s->size);
-    } else {
-        control = g_strdup_printf("udev_path=%s", s->path);
-    }
-    const char *steps[][2] = {
-        { "control", control }, { "udev_path", s->path }, { "enable", "1" },
-    };
-    for (size_t i = 0; i < G_N_ELEMENTS(steps); i++) {
-        g_autofree char *attr = g_build_filename(so, steps[i][0], NULL);
-        ret = lio_write_attr(lio, attr, steps[i][1]);
-        if (ret < 0) {
-            g_warning("lio: backstore %s: writing %s='%s' failed: %s%s", so, steps[i][0],
-                      steps[i][1], g_strerror(-ret),
-                      ret == -EEXIST || ret == -EBUSY ? " (device busy/claimed?)" : "");
-            lio_remove_dir(lio, so);
-            rmdir(hba);
-            return ret;
-        }
-    }
-    *rel_out = g_strdup_printf("%s_%s/%s", kind, strrchr(hba, '_') + 1, name);
-    return 0;
-}
-
-static int backstore_delete(struct lio *lio, const char *rel)
-{
-    g_autofree char *so = lio_path(lio, "target", "core", rel, NULL);
-    g_autofree char *hba = g_path_get_dirname(so);
-    if (!lio_is_dir(so)) {
-        return 0;
-    }
-    int ret = lio_remove_dir(lio, so);
-    if (ret < 0) {
-        g_warning("lio: removing backstore core/%s failed: %s", rel, g_strerror(-ret));
-        return ret;
-    }
-    /* The HBA goes too when we left it empty; a shared one stays. */
-    if (lio->configfs) {
-        rmdir(hba);
-    } else {
-        bool empty = true;
-        DIR *d = opendir(hba);
-        struct dirent *de;
-        while (d && (de = readdir(d))) {
-            g_autofree char *c = g_build_filename(hba, de->d_name, NULL);
-            if (de->d_name[0] != '.' && lio_is_dir(c)) {
-                empty = false;
-            }
-        }
-        if (d) {
-            closedir(d);
-        }
-        if (empty) {
-            lio_remove_tree(hba);
-        }
-    }
-    return 0;
-}
-
 /* --------------------------------------------------------------- targets */
 
 static int check_wwpn(const char *wwpn)
@@ -587,30 +186,29 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const ch
     }
     g_autofree char *wdir = lio_path(lio, "target", "vhost", wwpn, NULL);
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
-    g_autofree char *ldir = g_build_filename(tdir, "lun", NULL);
     g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
-    bool existed = lio_is_dir(tdir);
+    g_autofree char *cur = NULL;
+    bool made_wdir = false, made_tdir = false;
 
-    ret = lio_make_dir(wdir);
-    if (ret == 0) {
-        ret = lio_make_dir(tdir);
+    if (!lio_is_dir(lio, wdir)) {
+        ret = lio->ops->mkdir(lio->opaque, wdir);
+        made_wdir = ret == 0;
     }
-    if (ret == 0 && !lio->configfs) {
-        ret = lio_make_dir(ldir);
+    if (ret == 0 && !lio_is_dir(lio, tdir)) {
+        ret = lio->ops->mkdir(lio->opaque, tdir);
+        made_tdir = ret == 0;
     }
     if (ret < 0) {
         g_warning("lio: cannot create %s: %s", tdir, g_strerror(-ret));
-        return ret;
+        goto undo;
     }
-    g_autofree char *cur = lio_read_attr(nfile);
+    cur = lio_read_attr(lio, nfile);
     if (cur && cur[0] && nexus != gen && strcmp(cur, nexus)) {
         g_warning("lio: target %s tpgt %u already has nexus %s, not %s", wwpn, tpgt, cur, nexus);
         return -EEXIST;
     }
     if (cur && cur[0]) {
-        if (existed) {
-            g_info("lio: target %s tpgt %u already exists (nexus %s)", wwpn, tpgt, cur);
-        }
+        g_info("lio: target %s tpgt %u already exists (nexus %s)", wwpn, tpgt, cur);
         return 0;
     }
     /* tcm_vhost: the nexus must exist before LUNs are linked. */
@@ -618,56 +216,79 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const ch
     if (ret < 0) {
         g_warning("lio: target %s tpgt %u: setting nexus %s failed: %s", wwpn, tpgt, nexus,
                   g_strerror(-ret));
-        if (!existed) {
-            lio_remove_dir(lio, tdir);
-            rmdir(wdir);
-        }
-        return ret;
+        goto undo;
     }
     return 0;
+undo:
+    if (made_tdir) {
+        lio_remove_dir(lio, tdir);
+    }
+    if (made_wdir) {
+        lio_remove_dir(lio, wdir);
+    }
+    return ret;
 }
 
-/*
- * Any process holding /dev/vhost-scsi open may have SET_ENDPOINT on this
- * WWPN; the kernel does not say which WWPN a vhost fd uses, so this is the
- * cautious check (unlinking a LUN under a running guest hot-unplugs it).
- */
-static int vhost_device_holder(char **comm)
+/* ------------------------------------------------------------------- LUNs */
+
+/* The LUN symlink in lun_dir and the "hba/name" it points to. */
+static bool lun_link(const struct lio *lio, const char *lun_dir, char **link_path, char **rel)
 {
-    struct stat vs;
-    if (stat("/dev/vhost-scsi", &vs) < 0 || !S_ISCHR(vs.st_mode)) {
-        return 0;
-    }
-    int found = 0;
-    DIR *proc = opendir("/proc");
-    struct dirent *pe;
-    while (proc && !found && (pe = readdir(proc))) {
-        if (!isdigit((unsigned char)pe->d_name[0]) || atoi(pe->d_name) == getpid()) {
+    g_autoptr(GPtrArray) names = lio_readdir(lio, lun_dir);
+    for (guint i = 0; i < names->len; i++) {
+        g_autofree char *p = g_build_filename(lun_dir, names->pdata[i], NULL);
+        g_autofree char *tgt = NULL;
+        if (!lio_is_link(lio, p) || lio->ops->readlink(lio->opaque, p, &tgt) < 0) {
             continue;
         }
-        g_autofree char *fdd = g_strdup_printf("/proc/%s/fd", pe->d_name);
-        DIR *fds = opendir(fdd);
-        struct dirent *fe;
-        while (fds && !found && (fe = readdir(fds))) {
-            g_autofree char *f = g_build_filename(fdd, fe->d_name, NULL);
-            struct stat st;
-            if (fe->d_name[0] != '.' && stat(f, &st) == 0 && S_ISCHR(st.st_mode) &&
-                st.st_rdev == vs.st_rdev) {
-                found = atoi(pe->d_name);
+        g_autofree char *base = g_path_get_basename(tgt);
+        g_autofree char *dir = g_path_get_dirname(tgt);
+        g_autofree char *hba = g_path_get_basename(dir);
+        if (rel) {
+            *rel = g_strdup_printf("%s/%s", hba, base);
+        }
+        if (link_path) {
+            *link_path = g_steal_pointer(&p);
+        }
+        return true;
+    }
+    return false;
+}
+
+/* Every LUN link of every fabric pointing to core-relative rel. */
+static GPtrArray *links_to(const struct lio *lio, const char *rel)
+{
+    GPtrArray *users = g_ptr_array_new_with_free_func(g_free);
+    g_autofree char *target = lio_path(lio, "target", NULL);
+    g_autoptr(GPtrArray) fabrics = lio_readdir(lio, target);
+    for (guint f = 0; f < fabrics->len; f++) {
+        if (!strcmp(fabrics->pdata[f], "core")) {
+            continue;
+        }
+        g_autofree char *fab = g_build_filename(target, fabrics->pdata[f], NULL);
+        g_autoptr(GPtrArray) wwpns = lio_readdir(lio, fab);
+        for (guint w = 0; w < wwpns->len; w++) {
+            g_autofree char *wdir = g_build_filename(fab, wwpns->pdata[w], NULL);
+            if (!lio_is_dir(lio, wdir)) {
+                continue;
+            }
+            g_autoptr(GArray) tpgts = lio_numbered_entries(lio, wdir, "tpgt_", UINT16_MAX);
+            for (guint i = 0; i < tpgts->len; i++) {
+                g_autofree char *ld = g_strdup_printf("%s/tpgt_%u/lun", wdir,
+                                                      g_array_index(tpgts, unsigned, i));
+                g_autoptr(GArray) luns = lio_numbered_entries(lio, ld, "lun_", UINT_MAX);
+                for (guint j = 0; j < luns->len; j++) {
+                    g_autofree char *lp = g_strdup_printf("%s/lun_%u", ld,
+                                                          g_array_index(luns, unsigned, j));
+                    g_autofree char *r = NULL;
+                    if (lun_link(lio, lp, NULL, &r) && !strcmp(r, rel)) {
+                        g_ptr_array_add(users, g_strdup(lp));
+                    }
+                }
             }
         }
-        if (fds) {
-            closedir(fds);
-        }
     }
-    if (proc) {
-        closedir(proc);
-    }
-    if (found) {
-        g_autofree char *cp = g_strdup_printf("/proc/%d/comm", found);
-        *comm = lio_read_attr(cp);
-    }
-    return found;
+    return users;
 }
 
 static int lun_remove_dir(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
@@ -676,11 +297,11 @@ static int lun_remove_dir(struct lio *lio, const char *wwpn, unsigned tpgt, unsi
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
     g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
     g_autofree char *link = NULL, *rel = NULL;
-    if (!lio_is_dir(ld)) {
+    if (!lio_is_dir(lio, ld)) {
         return 0;
     }
-    bool linked = lun_link(ld, &link, &rel);
-    g_autofree char *mine = backstore_name(wwpn, tpgt, lun);
+    bool linked = lun_link(lio, ld, &link, &rel);
+    g_autofree char *mine = lio_backstore_name(wwpn, tpgt, lun);
     g_autofree char *rel_base = rel ? g_path_get_basename(rel) : NULL;
     bool owned = linked && !strcmp(rel_base, mine);
     if (owned) {
@@ -696,17 +317,17 @@ static int lun_remove_dir(struct lio *lio, const char *wwpn, unsigned tpgt, unsi
     if (check_only) {
         return 0;
     }
-    if (linked && unlink(link) < 0) {
-        int e = errno;
-        g_warning("lio: unlinking %s failed: %s", link, g_strerror(e));
-        return -e;
+    int ret = linked ? lio->ops->unlink(lio->opaque, link) : 0;
+    if (ret < 0) {
+        g_warning("lio: unlinking %s failed: %s", link, g_strerror(-ret));
+        return ret;
     }
-    int ret = lio_remove_dir(lio, ld);
+    ret = lio_remove_dir(lio, ld);
     if (ret < 0) {
         g_warning("lio: removing %s failed: %s", ld, g_strerror(-ret));
         return ret;
     }
-    return owned ? backstore_delete(lio, rel) : 0;
+    return owned ? lio_backstore_delete(lio, rel) : 0;
 }
 
 int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun)
@@ -729,18 +350,18 @@ int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
 static void warn_tmf_bug(const struct lio *lio, const char *tdir, const char *wwpn,
                          unsigned tpgt)
 {
-    struct utsname u;
+    char rel[256];
     unsigned major = 0, minor = 0;
-    if (!lio->configfs || uname(&u) < 0 || sscanf(u.release, "%u.%u", &major, &minor) != 2 ||
-        major > 6 || (major == 6 && minor >= 4)) {
+    if (lio->ops->kernel_release(lio->opaque, rel, sizeof(rel)) < 0 ||
+        sscanf(rel, "%u.%u", &major, &minor) != 2 || major > 6 || (major == 6 && minor >= 4)) {
         return;
     }
     g_autofree char *ldir = g_build_filename(tdir, "lun", NULL);
-    g_autoptr(GArray) luns = lio_numbered_entries(ldir, "lun_", UINT_MAX);
+    g_autoptr(GArray) luns = lio_numbered_entries(lio, ldir, "lun_", UINT_MAX);
     if (luns->len) {
         g_message("lio: %s tpgt %u gets a second LUN: on kernel %s (< 6.4) a guest's LUN reset "
                   "then makes unmapping these LUNs crash the host; prefer one LUN per TPG",
-                  wwpn, tpgt, u.release);
+                  wwpn, tpgt, rel);
     }
 }
 
@@ -757,15 +378,91 @@ static int lun_add_checks(struct lio *lio, const char *wwpn, unsigned tpgt, unsi
         return ret;
     }
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
-    if (!lio_is_dir(tdir)) {
+    if (!lio_is_dir(lio, tdir)) {
         g_warning("lio: target %s tpgt %u does not exist (create it first)", wwpn, tpgt);
         return -ENOENT;
     }
     return 0;
 }
 
-static int lun_add_spec(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                        struct lun_spec s);
+/* The checks of lun_add_checks and of the backing have been done. */
+static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                   const struct lio_backing *b)
+{
+    int ret;
+    g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
+    g_autofree char *name = lio_backstore_name(wwpn, tpgt, lun);
+    g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
+    g_autofree char *rel = NULL;
+    g_autoptr(GPtrArray) bss = lio_backstores(lio);
+
+    /* An existing LUN is fine if it maps this very backing, options and all. */
+    if (lio_is_dir(lio, ld)) {
+        g_autofree char *cur = NULL;
+        struct lio_lun l = { 0 };
+        bool same = lun_link(lio, ld, NULL, &cur);
+        if (same) {
+            lio_backstore_describe(lio, cur, &l);
+            same = lio_backing_matches(lio, &l, b);
+            g_free(l.path);
+        }
+        if (same) {
+            g_info("lio: %s tpgt %u LUN %u already maps core/%s", wwpn, tpgt, lun, cur);
+            return 0;
+        }
+        g_warning("lio: %s tpgt %u LUN %u already exists and maps core/%s, not %s%s", wwpn,
+                  tpgt, lun, cur ? cur : "nothing", b->path && b->path[0] ? b->path : "a new ",
+                  b->path && b->path[0] ? "" : lio_lun_type_name(b->type));
+        return -EEXIST;
+    }
+    /* The same file behind two backstores would be two caches of one disk. */
+    for (guint i = 0; i < bss->len; i++) {
+        struct lio_bs_entry *e = bss->pdata[i];
+        g_autofree char *base = g_path_get_basename(e->rel);
+        if (!strcmp(base, name)) {
+            /* Ours but unlinked (a crash between two steps): reused if it fits. */
+            struct lio_lun l = { 0 };
+            lio_backstore_describe(lio, e->rel, &l);
+            bool fits = lio_backing_matches(lio, &l, b);
+            g_free(l.path);
+            if (!fits) {
+                g_warning("lio: stale backstore core/%s backs %s, not %s: remove it first",
+                          e->rel, e->path[0] ? e->path : "no file",
+                          b->path && b->path[0] ? b->path : "this spec");
+                return -EBUSY;
+            }
+            rel = g_strdup(e->rel);
+        } else if (lio_same_file(lio, e->path, b->path)) {
+            g_warning("lio: %s is busy: it already backs backstore core/%s", b->path, e->rel);
+            return -EBUSY;
+        }
+    }
+    bool created = false, file_created = false;
+    if (!rel) {
+        ret = lio_backstore_create(lio, name, b, &rel, &file_created);
+        if (ret < 0) {
+            return ret;
+        }
+        created = true;
+    }
+
+    warn_tmf_bug(lio, tdir, wwpn, tpgt);
+    g_autofree char *target = lio_path(lio, "target", "core", rel, NULL);
+    g_autofree char *link = g_build_filename(ld, name, NULL);
+    ret = lio->ops->mkdir(lio->opaque, ld);
+    if (ret == 0 && (ret = lio->ops->symlink(lio->opaque, target, link)) < 0) {
+        lio_remove_dir(lio, ld);
+    }
+    if (ret < 0) {
+        g_warning("lio: %s tpgt %u: linking LUN %u to core/%s failed: %s", wwpn, tpgt, lun,
+                  rel, g_strerror(-ret));
+        if (created) {
+            lio_backstore_undo_create(lio, rel, b, file_created);
+        }
+        return ret;
+    }
+    return 0;
+}
 
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
                 const char *spec)
@@ -774,9 +471,10 @@ int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
     if (ret < 0) {
         return ret;
     }
-    struct lun_spec s;
-    ret = lun_spec_parse(spec, &s);
-    return ret < 0 ? ret : lun_add_spec(lio, wwpn, tpgt, lun, s);
+    g_autofree char *path = NULL;
+    struct lio_backing b;
+    ret = lio_backing_from_spec(lio, spec, &b, &path);
+    return ret < 0 ? ret : lun_add(lio, wwpn, tpgt, lun, &b);
 }
 
 int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
@@ -786,103 +484,35 @@ int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsign
     if (ret < 0) {
         return ret;
     }
-    const char *path = b->path ? b->path : "";
-    if (b->type != LIO_LUN_FILE && b->type != LIO_LUN_BLOCK) {
-        g_warning("lio: %s LUN %u: only file and block backstores can be created", wwpn, lun);
+    g_autofree char *why = lio_backing_refusal(b);
+    if (why) {
+        g_warning("lio: %s tpgt %u LUN %u (%s '%s'): %s", wwpn, tpgt, lun,
+                  lio_lun_type_name(b->type), b->path ? b->path : "", why);
         return -EINVAL;
     }
-    if (!lio_backing_path_ok(path)) {
-        g_warning("lio: %s LUN %u: path '%s': path must be absolute without ',', '=' or "
-                  "newlines", wwpn, lun, path);
-        return -EINVAL;
-    }
-    if (b->size && (b->type != LIO_LUN_FILE || b->size % 512)) {
-        g_warning("lio: %s LUN %u: size %" PRIu64 ": only file LUNs take a size, "
-                  "a multiple of 512", wwpn, lun, b->size);
-        return -EINVAL;
-    }
-    struct lun_spec s = { .type = b->type, .path = g_strdup(path), .size = b->size };
-    return lun_add_spec(lio, wwpn, tpgt, lun, s);
+    return lun_add(lio, wwpn, tpgt, lun, b);
 }
 
-/* Takes s over; the checks of lun_add_checks have been done. */
-static int lun_add_spec(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                        struct lun_spec s)
+int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt)
 {
-    int ret;
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
-    g_autofree char *name = backstore_name(wwpn, tpgt, lun);
-    g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
-    g_autofree char *rel = NULL;
-    g_autoptr(GPtrArray) bss = backstores(lio);
-
-    /* An existing LUN is fine if it maps this very file or device. */
-    if (lio_is_dir(ld)) {
-        g_autofree char *cur = NULL;
-        if (lun_link(ld, NULL, &cur)) {
-            for (guint i = 0; i < bss->len; i++) {
-                struct bs_entry *e = bss->pdata[i];
-                if (!strcmp(e->rel, cur) && same_file(e->path, s.path)) {
-                    g_info("lio: %s LUN %u already maps %s", wwpn, lun, s.path);
-                    lun_spec_clear(&s);
-                    return 0;
-                }
-            }
-        }
-        g_warning("lio: %s tpgt %u LUN %u already exists and maps core/%s, not %s",
-                  wwpn, tpgt, lun, cur ? cur : "nothing", s.path);
-        lun_spec_clear(&s);
-        return -EEXIST;
-    }
-    /* The same file behind two backstores would be two caches of one disk. */
-    for (guint i = 0; i < bss->len; i++) {
-        struct bs_entry *e = bss->pdata[i];
-        g_autofree char *base = g_path_get_basename(e->rel);
-        if (!strcmp(base, name)) {
-            if (!same_file(e->path, s.path)) {
-                g_warning("lio: stale backstore core/%s backs %s, not %s: remove it first",
-                          e->rel, e->path, s.path);
-                lun_spec_clear(&s);
-                return -EBUSY;
-            }
-            rel = g_strdup(e->rel);
-        } else if (same_file(e->path, s.path)) {
-            g_warning("lio: %s is busy: it already backs backstore core/%s", s.path, e->rel);
-            lun_spec_clear(&s);
-            return -EBUSY;
-        }
-    }
-    bool created = false;
-    if (!rel) {
-        ret = prepare_backing(&s);
-        if (ret == 0) {
-            ret = backstore_create(lio, name, &s, &rel);
-        }
+    g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
+    g_autofree char *cur = lio_read_attr(lio, nfile);
+    int ret;
+    if (cur && cur[0]) {
+        ret = lio_write_attr(lio, nfile, "NULL");
         if (ret < 0) {
-            lun_spec_clear(&s);
+            g_warning("lio: target %s tpgt %u: dropping the nexus failed: %s%s", wwpn, tpgt,
+                      g_strerror(-ret), ret == -EBUSY ? " (in use by a vhost device)" : "");
             return ret;
         }
-        created = true;
     }
-    lun_spec_clear(&s);
-
-    warn_tmf_bug(lio, tdir, wwpn, tpgt);
-    g_autofree char *target = lio_path(lio, "target", "core", rel, NULL);
-    g_autofree char *link = g_build_filename(ld, name, NULL);
-    ret = lio_make_dir(ld);
-    if (ret == 0 && symlink(target, link) < 0) {
-        ret = -errno;
-        lio_remove_dir(lio, ld);
-    }
+    ret = lio_remove_dir(lio, tdir);
     if (ret < 0) {
-        g_warning("lio: %s tpgt %u: linking LUN %u to core/%s failed: %s", wwpn, tpgt, lun,
-                  rel, g_strerror(-ret));
-        if (created) {
-            backstore_delete(lio, rel);
-        }
-        return ret;
+        g_warning("lio: removing %s failed: %s%s", tdir, g_strerror(-ret),
+                  ret == -EBUSY ? " (in use by a vhost device)" : "");
     }
-    return 0;
+    return ret;
 }
 
 int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
@@ -892,27 +522,27 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
         return ret;
     }
     g_autofree char *wdir = lio_path(lio, "target", "vhost", wwpn, NULL);
-    if (!lio_is_dir(wdir)) {
+    if (!lio_is_dir(lio, wdir)) {
         g_info("lio: target %s does not exist", wwpn);
         return 0;
     }
-    if (lio->configfs && !force) {
+    if (!force) {
         g_autofree char *comm = NULL;
-        int pid = vhost_device_holder(&comm);
+        int pid = lio->ops->vhost_holder(lio->opaque, &comm);
         if (pid) {
             g_warning("lio: target %s may be in use: /dev/vhost-scsi is open by pid %d (%s); "
                       "stop the VM or use --force", wwpn, pid, comm ? comm : "?");
             return -EBUSY;
         }
     }
-    g_autoptr(GArray) tpgts = lio_numbered_entries(wdir, "tpgt_", LIO_TPGT_MAX);
+    g_autoptr(GArray) tpgts = lio_numbered_entries(lio, wdir, "tpgt_", LIO_TPGT_MAX);
     /* Check every LUN before touching any, so a refusal changes nothing. */
     for (int pass = 0; pass < 2; pass++) {
         for (guint i = 0; i < tpgts->len; i++) {
             unsigned tpgt = g_array_index(tpgts, unsigned, i);
             g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
             g_autofree char *ldir = g_build_filename(tdir, "lun", NULL);
-            g_autoptr(GArray) luns = lio_numbered_entries(ldir, "lun_", UINT_MAX);
+            g_autoptr(GArray) luns = lio_numbered_entries(lio, ldir, "lun_", UINT_MAX);
             for (guint j = 0; j < luns->len; j++) {
                 ret = lun_remove_dir(lio, wwpn, tpgt, g_array_index(luns, unsigned, j),
                                      pass == 0);
@@ -923,23 +553,8 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
         }
     }
     for (guint i = 0; i < tpgts->len; i++) {
-        unsigned tpgt = g_array_index(tpgts, unsigned, i);
-        g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
-        g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
-        g_autofree char *cur = lio_read_attr(nfile);
-        if (lio->configfs && cur && cur[0]) {
-            ret = lio_write_attr(lio, nfile, "NULL");
-            if (ret < 0) {
-                g_warning("lio: target %s tpgt %u: dropping the nexus failed: %s%s", wwpn,
-                          tpgt, g_strerror(-ret),
-                          ret == -EBUSY ? " (in use by a vhost device)" : "");
-                return ret;
-            }
-        }
-        ret = lio_remove_dir(lio, tdir);
+        ret = lio_tpgt_remove(lio, wwpn, g_array_index(tpgts, unsigned, i));
         if (ret < 0) {
-            g_warning("lio: removing %s failed: %s%s", tdir, g_strerror(-ret),
-                      ret == -EBUSY ? " (in use by a vhost device)" : "");
             return ret;
         }
     }
@@ -951,6 +566,15 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
 }
 
 /* ------------------------------------------------------------------ list */
+
+const char *lio_lun_type_name(enum lio_lun_type t)
+{
+    static const char *const names[] = {
+        [LIO_LUN_FILE] = "file", [LIO_LUN_BLOCK] = "block", [LIO_LUN_RAM] = "ram",
+        [LIO_LUN_NULL] = "null", [LIO_LUN_OTHER] = "other",
+    };
+    return t <= LIO_LUN_OTHER ? names[t] : "other";
+}
 
 void lio_target_free(struct lio_target *t)
 {
@@ -980,81 +604,49 @@ struct lio_target *lio_target_new(void)
     return t;
 }
 
-/* fileio's info has "File: X  Size: N"; the status line has "SectorSize: N". */
-static uint64_t info_size(const char *info)
+static struct lio_lun *list_lun(struct lio *lio, const char *wwpn, unsigned tpgt,
+                                const char *ldir, unsigned lun)
 {
-    for (const char *p = info; p && (p = strstr(p, "Size: ")); p += 6) {
-        if (p == info || p[-1] == ' ') {
-            return g_ascii_strtoull(p + 6, NULL, 10);
-        }
+    struct lio_lun *l = g_new0(struct lio_lun, 1);
+    l->lun = lun;
+    g_autofree char *ld = g_strdup_printf("%s/lun_%u", ldir, l->lun);
+    if (!lun_link(lio, ld, NULL, &l->backstore)) {
+        l->backstore = g_strdup("");
     }
-    return 0;
-}
-
-static gint cmp_str(gconstpointer a, gconstpointer b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    lio_backstore_describe(lio, l->backstore, l);
+    g_autofree char *mine = lio_backstore_name(wwpn, tpgt, l->lun);
+    g_autofree char *base = g_path_get_basename(l->backstore);
+    l->owned = !strcmp(base, mine);
+    return l;
 }
 
 int lio_list(struct lio *lio, GPtrArray **out)
 {
     GPtrArray *all = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
     g_autofree char *vdir = lio_path(lio, "target", "vhost", NULL);
-    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
-    DIR *d = opendir(vdir);
-    struct dirent *de;
-    while (d && (de = readdir(d))) {
-        g_autofree char *p = g_build_filename(vdir, de->d_name, NULL);
-        if (de->d_name[0] != '.' && lio_is_dir(p)) {
-            g_ptr_array_add(names, g_strdup(de->d_name));
-        }
-    }
-    if (d) {
-        closedir(d);
-    }
-    g_ptr_array_sort(names, cmp_str);
+    g_autoptr(GPtrArray) names = lio_readdir(lio, vdir);
     for (guint n = 0; n < names->len; n++) {
         const char *wwpn = names->pdata[n];
         g_autofree char *wdir = g_build_filename(vdir, wwpn, NULL);
-        g_autoptr(GArray) tpgts = lio_numbered_entries(wdir, "tpgt_", LIO_TPGT_MAX);
+        if (wwpn[0] == '.' || !lio_is_dir(lio, wdir)) {
+            continue;
+        }
+        g_autoptr(GArray) tpgts = lio_numbered_entries(lio, wdir, "tpgt_", LIO_TPGT_MAX);
         for (guint i = 0; i < tpgts->len; i++) {
             struct lio_target *t = lio_target_new();
             t->wwpn = g_strdup(wwpn);
             t->tpgt = g_array_index(tpgts, unsigned, i);
             g_autofree char *tdir = tpgt_dir(lio, wwpn, t->tpgt);
             g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
-            t->nexus = lio_read_attr(nfile);
+            t->nexus = lio_read_attr(lio, nfile);
             if (!t->nexus) {
                 t->nexus = g_strdup("");
             }
             g_autofree char *ldir = g_build_filename(tdir, "lun", NULL);
-            g_autoptr(GArray) luns = lio_numbered_entries(ldir, "lun_", UINT_MAX);
+            g_autoptr(GArray) luns = lio_numbered_entries(lio, ldir, "lun_", UINT_MAX);
             for (guint j = 0; j < luns->len; j++) {
-                struct lio_lun *l = g_new0(struct lio_lun, 1);
-                l->lun = g_array_index(luns, unsigned, j);
-                g_autofree char *ld = g_strdup_printf("%s/lun_%u", ldir, l->lun);
-                if (!lun_link(ld, NULL, &l->backstore)) {
-                    l->backstore = g_strdup("");
-                }
-                l->type = g_str_has_prefix(l->backstore, "fileio_") ? LIO_LUN_FILE :
-                          g_str_has_prefix(l->backstore, "iblock_") ? LIO_LUN_BLOCK :
-                          LIO_LUN_OTHER;
-                g_autofree char *so = lio_path(lio, "target", "core", l->backstore, NULL);
-                g_autofree char *up = g_build_filename(so, "udev_path", NULL);
-                g_autofree char *ip = g_build_filename(so, "info", NULL);
-                g_autofree char *info = lio_read_attr(ip);
-                l->path = lio_read_attr(up);
-                if (!l->path) {
-                    l->path = g_strdup("");
-                }
-                l->size = info_size(info);
-                if (!l->size && l->path[0]) {
-                    l->size = device_size(l->path);
-                }
-                g_autofree char *mine = backstore_name(wwpn, t->tpgt, l->lun);
-                g_autofree char *base = g_path_get_basename(l->backstore);
-                l->owned = !strcmp(base, mine);
-                g_ptr_array_add(t->luns, l);
+                g_ptr_array_add(t->luns, list_lun(lio, wwpn, t->tpgt, ldir,
+                                                  g_array_index(luns, unsigned, j)));
             }
             g_ptr_array_add(all, t);
         }

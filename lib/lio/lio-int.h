@@ -1,6 +1,8 @@
 /*
- * What lio-configfs.c (the configfs tree) and lio-config.c (its saved
- * form) share beyond include/lio/lio-configfs.h.
+ * What the files of the lio layer share beyond include/lio/lio-configfs.h:
+ * the open root with its operations table, the path and attribute helpers
+ * on top of the table (lio-tree.c), the backstores (lio-backstore.c) and the
+ * records lio_list returns.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -11,28 +13,76 @@
 #include <glib.h>
 
 #include "lio-configfs.h"
+#include "lio-fs.h"
 
 #define LIO_ATTR_MAX 4096
 
 struct lio {
     char *root;
-    bool configfs;      /* the real configfs, not a test directory */
+    const struct lio_fs_ops *ops;
+    void *opaque;
 };
 
-/* lio-fs.c: paths below the root, attributes and directories. */
+/* lio-tree.c: paths below the root, attributes and directories. */
 char *lio_path(const struct lio *lio, const char *first, ...) G_GNUC_NULL_TERMINATED;
 int lio_write_attr(const struct lio *lio, const char *path, const char *val);
-char *lio_read_attr(const char *path);
-bool lio_is_dir(const char *p);
-int lio_make_dir(const char *p);
-int lio_remove_dir(const struct lio *lio, const char *p);
-/* Removes a plain directory tree (not configfs: its default groups go with rmdir). */
-int lio_remove_tree(const char *p);
+/* An attribute, trailing whitespace stripped; NULL when unreadable. */
+char *lio_read_attr(const struct lio *lio, const char *path);
+bool lio_is_dir(const struct lio *lio, const char *path);
+bool lio_is_link(const struct lio *lio, const char *path);
+/* mkdir; an existing directory is fine. */
+int lio_make_dir(const struct lio *lio, const char *path);
+int lio_remove_dir(const struct lio *lio, const char *path);
+/* The names in dir (empty when unreadable), sorted. */
+GPtrArray *lio_readdir(const struct lio *lio, const char *dir);
 /* The numbers N of entries PREFIX<N> of directory d, up to max, sorted. */
-GArray *lio_numbered_entries(const char *d, const char *prefix, unsigned max);
+GArray *lio_numbered_entries(const struct lio *lio, const char *d, const char *prefix,
+                             unsigned max);
 
+/* lio-backstore.c */
+/* A backstore directory, as "HBA/NAME" below target/core, and its udev_path. */
+struct lio_bs_entry {
+    char *rel;
+    char *path;
+};
+/* The name of the backstore lio_lun_add makes for a LUN: "vs-WWPN-tT-lL". */
+char *lio_backstore_name(const char *wwpn, unsigned tpgt, unsigned lun);
 /* A backing file path the kernel's option parser cannot misread. */
 bool lio_backing_path_ok(const char *path);
+/* Why LIO cannot make b (a g_malloc'd reason), or NULL when it can. */
+char *lio_backing_refusal(const struct lio_backing *b);
+/*
+ * Parses spec (the daemon's grammar, no "ID=") and maps it onto *out, whose
+ * path then points at *path (g_free it); -EINVAL, logged, when the spec is
+ * bad or LIO cannot express it.
+ */
+int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_backing *out,
+                          char **path);
+/* The size of a file or block device; 0 when unknown. */
+uint64_t lio_device_size(const struct lio *lio, const char *path);
+/* Every backstore (GPtrArray of struct lio_bs_entry *). */
+GPtrArray *lio_backstores(const struct lio *lio);
+/* Whether two paths name one file or device. */
+bool lio_same_file(const struct lio *lio, const char *a, const char *b);
+/*
+ * Creates backstore name for b (making the file exist first) and sets
+ * *rel_out to its "HBA/NAME" and *file_created to whether the file is new;
+ * a failure leaves nothing behind.
+ */
+int lio_backstore_create(const struct lio *lio, const char *name, const struct lio_backing *b,
+                         char **rel_out, bool *file_created);
+/* Takes back a lio_backstore_create when a later step fails. */
+void lio_backstore_undo_create(const struct lio *lio, const char *rel,
+                               const struct lio_backing *b, bool file_created);
+/* Fills in l's type, path, size and options from backstore core/rel. */
+void lio_backstore_describe(const struct lio *lio, const char *rel, struct lio_lun *l);
+/* Whether an existing backstore (as described) is what b asks for. */
+bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
+                         const struct lio_backing *b);
+/* Removes core/rel and its HBA if that is left empty; a missing one is fine. */
+int lio_backstore_delete(const struct lio *lio, const char *rel);
+/* lio-configfs.c: takes a TPG without LUNs away (its nexus first). */
+int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt);
 /* An empty target record, as lio_list returns them. */
 struct lio_target *lio_target_new(void);
 

@@ -2,9 +2,11 @@
 # Runs inside the kernel-vhost test guest as /test.sh (busybox sh): sets up
 # an LIO vhost target with `vhost-scsi-ctl lio` (it loads the modules with
 # libkmod and mounts configfs itself), a fileio LUN on tmpfs and an iblock
-# LUN on the virtio-scsi disk QEMU gives the guest, drives it through
-# /dev/vhost-scsi with kernel-vhost-probe, then deletes, restores and deletes
-# again, checking configfs is left clean.  Prints TAP lines (numbered by the
+# LUN on the virtio-scsi disk QEMU gives the guest (both given as file:, the
+# daemon's grammar), drives it through /dev/vhost-scsi with
+# kernel-vhost-probe, then deletes, restores and deletes again, checking
+# configfs is left clean.  A second target gets ram: and null: LUNs
+# (rd_mcp) and goes through save/restore; a third a read-only iblock LUN.  Prints TAP lines (numbered by the
 # host script that relays them); exit status = number of failures.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -27,7 +29,7 @@ tfail() {  # tfail DESCRIPTION STATUS COMMAND...: passes when the command exits 
 # No target dirs and no backstore of ours may remain.
 clean() {
     [ -z "$(ls "$CF/target/vhost" 2>/dev/null | grep -v -e '^version$' -e '^discovery_auth$')" ] &&
-        [ -z "$(ls "$CF/target/core" 2>/dev/null | grep -E '^(fileio|iblock)_')" ]
+        [ -z "$(ls "$CF/target/core" 2>/dev/null | grep -E '^(fileio|iblock|rd_mcp)_')" ]
 }
 
 # The block LUN: the first SCSI disk (QEMU's scsi-hd); the scan is async.
@@ -53,7 +55,9 @@ t "lun add 0 fileio on tmpfs" vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/lun0.
 # One LUN per TPG: on this 6.1 kernel a LUN reset on a multi-LUN TPG corrupts
 # its TMF list and unmapping the LUNs later crashes (fixed in Linux 6.4).
 t "create tpgt 2" vhost-scsi-ctl lio create "$W" --tpgt 2
-t "lun add 1 iblock on $BLK (tpgt 2)" vhost-scsi-ctl lio lun add "$W" 1 "block:$BLK" --tpgt 2
+t "lun add 1 file:$BLK is iblock (tpgt 2)" vhost-scsi-ctl lio lun add "$W" 1 "file:$BLK" --tpgt 2
+[ -d "$CF/target/core/iblock_0/vs-$(echo "$W" | tr . _)-t2-l1" ] && ok "the block device got an iblock backstore" ||
+    { notok "no iblock backstore for $BLK"; ls "$CF/target/core" | sed 's/^/# /'; }
 t "lun add 0 again is a no-op" vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/lun0.img,size=$FILE_BYTES"
 tfail "lun add 0 with another file is refused" 1 \
     vhost-scsi-ctl lio lun add "$W" 0 "file:/tmp/other.img,size=1M"
@@ -78,6 +82,29 @@ sed 's/^/# probe: /' /tmp/probe.err
 [ $rc = 0 ] && ok "kernel-vhost-probe passed" || notok "kernel-vhost-probe (exit $rc)"
 [ -d "$CF/target/vhost/$W/tpgt_2/lun/lun_1" ] && ok "refused delete left the target intact" ||
     notok "target damaged by the refused delete"
+
+# ram: and null: are rd_mcp backstores; a RAM LUN serves data like any other.
+W2=$(vhost-scsi-ctl lio create 2>/tmp/err) && ok "second target $W2" || notok "second target"
+t "lun add ram:4M" vhost-scsi-ctl lio lun add "$W2" 0 ram:4M
+t "create $W2 tpgt 2" vhost-scsi-ctl lio create "$W2" --tpgt 2
+t "lun add null:64M,block-size=4096" vhost-scsi-ctl lio lun add "$W2" 0 null:64M,block-size=4096 --tpgt 2
+NULLBS=$(echo "$CF"/target/core/rd_mcp_*/vs-*-t2-l0)
+grep -q "nullio: 1" "$NULLBS/info" && [ "$(cat "$NULLBS/attrib/block_size")" = 4096 ] &&
+    ok "null LUN: rd_nullio=1, block_size 4096" ||
+    { notok "null LUN attributes"; cat "$NULLBS/info" "$NULLBS/attrib/block_size" | sed 's/^/# /'; }
+tfail "lun add iscsi:// is refused" 1 vhost-scsi-ctl lio lun add "$W2" 1 iscsi://127.0.0.1/iqn.2024-01.x:t/0
+tfail "lun add of a read-only file is refused" 1 vhost-scsi-ctl lio lun add "$W2" 1 "file:/tmp/ro.img,ro,size=1M"
+[ ! -e /tmp/ro.img ] && ok "the refused file LUN made no file" || notok "/tmp/ro.img was made"
+kernel-vhost-probe --wwpn "$W2" --tpgt 1 --queues 1 --depth 4 --lun "0:RAMDISK:4194304" \
+    >/tmp/probe3.out 2>&1 && ok "kernel-vhost-probe passed on the RAM LUN" ||
+    { notok "kernel-vhost-probe on the RAM LUN"; sed 's/^/# /' /tmp/probe3.out; }
+t "save with ram and null LUNs" vhost-scsi-ctl lio save /tmp/saved2.json
+t "lio delete $W2" vhost-scsi-ctl lio delete "$W2"
+t "restore ram and null LUNs" vhost-scsi-ctl lio restore /tmp/saved2.json
+vhost-scsi-ctl lio save /tmp/resaved2.json
+cmp -s /tmp/saved2.json /tmp/resaved2.json && ok "ram and null LUNs restored as saved" ||
+    { notok "ram/null restore differs"; diff /tmp/saved2.json /tmp/resaved2.json | sed 's/^/# /'; }
+t "lio delete $W2 again" vhost-scsi-ctl lio delete "$W2"
 
 # A second LUN on one TPG draws the pre-6.4 LUN-reset warning (no TMF is
 # ever sent to this TPG, so unmapping it below is safe).
@@ -108,4 +135,12 @@ t "final lio delete" vhost-scsi-ctl lio delete "$W"
 clean && ok "configfs clean at the end" || { notok "configfs not clean at the end"; find "$CF/target" | sed 's/^/# /'; }
 vhost-scsi-ctl lio list | grep -q "no vhost targets" && ok "list shows no targets" ||
     notok "list after delete"
+# ro is iblock's readonly=1.
+W3=$(vhost-scsi-ctl lio create 2>/tmp/err) && ok "third target $W3" || notok "third target"
+t "lun add file:$BLK,ro" vhost-scsi-ctl lio lun add "$W3" 0 "file:$BLK,ro"
+grep -q "readonly: 1" "$CF"/target/core/iblock_*/vs-*-t1-l0/info && ok "iblock readonly: 1" ||
+    { notok "iblock not read-only"; cat "$CF"/target/core/iblock_*/*/info | sed 's/^/# /'; }
+vhost-scsi-ctl lio list | grep -q " ro$" && ok "list shows the LUN read-only" || notok "list ro"
+t "lio delete $W3" vhost-scsi-ctl lio delete "$W3"
+clean && ok "configfs clean after all" || { notok "configfs not clean after all"; find "$CF/target" | sed 's/^/# /'; }
 exit $FAILED

@@ -24,6 +24,7 @@
 #include <glib/gstdio.h>
 
 #include "lio-configfs.h"
+#include "lio-fs-fake.h"
 
 #define WWPN "naa.5001405aaaaaaaaa"
 #define WWPN2 "naa.5001405bbbbbbbbb"
@@ -32,6 +33,7 @@
 struct fx {
     char *dir;                 /* scratch: root/ is the fake configfs */
     char *root;
+    struct lio_fake *fake;
     struct lio *lio;
 };
 
@@ -58,15 +60,17 @@ static void fx_setup(struct fx *f, gconstpointer data)
     f->dir = g_dir_make_tmp("lio-test-XXXXXX", NULL);
     g_assert_nonnull(f->dir);
     f->root = g_build_filename(f->dir, "configfs", NULL);
-    g_assert_cmpint(g_mkdir(f->root, 0755), ==, 0);
-    struct lio_options o = { .configfs = f->root, .setup_kernel = true };
+    f->fake = lio_fake_new(f->root);
+    struct lio_options o = {
+        .configfs = f->root, .setup_kernel = true, .fs = &lio_fake_ops, .fs_opaque = f->fake,
+    };
     g_assert_cmpint(lio_open(&o, &f->lio), ==, 0);
-    g_assert_false(lio_is_configfs(f->lio));
 }
 
 static void fx_teardown(struct fx *f, gconstpointer data)
 {
     lio_close(f->lio);
+    lio_fake_free(f->fake);
     rm_rf(f->dir);
     g_free(f->dir);
     g_free(f->root);
@@ -121,6 +125,132 @@ static void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const cha
     g_autofree char *img = scratch(f, name);
     g_autofree char *spec = g_strdup_printf("file:%s,size=%s", img, size);
     g_assert_cmpint(lio_lun_add(f->lio, wwpn, 1, lun, spec), ==, 0);
+}
+
+
+static gint cmp_names(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/*
+ * The whole scratch directory as text: each entry with its type, a link's
+ * target, a file's size and, under the fake configfs, its contents.  Two
+ * equal snapshots mean nothing was left behind or taken away.
+ */
+static void snapshot_dir(struct fx *f, const char *dir, GString *out)
+{
+    g_autoptr(GPtrArray) names = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GDir) d = g_dir_open(dir, 0, NULL);
+    const char *n;
+    while (d && (n = g_dir_read_name(d))) {
+        g_ptr_array_add(names, g_strdup(n));
+    }
+    g_ptr_array_sort(names, cmp_names);
+    for (guint i = 0; i < names->len; i++) {
+        g_autofree char *p = g_build_filename(dir, names->pdata[i], NULL);
+        struct stat st;
+        g_assert_cmpint(lstat(p, &st), ==, 0);
+        if (S_ISLNK(st.st_mode)) {
+            g_autofree char *to = g_file_read_link(p, NULL);
+            g_string_append_printf(out, "l %s -> %s\n", p, to);
+        } else if (S_ISDIR(st.st_mode)) {
+            g_string_append_printf(out, "d %s\n", p);
+            snapshot_dir(f, p, out);
+        } else if (g_str_has_prefix(p, f->root)) {
+            g_autofree char *text = slurp(p);
+            g_string_append_printf(out, "f %s = %s\n", p, text);
+        } else {
+            g_string_append_printf(out, "f %s %jd bytes\n", p, (intmax_t)st.st_size);
+        }
+    }
+}
+
+static char *snapshot(struct fx *f)
+{
+    GString *s = g_string_new(NULL);
+    snapshot_dir(f, f->dir, s);
+    return g_string_free(s, FALSE);
+}
+
+/* Warnings (and messages) collected instead of failing the test. */
+static gboolean not_fatal(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                          gpointer data)
+{
+    return FALSE;
+}
+
+static void collect(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data)
+{
+    g_ptr_array_add(data, g_strdup(msg));
+}
+
+struct collected {
+    GPtrArray *msgs;
+    guint handler;
+};
+
+static void collect_begin(struct collected *c)
+{
+    c->msgs = g_ptr_array_new_with_free_func(g_free);
+    g_test_log_set_fatal_handler(not_fatal, NULL);
+    c->handler = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
+                                   collect, c->msgs);
+}
+
+static void collect_end(struct collected *c)
+{
+    g_log_remove_handler(G_LOG_DOMAIN, c->handler);
+    g_test_log_set_fatal_handler(NULL, NULL);
+    g_ptr_array_unref(c->msgs);
+}
+
+typedef int (*step_fn)(struct fx *f, gconstpointer arg);
+
+/*
+ * Runs fn with each of its changes failing in turn (the first, then the
+ * second, ...) until it succeeds: every failure must be reported in msgs
+ * warnings (once where it happened, and once more by a restore that undoes
+ * what it made), the last naming one of names, and leave the scratch
+ * directory as it was.  Returns how many changes the successful run made.
+ */
+static unsigned fail_each_step_logged(struct fx *f, step_fn fn, gconstpointer arg,
+                                      const char *const *names, unsigned msgs)
+{
+    for (unsigned n = 1;; n++) {
+        g_autofree char *before = snapshot(f);
+        struct collected c;
+        unsigned start = lio_fake_changes(f->fake);
+        collect_begin(&c);
+        lio_fake_fail_at(f->fake, n, EIO);
+        int ret = fn(f, arg);
+        lio_fake_fail_at(f->fake, 0, 0);
+        if (ret == 0) {
+            g_assert_cmpuint(c.msgs->len, ==, 0);
+            collect_end(&c);
+            return lio_fake_changes(f->fake) - start;
+        }
+        const char *last = c.msgs->len ? c.msgs->pdata[c.msgs->len - 1] : "(no message)";
+        g_test_message("change %u failing (%s): %s", n, lio_fake_failed(f->fake), last);
+        g_assert_cmpint(ret, ==, -EIO);
+        g_assert_cmpuint(c.msgs->len, ==, msgs);
+        bool named = false;
+        for (const char *const *nm = names; *nm; nm++) {
+            named = named || strstr(last, *nm);
+        }
+        if (!named) {
+            g_error("change %u: \"%s\" names none of the objects", n, last);
+        }
+        collect_end(&c);
+        g_autofree char *after = snapshot(f);
+        g_assert_cmpstr(after, ==, before);
+    }
+}
+
+static unsigned fail_each_step(struct fx *f, step_fn fn, gconstpointer arg,
+                               const char *const *names)
+{
+    return fail_each_step_logged(f, fn, arg, names, 1);
 }
 
 /* ------------------------------------------------------------------ names */
@@ -242,7 +372,8 @@ static void test_lun_add_file_creates_backstore_and_link(struct fx *f, gconstpoi
 
     g_autofree char *ctl = cf(f, "target/core/fileio_0/" BS0 "/control");
     g_autofree char *control = slurp(ctl);
-    g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=16777216", img);
+    g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=16777216,"
+                                            "fd_buffered_io=1", img);
     g_assert_cmpstr(control, ==, want);
     g_autofree char *en = cf(f, "target/core/fileio_0/" BS0 "/enable");
     g_autofree char *enable = slurp(en);
@@ -281,7 +412,7 @@ static void test_lun_add_existing_file_takes_its_size(struct fx *f, gconstpointe
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 3, spec), ==, 0);
     g_autofree char *ctl = cf(f, "target/core/fileio_0/vs-naa_5001405aaaaaaaaa-t1-l3/control");
     g_autofree char *control = slurp(ctl);
-    g_assert_true(g_str_has_suffix(control, ",fd_dev_size=8192"));
+    g_assert_true(g_str_has_suffix(control, ",fd_dev_size=8192,fd_buffered_io=1"));
 }
 
 static void test_lun_add_conflicts(struct fx *f, gconstpointer d)
@@ -308,7 +439,7 @@ static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
     g_autofree char *ok = g_strdup_printf("file:%s,size=1M", img);
     g_autofree char *odd = g_strdup_printf("file:%s,size=1000", img);
     g_autofree char *nosize = g_strdup_printf("file:%s", img);
-    g_autofree char *notblk = g_strdup_printf("block:%s", f->dir);
+    g_autofree char *notblk = g_strdup_printf("file:%s", f->dir);
 
     expect_warning("*target " WWPN " tpgt 1 does not exist*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, ok), ==, -ENOENT);
@@ -317,20 +448,25 @@ static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
     expect_warning("*LUN 16384 out of range 0..16383*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 16384, ok), ==, -ERANGE);
-    expect_warning("*expected file:PATH*");
+    expect_warning("*LUN spec \"rd:foo\": unknown backend \"rd:foo\" (expected file:, ram:, "
+                   "null: or iscsi://)");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "rd:foo"), ==, -EINVAL);
-    expect_warning("*path must be absolute*");
+    expect_warning("*LUN spec \"file:rel.img,size=1M\": path must be absolute*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:rel.img,size=1M"), ==, -EINVAL);
     expect_warning("*path must be absolute*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a=b,size=1M"), ==, -EINVAL);
-    expect_warning("*size must be a multiple of 512*");
+    /* ",," is a comma of the path in the grammar, and configfs cannot take one. */
+    expect_warning("*path must be absolute without ','*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a,,b,size=1M"), ==, -EINVAL);
+    expect_warning("*size 1000 is not a multiple of the block size 512*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, odd), ==, -EINVAL);
-    expect_warning("*only file LUNs take*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "block:/dev/sda,size=1M"), ==, -EINVAL);
+    /* The old form for block devices points at the new one. */
+    expect_warning("*unknown backend \"block:/dev/sda\"*(a block device is file:DEV)");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "block:/dev/sda"), ==, -EINVAL);
     expect_warning("*does not exist (give ,size=BYTES*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, nosize), ==, -ENOENT);
-    expect_warning("*is not a block device*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, notblk), ==, -ENODEV);
+    expect_warning("*is neither a regular file nor a block device*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, notblk), ==, -EINVAL);
     expect_warning("*invalid WWPN*");
     g_assert_cmpint(lio_lun_add(f->lio, "naa.zz", 1, 0, ok), ==, -EINVAL);
     g_test_assert_expected_messages();
@@ -389,9 +525,9 @@ static void test_delete_keeps_foreign_backstores(struct fx *f, gconstpointer d)
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
     /* A backstore made by someone else (targetcli), linked by hand. */
     g_autofree char *so = cf(f, "target/core/rd_mcp_0/ramdisk");
-    g_assert_cmpint(g_mkdir_with_parents(so, 0755), ==, 0);
+    lio_fake_make_groups(f->fake, so);
     g_autofree char *ld = cf(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_4");
-    g_assert_cmpint(g_mkdir(ld, 0755), ==, 0);
+    lio_fake_make_groups(f->fake, ld);
     g_autofree char *link = g_build_filename(ld, "0a1b2c3d", NULL);
     g_assert_cmpint(symlink(so, link), ==, 0);
 
@@ -400,9 +536,9 @@ static void test_delete_keeps_foreign_backstores(struct fx *f, gconstpointer d)
     struct lio_target *t = targets->pdata[0];
     struct lio_lun *l = t->luns->pdata[0];
     g_assert_cmpuint(l->lun, ==, 4);
-    g_assert_cmpint(l->type, ==, LIO_LUN_OTHER);
+    g_assert_cmpint(l->type, ==, LIO_LUN_RAM);       /* listed for what it is, */
     g_assert_cmpstr(l->backstore, ==, "rd_mcp_0/ramdisk");
-    g_assert_false(l->owned);
+    g_assert_false(l->owned);                         /* but not ours */
     g_ptr_array_unref(targets);
 
     g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
@@ -418,7 +554,7 @@ static void test_delete_refuses_when_backstore_shared(struct fx *f, gconstpointe
     add_file_lun(f, WWPN, 1, "b.img", "1M");
     /* Someone linked our LUN 0 backstore into another target too. */
     g_autofree char *ld = cf(f, "target/vhost/" WWPN2 "/tpgt_1/lun/lun_9");
-    g_assert_cmpint(g_mkdir(ld, 0755), ==, 0);
+    lio_fake_make_groups(f->fake, ld);
     g_autofree char *link = g_build_filename(ld, "x", NULL);
     g_autofree char *so = cf(f, "target/core/fileio_0/" BS0);
     g_assert_cmpint(symlink(so, link), ==, 0);
@@ -481,6 +617,20 @@ static void test_list_reports_targets_and_luns(struct fx *f, gconstpointer d)
     g_ptr_array_unref(targets);
 }
 
+/* Deletes WWPN (the only target), restores file and saves again: the same as saved. */
+static void delete_restore_and_compare(struct fx *f, const char *file, const char *saved)
+{
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
+
+    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    g_autofree char *again = scratch(f, "again.json");
+    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
+    g_autofree char *resaved = slurp(again);
+    g_assert_cmpstr(resaved, ==, saved);
+}
+
 static void test_save_delete_restore_round_trip(struct fx *f, gconstpointer d)
 {
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
@@ -491,15 +641,8 @@ static void test_save_delete_restore_round_trip(struct fx *f, gconstpointer d)
     g_assert_cmpint(lio_save(f->lio, file), ==, 0);
     g_autofree char *saved = slurp(file);
 
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
-    g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
-    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
-
-    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    delete_restore_and_compare(f, file, saved);
     g_autofree char *again = scratch(f, "again.json");
-    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
-    g_autofree char *resaved = slurp(again);
-    g_assert_cmpstr(resaved, ==, saved);
 
     /* Restoring on top of the same state changes nothing. */
     g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
@@ -639,13 +782,13 @@ static void test_lun_add_backing_takes_values_not_a_spec(struct fx *f, gconstpoi
     g_autofree char *img = scratch(f, "img");
     g_autofree char *comma = g_strdup_printf("%s,size=1T", img);
     struct lio_backing bad = { .type = LIO_LUN_FILE, .path = comma, .size = 1 << 20 };
-    expect_warning("*LUN 0: path '*img,size=1T': path must be absolute without ','*");
+    expect_warning("*LUN 0 (file '*img,size=1T'): path must be absolute without ','*");
     g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &bad), ==, -EINVAL);
     struct lio_backing odd = { .type = LIO_LUN_FILE, .path = img, .size = 1000 };
-    expect_warning("*size 1000: only file LUNs take a size, a multiple of 512*");
+    expect_warning("*LUN 0 (file '*img'): size 1000 is not a multiple of the block size 512*");
     g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &odd), ==, -EINVAL);
     struct lio_backing sized_block = { .type = LIO_LUN_BLOCK, .path = "/dev/null", .size = 512 };
-    expect_warning("*only file LUNs take a size*");
+    expect_warning("*option \"size\": LIO's iblock backstore exports the whole device*");
     g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &sized_block), ==, -EINVAL);
     g_test_assert_expected_messages();
     g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
@@ -655,7 +798,8 @@ static void test_lun_add_backing_takes_values_not_a_spec(struct fx *f, gconstpoi
     g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &good), ==, 0);
     g_autofree char *ctl = cf(f, "target/core/fileio_0/" BS0 "/control");
     g_autofree char *control = slurp(ctl);
-    g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576", img);
+    g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576,"
+                                            "fd_buffered_io=1", img);
     g_assert_cmpstr(control, ==, want);
 }
 
@@ -918,6 +1062,436 @@ static void test_qemu_args(void)
     g_assert_cmpstr(b, ==, "-device vhost-scsi-pci,wwpn=" WWPN ",bus=pcie.0,num_queues=4");
 }
 
+/* ------------------------------------------------ the operations table */
+
+static void test_open_sets_up_the_kernel(struct fx *f, gconstpointer d)
+{
+    /* The fixture opened its root with setup_kernel. */
+    g_assert_cmpstr(lio_fake_modules(f->fake), ==,
+                    "target_core_mod target_core_file target_core_iblock vhost_scsi");
+    g_assert_true(lio_fake_mounted(f->fake));
+
+    /* A missing module is named with the kernel, and the root is not opened. */
+    struct lio_fake *other = lio_fake_new(f->root);
+    struct lio *lio = NULL;
+    struct lio_options o = {
+        .configfs = f->root, .setup_kernel = true, .fs = &lio_fake_ops, .fs_opaque = other,
+    };
+    g_autofree char *mod = g_strdup_printf("%s/target_core_file", f->root);
+    lio_fake_fail_path(other, "target_core_file", ENOENT);
+    lio_fake_set_release(other, "6.1.0-18-amd64");
+    expect_warning("*kernel module target_core_file is missing for kernel 6.1.0-18-amd64*");
+    g_assert_cmpint(lio_open(&o, &lio), ==, -ENOENT);
+    g_test_assert_expected_messages();
+    g_assert_null(lio);
+    g_assert_cmpstr(lio_fake_modules(other), ==, "target_core_mod");
+    g_assert_false(lio_fake_mounted(other));
+    lio_fake_free(other);
+}
+
+static void test_delete_refused_while_vhost_device_held(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "disk0.img", "1M");
+    g_autofree char *before = snapshot(f);
+    lio_fake_set_holder(f->fake, 4242, "qemu-system-x86");
+    expect_warning("*target " WWPN " may be in use: /dev/vhost-scsi is open by pid 4242 "
+                   "(qemu-system-x86)*");
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, -EBUSY);
+    g_test_assert_expected_messages();
+    g_autofree char *after = snapshot(f);
+    g_assert_cmpstr(after, ==, before);
+    /* --force: the holder may be another target's. */
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, true), ==, 0);
+    g_assert_false(exists(f, "target/vhost/" WWPN));
+}
+
+static void test_second_lun_warns_before_linux_6_4(struct fx *f, gconstpointer d)
+{
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    lio_fake_set_release(f->fake, "6.1.0-18-amd64");
+    add_file_lun(f, WWPN, 0, "a.img", "1M");     /* the first LUN: no message */
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
+                          "*" WWPN " tpgt 1 gets a second LUN: on kernel 6.1.0-18-amd64 (< 6.4)*");
+    add_file_lun(f, WWPN, 1, "b.img", "1M");
+    g_test_assert_expected_messages();
+    lio_fake_set_release(f->fake, "6.4.0");
+    add_file_lun(f, WWPN, 2, "c.img", "1M");
+}
+
+/* ------------------------------------------------------------- rollback */
+
+static int create_target(struct fx *f, gconstpointer wwpn)
+{
+    return lio_target_create(f->lio, wwpn, 1, NULL);
+}
+
+static void test_target_create_failing_at_each_step_leaves_no_trace(struct fx *f,
+                                                                     gconstpointer d)
+{
+    static const char *const names[] = { WWPN, NULL }, *const names2[] = { WWPN2, NULL };
+    /* mkdir WWPN, mkdir tpgt_1, write nexus */
+    g_assert_cmpuint(fail_each_step(f, create_target, WWPN, names), ==, 3);
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/nexus"));
+
+    /* A second TPG of an existing WWPN: the WWPN stays whatever fails. */
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL), ==, 0);
+    g_assert_cmpuint(fail_each_step(f, create_target, WWPN2, names2), ==, 2);
+}
+
+static int add_lun0(struct fx *f, gconstpointer spec)
+{
+    return lio_lun_add(f->lio, WWPN, 1, 0, spec);
+}
+
+static void test_lun_add_failing_at_each_step_leaves_no_trace(struct fx *f, gconstpointer d)
+{
+    g_autofree char *img = scratch(f, "new.img");
+    g_autofree char *spec = g_strdup_printf("file:%s,size=1M", img);
+    const char *const names[] = { WWPN, BS0, img, NULL };
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    /*
+     * Create and size the file, mkdir HBA and backstore, write control,
+     * udev_path and enable, mkdir the LUN, link it: a new file is removed
+     * again when a later step fails.
+     */
+    g_assert_cmpuint(fail_each_step(f, add_lun0, spec, names), ==, 9);
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/" BS0));
+
+    /* An existing file of the right size is used as it is, and kept. */
+    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0), ==, 0);
+    g_assert_cmpuint(fail_each_step(f, add_lun0, spec, names), ==, 7);
+}
+
+/* ------------------------------------------------- specs onto backstores */
+
+/* A scratch path the fake presents as a 64 MiB block device. */
+static char *fake_blockdev(struct fx *f, const char *name)
+{
+    char *p = scratch(f, name);
+    lio_fake_add_blockdev(f->fake, p, 64 << 20);
+    return p;
+}
+
+/* tmpl with DEV and IMG replaced by dev and img. */
+static char *subst(const char *tmpl, const char *dev, const char *img)
+{
+    GString *s = g_string_new(tmpl);
+    g_string_replace(s, "DEV", dev, 0);
+    g_string_replace(s, "IMG", img, 0);
+    return g_string_free(s, FALSE);
+}
+
+static char *attr(struct fx *f, const char *rel)
+{
+    g_autofree char *p = cf(f, rel);
+    char *s = NULL;
+    return g_file_get_contents(p, &s, NULL, NULL) ? s : NULL;
+}
+
+/*
+ * The daemon's grammar, mapped onto LIO: a block device is iblock, a
+ * regular file fileio through the page cache (or, with direct, O_DIRECT),
+ * ram: and null: rd_mcp; ro and block-size become iblock's readonly=1
+ * and attrib/block_size.  list reads each back as what it was asked to be.
+ */
+static void test_lun_specs_map_onto_backstores(struct fx *f, gconstpointer d)
+{
+    g_autofree char *dev = fake_blockdev(f, "sdz");
+    g_autofree char *img = scratch(f, "f.img");
+    static const struct {
+        const char *spec;           /* DEV: the device, IMG: the image */
+        const char *hba, *control, *block_size;
+        enum lio_lun_type type;
+        bool ro, direct;
+        uint64_t size;
+    } cases[] = {
+        { "file:IMG,size=1M", "fileio_0",
+          "fd_dev_name=IMG,fd_dev_size=1048576,fd_buffered_io=1", NULL, LIO_LUN_FILE,
+          false, false, 1 << 20 },
+        { "file:DEV", "iblock_0", "udev_path=DEV", NULL, LIO_LUN_BLOCK, false, false,
+          64 << 20 },
+        { "ram:1M", "rd_mcp_0", "rd_pages=256", NULL, LIO_LUN_RAM, false, false, 1 << 20 },
+        { "null:1G,block-size=4096", "rd_mcp_1", "rd_pages=262144,rd_nullio=1", "4096",
+          LIO_LUN_NULL, false, false, 1 << 30 },
+    };
+    static const struct {
+        const char *spec, *control, *block_size;
+        bool ro, direct;
+    } options[] = {
+        /* Again on one backing each, after removing the LUN above. */
+        { "file:IMG,direct,block-size=4096",
+          "fd_dev_name=IMG,fd_dev_size=1048576,fd_async_io=1", "4096", false, true },
+        { "file:DEV,ro,direct", "udev_path=DEV,readonly=1", NULL, true, false },
+    };
+    g_assert_cmpint(sysconf(_SC_PAGESIZE), ==, 4096);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        g_autofree char *spec = subst(cases[i].spec, dev, img);
+        g_autofree char *want = subst(cases[i].control, dev, img);
+        g_autofree char *so = g_strdup_printf("target/core/%s/vs-naa_5001405aaaaaaaaa-t1-l%u",
+                                              cases[i].hba, i);
+        g_autofree char *ctl = g_strdup_printf("%s/control", so);
+        g_autofree char *bsp = g_strdup_printf("%s/attrib/block_size", so);
+        g_autofree char *link = g_strdup_printf("target/vhost/" WWPN "/tpgt_1/lun/lun_%u/"
+                                                "vs-naa_5001405aaaaaaaaa-t1-l%u", i, i);
+        g_test_message("%s", spec);
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, spec), ==, 0);
+        g_autofree char *control = attr(f, ctl);
+        g_autofree char *bs = attr(f, bsp);
+        g_assert_cmpstr(control, ==, want);
+        g_assert_cmpstr(bs, ==, cases[i].block_size);
+        g_assert_true(exists(f, link));
+        /* The same spec again changes nothing. */
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, spec), ==, 0);
+    }
+    GPtrArray *targets;
+    g_assert_cmpint(lio_list(f->lio, &targets), ==, 0);
+    struct lio_target *t = targets->pdata[0];
+    g_assert_cmpuint(t->luns->len, ==, G_N_ELEMENTS(cases));
+    for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
+        struct lio_lun *l = t->luns->pdata[i];
+        g_assert_cmpint(l->type, ==, cases[i].type);
+        g_assert_cmpuint(l->size, ==, cases[i].size);
+        g_assert_false(l->ro);
+        g_assert_false(l->direct);
+        g_assert_cmpuint(l->block_size, ==, cases[i].block_size ? 4096 : 0);
+        g_assert_true(l->owned);
+    }
+    g_autofree char *text = lio_list_to_text(targets);
+    g_assert_nonnull(strstr(text, "  lun 2     ram   - size 1048576 backstore core/rd_mcp_0/"));
+    g_assert_nonnull(strstr(text, "  lun 3     null  - size 1073741824 backstore "
+                                  "core/rd_mcp_1/vs-naa_5001405aaaaaaaaa-t1-l3 block-size 4096\n"));
+    g_ptr_array_unref(targets);
+
+    /* Another size for the same RAM LUN is another LUN. */
+    expect_warning("*LUN 2 already exists and maps core/rd_mcp_0/*, not a new ram*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 2, "ram:2M"), ==, -EEXIST);
+    g_test_assert_expected_messages();
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(options); i++) {
+        g_autofree char *spec = subst(options[i].spec, dev, img);
+        g_autofree char *want = subst(options[i].control, dev, img);
+        const char *hba = i ? "iblock_0" : "fileio_0";
+        g_autofree char *so = g_strdup_printf("target/core/%s/vs-naa_5001405aaaaaaaaa-t1-l%u",
+                                              hba, i);
+        g_autofree char *ctl = g_strdup_printf("%s/control", so);
+        g_autofree char *bsp = g_strdup_printf("%s/attrib/block_size", so);
+        g_test_message("%s", spec);
+        /* The LUN as it is maps the backing without these options: refused. */
+        expect_warning("*already exists and maps*");
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, spec), ==, -EEXIST);
+        g_test_assert_expected_messages();
+        g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, i), ==, 0);
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, spec), ==, 0);
+        g_autofree char *control = attr(f, ctl);
+        g_autofree char *bs = attr(f, bsp);
+        g_assert_cmpstr(control, ==, want);
+        g_assert_cmpstr(bs, ==, options[i].block_size);
+        g_assert_cmpint(lio_list(f->lio, &targets), ==, 0);
+        struct lio_lun *l = ((struct lio_target *)targets->pdata[0])->luns->pdata[i];
+        g_assert_cmpint(l->ro, ==, options[i].ro);
+        g_assert_cmpint(l->direct, ==, options[i].direct);
+        g_ptr_array_unref(targets);
+    }
+}
+
+/* Whatever LIO cannot express is refused, naming it, before anything is made. */
+static void test_lun_specs_lio_cannot_express_are_refused(struct fx *f, gconstpointer d)
+{
+    g_autofree char *dev = fake_blockdev(f, "sdz");
+    g_autofree char *img = scratch(f, "f.img");
+    g_autofree char *file_ro = g_strdup_printf("file:%s,ro,size=1M", img);
+    g_autofree char *dev_size = g_strdup_printf("file:%s,size=1M", dev);
+    static const char *const fixed[][2] = {
+        { "iscsi://10.0.0.1/iqn.2024-01.org.example:t1/0",
+          "*\"iscsi://10.0.0.1/iqn.2024-01.org.example:t1/0\": iscsi:// LUNs are "
+          "vhost-scsi-target's*" },
+        /* The password is not shown. */
+        { "iscsi://u%s3cr3t@h/iqn.x:t/0", "*\"iscsi://u%***@h/iqn.x:t/0\": iscsi://*" },
+        { "hold:1M,while=/run/gate", "*hold: is a test backend of vhost-scsi-target*" },
+        { "ram:1M,ro", "*option \"ro\": LIO's rd_mcp backstore has no read-only mode*" },
+        { "null:1M,ro", "*option \"ro\": LIO's rd_mcp backstore*" },
+        { "ram:1536", "*size 1536: LIO's rd_mcp takes a whole number of 4096-byte pages*" },
+        { "ram:1M,direct", "*unknown option \"direct\" for ram:*" },
+        { "file:/x,queue-depth=4", "*unknown option \"queue-depth\" for file:*" },
+    };
+    const char *made[][2] = {
+        { file_ro, "*option \"ro\": LIO's fileio backstore has no read-only mode (only a "
+                   "block device, through iblock, can be read-only)*" },
+        { dev_size, "*option \"size\": LIO's iblock backstore exports the whole device*" },
+    };
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_setenv("VHOST_SCSI_TEST_BACKENDS", "1", TRUE);
+    g_autofree char *before = snapshot(f);
+    unsigned changes = lio_fake_changes(f->fake);
+    for (unsigned i = 0; i < G_N_ELEMENTS(fixed) + G_N_ELEMENTS(made); i++) {
+        const char *const *c = i < G_N_ELEMENTS(fixed) ? fixed[i] : made[i - G_N_ELEMENTS(fixed)];
+        expect_warning(c[1]);
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, c[0]), ==, -EINVAL);
+        g_test_assert_expected_messages();
+        g_autofree char *after = snapshot(f);
+        g_assert_cmpstr(after, ==, before);
+    }
+    g_unsetenv("VHOST_SCSI_TEST_BACKENDS");
+    g_assert_cmpuint(lio_fake_changes(f->fake), ==, changes);   /* not even tried */
+}
+
+/* Every kind and option survives save, delete and restore. */
+static void test_save_restore_keeps_kinds_and_options(struct fx *f, gconstpointer d)
+{
+    g_autofree char *dev = fake_blockdev(f, "sdz");
+    g_autofree char *img = scratch(f, "f.img");
+    g_autofree char *direct = g_strdup_printf("file:%s,direct,block-size=4096,size=1M", img);
+    g_autofree char *ro = g_strdup_printf("file:%s,ro", dev);
+    const char *specs[] = { direct, ro, "ram:4M", "null:1G,block-size=4096" };
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    for (unsigned i = 0; i < G_N_ELEMENTS(specs); i++) {
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, specs[i]), ==, 0);
+    }
+    g_autofree char *file = scratch(f, "saved.json");
+    g_assert_cmpint(lio_save(f->lio, file), ==, 0);
+    g_autofree char *saved = slurp(file);
+    g_autofree char *json = g_strdup_printf(
+        "\"lun\" : 0,\n          \"type\" : \"file\",\n          \"path\" : \"%s\",\n"
+        "          \"size\" : 1048576,\n          \"backstore\" : "
+        "\"fileio_0/vs-naa_5001405aaaaaaaaa-t1-l0\",\n          \"direct\" : true,\n"
+        "          \"block_size\" : 4096\n", img);
+    g_assert_nonnull(strstr(saved, json));
+    g_assert_nonnull(strstr(saved, "\"type\" : \"block\""));
+    g_assert_nonnull(strstr(saved, "\"ro\" : true"));
+    g_assert_nonnull(strstr(saved, "\"type\" : \"ram\",\n          \"path\" : \"\",\n"
+                                   "          \"size\" : 4194304,"));
+    g_assert_nonnull(strstr(saved, "\"type\" : \"null\""));
+    delete_restore_and_compare(f, file, saved);
+}
+
+/*
+ * A file saved by the previous version (no options, "file" and "block"
+ * only) restores as it did, a file LUN now through the page cache.
+ */
+static void test_restore_reads_the_previous_format(struct fx *f, gconstpointer d)
+{
+    g_autofree char *dev = fake_blockdev(f, "sdz");
+    g_autofree char *img = scratch(f, "old.img");
+    g_autofree char *file = scratch(f, "old.json");
+    g_autofree char *json = g_strdup_printf(
+        "{\n  \"version\" : 1,\n  \"targets\" : [\n    {\n      \"wwpn\" : \"" WWPN "\",\n"
+        "      \"tpgt\" : 1,\n      \"nexus\" : \"naa.5001405ccccccccc\",\n      \"luns\" : [\n"
+        "        {\n          \"lun\" : 0,\n          \"type\" : \"file\",\n"
+        "          \"path\" : \"%s\",\n          \"size\" : 1048576,\n"
+        "          \"backstore\" : \"fileio_0/vs-naa_5001405aaaaaaaaa-t1-l0\"\n        },\n"
+        "        {\n          \"lun\" : 1,\n          \"type\" : \"block\",\n"
+        "          \"path\" : \"%s\",\n          \"size\" : 67108864,\n"
+        "          \"backstore\" : \"iblock_0/vs-naa_5001405aaaaaaaaa-t1-l1\"\n        }\n"
+        "      ]\n    }\n  ]\n}\n", img, dev);
+    g_assert_true(g_file_set_contents(file, json, -1, NULL));
+    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    g_autofree char *c0 = attr(f, "target/core/fileio_0/vs-naa_5001405aaaaaaaaa-t1-l0/control");
+    g_autofree char *c1 = attr(f, "target/core/iblock_0/vs-naa_5001405aaaaaaaaa-t1-l1/control");
+    g_autofree char *w0 = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576,fd_buffered_io=1",
+                                          img);
+    g_autofree char *w1 = g_strdup_printf("udev_path=%s", dev);
+    g_assert_cmpstr(c0, ==, w0);
+    g_assert_cmpstr(c1, ==, w1);
+    /* Saved again, it is the same file. */
+    g_autofree char *again = scratch(f, "again.json");
+    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
+    g_autofree char *resaved = slurp(again);
+    g_assert_cmpstr(resaved, ==, json);
+}
+
+/* Two targets, three LUNs; the second target's TPG 1 already exists when asked. */
+static char *write_two_target_config(struct fx *f)
+{
+    g_autofree char *a = scratch(f, "a.img"), *b = scratch(f, "b.img");
+    g_autofree char *file = scratch(f, "two.json");
+    g_autofree char *json = g_strdup_printf(
+        "{\"version\": 1, \"targets\": ["
+        "{\"wwpn\": \"" WWPN "\", \"tpgt\": 1, \"nexus\": \"\", \"luns\": ["
+        "{\"lun\": 0, \"type\": \"file\", \"path\": \"%s\", \"size\": 1048576, "
+        "\"backstore\": \"\"}]}, "
+        "{\"wwpn\": \"" WWPN2 "\", \"tpgt\": 1, \"nexus\": \"\", \"luns\": ["
+        "{\"lun\": 0, \"type\": \"ram\", \"path\": \"\", \"size\": 1048576, \"backstore\": \"\"}, "
+        "{\"lun\": 1, \"type\": \"file\", \"path\": \"%s\", \"size\": 1048576, "
+        "\"backstore\": \"\", \"direct\": true}]}]}\n", a, b);
+    g_assert_true(g_file_set_contents(file, json, -1, NULL));
+    return g_steal_pointer(&file);
+}
+
+static int restore(struct fx *f, gconstpointer file)
+{
+    return lio_restore(f->lio, file);
+}
+
+/*
+ * A restore that fails says which object of the file it stopped at, and
+ * takes back everything it had made: no half-made target is left, and
+ * what was there before stays.
+ */
+static void test_restore_failing_names_the_object_and_undoes_it(struct fx *f, gconstpointer d)
+{
+    g_autofree char *file = write_two_target_config(f);
+    g_autofree char *b = scratch(f, "b.img");
+    g_autofree char *before = snapshot(f);
+    struct collected c;
+
+    lio_fake_fail_path(f->fake, "*/vs-naa_5001405bbbbbbbbb-t1-l1/enable", EIO);
+    collect_begin(&c);
+    g_assert_cmpint(lio_restore(f->lio, file), ==, -EIO);
+    g_assert_cmpuint(c.msgs->len, ==, 2);
+    g_assert_nonnull(strstr(c.msgs->pdata[0], "vs-naa_5001405bbbbbbbbb-t1-l1: writing enable='1' "
+                                              "failed"));
+    g_autofree char *want = g_strdup_printf("lio: restoring %s stopped at targets[1].luns[1] "
+                                            "(" WWPN2 " tpgt 1 LUN 1, file %s, backstore core/-): "
+                                            "Input/output error; what the restore had made is "
+                                            "removed again", file, b);
+    g_assert_cmpstr(c.msgs->pdata[1], ==, want);
+    collect_end(&c);
+    g_autofree char *after = snapshot(f);
+    g_assert_cmpstr(after, ==, before);
+    lio_fake_fail_path(f->fake, NULL, 0);
+
+    /* With the first target there already, it is kept as it was. */
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "naa.5001405ccccccccc"), ==, 0);
+    add_file_lun(f, WWPN, 0, "a.img", "1M");
+    add_file_lun(f, WWPN, 7, "c.img", "1M");
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL), ==, 0);
+    static const char *const names[] = { "stopped at targets[", NULL };
+    unsigned changes = fail_each_step_logged(f, restore, file, names, 2);
+    /*
+     * WWPN2's tpgt_1 and nexus; the RAM LUN (HBA, backstore, control,
+     * enable, LUN, link); the file LUN (create, size, three tries at an HBA
+     * since fileio_0 and fileio_1 are taken, backstore, control, udev_path,
+     * enable, LUN, link).
+     */
+    g_assert_cmpuint(changes, ==, 2 + 6 + 11);
+    g_assert_true(exists(f, "target/vhost/" WWPN2 "/tpgt_1/lun/lun_1"));
+}
+
+/* vhost-scsi-ctl speaks the same grammar and says what LIO cannot do. */
+static void test_ctl_lun_add_refuses_what_lio_cannot_express(struct fx *f, gconstpointer d)
+{
+    if (!g_getenv("VHOST_SCSI_CTL")) {
+        g_test_skip("VHOST_SCSI_CTL not set (run through meson test)");
+        return;
+    }
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    const char *ctl = g_getenv("VHOST_SCSI_CTL");
+    const char *argv[] = { ctl, "lio", "--configfs", f->root, "lun", "add", WWPN, "0",
+                           "iscsi://h/iqn.x:t/0", NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               &err, &status, NULL));
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_cmpstr(err, ==, "vhost-scsi-ctl: error: LUN spec \"iscsi://h/iqn.x:t/0\": iscsi:// "
+                    "LUNs are vhost-scsi-target's: LIO has no backstore that is an iSCSI "
+                    "initiator\n");
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
+}
+
 #define ADD(name, fn) g_test_add(name, struct fx, NULL, fx_setup, fn, fx_teardown)
 
 int main(int argc, char **argv)
@@ -926,6 +1500,7 @@ int main(int argc, char **argv)
     g_test_add_func("/lio/wwpn/validation", test_wwpn_validation);
     g_test_add_func("/lio/wwpn/generated", test_wwpn_generated_names_are_valid_and_random);
     g_test_add_func("/lio/open/missing-root", test_open_missing_root_fails);
+    ADD("/lio/open/sets-up-the-kernel-through-the-table", test_open_sets_up_the_kernel);
     ADD("/lio/create/tpgt-and-nexus", test_create_makes_tpgt_with_nexus);
     ADD("/lio/create/explicit-nexus", test_create_with_explicit_nexus_and_tpgt);
     ADD("/lio/create/iqn", test_create_iqn_target_gets_iqn_nexus);
@@ -959,6 +1534,22 @@ int main(int argc, char **argv)
                     test_config_deep_nesting_is_refused_without_crashing);
     g_test_add_func("/lio/config/large-valid-document-parses-in-linear-time",
                     test_config_large_valid_document_parses_in_linear_time);
+    ADD("/lio/delete/refused-while-vhost-device-held",
+        test_delete_refused_while_vhost_device_held);
+    ADD("/lio/lun/second-lun-warns-before-linux-6.4", test_second_lun_warns_before_linux_6_4);
+    ADD("/lio/rollback/target-create-failing-at-each-step-leaves-no-trace",
+        test_target_create_failing_at_each_step_leaves_no_trace);
+    ADD("/lio/rollback/lun-add-failing-at-each-step-leaves-no-trace",
+        test_lun_add_failing_at_each_step_leaves_no_trace);
+    ADD("/lio/spec/kinds-and-options-map-onto-backstores", test_lun_specs_map_onto_backstores);
+    ADD("/lio/spec/what-lio-cannot-express-is-refused-before-anything-is-made",
+        test_lun_specs_lio_cannot_express_are_refused);
+    ADD("/lio/save-restore/keeps-kinds-and-options", test_save_restore_keeps_kinds_and_options);
+    ADD("/lio/restore/reads-the-previous-format", test_restore_reads_the_previous_format);
+    ADD("/lio/rollback/restore-failing-names-the-object-and-undoes-it",
+        test_restore_failing_names_the_object_and_undoes_it);
+    ADD("/lio/ctl/lun-add-refuses-what-lio-cannot-express",
+        test_ctl_lun_add_refuses_what_lio_cannot_express);
     g_test_add_func("/lio/qemu-args", test_qemu_args);
     return g_test_run();
 }

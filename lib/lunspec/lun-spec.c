@@ -1,8 +1,10 @@
 /*
- * Parsing of "ID=SPEC" LUN arguments into a struct lun_spec and opening the
- * backend one describes.  The grammar (see include/config/lun-spec.h) is small and
+ * Parsing of "ID=SPEC" LUN arguments (and of a bare SPEC) into a struct
+ * lun_spec.  The grammar (see include/lunspec/lun-spec.h) is small and
  * parsed by hand so every rejection can name the exact text at fault; a
  * path may contain a comma written as ",," (as in QEMU's option syntax).
+ * Nothing here opens a backend or calls into a backend's layer: the checks
+ * that need one come in as a struct lun_spec_checks.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -126,18 +128,11 @@ static char *take_field(const char **p, bool unescape)
     return g_string_free(s, FALSE);
 }
 
-int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
+/* "ID=" or "TARGET:LUN=" at the start of arg; *spec is left after the '='. */
+static int parse_id(const char *arg, struct lun_spec *out, char **errmsg, const char **spec)
 {
-    const char *eq, *colon, *p;
-    unsigned allowed = 0, seen = 0;
-    g_autofree char *first = NULL;
-    size_t k;
+    const char *eq = strchr(arg, '='), *colon;
 
-    memset(out, 0, sizeof(*out));
-    if (errmsg) {
-        *errmsg = NULL;
-    }
-    eq = strchr(arg, '=');
     if (!eq) {
         return spec_error(errmsg, arg, out, "expected ID=SPEC, e.g. 0=file:disk.img");
     }
@@ -155,8 +150,27 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
         return spec_error(errmsg, arg, out, "bad LUN \"%.*s\" (expected 0-%d)",
                           (int)(eq - colon), colon, LUN_SPEC_MAX_LUN);
     }
+    *spec = eq + 1;
+    return 0;
+}
 
-    p = eq + 1;
+/* arg is what messages quote; p the SPEC in it (after any "ID="). */
+static int parse(const char *arg, bool with_id, const struct lun_spec_checks *checks,
+                 struct lun_spec *out, char **errmsg)
+{
+    const char *p = arg;
+    unsigned allowed = 0, seen = 0;
+    g_autofree char *first = NULL;
+    size_t k;
+    int ret;
+
+    memset(out, 0, sizeof(*out));
+    if (errmsg) {
+        *errmsg = NULL;
+    }
+    if (with_id && (ret = parse_id(arg, out, errmsg, &p)) < 0) {
+        return ret;
+    }
     for (k = 0; k < G_N_ELEMENTS(lun_kinds); k++) {
         if (g_str_has_prefix(p, lun_kinds[k].prefix)) {
             break;
@@ -187,7 +201,8 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
 
         /*
          * The iSCSI backend parses the URL itself, but a bad LUN is caught
-         * here, before any backend is opened (and libiscsi would take "-1").
+         * here (by the checks), before any backend is opened (and libiscsi
+         * would take "-1").
          */
         out->path = take_field(&p, false);
         if (!out->path[strlen(lun_kinds[k].prefix)]) {
@@ -198,13 +213,14 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
             return spec_error(errmsg, arg, out, "iscsi:// URL longer than 255 characters after "
                               "\"iscsi://\"");
         }
-        if (backend_iscsi_url_lun(out->path, &out->iscsi_lun, &lun) < 0) {
+        if (checks && checks->iscsi_url_lun &&
+            checks->iscsi_url_lun(out->path, &out->iscsi_lun, &lun) < 0) {
             if (!lun) {
                 return spec_error(errmsg, arg, out, "iscsi:// URL without /IQN/LUN (expected "
                                   "iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN)");
             }
             return spec_error(errmsg, arg, out, "bad LUN \"%s\" at the end of the iscsi:// URL "
-                              "(expected 0-%d)", lun, BACKEND_ISCSI_MAX_LUN);
+                              "(expected 0-%u)", lun, checks->iscsi_max_lun);
         }
         break;
     }
@@ -330,46 +346,20 @@ int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
     return 0;
 }
 
-int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
+int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
 {
-    struct backend_file_opts fo;
-    uint32_t bs = s->block_size ? s->block_size : 512;
-    int ret;
+    return parse(arg, true, NULL, out, errmsg);
+}
 
-    switch (s->kind) {
-    case LUN_SPEC_FILE:
-        fo = (struct backend_file_opts) {
-            .path = s->path,
-            .read_only = s->ro,
-            .direct = s->direct,
-            .block_size = s->block_size,
-            .size = s->size,
-        };
-        return backend_file_open(&fo, out);
-    case LUN_SPEC_HOLD:
-        return backend_hold_new(s->size, bs, s->path, out);
-    case LUN_SPEC_RAM:
-    case LUN_SPEC_NULL:
-        ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out)
-                                      : backend_null_new(s->size, bs, out);
-        if (ret == 0 && s->ro) {
-            (*out)->read_only = true;
-        }
-        return ret;
-    case LUN_SPEC_ISCSI: {
-        struct backend_iscsi_opts io = {
-            .url = s->path,
-            .read_only = s->ro,
-            .queue_depth = s->queue_depth,
-            .sessions = s->sessions,
-            .secret_file = s->secret_file,
-            .initiator_name = s->initiator_name,
-        };
+int lun_spec_parse_checked(const char *arg, const struct lun_spec_checks *checks,
+                           struct lun_spec *out, char **errmsg)
+{
+    return parse(arg, true, checks, out, errmsg);
+}
 
-        return backend_iscsi_open(&io, out);
-    }
-    }
-    return -EINVAL;
+int lun_spec_parse_backend(const char *spec, struct lun_spec *out, char **errmsg)
+{
+    return parse(spec, false, NULL, out, errmsg);
 }
 
 char *lun_spec_redact(const char *arg)

@@ -1,11 +1,14 @@
 /*
- * LUN specifications from the command line: "ID=SPEC" where ID is "LUN" or
- * "TARGET:LUN" and SPEC names a backend and its options, e.g.
+ * The LUN-spec grammar, shared by vhost-scsi-target's --lun and
+ * vhost-scsi-ctl's LUNs: "ID=SPEC" where ID is "LUN" or "TARGET:LUN" and
+ * SPEC names a backend and its options, e.g.
  * "0:1=file:/var/disk.img,direct,block-size=4096" or "2=ram:64M".  Parsing is
  * strict (unknown or repeated options, bad numbers and sizes that are not a
  * whole number of blocks are errors) so a typo never silently becomes a
- * default.  Parsing and opening are separate steps so a tool can check all
- * its arguments before it touches any file.
+ * default.  This layer only parses (it depends on util alone); opening a
+ * backend, and the checks that need a backend's own layer, are the config
+ * layer's (include/config/lun-open.h), so a tool that maps specs onto
+ * something else (LIO) links no backend library.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -14,9 +17,6 @@
 
 #include <stdbool.h>
 #include <stdint.h>
-
-#include "backend-iscsi.h"
-#include "backend-uring.h"
 
 #define LUN_SPEC_MAX_TARGET 255
 #define LUN_SPEC_MAX_LUN    16383
@@ -43,7 +43,8 @@ struct lun_spec {
     bool direct;            /* FILE only */
     uint32_t block_size;    /* 0: the backend's default */
     uint64_t size;          /* bytes; FILE: 0 means the file's size */
-    unsigned iscsi_lun;     /* ISCSI: the remote LUN, the URL's last field */
+    unsigned iscsi_lun;     /* ISCSI: the remote LUN, the URL's last field
+                               (set only by the checks below) */
     /* ISCSI only (0 / NULL: the backend's default) */
     unsigned queue_depth;
     unsigned sessions;
@@ -58,14 +59,38 @@ struct lun_spec {
 #define LUN_SPEC_TEST_BACKENDS_ENV "VHOST_SCSI_TEST_BACKENDS"
 
 /*
- * Parses arg into *out (which the caller then owns: lun_spec_clear()).
- * Returns 0, or -EINVAL and sets *errmsg (if errmsg is not NULL) to a
- * g_malloc'd message naming the offending text; *out is then left cleared.
+ * What the grammar leaves to the layers that know a backend.  It runs them
+ * where the text they judge is parsed, so a spec with several mistakes is
+ * refused for the same first one whoever parses it.
+ */
+struct lun_spec_checks {
+    /*
+     * iscsi://: the remote LUN of the URL, as backend_iscsi_url_lun()
+     * (include/iscsi/backend-iscsi.h) finds it; <0 refuses it, with *field
+     * the LUN's text or NULL when the URL has no /IQN/LUN part.
+     */
+    int (*iscsi_url_lun)(const char *url, unsigned *lun, char **field);
+    unsigned iscsi_max_lun;     /* for the message */
+};
+
+/*
+ * Parses arg ("ID=SPEC") into *out (which the caller then owns:
+ * lun_spec_clear()).  Returns 0, or -EINVAL and sets *errmsg (if errmsg is
+ * not NULL) to a g_malloc'd message naming the offending text; *out is then
+ * left cleared.  The grammar alone: an iscsi:// URL's LUN is not looked at
+ * (iscsi_lun stays 0); the daemon parses with lun_spec_parse_full().
  */
 int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg);
 
-/* Opens the backend s describes (for iSCSI: connects to the target). */
-int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
+/* lun_spec_parse, and the checks (NULL: none) where they apply. */
+int lun_spec_parse_checked(const char *arg, const struct lun_spec_checks *checks,
+                           struct lun_spec *out, char **errmsg);
+
+/*
+ * SPEC alone, without "ID=" (vhost-scsi-ctl takes the LUN as an argument of
+ * its own); target and lun are 0, messages quote spec.
+ */
+int lun_spec_parse_backend(const char *spec, struct lun_spec *out, char **errmsg);
 
 void lun_spec_clear(struct lun_spec *s);
 
@@ -74,6 +99,5 @@ void lun_spec_clear(struct lun_spec *s);
  * "iscsi://USER%PASSWORD@" URL is replaced by "***".  g_free() it.
  */
 char *lun_spec_redact(const char *arg);
-
 
 #endif

@@ -1,0 +1,63 @@
+/*
+ * Parsing LUN specs with the backends' checks, and opening the backend a
+ * struct lun_spec describes: the grammar is lib/lunspec/lun-spec.c's, the
+ * backends are the scsi (RAM, null, hold), uring (files and block devices)
+ * and iscsi layers'.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+
+#include "lun-open.h"
+
+int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg)
+{
+    static const struct lun_spec_checks checks = {
+        .iscsi_url_lun = backend_iscsi_url_lun,
+        .iscsi_max_lun = BACKEND_ISCSI_MAX_LUN,
+    };
+
+    return lun_spec_parse_checked(arg, &checks, out, errmsg);
+}
+
+int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
+{
+    struct backend_file_opts fo;
+    uint32_t bs = s->block_size ? s->block_size : 512;
+    int ret;
+
+    switch (s->kind) {
+    case LUN_SPEC_FILE:
+        fo = (struct backend_file_opts) {
+            .path = s->path,
+            .read_only = s->ro,
+            .direct = s->direct,
+            .block_size = s->block_size,
+            .size = s->size,
+        };
+        return backend_file_open(&fo, out);
+    case LUN_SPEC_HOLD:
+        return backend_hold_new(s->size, bs, s->path, out);
+    case LUN_SPEC_RAM:
+    case LUN_SPEC_NULL:
+        ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out)
+                                      : backend_null_new(s->size, bs, out);
+        if (ret == 0 && s->ro) {
+            (*out)->read_only = true;
+        }
+        return ret;
+    case LUN_SPEC_ISCSI: {
+        struct backend_iscsi_opts io = {
+            .url = s->path,
+            .read_only = s->ro,
+            .queue_depth = s->queue_depth,
+            .sessions = s->sessions,
+            .secret_file = s->secret_file,
+            .initiator_name = s->initiator_name,
+        };
+
+        return backend_iscsi_open(&io, out);
+    }
+    }
+    return -EINVAL;
+}
