@@ -65,7 +65,7 @@ static int send_all(int fd, const char *p, size_t len)
 static int read_line(int fd, GByteArray *buf, gint64 deadline, char **line)
 {
     for (;;) {
-        uint8_t *nl = memchr(buf->data, '\n', buf->len);
+        uint8_t *nl = buf->len ? memchr(buf->data, '\n', buf->len) : NULL;
         struct pollfd p = { .fd = fd, .events = POLLIN };
         uint8_t chunk[16384];
         gint64 left;

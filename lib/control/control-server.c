@@ -297,7 +297,7 @@ static void client_read(struct ctl_client *c)
         }
         g_byte_array_append(c->in, buf, (guint)n);
         for (;;) {
-            uint8_t *nl = memchr(c->in->data, '\n', c->in->len);
+            uint8_t *nl = c->in->len ? memchr(c->in->data, '\n', c->in->len) : NULL;
             size_t len;
 
             if (!nl) {

@@ -292,6 +292,7 @@ struct qt_vscsi_opts {
     uint16_t device_id;           /* 0: any virtio-scsi (0x1004 or 0x1048) */
     bool event_idx;               /* negotiate EVENT_IDX if offered */
     bool hotplug;                 /* negotiate VIRTIO_SCSI_F_HOTPLUG if offered */
+    bool change;                  /* negotiate VIRTIO_SCSI_F_CHANGE if offered */
     bool no_msix;                 /* leave MSI-X disabled: INTx + ISR */
     bool no_driver_ok;            /* stop before DRIVER_OK */
     uint16_t queue_size;          /* 0: the device's maximum (at most 256) */

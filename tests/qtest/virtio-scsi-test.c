@@ -13,10 +13,12 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include "control-client.h"
 #include "libqt.h"
 #include "scsi-cmd.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
@@ -48,6 +50,7 @@ struct env {
     const struct flavour *f;
     char *dir;
     char *sock;            /* back-end socket (vhost-user) */
+    char *ctl;             /* its control socket */
     char *img;             /* raw image (built-in) */
     pid_t target;          /* vhost-scsi-target, or 0 */
     char *lun_spec;        /* --lun argument; NULL: 0=ram:64M */
@@ -63,7 +66,7 @@ static void target_start(struct env *e)
     const char *bin = g_getenv("VHOST_SCSI_TARGET");
     char *queues = g_strdup_printf("%u", NQ);
     char *argv[] = { (char *)bin, "--socket-path", e->sock, "--lun", (char *)lun,
-                     "--queues", queues, NULL };
+                     "--queues", queues, "--control", e->ctl, NULL };
     e->target = fork();
     g_assert_cmpint(e->target, >=, 0);
     if (e->target == 0) {
@@ -150,6 +153,7 @@ static struct env *env_new(const struct flavour *f, const struct env_opts *o)
     e->dir = g_dir_make_tmp("vhost-scsi-env-XXXXXX", &err);
     g_assert_no_error(err);
     e->sock = g_build_filename(e->dir, "vhost.sock", NULL);
+    e->ctl = g_build_filename(e->dir, "control.sock", NULL);
     e->img = g_build_filename(e->dir, "disk.img", NULL);
     if ((!f->vhost && !f->kernel) || o->file_lun) {
         int fd = open(e->img, O_CREAT | O_RDWR | O_TRUNC, 0600);
@@ -180,10 +184,18 @@ static void env_free(struct env *e)
     target_kill(e);
     unlink(e->img);
     unlink(e->sock);
+    unlink(e->ctl);
+    /* The files behind LUNs plugged by QMP (lun_plug). */
+    for (unsigned lun = 0; lun < 4; lun++) {
+        g_autofree char *file = g_strdup_printf("%s/lun%u.img", e->dir, lun);
+
+        unlink(file);
+    }
     rmdir(e->dir);
     g_free(e->img);
     g_free(e->lun_spec);
     g_free(e->sock);
+    g_free(e->ctl);
     g_free(e->dir);
     g_free(e);
 }
@@ -434,30 +446,131 @@ static void test_tmf_lun_reset_then_unit_attention(gconstpointer data)
 
 /* ---- events (QEMU's device: our target has no LUN hot-plug) ---- */
 
+/*
+ * LUN changes, made the way each flavour makes them: QEMU's own disk by
+ * QMP (blockdev-add + device_add, device_del, block_resize), ours through
+ * vhost-scsi-target's control socket.  Each is a 1 MiB null LUN.
+ */
+static void control_call(struct env *e, const char *method, JsonNode *params)
+{
+    JsonNode *result = NULL;
+    g_autofree char *err = NULL;
+    int fd = ctl_client_connect(e->ctl), code;
+
+    g_assert_cmpint(fd, >=, 0);
+    if (ctl_client_call(fd, method, params, 10000, &result, &code, &err) < 0) {
+        g_error("%s: %s", method, err);
+    }
+    if (result) {
+        json_node_unref(result);
+    }
+    close(fd);
+}
+
+static JsonNode *lun_params(unsigned lun, const char *key, JsonNode *value)
+{
+    JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+    JsonObject *o = json_object_new();
+
+    json_object_set_int_member(o, "lun", lun);
+    if (key) {
+        json_object_set_member(o, key, value);
+    }
+    json_node_take_object(n, o);
+    return n;
+}
+
+static void lun_plug(struct env *e, unsigned lun)
+{
+    if (e->f->vhost) {
+        JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+        JsonObject *o = json_object_new();
+        g_autofree char *spec = g_strdup_printf("%u=null:1M", lun);
+
+        json_object_set_string_member(o, "lun", spec);
+        json_node_take_object(n, o);
+        control_call(e, "lun-add", n);
+        return;
+    }
+    /* A file, so that block_resize can grow it (null-co cannot). */
+    g_autofree char *file = g_strdup_printf("%s/lun%u.img", e->dir, lun);
+    int fd = open(file, O_CREAT | O_RDWR | O_TRUNC, 0600);
+
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(ftruncate(fd, 1 << 20), ==, 0);
+    close(fd);
+    g_autofree char *add = g_strdup_printf("{'execute': 'blockdev-add', 'arguments': "
+                                           "{'driver': 'file', 'node-name': 'nul%u', "
+                                           "'filename': '%s'}}", lun, file);
+    g_autofree char *dev = g_strdup_printf("'driver': 'scsi-hd', 'id': 'lun%u', "
+                                           "'drive': 'nul%u', 'bus': 'scsi0.0', "
+                                           "'scsi-id': 0, 'lun': %u", lun, lun, lun);
+    char *rep = qmp(e->qts, "%s", add);
+
+    g_assert(qmp_ok(rep));
+    g_free(rep);
+    qmp_device_add(e->qts, dev);
+}
+
+static void lun_unplug(struct env *e, unsigned lun)
+{
+    if (e->f->vhost) {
+        control_call(e, "lun-remove", lun_params(lun, NULL, NULL));
+        return;
+    }
+    g_autofree char *del = g_strdup_printf("{'execute': 'device_del', 'arguments': "
+                                           "{'id': 'lun%u'}}", lun);
+    char *rep = qmp(e->qts, "%s", del);
+
+    g_assert(qmp_ok(rep));
+    g_free(rep);
+}
+
+static void lun_grow(struct env *e, unsigned lun, uint64_t size)
+{
+    if (e->f->vhost) {
+        control_call(e, "lun-resize",
+                     lun_params(lun, "size", json_node_init_int(json_node_alloc(), (gint64)size)));
+        return;
+    }
+    g_autofree char *rs = g_strdup_printf("{'execute': 'block_resize', 'arguments': "
+                                          "{'node-name': 'nul%u', 'size': %" PRIu64 "}}",
+                                          lun, size);
+    char *rep = qmp(e->qts, "%s", rs);
+
+    g_assert(qmp_ok(rep));
+    g_free(rep);
+}
+
+/* The next event, which must come: its type (flags included) and reason; LUN checked. */
+static uint32_t expect_event(struct qt_vscsi *d, unsigned want_lun, uint32_t *reason)
+{
+    uint32_t event;
+    uint8_t lun[8];
+
+    g_assert(qt_vscsi_get_event(d, &event, lun, reason));
+    if ((event & ~VIRTIO_SCSI_T_EVENTS_MISSED) != VIRTIO_SCSI_T_NO_EVENT) {
+        g_assert_cmphex(lun[0], ==, 1);
+        g_assert_cmphex(lun[1], ==, 0);
+        g_assert_cmphex((lun[2] << 8 | lun[3]) & 0x3fff, ==, want_lun);
+    }
+    return event;
+}
+
 static void test_event_lun_hotplug_rescan(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
     struct qt_vscsi *d = &e->dev;
     struct qt_vscsi_opts o = { .hotplug = true };
-    uint32_t event, reason;
-    uint8_t lun[8];
+    uint32_t reason;
 
     start_driver(e, &o);
     g_assert(d->features & (1ull << VIRTIO_SCSI_F_HOTPLUG));
     qt_vscsi_post_events(d, 4);
     drain_vectors(d);
-    char *rep = qmp(e->qts, "{'execute': 'blockdev-add', 'arguments': {'driver': 'null-co', "
-                    "'node-name': 'nul1', 'size': 1048576}}");
-    g_assert(qmp_ok(rep));
-    g_free(rep);
-    qmp_device_add(e->qts, "'driver': 'scsi-hd', 'id': 'lun1', 'drive': 'nul1', "
-                   "'bus': 'scsi0.0', 'scsi-id': 0, 'lun': 1");
-    g_assert(qt_vscsi_get_event(d, &event, lun, &reason));
-    g_assert_cmpuint(event, ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
+    lun_plug(e, 1);
+    g_assert_cmpuint(expect_event(d, 1, &reason), ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
     g_assert_cmpuint(reason, ==, VIRTIO_SCSI_EVT_RESET_RESCAN);
-    g_assert_cmphex(lun[0], ==, 1);
-    g_assert_cmphex(lun[1], ==, 0);
-    g_assert_cmphex((lun[2] << 8 | lun[3]) & 0x3fff, ==, 1);
     g_assert(qt_msix_wait(&d->vpci.msix, d->vq[1].vector, QT_TIMEOUT_US));
 
     /* REPORT LUNS now lists both, and the new LUN answers. */
@@ -481,6 +594,90 @@ static void test_event_lun_hotplug_rescan(gconstpointer data)
     qt_cdb_rw10(rd, false, 0, 1);
     g_assert_cmpuint(qt_vscsi_cmd(d, qt_vscsi_rq(d, 1), 1, rd, 10, NULL, 0, buf, BLOCK, NULL),
                      ==, 0);
+    env_free(e);
+}
+
+static void test_event_lun_unplug_removed(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .hotplug = true };
+    struct qt_scsi_resp resp;
+    uint8_t tur[6] = { 0 };
+    uint32_t reason;
+
+    start_driver(e, &o);
+    g_assert(d->features & (1ull << VIRTIO_SCSI_F_HOTPLUG));
+    qt_vscsi_post_events(d, 4);
+    lun_plug(e, 1);
+    g_assert_cmpuint(expect_event(d, 1, &reason), ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 1);
+    lun_unplug(e, 1);
+    g_assert_cmpuint(expect_event(d, 1, &reason), ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
+    g_assert_cmpuint(reason, ==, VIRTIO_SCSI_EVT_RESET_REMOVED);
+    /*
+     * Gone: a command to it fails.  QEMU's own HBA answers for its target
+     * (CHECK CONDITION, LOGICAL UNIT NOT SUPPORTED); ours refuses it at
+     * the transport (BAD_TARGET), as it does any LUN it does not serve.
+     */
+    struct qt_scsi_req r;
+
+    /* QEMU first reports the unit attentions its target device has pending. */
+    for (unsigned i = 0; i < 4; i++) {
+        qt_vscsi_submit(d, qt_vscsi_rq(d, 0), 1, tur, 6, NULL, 0, 0, &r, false);
+        qt_vscsi_complete(d, qt_vscsi_rq(d, 0), &r, &resp, NULL, 0);
+        if (resp.response != VIRTIO_SCSI_S_OK || sense_of(&resp).key != SCSI_SENSE_UNIT_ATTENTION) {
+            break;
+        }
+    }
+    if (e->f->vhost) {
+        g_assert_cmpuint(resp.response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+    } else {
+        g_assert_cmpuint(resp.response, ==, VIRTIO_SCSI_S_OK);
+        check_sense(&resp, SCSI_SENSE_ILLEGAL_REQUEST, 0x25);
+    }
+    env_free(e);
+}
+
+static void test_event_lun_resize_param_change(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .hotplug = true, .change = true };
+    uint32_t reason;
+
+    start_driver(e, &o);
+    g_assert(d->features & (1ull << VIRTIO_SCSI_F_CHANGE));
+    qt_vscsi_post_events(d, 4);
+    lun_plug(e, 1);
+    g_assert_cmpuint(expect_event(d, 1, &reason), ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
+    lun_grow(e, 1, 4u << 20);
+    g_assert_cmpuint(expect_event(d, 1, &reason), ==, VIRTIO_SCSI_T_PARAM_CHANGE);
+    /* ASC in the low byte, ASCQ above it: CAPACITY DATA HAS CHANGED. */
+    g_assert_cmphex(reason, ==, 0x2a | 0x09 << 8);
+    env_free(e);
+}
+
+static void test_event_missed_flagged(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .hotplug = true };
+    uint32_t reason;
+
+    start_driver(e, &o);
+    g_assert(d->features & (1ull << VIRTIO_SCSI_F_HOTPLUG));
+    /* No event buffer when the LUN comes: the event is lost. */
+    lun_plug(e, 1);
+    /* The first buffer posted says so at once. */
+    qt_vscsi_post_events(d, 1);
+    g_assert_cmphex(expect_event(d, 0, &reason), ==,
+                    VIRTIO_SCSI_T_NO_EVENT | VIRTIO_SCSI_T_EVENTS_MISSED);
+    /* And the next event comes whole. */
+    qt_vscsi_post_events(d, 1);
+    lun_unplug(e, 1);
+    g_assert_cmphex(expect_event(d, 1, &reason), ==, VIRTIO_SCSI_T_TRANSPORT_RESET);
+    g_assert_cmpuint(reason, ==, VIRTIO_SCSI_EVT_RESET_REMOVED);
     env_free(e);
 }
 
@@ -1137,7 +1334,10 @@ int main(int argc, char **argv)
     add_all("bring-up", test_bring_up);
     add_all("bring-up-with-rings-smaller-than-maximum", test_bring_up_small_rings);
     add_both("tmf/lun-reset-then-unit-attention", test_tmf_lun_reset_then_unit_attention);
-    add("events/lun-hotplug-reports-rescan", &builtin, test_event_lun_hotplug_rescan);
+    add_both("events/lun-hotplug-reports-rescan", test_event_lun_hotplug_rescan);
+    add_both("events/lun-unplug-reports-removed", test_event_lun_unplug_removed);
+    add_both("events/lun-resize-reports-param-change", test_event_lun_resize_param_change);
+    add_both("events/missed-events-flagged", test_event_missed_flagged);
     add_all("msix/per-queue-vectors", test_msix_per_queue_vectors);
     add_all("msix/masked-vector-sets-pba-then-fires-on-unmask", test_msix_masked_vector_pends);
     add_all("msix/vectors-unassigned-before-driver-ok", test_vectors_unassigned_before_driver_ok);

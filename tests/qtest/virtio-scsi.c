@@ -59,6 +59,9 @@ static void driver_init(struct qt_vscsi *d, const struct qt_vscsi_opts *o, bool 
     if (o->hotplug && (offered & (1ull << VIRTIO_SCSI_F_HOTPLUG))) {
         d->features |= 1ull << VIRTIO_SCSI_F_HOTPLUG;
     }
+    if (o->change && (offered & (1ull << VIRTIO_SCSI_F_CHANGE))) {
+        d->features |= 1ull << VIRTIO_SCSI_F_CHANGE;
+    }
     g_assert(qt_vpci_set_features(v, d->features));
 
     unsigned total = qt_vpci_num_queues(v);

@@ -278,7 +278,9 @@ static void complete_on_thread(void *opaque)
 
     cmd->status = k->status;
     cmd->sense_len = (uint8_t)MIN(k->sense_len, sizeof(cmd->sense));
-    memcpy(cmd->sense, k->sense, cmd->sense_len);
+    if (cmd->sense_len) {
+        memcpy(cmd->sense, k->sense, cmd->sense_len);
+    }
     cmd->data_in_xfer = k->len && cmd->data_in
                             ? iov_from_buf(cmd->data_in, cmd->data_in_cnt, 0, k->data, k->len) : 0;
     cmd->complete(cmd);
