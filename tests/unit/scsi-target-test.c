@@ -55,7 +55,7 @@ static struct result exec_cdb(struct scsi_nexus *nx, unsigned port, unsigned lun
                             .opaque = &r };
 
     g_assert_cmpuint(cdb_len, <=, SC_CDB_MAX);
-    memcpy(r.cdb, cdb, cdb_len);
+    memcpy(r.cdb, cdb, MIN(cdb_len, SC_CDB_MAX));
     if (buf) {
         cmd.data_in = &iov;
         cmd.data_in_cnt = 1;
