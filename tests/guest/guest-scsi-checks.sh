@@ -8,7 +8,10 @@
 # device reset that stops and restarts the back-end's queues) while I/O is in
 # flight, GUEST_RESETS times (default 1); GUEST_PHASE=2 (a second boot against
 # the same back-end) checks the LUNs attach again and that the marker written
-# in phase 1 survived.
+# in phase 1 survived.  GUEST_PHASE=live asks the host, by "GUEST-WANT: add",
+# "resize" and "remove" lines on the console, to change LUN 2 while fio
+# writes and verifies LUN 0, and checks Linux follows each change with no
+# manual rescan (GUEST_LUN2_BYTES, then GUEST_LUN2_GROWN).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -148,6 +151,57 @@ vdev_of() {  # the virtioN device that hosts DEV
 echo "# guest: $(uname -r), phase $PHASE"
 D0=$(wait_disk 0) && pass "lun0 attached as $D0" || fail "lun0 attached"
 D1=$(wait_disk 1) && pass "lun1 attached as $D1" || fail "lun1 attached"
+
+# Waits up to $2 seconds for the shell condition $1 to hold.
+wait_until() {
+    i=0
+    while [ $i -lt $(($2 * 10)) ]; do
+        eval "$1" && return 0
+        usleep 100000
+        i=$((i + 1))
+    done
+    return 1
+}
+
+if [ "$PHASE" = live ]; then
+    # LUN 0 writes and verifies all along: the changes beside it must not hurt it.
+    fio --name=steady --filename="/dev/$D0" --direct=1 --ioengine=libaio --iodepth=8 \
+        --rw=randwrite --bs=4k --size=32M --verify=crc32c --verify_fatal=1 --do_verify=1 \
+        --output-format=terse --terse-version=3 >/tmp/steady.out 2>&1 &
+    FIO_PID=$!
+    echo "GUEST-WANT: add"
+    if D2=$(wait_disk 2 90); then
+        pass "hot-added lun2 appears as /dev/$D2 with no manual rescan"
+        check_geometry 2 "$D2" "$GUEST_LUN2_BYTES" 512
+        fio_verify "lun2 fio write+verify" "$D2" 4M
+        echo "GUEST-WANT: resize"
+        if wait_until '[ "$(cat /sys/block/$D2/size)" = "$((GUEST_LUN2_GROWN / 512))" ]' 90; then
+            pass "grown lun2 shows its new size in /sys/block/$D2/size ($((GUEST_LUN2_GROWN / 512)))"
+        else
+            fail "grown lun2 shows its new size: $(cat /sys/block/$D2/size), expected $((GUEST_LUN2_GROWN / 512))"
+            dmesg | tail -n 20 | sed 's/^/# dmesg: /'
+        fi
+        echo "GUEST-WANT: remove"
+        if wait_until '[ -z "$(disk_of_lun 2)" ] && [ ! -e /sys/block/$D2 ]' 90; then
+            pass "removed lun2 disappears (/dev/$D2 gone)"
+        else
+            fail "removed lun2 disappears"
+            dmesg | tail -n 20 | sed 's/^/# dmesg: /'
+        fi
+    else
+        fail "hot-added lun2 appears with no manual rescan"
+        dmesg | tail -n 20 | sed 's/^/# dmesg: /'
+        echo "GUEST-WANT: done"
+    fi
+    if wait $FIO_PID && ! grep -qi 'verify.*bad\|crc32c.*wanted' /tmp/steady.out; then
+        pass "lun0 fio write+crc32c verify ran through the changes with zero errors"
+    else
+        fail "lun0 fio write+crc32c verify through the changes"
+        diag /tmp/steady.out
+    fi
+    echo "1..$N"
+    exit $((FAILED > 0))
+fi
 
 if [ "$PHASE" = 2 ]; then
     if [ -n "$D0" ]; then

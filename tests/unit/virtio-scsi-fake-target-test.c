@@ -14,7 +14,8 @@
  *  - LUN changes the target announces become events (virtio 1.2 5.6.6.3)
  *    when the driver accepted HOTPLUG / CHANGE: TRANSPORT_RESET with
  *    RESCAN or REMOVED, PARAM_CHANGE with the ASC/ASCQ, the LUN encoded as
- *    in requests; an event with no buffer is lost and the next one (or a
+ *    REPORT LUNS lists it (peripheral below 256, flat above: Linux reads
+ *    the bytes as its LUN number); an event with no buffer is lost and the next one (or a
  *    NO_EVENT as soon as a buffer comes) carries EVENTS_MISSED;
  *  - task management reaches the target through the nexus and the LUN:
  *    LOGICAL UNIT RESET and CLEAR TASK SET are answered only when the
@@ -457,7 +458,12 @@ static void assert_event(struct fx *x, const struct evbuf *b, uint32_t event, ui
     g_assert_cmphex(le32toh(b->ev->event), ==, event);
     g_assert_cmphex(le32toh(b->ev->reason), ==, reason);
     if ((event & ~VIRTIO_SCSI_T_EVENTS_MISSED) != VIRTIO_SCSI_T_NO_EVENT) {
-        fe_lun(want, port, lun);
+        /* As REPORT LUNS encodes it: peripheral below 256, flat (40h) above. */
+        memset(want, 0, sizeof(want));
+        want[0] = 1;
+        want[1] = (uint8_t)port;
+        want[2] = lun < 256 ? 0 : 0x40 | (uint8_t)(lun >> 8);
+        want[3] = (uint8_t)lun;
         g_assert_cmpmem(b->ev->lun, 8, want, 8);
     }
 }
