@@ -128,3 +128,23 @@ relay_kernel_guest() {
     *) fail "guest reported $2 failures" ;;
     esac
 }
+
+# target_stop_checked PID LOG: SIGTERM to the target (SIGKILL if it is still
+# running 10 s later) and two TAP lines: it exited with status 0, and its
+# log has no sanitizer report.
+target_stop_checked() {
+    kill -TERM "$1"
+    if ! timeout 10 tail -f --pid="$1" /dev/null; then
+        note "target still running 10 s after SIGTERM; killing it"
+        kill -KILL "$1" 2>/dev/null
+    fi
+    wait "$1"; trc=$?
+    if [ "$trc" = 0 ]; then pass "target exits with status 0 on SIGTERM"
+    else fail "target exits with status 0 on SIGTERM (status $trc)"; fi
+    if grep -qi 'AddressSanitizer\|runtime error:' "$2"; then
+        fail "target log free of sanitizer reports"
+        grep -i -A20 'AddressSanitizer\|runtime error:' "$2" | sed 's/^/# target: /'
+    else
+        pass "target log free of sanitizer reports"
+    fi
+}

@@ -104,18 +104,7 @@ else
     fail "lun2's file was grown: $(stat -c %s "$WORK/lun2.img") bytes"
 fi
 
-kill -TERM "$TARGET_PID"
-if ! timeout 10 tail -f --pid="$TARGET_PID" /dev/null; then
-    kill -KILL "$TARGET_PID" 2>/dev/null
-fi
-wait "$TARGET_PID"; trc=$?
+target_stop_checked "$TARGET_PID" "$WORK/target.log"
 TARGET_PID=""
-if [ "$trc" = 0 ]; then pass "target exits with status 0 on SIGTERM"
-else fail "target exits with status 0 on SIGTERM (status $trc)"; fi
-if grep -qi 'AddressSanitizer\|runtime error:' "$WORK/target.log"; then
-    fail "target log free of sanitizer reports"
-else
-    pass "target log free of sanitizer reports"
-fi
 [ "$FAILED" = 0 ] || KEEP=1
 finish

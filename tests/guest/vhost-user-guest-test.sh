@@ -147,22 +147,8 @@ fi
 
 # --- shutdown -----------------------------------------------------------------
 if [ "$PEER" = target ] && kill -0 "$TARGET_PID" 2>/dev/null; then
-    kill -TERM "$TARGET_PID"
-    # Bounded wait: a target that ignores SIGTERM is killed after 10 s.
-    if ! timeout 10 tail -f --pid="$TARGET_PID" /dev/null; then
-        note "target still running 10 s after SIGTERM; killing it"
-        kill -KILL "$TARGET_PID" 2>/dev/null
-    fi
-    wait "$TARGET_PID"; trc=$?
+    target_stop_checked "$TARGET_PID" "$WORK/target.log"
     TARGET_PID=""
-    if [ "$trc" = 0 ]; then pass "target exits with status 0 on SIGTERM"
-    else fail "target exits with status 0 on SIGTERM (status $trc)"; fi
-    if grep -qi 'AddressSanitizer\|runtime error:' "$WORK/target.log"; then
-        fail "target log free of sanitizer reports"
-        grep -i -A20 'AddressSanitizer\|runtime error:' "$WORK/target.log" | sed 's/^/# target: /'
-    else
-        pass "target log free of sanitizer reports"
-    fi
 fi
 [ "$FAILED" = 0 ] || KEEP=1
 finish
