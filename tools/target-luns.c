@@ -133,6 +133,10 @@ int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned
     if (ret < 0) {
         *err = g_strdup_printf("%s: %s", shown, ret == -EEXIST ? "LUN given twice"
                                                                : g_strerror(-ret));
+        if (tgt->threads) {
+            detach_backend(tgt, be, tgt->nthreads);
+        }
+        scsi_lun_free(lun);
     }
     *port = spec.target;
     *lun_id = spec.lun;

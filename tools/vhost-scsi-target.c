@@ -946,7 +946,7 @@ out:
     if (tgt.timer_fd >= 0) {
         close(tgt.timer_fd);
     }
-    scsi_target_free(tgt.scsi);
+    scsi_target_free_luns(tgt.scsi);
     g_ptr_array_free(opts.lun_args, TRUE);
     g_array_free(opts.allow_uids, TRUE);
     g_array_free(opts.allow_gids, TRUE);

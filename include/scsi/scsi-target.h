@@ -32,8 +32,13 @@ struct scsi_nexus;
 
 /* name is used in log lines. */
 struct scsi_target *scsi_target_new(const char *name);
-/* Frees every LUN.  Every nexus must have been freed first. */
+/*
+ * Frees the target, not its LUNs (they are the caller's: one LUN may be
+ * mapped by several targets).  Every nexus must have been freed first.
+ */
 void scsi_target_free(struct scsi_target *t);
+/* Frees the target and every LUN it still maps: for an owner that gave each LUN to it alone. */
+void scsi_target_free_luns(struct scsi_target *t);
 
 /*
  * The threads that run the target's commands (the transports' request
@@ -46,8 +51,9 @@ void scsi_target_set_threads(struct scsi_target *t, struct iothread *main,
                              struct iothread *const *threads, unsigned n);
 
 /*
- * Maps l at (port, lun_id); takes ownership of l (freed on failure).
- * -EINVAL for an id out of range, -EEXIST for a duplicate.  Live (main
+ * Maps l at (port, lun_id); l stays the caller's and must outlive the
+ * mapping (until scsi_target_remove_lun hands it back, or the target is
+ * freed).  -EINVAL for an id out of range, -EEXIST for a duplicate.  Live (main
  * thread): every nexus gets the LUN with POWER ON pending, and REPORTED
  * LUNS DATA HAS CHANGED on the port's other LUNs; its transport is told
  * (lun_added).
@@ -60,7 +66,8 @@ int scsi_target_add_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
  * REPORTED LUNS DATA HAS CHANGED and the transports are told
  * (lun_removed).  Commands already running on it complete.  Once no
  * thread can reach it and they have, removed(lun, opaque) runs on the
- * main thread and the caller owns the LUN again (NULL: it is freed).
+ * main thread: the caller may free the LUN then (NULL: the caller keeps
+ * it alive past the target anyway).
  * -ENOENT if nothing is mapped there, -EINVAL for an id out of range.
  */
 typedef void scsi_target_removed_fn(struct scsi_lun *lun, void *opaque);

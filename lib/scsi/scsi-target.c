@@ -6,7 +6,9 @@
  * lock: a LUN change builds every nexus a new table, publishes it with
  * one atomic pointer store, and frees the old one after a grace period of
  * the I/O threads (grace.h); a removed LUN is handed back to its owner
- * only once no table names it and its commands have drained.  A nexus's
+ * only once no table names it and its commands have drained.  The target
+ * maps LUNs it does not own: one LUN may be mapped by several targets (a
+ * disk shared by several VMs' controllers).  A nexus's
  * unit-attention state for a LUN is its own allocation, shared by the
  * successive tables that name the LUN, so a condition raised while a
  * table is replaced is never lost.
@@ -120,12 +122,10 @@ static struct retired *retired_new(struct scsi_target *t)
 
 static void retired_finish(struct retired *r)
 {
+    r->t->graces--;
     if (r->removed) {
         r->removed(r->lun, r->removed_opaque);
-    } else {
-        scsi_lun_free(r->lun);
     }
-    r->t->graces--;
     g_free(r);
 }
 
@@ -182,17 +182,24 @@ void scsi_target_free(struct scsi_target *t)
     if (!t) {
         return;
     }
-    /* A nexus left alive would point into the LUNs freed here. */
+    /* A nexus left alive would read the tables freed here. */
     g_assert(!t->nexuses);
     /* The threads' loops have ended (freed) before the target: every grace with them. */
     g_assert(!t->graces);
-    for (unsigned i = 0; i < t->n; i++) {
-        scsi_lun_free(t->e[i].lun);
-    }
     g_free(t->e);
     g_free(t->threads);
     g_free(t->name);
     g_free(t);
+}
+
+void scsi_target_free_luns(struct scsi_target *t)
+{
+    g_autoptr(GPtrArray) luns = g_ptr_array_new_with_free_func((GDestroyNotify)scsi_lun_free);
+
+    for (unsigned i = 0; t && i < t->n; i++) {
+        g_ptr_array_add(luns, t->e[i].lun);
+    }
+    scsi_target_free(t);
 }
 
 static struct target_lun *target_find(const struct scsi_target *t, unsigned port, unsigned lun_id)
@@ -546,7 +553,6 @@ int scsi_target_add_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
         ret = -EEXIST;
     }
     if (ret < 0) {
-        scsi_lun_free(l);
         return ret;
     }
     t->e = g_renew(struct target_lun, t->e, t->n + 1);

@@ -237,7 +237,7 @@ static void fx_teardown(struct fx *x)
 {
     scsi_target_nexus_free(x->a);
     scsi_target_nexus_free(x->b);
-    scsi_target_free(x->t);
+    scsi_target_free_luns(x->t);
 }
 
 /* ---- adding ----------------------------------------------------------- */
@@ -245,6 +245,7 @@ static void fx_teardown(struct fx *x)
 static void test_add_reaches_every_nexus(void)
 {
     struct fx x;
+    struct scsi_lun *dup;
     uint16_t ids[16];
     struct result r;
 
@@ -277,8 +278,10 @@ static void test_add_reaches_every_nexus(void)
         g_assert_cmpuint(report_luns(nx, 0, ids, G_N_ELEMENTS(ids)), ==, 3);
         g_assert_cmpuint(ids[2], ==, 7);
     }
-    /* A duplicate is refused and freed; nothing is announced. */
-    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 7, ram_lun("dup")), ==, -EEXIST);
+    /* A duplicate is refused (it stays the caller's); nothing is announced. */
+    dup = ram_lun("dup");
+    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 7, dup), ==, -EEXIST);
+    scsi_lun_free(dup);
     g_assert_cmpuint(x.ha.added, ==, 1);
     fx_teardown(&x);
 }
@@ -358,7 +361,9 @@ static void test_remove_from_every_nexus(void)
     g_assert_cmpint(scsi_target_remove_lun(x.t, 0, 1, handed_back, &back), ==, -ENOENT);
     g_assert_cmpint(scsi_target_remove_lun(x.t, 0, 20000, handed_back, &back), ==, -EINVAL);
     /* The last LUN of a port takes the port with it. */
-    g_assert_cmpint(scsi_target_remove_lun(x.t, 3, 5, NULL, NULL), ==, 0);
+    back = (struct handed_back){ 0 };
+    g_assert_cmpint(scsi_target_remove_lun(x.t, 3, 5, handed_back, &back), ==, 0);
+    scsi_lun_free(back.lun);
     g_assert_false(scsi_nexus_has_port(x.a, 3));
     r = tur(x.a, 3, 5);
     g_assert_cmpint(r.ret, ==, -ENXIO);

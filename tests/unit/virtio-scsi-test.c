@@ -240,7 +240,7 @@ static void fx_teardown(struct fx *x)
     fe_close(&x->a);
     fe_close(&x->b);
     fe_threads_stop(&x->th);
-    scsi_target_free(x->target);
+    scsi_target_free_luns(x->target);
 }
 
 /* ---- task management --------------------------------------------------- */
