@@ -37,6 +37,14 @@ static const char usage_text[] =
     "  lun resize [TARGET:]LUN [SIZE]\n"
     "                               grow it to SIZE (bytes, K/M/G/T), or without\n"
     "                               SIZE to what its device has grown to\n"
+    "  lun map [TARGET:]LUN BACKEND map a named backend there\n"
+    "  lun unmap [TARGET:]LUN       unmap it (the backend stays); returns once\n"
+    "                               its I/O has drained\n"
+    "  backend add NAME SPEC        open a named backend (SPEC as in --lun ID=SPEC)\n"
+    "  backend remove NAME          close it (refused while it is mapped)\n"
+    "  backend resize NAME [SIZE]   grow it; every LUN it is mapped at is told\n"
+    "  backend list                 the backends and where they are mapped\n"
+    "  connection list              the front-ends connected, their queues\n"
     "\n"
     "Exit status: 0 success, 1 the daemon refused or failed, 2 usage.\n";
 
@@ -76,18 +84,58 @@ static JsonNode *lun_params(const char *id)
     return json_builder_get_root(b);
 }
 
-static void print_lun(JsonObject *o)
+static void print_device(JsonObject *o)
 {
     g_autofree char *size = g_format_size_full((guint64)json_object_get_int_member(o, "size"),
                                                G_FORMAT_SIZE_IEC_UNITS);
 
-    printf("%" G_GINT64_FORMAT ":%-5" G_GINT64_FORMAT " %-10s %-10s %5" G_GINT64_FORMAT
-           "-byte blocks  %s  %s\n",
-           json_object_get_int_member(o, "target"), json_object_get_int_member(o, "lun"),
-           json_object_get_string_member(o, "name"), size,
+    printf("%-10s %5" G_GINT64_FORMAT "-byte blocks  %s  %s", size,
            json_object_get_int_member(o, "block_size"),
            json_object_get_boolean_member(o, "read_only") ? "ro" : "rw",
+           json_object_get_string_member(o, "device"));
+}
+
+static void print_lun(JsonObject *o)
+{
+    printf("%" G_GINT64_FORMAT ":%-5" G_GINT64_FORMAT " %-12s ",
+           json_object_get_int_member(o, "target"), json_object_get_int_member(o, "lun"),
            json_object_get_string_member(o, "backend"));
+    print_device(o);
+    printf("\n");
+}
+
+static void print_backend(JsonObject *o)
+{
+    JsonArray *at = json_object_get_array_member(o, "mapped_at");
+
+    printf("%-12s ", json_object_get_string_member(o, "name"));
+    print_device(o);
+    printf("  mapped at:");
+    for (guint i = 0; at && i < json_array_get_length(at); i++) {
+        JsonObject *m = json_array_get_object_element(at, i);
+
+        printf(" %" G_GINT64_FORMAT ":%" G_GINT64_FORMAT, json_object_get_int_member(m, "target"),
+               json_object_get_int_member(m, "lun"));
+    }
+    printf("%s\n", at && json_array_get_length(at) ? "" : " nowhere");
+}
+
+static void print_connection(JsonObject *o)
+{
+    JsonArray *qs = json_object_get_array_member(o, "queues");
+
+    printf("%-8s pid %-7" G_GINT64_FORMAT " uid %-6" G_GINT64_FORMAT " %-10s in flight:",
+           json_object_get_string_member(o, "name"), json_object_get_int_member(o, "pid"),
+           json_object_get_int_member(o, "uid"), json_object_get_string_member(o, "state"));
+    for (guint i = 0; qs && i < json_array_get_length(qs); i++) {
+        JsonObject *q = json_array_get_object_element(qs, i);
+
+        if (json_object_get_boolean_member(q, "running")) {
+            printf(" q%" G_GINT64_FORMAT "=%" G_GINT64_FORMAT, json_object_get_int_member(q, "index"),
+                   json_object_get_int_member(q, "in_flight"));
+        }
+    }
+    printf("\n");
 }
 
 static void print_json(JsonNode *n)
@@ -102,14 +150,50 @@ static void print_json(JsonNode *n)
 }
 
 /* Checks the shape of what the server sent before reading it. */
-static bool is_lun(JsonNode *n)
+static bool has_all(JsonNode *n, const char *const *members)
 {
     JsonObject *o = JSON_NODE_HOLDS_OBJECT(n) ? json_node_get_object(n) : NULL;
 
-    return o && json_object_has_member(o, "target") && json_object_has_member(o, "lun") &&
-           json_object_has_member(o, "size") && json_object_has_member(o, "name") &&
-           json_object_has_member(o, "backend") && json_object_has_member(o, "block_size") &&
-           json_object_has_member(o, "read_only");
+    for (; o && *members; members++) {
+        if (!json_object_has_member(o, *members)) {
+            return false;
+        }
+    }
+    return o != NULL;
+}
+
+static const char *const device_members[] = { "device", "size", "block_size", "read_only", NULL };
+static bool is_lun(JsonNode *n)
+{
+    static const char *const m[] = { "target", "lun", "backend", NULL };
+
+    return has_all(n, m) && has_all(n, device_members);
+}
+
+static bool is_backend(JsonNode *n)
+{
+    static const char *const m[] = { "name", "spec", "mapped_at", NULL };
+
+    return has_all(n, m) && has_all(n, device_members);
+}
+
+static bool is_connection(JsonNode *n)
+{
+    static const char *const m[] = { "name", "pid", "uid", "state", "queues", NULL };
+
+    return has_all(n, m);
+}
+
+/* One element of a list answer, printed by its kind. */
+static void print_element(JsonNode *n)
+{
+    if (is_lun(n)) {
+        print_lun(json_node_get_object(n));
+    } else if (is_backend(n)) {
+        print_backend(json_node_get_object(n));
+    } else if (is_connection(n)) {
+        print_connection(json_node_get_object(n));
+    }
 }
 
 static int run(const struct opts *o, const char *method, JsonNode *params, const char *what)
@@ -146,17 +230,64 @@ static int run(const struct opts *o, const char *method, JsonNode *params, const
         JsonArray *a = json_node_get_array(result);
 
         for (guint i = 0; i < json_array_get_length(a); i++) {
-            if (is_lun(json_array_get_element(a, i))) {
-                print_lun(json_array_get_object_element(a, i));
-            }
+            print_element(json_array_get_element(a, i));
         }
-    } else if (is_lun(result)) {
+    } else if (is_lun(result) || is_backend(result)) {
         printf("%s ", what);
-        print_lun(json_node_get_object(result));
+        print_element(result);
     } else {
         printf("%s\n", what);
     }
     return 0;
+}
+
+/* "size" from a SIZE argument into params; false (usage printed) if it is not one. */
+static bool set_size(JsonNode *p, const char *arg)
+{
+    uint64_t size;
+
+    if (size_parse(arg, &size) < 0 || !size || size > G_MAXINT64) {
+        usage("size '%s': expected bytes with an optional K/M/G/T", arg);
+        return false;
+    }
+    json_object_set_int_member(json_node_get_object(p), "size", (gint64)size);
+    return true;
+}
+
+static JsonNode *name_params(const char *name)
+{
+    JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+    JsonObject *obj = json_object_new();
+
+    json_object_set_string_member(obj, "name", name);
+    json_node_take_object(n, obj);
+    return n;
+}
+
+static int backend_cmd(const struct opts *o, int argc, char **argv)
+{
+    JsonNode *p;
+
+    if (argc == 1 && !strcmp(argv[0], "list")) {
+        return run(o, "backend-list", NULL, "");
+    }
+    if (argc == 3 && !strcmp(argv[0], "add")) {
+        p = name_params(argv[1]);
+        json_object_set_string_member(json_node_get_object(p), "spec", argv[2]);
+        return run(o, "backend-add", p, "added");
+    }
+    if (argc == 2 && !strcmp(argv[0], "remove")) {
+        return run(o, "backend-remove", name_params(argv[1]), "removed");
+    }
+    if ((argc == 2 || argc == 3) && !strcmp(argv[0], "resize")) {
+        p = name_params(argv[1]);
+        if (argc == 3 && !set_size(p, argv[2])) {
+            json_node_unref(p);
+            return EXIT_USAGE;
+        }
+        return run(o, "backend-resize", p, "resized");
+    }
+    return usage("unknown backend command '%s'", argc ? argv[0] : "");
 }
 
 int ctl_target_main(int argc, char **argv)
@@ -207,8 +338,31 @@ int ctl_target_main(int argc, char **argv)
     if (!strcmp(cmd, "version") && argc == 0) {
         return run(&o, "version", NULL, "");
     }
+    if (!strcmp(cmd, "connection") && argc == 1 && !strcmp(argv[0], "list")) {
+        return run(&o, "connection-list", NULL, "");
+    }
+    if (!strcmp(cmd, "backend")) {
+        return backend_cmd(&o, argc, argv);
+    }
     if (strcmp(cmd, "lun") || argc < 1) {
         return usage("unknown command '%s'", cmd);
+    }
+    if (!strcmp(argv[0], "map") && argc == 3) {
+        JsonNode *p = lun_params(argv[1]);
+
+        if (!p) {
+            return usage("'%s': expected [TARGET:]LUN (0..255:0..16383)", argv[1]);
+        }
+        json_object_set_string_member(json_node_get_object(p), "backend", argv[2]);
+        return run(&o, "lun-map", p, "mapped");
+    }
+    if (!strcmp(argv[0], "unmap") && argc == 2) {
+        JsonNode *p = lun_params(argv[1]);
+
+        if (!p) {
+            return usage("'%s': expected [TARGET:]LUN (0..255:0..16383)", argv[1]);
+        }
+        return run(&o, "lun-unmap", p, "unmapped");
     }
     if (!strcmp(argv[0], "list") && argc == 1) {
         return run(&o, "lun-list", NULL, "");
@@ -225,7 +379,6 @@ int ctl_target_main(int argc, char **argv)
     if ((!strcmp(argv[0], "remove") && argc == 2) ||
         (!strcmp(argv[0], "resize") && (argc == 2 || argc == 3))) {
         JsonNode *p = lun_params(argv[1]);
-        uint64_t size;
 
         if (!p) {
             return usage("'%s': expected [TARGET:]LUN (0..255:0..16383)", argv[1]);
@@ -233,12 +386,9 @@ int ctl_target_main(int argc, char **argv)
         if (!strcmp(argv[0], "remove")) {
             return run(&o, "lun-remove", p, "removed");
         }
-        if (argc == 3) {
-            if (size_parse(argv[2], &size) < 0 || !size || size > G_MAXINT64) {
-                json_node_unref(p);
-                return usage("size '%s': expected bytes with an optional K/M/G/T", argv[2]);
-            }
-            json_object_set_int_member(json_node_get_object(p), "size", (gint64)size);
+        if (argc == 3 && !set_size(p, argv[2])) {
+            json_node_unref(p);
+            return EXIT_USAGE;
         }
         return run(&o, "lun-resize", p, "resized");
     }

@@ -1,8 +1,9 @@
 /*
  * The daemon's control methods (tools/target.h), served on the --control
- * socket (control-server.h): version, and the live LUN operations —
- * lun-list, lun-add (the --lun grammar), lun-remove (answered once the
- * LUN's commands have drained and its backend is closed) and lun-resize.
+ * socket (control-server.h): version; named backends (backend-add, -remove,
+ * -resize, -list); mappings (lun-map, lun-unmap — answered once the LUN's
+ * commands have drained — lun-list, and the shortcuts lun-add, lun-remove,
+ * lun-resize that make and drop an implicit backend); connection-list.
  * Each checks its params against a schema first, so a wrong type or an
  * unknown member is an "invalid params" error naming the member.
  *
@@ -13,6 +14,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "lun-spec.h"
 #include "json-strict.h"
 #include "size.h"
 #include "target.h"
@@ -49,26 +51,72 @@ static bool lun_address(struct ctl_call *call, JsonObject *params, unsigned *por
     return true;
 }
 
-static JsonNode *lun_json(struct scsi_lun *l, unsigned port, unsigned lun)
+static void add_str(JsonBuilder *b, const char *k, const char *v)
+{
+    json_builder_set_member_name(b, k);
+    json_builder_add_string_value(b, v);
+}
+
+static void add_int(JsonBuilder *b, const char *k, gint64 v)
+{
+    json_builder_set_member_name(b, k);
+    json_builder_add_int_value(b, v);
+}
+
+/* The device fields a LUN and its backend share. */
+static void add_device(JsonBuilder *b, struct scsi_lun *l)
 {
     struct lun_backend *be = scsi_lun_backend(l);
+
+    add_str(b, "device", be->name);
+    add_int(b, "size", (gint64)backend_size(be));
+    add_int(b, "block_size", be->block_size);
+    json_builder_set_member_name(b, "read_only");
+    json_builder_add_boolean_value(b, be->read_only);
+}
+
+static JsonNode *lun_json(struct target *tgt, unsigned port, unsigned lun)
+{
+    struct scsi_lun *l = scsi_target_lun(tgt->scsi, port, lun);
+    struct target_backend *tb = target_backend_of(tgt, l);
     g_autoptr(JsonBuilder) b = json_builder_new();
 
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "target");
-    json_builder_add_int_value(b, port);
-    json_builder_set_member_name(b, "lun");
-    json_builder_add_int_value(b, lun);
-    json_builder_set_member_name(b, "name");
-    json_builder_add_string_value(b, scsi_lun_name(l));
-    json_builder_set_member_name(b, "backend");
-    json_builder_add_string_value(b, be->name);
-    json_builder_set_member_name(b, "size");
-    json_builder_add_int_value(b, (gint64)backend_size(be));
-    json_builder_set_member_name(b, "block_size");
-    json_builder_add_int_value(b, be->block_size);
-    json_builder_set_member_name(b, "read_only");
-    json_builder_add_boolean_value(b, be->read_only);
+    add_int(b, "target", port);
+    add_int(b, "lun", lun);
+    add_str(b, "backend", tb ? tb->name : scsi_lun_name(l));
+    add_device(b, l);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+static JsonNode *backend_json(struct target *tgt, struct target_backend *tb)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autofree char *spec = lun_spec_redact(tb->spec);
+
+    json_builder_begin_object(b);
+    add_str(b, "name", tb->name);
+    /* Without an iSCSI password: what list shows may end up in a ticket. */
+    add_str(b, "spec", spec);
+    add_device(b, tb->lun);
+    json_builder_set_member_name(b, "implicit");
+    json_builder_add_boolean_value(b, tb->implicit);
+    json_builder_set_member_name(b, "mapped_at");
+    json_builder_begin_array(b);
+    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
+        unsigned port, lun;
+
+        if (scsi_target_lun_at(tgt->scsi, i) != tb->lun) {
+            continue;
+        }
+        scsi_target_lun_id_at(tgt->scsi, i, &port, &lun);
+        json_builder_begin_object(b);
+        add_int(b, "target", port);
+        add_int(b, "lun", lun);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
     json_builder_end_object(b);
     return json_builder_get_root(b);
 }
@@ -81,21 +129,25 @@ static void m_version(struct ctl_call *call, JsonObject *params, void *opaque)
         return;
     }
     json_builder_begin_object(b);
-    json_builder_set_member_name(b, "program");
-    json_builder_add_string_value(b, "vhost-scsi-target");
-    json_builder_set_member_name(b, "version");
-    json_builder_add_string_value(b, VHOST_SCSI_VERSION);
-    json_builder_set_member_name(b, "protocol");
-    json_builder_add_int_value(b, CONTROL_PROTOCOL);
+    add_str(b, "program", "vhost-scsi-target");
+    add_str(b, "version", VHOST_SCSI_VERSION);
+    add_int(b, "protocol", CONTROL_PROTOCOL);
     json_builder_end_object(b);
     ctl_call_reply(call, json_builder_get_root(b));
+}
+
+static JsonNode *array_node(JsonArray *a)
+{
+    JsonNode *n = json_node_new(JSON_NODE_ARRAY);
+
+    json_node_take_array(n, a);
+    return n;
 }
 
 static void m_lun_list(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     struct target *tgt = opaque;
     JsonArray *a;
-    JsonNode *n;
 
     if (!params_ok(call, params, NULL, 0)) {
         return;
@@ -105,11 +157,16 @@ static void m_lun_list(struct ctl_call *call, JsonObject *params, void *opaque)
         unsigned port, lun;
 
         scsi_target_lun_id_at(tgt->scsi, i, &port, &lun);
-        json_array_add_element(a, lun_json(scsi_target_lun_at(tgt->scsi, i), port, lun));
+        json_array_add_element(a, lun_json(tgt, port, lun));
     }
-    n = json_node_new(JSON_NODE_ARRAY);
-    json_node_take_array(n, a);
-    ctl_call_reply(call, n);
+    ctl_call_reply(call, array_node(a));
+}
+
+/* Fails call with ret and err (logged: a refused control request is an operator's event). */
+static void fail(struct ctl_call *call, const char *what, int ret, const char *err)
+{
+    g_warning("control: %s: %s", what, err);
+    ctl_call_fail(call, ret, err);
 }
 
 static void m_lun_add(struct ctl_call *call, JsonObject *params, void *opaque)
@@ -125,14 +182,13 @@ static void m_lun_add(struct ctl_call *call, JsonObject *params, void *opaque)
     }
     ret = target_lun_add(tgt, json_object_get_string_member(params, "lun"), &port, &lun, &err);
     if (ret < 0) {
-        g_warning("control: lun-add %s", err);
-        ctl_call_fail(call, ret, err);
+        fail(call, "lun-add", ret, err);
         return;
     }
-    ctl_call_reply(call, lun_json(scsi_target_lun(tgt->scsi, port, lun), port, lun));
+    ctl_call_reply(call, lun_json(tgt, port, lun));
 }
 
-static void removed(int ret, void *opaque)
+static void unmapped(int ret, void *opaque)
 {
     struct ctl_call *call = opaque;
 
@@ -143,7 +199,8 @@ static void removed(int ret, void *opaque)
     }
 }
 
-static void m_lun_remove(struct ctl_call *call, JsonObject *params, void *opaque)
+/* lun-remove and lun-unmap: the same unmapping (an implicit backend goes with it). */
+static void m_lun_unmap(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
         { "target", JSON_M_INT, true }, { "lun", JSON_M_INT },
@@ -155,7 +212,30 @@ static void m_lun_remove(struct ctl_call *call, JsonObject *params, void *opaque
         !lun_address(call, params, &port, &lun)) {
         return;
     }
-    target_lun_remove(tgt, port, lun, removed, call);
+    target_lun_unmap(tgt, port, lun, unmapped, call);
+}
+
+/* "size": bytes as a number, or a size string as --lun takes ("20G"); absent: 0. */
+static bool size_param(struct ctl_call *call, JsonObject *params, uint64_t *size)
+{
+    JsonNode *sz = json_object_get_member(params, "size");
+
+    *size = 0;
+    if (!sz) {
+        return true;
+    }
+    if (JSON_NODE_HOLDS_VALUE(sz) && json_node_get_value_type(sz) == G_TYPE_INT64 &&
+        json_node_get_int(sz) > 0) {
+        *size = (uint64_t)json_node_get_int(sz);
+        return true;
+    }
+    if (JSON_NODE_HOLDS_VALUE(sz) && json_node_get_value_type(sz) == G_TYPE_STRING &&
+        size_parse(json_node_get_string(sz), size) == 0 && *size > 0) {
+        return true;
+    }
+    ctl_call_error(call, CTL_E_INVALID_PARAMS, 0,
+                   "size must be a positive number of bytes or a size like \"20G\"");
+    return false;
 }
 
 static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque)
@@ -164,46 +244,155 @@ static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque
         { "target", JSON_M_INT, true }, { "lun", JSON_M_INT }, { "size", JSON_M_ANY, true },
     };
     struct target *tgt = opaque;
+    g_autofree char *err = NULL;
+    struct target_backend *tb;
     unsigned port, lun;
-    uint64_t size = 0;
-    JsonNode *sz;
+    uint64_t size;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
+        !lun_address(call, params, &port, &lun) || !size_param(call, params, &size)) {
+        return;
+    }
+    tb = target_backend_of(tgt, scsi_target_lun(tgt->scsi, port, lun));
+    if (!tb) {
+        ctl_call_fail(call, -ENOENT, "no LUN is mapped there");
+        return;
+    }
+    ret = target_backend_resize(tgt, tb->name, size, &err);
+    if (ret < 0) {
+        fail(call, "lun-resize", ret, err);
+        return;
+    }
+    ctl_call_reply(call, lun_json(tgt, port, lun));
+}
+
+static void m_lun_map(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = {
+        { "target", JSON_M_INT, true }, { "lun", JSON_M_INT }, { "backend", JSON_M_STR },
+    };
+    struct target *tgt = opaque;
+    g_autofree char *err = NULL;
+    unsigned port, lun;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
         !lun_address(call, params, &port, &lun)) {
         return;
     }
-    /* Bytes as a number, or a size string as --lun takes ("20G"); absent: re-read. */
-    sz = json_object_get_member(params, "size");
-    if (sz && JSON_NODE_HOLDS_VALUE(sz) && json_node_get_value_type(sz) == G_TYPE_INT64 &&
-        json_node_get_int(sz) > 0) {
-        size = (uint64_t)json_node_get_int(sz);
-    } else if (sz && JSON_NODE_HOLDS_VALUE(sz) && json_node_get_value_type(sz) == G_TYPE_STRING &&
-               size_parse(json_node_get_string(sz), &size) == 0 && size > 0) {
-        /* parsed */
-    } else if (sz) {
-        ctl_call_error(call, CTL_E_INVALID_PARAMS, 0,
-                       "size must be a positive number of bytes or a size like \"20G\"");
-        return;
-    }
-    ret = target_lun_resize(tgt, port, lun, size);
+    ret = target_lun_map(tgt, port, lun, json_object_get_string_member(params, "backend"), &err);
     if (ret < 0) {
-        ctl_call_fail(call, ret, ret == -ENOENT   ? "no LUN is mapped there"
-                                 : ret == -EINVAL ? "refused: smaller than now, or not whole "
-                                                    "blocks"
-                                 : ret == -ENOTSUP ? "this backend cannot grow"
-                                                   : NULL);
+        fail(call, "lun-map", ret, err);
         return;
     }
-    ctl_call_reply(call, lun_json(scsi_target_lun(tgt->scsi, port, lun), port, lun));
+    ctl_call_reply(call, lun_json(tgt, port, lun));
+}
+
+static void m_backend_add(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = { { "name", JSON_M_STR }, { "spec", JSON_M_STR } };
+    struct target *tgt = opaque;
+    g_autofree char *err = NULL;
+    struct target_backend *tb;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    ret = target_backend_add(tgt, json_object_get_string_member(params, "name"),
+                             json_object_get_string_member(params, "spec"), false, &tb, &err);
+    if (ret < 0) {
+        fail(call, "backend-add", ret, err);
+        return;
+    }
+    ctl_call_reply(call, backend_json(tgt, tb));
+}
+
+static void m_backend_remove(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = { { "name", JSON_M_STR } };
+    struct target *tgt = opaque;
+    g_autofree char *err = NULL;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    ret = target_backend_remove(tgt, json_object_get_string_member(params, "name"), &err);
+    if (ret < 0) {
+        fail(call, "backend-remove", ret, err);
+        return;
+    }
+    ctl_call_reply(call, NULL);
+}
+
+static void m_backend_resize(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = { { "name", JSON_M_STR }, { "size", JSON_M_ANY, true } };
+    struct target *tgt = opaque;
+    const char *name = json_object_get_string_member_with_default(params, "name", "");
+    g_autofree char *err = NULL;
+    uint64_t size;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) || !size_param(call, params, &size)) {
+        return;
+    }
+    ret = target_backend_resize(tgt, name, size, &err);
+    if (ret < 0) {
+        fail(call, "backend-resize", ret, err);
+        return;
+    }
+    ctl_call_reply(call, backend_json(tgt, target_backend_find(tgt, name)));
+}
+
+static gint by_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(((const struct target_backend *)a)->name,
+                  ((const struct target_backend *)b)->name);
+}
+
+static void m_backend_list(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    struct target *tgt = opaque;
+    g_autoptr(GList) all = NULL;
+    JsonArray *a;
+
+    if (!params_ok(call, params, NULL, 0)) {
+        return;
+    }
+    all = g_list_sort(g_hash_table_get_values(tgt->backends), by_name);
+    a = json_array_new();
+    for (GList *l = all; l; l = l->next) {
+        json_array_add_element(a, backend_json(tgt, l->data));
+    }
+    ctl_call_reply(call, array_node(a));
+}
+
+static void m_connection_list(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    struct target *tgt = opaque;
+
+    if (!params_ok(call, params, NULL, 0)) {
+        return;
+    }
+    ctl_call_reply(call, target_connections_json(tgt));
 }
 
 static const struct ctl_method methods[] = {
     { "version", m_version },
     { "lun-list", m_lun_list },
     { "lun-add", m_lun_add },
-    { "lun-remove", m_lun_remove },
+    { "lun-remove", m_lun_unmap },
     { "lun-resize", m_lun_resize },
+    { "lun-map", m_lun_map },
+    { "lun-unmap", m_lun_unmap },
+    { "backend-add", m_backend_add },
+    { "backend-remove", m_backend_remove },
+    { "backend-resize", m_backend_resize },
+    { "backend-list", m_backend_list },
+    { "connection-list", m_connection_list },
 };
 
 int target_control_start(struct target *tgt)

@@ -1,7 +1,8 @@
 /*
  * What the parts of vhost-scsi-target share: its options, the daemon's
- * state, and the LUN operations (target-luns.c) that the command line and
- * the control socket (target-control.c) both use.  Main thread only.
+ * state, and the backend and LUN operations (target-backends.c) that the
+ * command line and the control socket (target-control.c) both use.  Main
+ * thread only.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -12,6 +13,7 @@
 #include <stdint.h>
 
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "control-server.h"
 #include "iothread.h"
@@ -61,29 +63,61 @@ struct target {
     bool refusing;                /* a connection-limit episode was logged */
     unsigned refused;             /* connections refused in this episode */
     struct ctl_server *ctl;       /* --control */
+    GHashTable *backends;         /* name -> struct target_backend */
     unsigned removing;            /* LUN removals not finished yet */
     bool quitting;                /* a signal came: quit once removals are done */
 };
 
+/* A named, opened backend (target-backends.c). */
+struct target_backend {
+    char *name;
+    char *spec;              /* the SPEC it was opened from (the --lun grammar) */
+    struct scsi_lun *lun;    /* owned */
+    unsigned mappings;       /* addresses it is mapped at */
+    unsigned unmapping;      /* mappings being removed (not handed back yet) */
+    bool implicit;           /* made by --lun / lun-add: goes with its last mapping */
+};
+
+void target_backends_init(struct target *tgt);
+/* Closes every backend (the target must not map any of them any more). */
+void target_backends_free(struct target *tgt);
+/* Every backend attaches to (true) or detaches from every I/O thread. */
+int target_attach_backends(struct target *tgt, bool attach);
+struct target_backend *target_backend_find(struct target *tgt, const char *name);
+/* The backend whose LUN lun is. */
+struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun);
+
 /*
- * Opens and maps the LUN an "ID=SPEC" argument describes (the --lun
- * grammar), attached to every I/O thread.  0 and *port / *lun set, or
- * -errno with *err (g_free) saying why, naming the argument without an
- * iSCSI password.
+ * Opens SPEC (the --lun grammar after "ID=") as backend name, attached to
+ * every I/O thread.  -errno with *err (g_free) saying why, without an
+ * iSCSI password: -EEXIST for a name in use, -EINVAL for a bad name/spec.
+ */
+int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
+                       struct target_backend **out, char **err);
+/* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped. */
+int target_backend_remove(struct target *tgt, const char *name, char **err);
+/* Grows it (size 0: to what its device has grown to); every mapping is told. */
+int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err);
+
+/* Maps backend at (port, lun): -ENOENT (no backend), -EEXIST (address in use). */
+int target_lun_map(struct target *tgt, unsigned port, unsigned lun, const char *backend,
+                   char **err);
+/*
+ * Unmaps (port, lun) at once; done(ret, opaque) runs on the main thread
+ * once its commands have drained (ret 0; an implicit backend is closed by
+ * then), or at once with -ENOENT / -EINVAL.
+ */
+void target_lun_unmap(struct target *tgt, unsigned port, unsigned lun,
+                      void (*done)(int ret, void *opaque), void *opaque);
+/*
+ * "ID=SPEC" (--lun, lun-add): an implicit backend named "lunT:L", mapped
+ * at ID.  0 and *port / *lun set, or -errno with *err.
  */
 int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned *lun,
                    char **err);
-/*
- * Unmaps the LUN at (port, lun) at once; done(ret, opaque) runs on the
- * main thread once its commands have drained and its backend is closed
- * (ret 0), or at once with -ENOENT / -EINVAL.
- */
-void target_lun_remove(struct target *tgt, unsigned port, unsigned lun,
-                       void (*done)(int ret, void *opaque), void *opaque);
-/* Grows the LUN (size 0: to what its device has grown to); -errno. */
-int target_lun_resize(struct target *tgt, unsigned port, unsigned lun, uint64_t size);
-/* Every backend attaches to (true) or detaches from every I/O thread. */
-int target_attach_luns(struct target *tgt, bool attach);
+
+/* The connected front-ends, as connection-list shows them (vhost-scsi-target.c). */
+JsonNode *target_connections_json(struct target *tgt);
 
 /* Serves the control socket at tgt->opts->control_path; -errno. */
 int target_control_start(struct target *tgt);

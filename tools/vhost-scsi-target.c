@@ -56,6 +56,7 @@ struct conn {
     char name[32];
     int fd;
     uid_t uid;
+    pid_t pid;
     uint32_t events;              /* what the main loop waits for on fd */
     struct vu_dev *vu;
     struct vscsi_dev *vs;
@@ -392,6 +393,7 @@ static void accept_cb(void *opaque, uint32_t events)
     c->tgt = tgt;
     c->fd = fd;
     c->uid = cred.uid;
+    c->pid = cred.pid;
     c->events = EPOLLIN;
     memcpy(c->name, name, sizeof(name));
 
@@ -549,6 +551,47 @@ static void call_leave(void *opaque)
     struct target *tgt = opaque;
 
     notify_watchdog_leave(tgt->watchdog);
+}
+
+JsonNode *target_connections_json(struct target *tgt)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_array(b);
+    /* Oldest first: the list is kept newest first. */
+    for (GList *l = g_list_last(tgt->conns); l; l = l->prev) {
+        struct conn *c = l->data;
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, c->name);
+        json_builder_set_member_name(b, "pid");
+        json_builder_add_int_value(b, c->pid);
+        json_builder_set_member_name(b, "uid");
+        json_builder_add_int_value(b, c->uid);
+        json_builder_set_member_name(b, "state");
+        json_builder_add_string_value(b, c->closing ? "closing" : "connected");
+        json_builder_set_member_name(b, "features");
+        json_builder_add_int_value(b, (gint64)vu_dev_features(c->vu));
+        json_builder_set_member_name(b, "queues");
+        json_builder_begin_array(b);
+        for (unsigned q = VSCSI_FIRST_REQ_QUEUE; q < vscsi_dev_num_queues(c->vs); q++) {
+            int n = vscsi_queue_inflight(c->vs, q);
+
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "index");
+            json_builder_add_int_value(b, q - VSCSI_FIRST_REQ_QUEUE);
+            json_builder_set_member_name(b, "running");
+            json_builder_add_boolean_value(b, n >= 0);
+            json_builder_set_member_name(b, "in_flight");
+            json_builder_add_int_value(b, n >= 0 ? n : 0);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    return json_builder_get_root(b);
 }
 
 void target_maybe_quit(struct target *tgt)
@@ -840,6 +883,7 @@ int main(int argc, char **argv)
     tgt.nthreads = MIN(opts.threads, opts.queues);
 
     tgt.scsi = scsi_target_new("target");
+    target_backends_init(&tgt);
     if (add_luns(&tgt) < 0) {
         goto out;
     }
@@ -879,7 +923,7 @@ int main(int argc, char **argv)
         iothread_run_sync(tgt.threads[i], call_enrol, &tgt);
         tgt.nenrolled = i + 1;
     }
-    if (target_attach_luns(&tgt, true) < 0) {
+    if (target_attach_backends(&tgt, true) < 0) {
         goto out;
     }
     /* Tables a LUN change replaces are freed once these threads have moved on. */
@@ -919,7 +963,7 @@ out:
         conn_free(tgt.conns->data);
     }
     if (tgt.threads) {
-        target_attach_luns(&tgt, false);
+        target_attach_backends(&tgt, false);
     }
     /* Threads leave the watchdog before they exit, the watchdog stops before it is freed. */
     for (unsigned i = 0; i < tgt.nenrolled; i++) {
@@ -946,7 +990,9 @@ out:
     if (tgt.timer_fd >= 0) {
         close(tgt.timer_fd);
     }
-    scsi_target_free_luns(tgt.scsi);
+    /* No connection is left: no table names a backend, none is in use. */
+    scsi_target_free(tgt.scsi);
+    target_backends_free(&tgt);
     g_ptr_array_free(opts.lun_args, TRUE);
     g_array_free(opts.allow_uids, TRUE);
     g_array_free(opts.allow_gids, TRUE);

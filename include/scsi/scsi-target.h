@@ -80,6 +80,12 @@ int scsi_target_remove_lun(struct scsi_target *t, unsigned port, unsigned lun_id
  */
 int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
                            uint64_t size);
+/*
+ * l changed under every target that maps it (scsi_lun_resize of a shared
+ * LUN): tells the transports of this target's nexuses, for each address
+ * it maps l at.  The unit attention is the LUN's own, raised once.
+ */
+void scsi_target_lun_changed(struct scsi_target *t, struct scsi_lun *l);
 /* The LUN at (port, lun_id), or NULL. */
 struct scsi_lun *scsi_target_lun(const struct scsi_target *t, unsigned port, unsigned lun_id);
 /* Whether any LUN is served on port (a transport's "no such target" test). */

@@ -63,6 +63,13 @@ void vscsi_dev_reset(struct vscsi_dev *dev);
  * become events on the event queue.
  */
 void vscsi_dev_set_features(struct vscsi_dev *dev, uint64_t features);
+/* Queues of the device: control, event and request queues. */
+unsigned vscsi_dev_num_queues(const struct vscsi_dev *dev);
+/*
+ * Main thread: the requests in flight on request queue idx, read on its
+ * thread, or -1 if it is not a running request queue.  For monitoring.
+ */
+int vscsi_queue_inflight(struct vscsi_dev *dev, unsigned idx);
 
 /*
  * Decodes a virtio-scsi LUN field.  Returns 0 and sets target/lun, 1 for

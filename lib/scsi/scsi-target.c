@@ -603,6 +603,7 @@ int scsi_target_remove_lun(struct scsi_target *t, unsigned port, unsigned lun_id
                            scsi_target_removed_fn *removed, void *opaque)
 {
     struct target_lun *te = target_find(t, port, lun_id);
+    uint32_t key = lun_key(port, lun_id);
     struct scsi_lun *l;
     struct retired *r;
     unsigned at;
@@ -625,8 +626,9 @@ int scsi_target_remove_lun(struct scsi_target *t, unsigned port, unsigned lun_id
         struct nexus_table *tb = table_alloc(old->n - 1);
         unsigned j = 0;
 
+        /* By address: the same LUN may be mapped at another one, which stays. */
         for (unsigned i = 0; i < old->n; i++) {
-            if (old->e[i].lun == l) {
+            if (old->e[i].key == key) {
                 g_ptr_array_add(r->uas, old->e[i].ua);
             } else {
                 tb->e[j++] = old->e[i];
@@ -649,28 +651,39 @@ int scsi_target_remove_lun(struct scsi_target *t, unsigned port, unsigned lun_id
     return 0;
 }
 
+void scsi_target_lun_changed(struct scsi_target *t, struct scsi_lun *l)
+{
+    uint8_t asc, ascq;
+
+    /* The condition the unit attention reports, for the transports' events. */
+    sd_sense_asc(sd_ua_sense[SCSI_UA_CAPACITY_CHANGED], &asc, &ascq);
+    for (unsigned i = 0; i < t->n; i++) {
+        if (t->e[i].lun != l) {
+            continue;
+        }
+        for (GList *it = t->nexuses; it; it = it->next) {
+            struct scsi_nexus *nx = it->data;
+
+            if (nx->ev && nx->ev->lun_changed) {
+                nx->ev->lun_changed(nx->ev_opaque, key_port(t->e[i].key), key_lun(t->e[i].key),
+                                    asc, ascq);
+            }
+        }
+    }
+}
+
 int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
                            uint64_t size)
 {
     struct scsi_lun *l = scsi_target_lun(t, port, lun_id);
-    uint8_t asc, ascq;
     int ret;
 
     if (!l) {
         return key_valid(port, lun_id) ? -ENOENT : -EINVAL;
     }
     ret = scsi_lun_resize(l, size);
-    if (ret < 0) {
-        return ret;
+    if (ret == 0) {
+        scsi_target_lun_changed(t, l);
     }
-    /* The condition the unit attention reports, for the transports' events. */
-    sd_sense_asc(sd_ua_sense[SCSI_UA_CAPACITY_CHANGED], &asc, &ascq);
-    for (GList *it = t->nexuses; it; it = it->next) {
-        struct scsi_nexus *nx = it->data;
-
-        if (nx->ev && nx->ev->lun_changed) {
-            nx->ev->lun_changed(nx->ev_opaque, port, lun_id, asc, ascq);
-        }
-    }
-    return 0;
+    return ret;
 }

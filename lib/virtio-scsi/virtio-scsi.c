@@ -749,6 +749,36 @@ void vscsi_queue_resume(struct vscsi_dev *dev, unsigned idx)
     }
 }
 
+struct inflight_call {
+    struct vscsi_queue *q;
+    int n;
+};
+
+static void read_inflight_on_thread(void *opaque)
+{
+    struct inflight_call *c = opaque;
+
+    c->n = c->q->running ? (int)c->q->inflight : -1;
+}
+
+int vscsi_queue_inflight(struct vscsi_dev *dev, unsigned idx)
+{
+    struct inflight_call c = { .n = -1 };
+
+    if (idx >= dev->nq || idx < VSCSI_FIRST_REQ_QUEUE || !dev->queues[idx].running) {
+        return -1;
+    }
+    /* The count is the queue thread's own: read it there (bounded, see run_sync). */
+    c.q = &dev->queues[idx];
+    iothread_run_sync(c.q->t, read_inflight_on_thread, &c);
+    return c.n;
+}
+
+unsigned vscsi_dev_num_queues(const struct vscsi_dev *dev)
+{
+    return dev->nq;
+}
+
 void vscsi_dev_set_features(struct vscsi_dev *dev, uint64_t features)
 {
     dev->features = features;

@@ -11,6 +11,10 @@
  *    vhost-scsi-bench --verify runs on LUN 0 of another connection: every
  *    control call succeeds and the bench verifies every block (the daemon
  *    runs under ASan in `make check`);
+ *  - a named backend mapped at two LUNs is one disk through both (data
+ *    written through one is read through the other; growing it is seen at
+ *    both); it cannot be closed while mapped; connection-list shows the
+ *    connected front-end with its pid and queues;
  *  - the control socket is mode 0600, and a request a client sends in
  *    pieces, or a hostile one, is answered without disturbing the others.
  *
@@ -299,6 +303,95 @@ static void test_cycles_under_verified_io(void)
     pu_daemon_cleanup(&d);
 }
 
+/* ---- named backends --------------------------------------------------- */
+
+/* One block at lba of LUN lun, written (from buf) or read (into buf). */
+static void rw_block(struct vfe *fe, unsigned lun, bool write, uint64_t lba, uint8_t *buf)
+{
+    struct vfe_req r = { .data = buf, .data_len = 512 };
+
+    vfe_lun(r.lun, 0, lun);
+    pu_make_rw16(&r, write, lba, 1);
+    g_assert_cmpint(vfe_exec(fe, &r, PU_TIMEOUT_MS), ==, 0);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+}
+
+static void test_named_backend_shared_at_two_luns(void)
+{
+    struct pu_daemon d = { 0 };
+    g_autofree char *ctl = NULL, *busy = NULL;
+    uint8_t *buf;
+    struct vfe *fe;
+    JsonNode *r;
+    JsonArray *a;
+    JsonObject *c;
+    int fd;
+
+    start(&d, "0=null:1G");
+    ctl = ctl_path(&d);
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    json_node_unref(call_ok(fd, "backend-add", obj("name", str("shared"), "spec", str("ram:8M"))));
+    json_node_unref(call_ok(fd, "lun-map", obj("lun", num(1), "backend", str("shared"))));
+    json_node_unref(call_ok(fd, "lun-map", obj("lun", num(2), "backend", str("shared"))));
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 1);
+    pu_make_ready(fe, 2);
+    buf = vfe_alloc(fe, 512, 512);
+    for (unsigned i = 0; i < 512; i++) {
+        buf[i] = (uint8_t)(i * 13 + 7);
+    }
+    rw_block(fe, 1, true, 5, buf);
+    memset(buf, 0, 512);
+    rw_block(fe, 2, false, 5, buf);
+    for (unsigned i = 0; i < 512; i++) {
+        g_assert_cmpuint(buf[i], ==, (uint8_t)(i * 13 + 7));
+    }
+
+    /* Listed with both addresses; not closed while mapped. */
+    r = call_ok(fd, "backend-list", NULL);
+    a = json_node_get_array(r);
+    g_assert_cmpuint(json_array_get_length(a), ==, 2);     /* lun0:0 and shared */
+    c = json_array_get_object_element(a, 1);
+    g_assert_cmpstr(json_object_get_string_member(c, "name"), ==, "shared");
+    g_assert_cmpuint(json_array_get_length(json_object_get_array_member(c, "mapped_at")), ==, 2);
+    json_node_unref(r);
+    busy = call_err(fd, "backend-remove", obj("name", str("shared"), NULL, NULL), CTL_E_FAILED);
+    g_assert_nonnull(strstr(busy, "mapped 2 time"));
+
+    /* The connected front-end, its pid, the daemon's two queues of which it runs one. */
+    r = call_ok(fd, "connection-list", NULL);
+    a = json_node_get_array(r);
+    g_assert_cmpuint(json_array_get_length(a), ==, 1);
+    c = json_array_get_object_element(a, 0);
+    g_assert_cmpint(json_object_get_int_member(c, "pid"), ==, getpid());
+    g_assert_cmpstr(json_object_get_string_member(c, "state"), ==, "connected");
+    a = json_object_get_array_member(c, "queues");
+    g_assert_cmpuint(json_array_get_length(a), ==, 2);
+    g_assert_true(json_object_get_boolean_member(json_array_get_object_element(a, 0), "running"));
+    g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(a, 0), "in_flight"),
+                    ==, 0);
+    g_assert_false(json_object_get_boolean_member(json_array_get_object_element(a, 1), "running"));
+    json_node_unref(r);
+
+    /* Unmapped at both, it can go; an implicit backend goes with its LUN. */
+    lun_remove(fd, 1);
+    pu_make_ready(fe, 2);                    /* REPORTED LUNS DATA HAS CHANGED */
+    rw_block(fe, 2, false, 5, buf);          /* still served at the other address */
+    lun_remove(fd, 2);
+    json_node_unref(call_ok(fd, "backend-remove", obj("name", str("shared"), NULL, NULL)));
+    lun_remove(fd, 0);
+    r = call_ok(fd, "backend-list", NULL);
+    g_assert_cmpuint(json_array_get_length(json_node_get_array(r)), ==, 0);
+    json_node_unref(r);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+    close(fd);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    pu_daemon_cleanup(&d);
+}
+
 /* ---- the socket itself ------------------------------------------------- */
 
 static void test_socket_is_private_and_robust(void)
@@ -364,6 +457,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     g_test_add_func("/live-lun/changes-seen-by-a-front-end", test_changes_seen_by_a_front_end);
     g_test_add_func("/live-lun/cycles-under-verified-io", test_cycles_under_verified_io);
+    g_test_add_func("/live-lun/named-backend-shared-at-two-luns",
+                    test_named_backend_shared_at_two_luns);
     g_test_add_func("/live-lun/socket-is-private-and-robust", test_socket_is_private_and_robust);
     return g_test_run();
 }

@@ -370,6 +370,33 @@ static void test_remove_from_every_nexus(void)
     fx_teardown(&x);
 }
 
+static void test_remove_one_of_two_addresses(void)
+{
+    struct fx x;
+    struct scsi_lun *l = ram_lun("shared");
+    struct handed_back back = { 0 };
+    struct result r;
+
+    fx_setup(&x);
+    /* One LUN at two addresses (a disk mapped twice, or by two controllers). */
+    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 5, l), ==, 0);
+    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 6, l), ==, 0);
+    settle_lun(x.a, 0, 5);
+    settle_lun(x.a, 0, 6);
+    g_assert_cmpint(scsi_target_remove_lun(x.t, 0, 5, handed_back, &back), ==, 0);
+    g_assert_true(back.lun == l);
+    /* Only that address went; the other still reaches the LUN. */
+    g_assert_null(scsi_nexus_lun(x.a, 0, 5));
+    g_assert_true(scsi_nexus_lun(x.a, 0, 6) == l);
+    settle_lun(x.a, 0, 6);
+    r = tur(x.a, 0, 6);
+    assert_good(&r);
+    back = (struct handed_back){ 0 };
+    g_assert_cmpint(scsi_target_remove_lun(x.t, 0, 6, handed_back, &back), ==, 0);
+    scsi_lun_free(l);
+    fx_teardown(&x);
+}
+
 /* A backend that parks every I/O until the test completes it (inline). */
 struct park {
     struct lun_backend be;
@@ -577,6 +604,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-target/live/add/reaches-every-nexus", test_add_reaches_every_nexus);
     g_test_add_func("/scsi-target/live/add/on-a-new-port", test_add_on_a_new_port);
     g_test_add_func("/scsi-target/live/remove/from-every-nexus", test_remove_from_every_nexus);
+    g_test_add_func("/scsi-target/live/remove/one-of-two-addresses",
+                    test_remove_one_of_two_addresses);
     g_test_add_func("/scsi-target/live/remove/waits-for-commands-in-flight",
                     test_remove_waits_for_commands_in_flight);
     g_test_add_func("/scsi-target/live/remove/waits-for-a-grace-period",

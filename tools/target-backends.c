@@ -1,0 +1,362 @@
+/*
+ * The daemon's backends and LUN mappings (tools/target.h).  A backend is a
+ * named, opened LUN (a --lun SPEC: file, ram, null, iscsi), attached to
+ * every I/O thread; a mapping puts it at a (target, LUN) address of the
+ * SCSI target the front-ends connect to.  One backend may be mapped at
+ * several addresses (and, with per-VM controllers, by several targets),
+ * so it counts its mappings and is closed only when unmapped and asked
+ * to go.  A backend made by `--lun ID=SPEC` or `lun-add` is implicit: it
+ * goes with its last mapping.  Unmapping is asynchronous: the SCSI target
+ * hands the LUN back once no I/O thread can reach it and its commands
+ * have drained.  Main thread only.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "lun-open.h"
+#include "target.h"
+
+/*
+ * Backends with per-thread state (iSCSI sessions) set it up on each I/O
+ * thread, from that thread, before any request can arrive, and tear it
+ * down there once none can.
+ */
+struct thread_lun_call {
+    struct lun_backend *be;
+    struct iothread *t;
+    int ret;
+};
+
+static void call_attach(void *opaque)
+{
+    struct thread_lun_call *c = opaque;
+
+    c->ret = c->be->ops->attach_thread(c->be, c->t);
+}
+
+static void call_detach(void *opaque)
+{
+    struct thread_lun_call *c = opaque;
+
+    c->be->ops->detach_thread(c->be, c->t);
+}
+
+/* Detaches be from threads[0..n). */
+static void detach_backend(struct target *tgt, struct lun_backend *be, unsigned n)
+{
+    for (unsigned j = 0; j < n && be->ops->detach_thread; j++) {
+        struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
+
+        iothread_run_sync(c.t, call_detach, &c);
+    }
+}
+
+static int attach_backend(struct target *tgt, struct lun_backend *be, char **err)
+{
+    for (unsigned j = 0; j < tgt->nthreads && tgt->threads[j] && be->ops->attach_thread; j++) {
+        struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
+
+        iothread_run_sync(c.t, call_attach, &c);
+        if (c.ret < 0) {
+            *err = g_strdup_printf("%s: cannot start on %s: %s", be->name, iothread_name(c.t),
+                                   g_strerror(-c.ret));
+            detach_backend(tgt, be, j);
+            return c.ret;
+        }
+    }
+    return 0;
+}
+
+int target_attach_backends(struct target *tgt, bool attach)
+{
+    GHashTableIter it;
+    gpointer value;
+
+    g_hash_table_iter_init(&it, tgt->backends);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        struct target_backend *b = value;
+        struct lun_backend *be = scsi_lun_backend(b->lun);
+        g_autofree char *err = NULL;
+
+        if (!attach) {
+            detach_backend(tgt, be, tgt->nthreads);
+        } else if (attach_backend(tgt, be, &err) < 0) {
+            fprintf(stderr, "vhost-scsi-target: %s\n", err);
+            return -EIO;
+        }
+    }
+    return 0;
+}
+
+static void backend_free(struct target_backend *b)
+{
+    scsi_lun_free(b->lun);
+    g_free(b->name);
+    g_free(b->spec);
+    g_free(b);
+}
+
+void target_backends_free(struct target *tgt)
+{
+    if (tgt->backends) {
+        g_hash_table_destroy(tgt->backends);
+        tgt->backends = NULL;
+    }
+}
+
+void target_backends_init(struct target *tgt)
+{
+    tgt->backends = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
+                                          (GDestroyNotify)backend_free);
+}
+
+/* Names are printable and short: they appear in logs, JSON and Prometheus labels. */
+static bool name_ok(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n == 0 || n > 64) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!g_ascii_isalnum(name[i]) && !strchr("._:-", name[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+struct target_backend *target_backend_find(struct target *tgt, const char *name)
+{
+    return g_hash_table_lookup(tgt->backends, name);
+}
+
+int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
+                       struct target_backend **out, char **err)
+{
+    /* The --lun grammar with a placeholder ID: one grammar for every way in. */
+    g_autofree char *arg = g_strdup_printf("0=%s", spec);
+    g_autofree char *shown = lun_spec_redact(spec);
+    g_autofree char *why = NULL;
+    struct target_backend *b;
+    struct lun_spec ls;
+    struct lun_backend *be;
+    struct scsi_lun *lun;
+    int ret;
+
+    if (!name_ok(name)) {
+        *err = g_strdup_printf("backend name '%s': 1-64 of A-Z a-z 0-9 . _ : -", name);
+        return -EINVAL;
+    }
+    if (target_backend_find(tgt, name)) {
+        *err = g_strdup_printf("a backend named '%s' exists", name);
+        return -EEXIST;
+    }
+    ret = lun_spec_parse_full(arg, &ls, &why);
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
+        return ret;
+    }
+    ret = lun_spec_open(&ls, &be);
+    lun_spec_clear(&ls);
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
+        return ret;
+    }
+    /* A backend may answer INQUIRY with another device's identity (iSCSI). */
+    lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
+    if (!lun) {
+        *err = g_strdup_printf("%s: cannot serve it as a SCSI disk", shown);
+        return -EINVAL;
+    }
+    /* Only a daemon already running has threads to attach to; at start they come later. */
+    if (tgt->threads && attach_backend(tgt, be, &why) < 0) {
+        *err = g_strdup_printf("%s: %s", shown, why);
+        scsi_lun_free(lun);
+        return -EIO;
+    }
+    b = g_new0(struct target_backend, 1);
+    b->name = g_strdup(name);
+    b->spec = g_strdup(spec);
+    b->lun = lun;
+    b->implicit = implicit;
+    g_hash_table_insert(tgt->backends, b->name, b);
+    g_message("backend %s: %s, %" PRIu64 " bytes, %u-byte blocks%s", name, be->name,
+              backend_size(be), be->block_size, be->read_only ? ", read-only" : "");
+    if (out) {
+        *out = b;
+    }
+    return 0;
+}
+
+int target_backend_remove(struct target *tgt, const char *name, char **err)
+{
+    struct target_backend *b = target_backend_find(tgt, name);
+
+    if (!b) {
+        *err = g_strdup_printf("no backend named '%s'", name);
+        return -ENOENT;
+    }
+    if (b->mappings || b->unmapping) {
+        *err = g_strdup_printf("backend '%s' is mapped %u time(s); unmap it first", name,
+                               b->mappings + b->unmapping);
+        return -EBUSY;
+    }
+    /* Unmapped and drained: no thread can reach it any more. */
+    detach_backend(tgt, scsi_lun_backend(b->lun), tgt->nthreads);
+    g_message("backend %s: closed", name);
+    g_hash_table_remove(tgt->backends, name);
+    return 0;
+}
+
+int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err)
+{
+    struct target_backend *b = target_backend_find(tgt, name);
+    int ret;
+
+    if (!b) {
+        *err = g_strdup_printf("no backend named '%s'", name);
+        return -ENOENT;
+    }
+    ret = scsi_lun_resize(b->lun, size);
+    if (ret < 0) {
+        *err = g_strdup(ret == -EINVAL    ? "refused: smaller than now, or not whole blocks"
+                        : ret == -ENOTSUP ? "this backend cannot grow"
+                                          : g_strerror(-ret));
+        return ret;
+    }
+    /* Every address it is mapped at tells its front-ends. */
+    scsi_target_lun_changed(tgt->scsi, b->lun);
+    return 0;
+}
+
+struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun)
+{
+    GHashTableIter it;
+    gpointer value;
+
+    g_hash_table_iter_init(&it, tgt->backends);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        if (((struct target_backend *)value)->lun == lun) {
+            return value;
+        }
+    }
+    return NULL;
+}
+
+int target_lun_map(struct target *tgt, unsigned port, unsigned lun, const char *backend,
+                   char **err)
+{
+    struct target_backend *b = target_backend_find(tgt, backend);
+    int ret;
+
+    if (!b) {
+        *err = g_strdup_printf("no backend named '%s'", backend);
+        return -ENOENT;
+    }
+    ret = scsi_target_add_lun(tgt->scsi, port, lun, b->lun);
+    if (ret < 0) {
+        *err = ret == -EEXIST ? g_strdup_printf("LUN %u:%u is already mapped", port, lun)
+                              : g_strdup_printf("LUN %u:%u: %s", port, lun, g_strerror(-ret));
+        return ret;
+    }
+    b->mappings++;
+    return 0;
+}
+
+struct unmapping {
+    struct target *tgt;
+    struct target_backend *b;
+    void (*done)(int ret, void *opaque);
+    void *opaque;
+};
+
+static void lun_handed_back(struct scsi_lun *lun, void *opaque)
+{
+    struct unmapping *u = opaque;
+    g_autofree char *err = NULL;
+
+    u->b->unmapping--;
+    /* An implicit backend (--lun, lun-add) goes with its last mapping. */
+    if (u->b->implicit && !u->b->mappings && !u->b->unmapping) {
+        target_backend_remove(u->tgt, u->b->name, &err);
+    }
+    u->tgt->removing--;
+    if (u->done) {
+        u->done(0, u->opaque);
+    }
+    target_maybe_quit(u->tgt);
+    g_free(u);
+}
+
+void target_lun_unmap(struct target *tgt, unsigned port, unsigned lun,
+                      void (*done)(int ret, void *opaque), void *opaque)
+{
+    struct scsi_lun *l = scsi_target_lun(tgt->scsi, port, lun);
+    struct unmapping *u;
+    int ret;
+
+    if (!l) {
+        if (done) {
+            done(port > SCSI_TARGET_MAX_PORT || lun > SCSI_TARGET_MAX_LUN ? -EINVAL : -ENOENT,
+                 opaque);
+        }
+        return;
+    }
+    u = g_new0(struct unmapping, 1);
+    u->tgt = tgt;
+    u->b = target_backend_of(tgt, l);
+    u->done = done;
+    u->opaque = opaque;
+    g_assert(u->b);
+    /* Counted as going until it is handed back: the backend cannot close meanwhile. */
+    u->b->mappings--;
+    u->b->unmapping++;
+    tgt->removing++;
+    ret = scsi_target_remove_lun(tgt->scsi, port, lun, lun_handed_back, u);
+    g_assert(ret == 0);
+}
+
+int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned *lun_id,
+                   char **err)
+{
+    g_autofree char *shown = lun_spec_redact(arg);
+    g_autofree char *why = NULL;
+    g_autofree char *name = NULL;
+    const char *eq = strchr(arg, '=');
+    struct lun_spec spec;
+    int ret;
+
+    /* The ID part, parsed by the grammar: the spec after '=' is the backend's. */
+    ret = lun_spec_parse_full(arg, &spec, &why);
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
+        return ret;
+    }
+    *port = spec.target;
+    *lun_id = spec.lun;
+    lun_spec_clear(&spec);
+    if (scsi_target_lun(tgt->scsi, *port, *lun_id)) {
+        *err = g_strdup_printf("%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
+        return -EEXIST;
+    }
+    name = g_strdup_printf("lun%u:%u", *port, *lun_id);
+    ret = target_backend_add(tgt, name, eq + 1, true, NULL, err);
+    if (ret < 0) {
+        return ret;
+    }
+    ret = target_lun_map(tgt, *port, *lun_id, name, err);
+    if (ret < 0) {
+        g_autofree char *ignored = NULL;
+
+        target_backend_remove(tgt, name, &ignored);
+    }
+    return ret;
+}
