@@ -45,6 +45,8 @@ static const char usage_text[] =
     "  backend resize NAME [SIZE]   grow it; every LUN it is mapped at is told\n"
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
+    "  config save [FILE]           write the backends and LUNs to FILE (default:\n"
+    "                               the daemon's --config), atomically\n"
     "\n"
     "Exit status: 0 success, 1 the daemon refused or failed, 2 usage.\n";
 
@@ -235,6 +237,8 @@ static int run(const struct opts *o, const char *method, JsonNode *params, const
     } else if (is_lun(result) || is_backend(result)) {
         printf("%s ", what);
         print_element(result);
+    } else if (JSON_NODE_HOLDS_VALUE(result) && json_node_get_value_type(result) == G_TYPE_STRING) {
+        printf("%s %s\n", what, json_node_get_string(result));
     } else {
         printf("%s\n", what);
     }
@@ -343,6 +347,19 @@ int ctl_target_main(int argc, char **argv)
     }
     if (!strcmp(cmd, "backend")) {
         return backend_cmd(&o, argc, argv);
+    }
+    if (!strcmp(cmd, "config") && (argc == 1 || argc == 2) && !strcmp(argv[0], "save")) {
+        JsonNode *p = NULL;
+
+        if (argc == 2) {
+            g_autofree char *abs = g_canonicalize_filename(argv[1], NULL);
+
+            p = json_node_new(JSON_NODE_OBJECT);
+            json_node_take_object(p, json_object_new());
+            /* The daemon's working directory is not ours. */
+            json_object_set_string_member(json_node_get_object(p), "file", abs);
+        }
+        return run(&o, "config-save", p, "saved");
     }
     if (strcmp(cmd, "lun") || argc < 1) {
         return usage("unknown command '%s'", cmd);

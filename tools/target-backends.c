@@ -216,6 +216,39 @@ int target_backend_remove(struct target *tgt, const char *name, char **err)
     return 0;
 }
 
+/*
+ * The spec with its size made the backend's size now, so that a saved
+ * configuration does not bring a grown disk back at its old size: a
+ * "size=" option gets the new value, a null backend's "null:SIZE" too; a
+ * file without size= takes its (grown) file size anyway.  ",," in a path
+ * is an escaped comma, not an option separator.
+ */
+static char *spec_with_size(const char *spec, uint64_t bytes)
+{
+    GString *out = g_string_new(NULL);
+    size_t i = 0, n = strlen(spec);
+
+    if (g_str_has_prefix(spec, "null:")) {
+        const char *comma = strchr(spec, ',');
+
+        g_string_printf(out, "null:%" PRIu64 "%s", bytes, comma ? comma : "");
+        return g_string_free(out, FALSE);
+    }
+    while (i < n) {
+        if (spec[i] == ',' && spec[i + 1] == ',') {
+            g_string_append(out, ",,");
+            i += 2;
+        } else if (spec[i] == ',' && g_str_has_prefix(spec + i + 1, "size=")) {
+            g_string_append_printf(out, ",size=%" PRIu64, bytes);
+            for (i += 6; i < n && spec[i] != ','; i++) {
+            }
+        } else {
+            g_string_append_c(out, spec[i++]);
+        }
+    }
+    return g_string_free(out, FALSE);
+}
+
 int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err)
 {
     struct target_backend *b = target_backend_find(tgt, name);
@@ -234,6 +267,12 @@ int target_backend_resize(struct target *tgt, const char *name, uint64_t size, c
     }
     /* Every address it is mapped at tells its front-ends. */
     scsi_target_lun_changed(tgt->scsi, b->lun);
+    {
+        char *grown = spec_with_size(b->spec, backend_size(scsi_lun_backend(b->lun)));
+
+        g_free(b->spec);
+        b->spec = grown;
+    }
     return 0;
 }
 

@@ -370,6 +370,31 @@ static void m_backend_list(struct ctl_call *call, JsonObject *params, void *opaq
     ctl_call_reply(call, array_node(a));
 }
 
+static void m_config_save(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = { { "file", JSON_M_STR, true } };
+    struct target *tgt = opaque;
+    const char *file;
+    g_autofree char *err = NULL;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    file = json_object_get_string_member_with_default(params, "file", tgt->opts->config_path);
+    if (!file || !*file) {
+        ctl_call_error(call, CTL_E_INVALID_PARAMS, 0,
+                       "no file: give \"file\" or start the daemon with --config");
+        return;
+    }
+    ret = target_config_save(tgt, file, &err);
+    if (ret < 0) {
+        fail(call, "config-save", ret, err);
+        return;
+    }
+    ctl_call_reply(call, json_node_init_string(json_node_alloc(), file));
+}
+
 static void m_connection_list(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     struct target *tgt = opaque;
@@ -393,6 +418,7 @@ static const struct ctl_method methods[] = {
     { "backend-resize", m_backend_resize },
     { "backend-list", m_backend_list },
     { "connection-list", m_connection_list },
+    { "config-save", m_config_save },
 };
 
 int target_control_start(struct target *tgt)

@@ -35,6 +35,7 @@ struct target_opts {
     unsigned max_conns_per_uid;    /* 0: max_conns */
     unsigned message_timeout_ms;
     char *control_path;            /* --control: the JSON-RPC socket; NULL: none */
+    char *config_path;             /* --config: loaded at start, config-save's default */
 };
 
 struct target {
@@ -115,6 +116,17 @@ void target_lun_unmap(struct target *tgt, unsigned port, unsigned lun,
  */
 int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned *lun,
                    char **err);
+
+/*
+ * The saved configuration (target-config.c).  load: creates the backends
+ * and mappings file describes (at start, before the threads); *socket_path
+ * (g_free) is the socket it names, or NULL.  -errno with *err naming the
+ * file and the element at fault.  save: writes the current backends and
+ * mappings to file atomically (mode 0600).
+ */
+int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err);
+char *target_config_json(struct target *tgt);
+int target_config_save(struct target *tgt, const char *file, char **err);
 
 /* The connected front-ends, as connection-list shows them (vhost-scsi-target.c). */
 JsonNode *target_connections_json(struct target *tgt);

@@ -625,6 +625,8 @@ static void usage(FILE *f)
 "  --allow-gid GID       accept only peers with this gid (repeatable)\n"
 "  --max-connections N   front-ends connected at once (default %u); more are refused\n"
 "  --max-connections-per-uid N  the same per peer uid (default: --max-connections)\n"
+"  --config FILE         load the backends and LUNs FILE holds (config-save\n"
+"                        writes it; docs/control.md); --lun adds to them\n"
 "  --control PATH        serve the JSON-RPC control socket at PATH (mode 0600;\n"
 "                        vhost-scsi-ctl target, docs/control.md)\n"
 "  --message-timeout-ms N  a vhost-user message must arrive whole, and a reply\n"
@@ -653,7 +655,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
 {
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
-           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL };
+           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -670,6 +672,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "max-connections-per-uid", required_argument, NULL, OPT_MAX_CONNS_UID },
         { "message-timeout-ms", required_argument, NULL, OPT_MSG_TIMEOUT },
         { "control", required_argument, NULL, OPT_CONTROL },
+        { "config", required_argument, NULL, OPT_CONFIG },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
@@ -764,6 +767,10 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         case OPT_CONTROL:
             g_free(o->control_path);
             o->control_path = g_strdup(optarg);
+            break;
+        case OPT_CONFIG:
+            g_free(o->config_path);
+            o->config_path = g_strdup(optarg);
             break;
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
@@ -874,7 +881,7 @@ int main(int argc, char **argv)
         goto out;
     }
     raise_fd_limit();
-    if (!opts.lun_args->len) {
+    if (!opts.lun_args->len && !opts.config_path) {
         g_ptr_array_add(opts.lun_args, g_strdup(DEFAULT_LUN));
     }
     if (!opts.threads) {
@@ -884,6 +891,21 @@ int main(int argc, char **argv)
 
     tgt.scsi = scsi_target_new("target");
     target_backends_init(&tgt);
+    if (opts.config_path) {
+        g_autofree char *err = NULL;
+        char *sock = NULL;
+
+        if (target_config_load(&tgt, opts.config_path, &sock, &err) < 0) {
+            fprintf(stderr, "vhost-scsi-target: --config %s\n", err);
+            goto out;
+        }
+        /* The command line wins over the file. */
+        if (sock && !opts.socket_path && opts.listen_fd < 0) {
+            opts.socket_path = sock;
+        } else {
+            g_free(sock);
+        }
+    }
     if (add_luns(&tgt) < 0) {
         goto out;
     }
@@ -999,5 +1021,6 @@ out:
     g_free(opts.socket_path);
     g_free(opts.socket_group);
     g_free(opts.control_path);
+    g_free(opts.config_path);
     return ret;
 }

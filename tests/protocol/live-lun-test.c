@@ -15,6 +15,10 @@
  *    written through one is read through the other; growing it is seen at
  *    both); it cannot be closed while mapped; connection-list shows the
  *    connected front-end with its pid and queues;
+ *  - config-save writes the backends and mappings atomically (mode 0600)
+ *    and a daemon started with --config on that file serves them again,
+ *    data included; a config file that is wrong is refused at start with
+ *    a message naming the element, and nothing is served;
  *  - the control socket is mode 0600, and a request a client sends in
  *    pieces, or a hostile one, is answered without disturbing the others.
  *
@@ -392,6 +396,120 @@ static void test_named_backend_shared_at_two_luns(void)
     pu_daemon_cleanup(&d);
 }
 
+/* ---- saved configuration ------------------------------------------------ */
+
+/* The LUN list, as "T:L=backend" words. */
+static char *lun_list_words(int fd)
+{
+    JsonNode *r = call_ok(fd, "lun-list", NULL);
+    JsonArray *a = json_node_get_array(r);
+    GString *s = g_string_new(NULL);
+
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonObject *o = json_array_get_object_element(a, i);
+
+        g_string_append_printf(s, "%s%" G_GINT64_FORMAT ":%" G_GINT64_FORMAT "=%s", i ? " " : "",
+                               json_object_get_int_member(o, "target"),
+                               json_object_get_int_member(o, "lun"),
+                               json_object_get_string_member(o, "backend"));
+    }
+    json_node_unref(r);
+    return g_string_free(s, FALSE);
+}
+
+static void test_config_save_and_restart(void)
+{
+    struct pu_daemon d = { 0 };
+    g_autofree char *ctl = NULL, *conf = NULL, *img = NULL, *spec = NULL, *before = NULL;
+    g_autofree char *after = NULL;
+    struct stat st;
+    struct vfe *fe;
+    uint8_t *buf;
+    int fd;
+
+    pu_daemon_init(&d);
+    ctl = ctl_path(&d);
+    conf = g_build_filename(d.dir, "target.json", NULL);
+    img = g_build_filename(d.dir, "data.img", NULL);
+    g_assert_true(g_file_set_contents(conf, "{\"version\": 1, \"backends\": [], \"controllers\":"
+                                            " [{\"name\": \"default\", \"luns\": []}]}", -1,
+                                      NULL));
+    {
+        const char *args[] = { "--config", conf, "--lun", "0=null:1G", "--control", ctl, NULL };
+
+        pu_daemon_start(&d, args);
+    }
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    /* An empty file that size= extends (the file backend does not create files). */
+    g_assert_true(g_file_set_contents(img, "", 0, NULL));
+    spec = g_strdup_printf("file:%s,size=8M", img);
+    json_node_unref(call_ok(fd, "backend-add", obj("name", str("data"), "spec", str(spec))));
+    json_node_unref(call_ok(fd, "lun-map", obj("lun", num(3), "backend", str("data"))));
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 3);
+    buf = vfe_alloc(fe, 512, 512);
+    memset(buf, 0x5c, 512);
+    rw_block(fe, 3, true, 9, buf);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+    /* Grown before the save: it must come back at its new size, not size=8M. */
+    json_node_unref(call_ok(fd, "backend-resize", obj("name", str("data"), "size", str("16M"))));
+    before = lun_list_words(fd);
+    g_assert_cmpstr(before, ==, "0:0=lun0:0 0:3=data");
+    json_node_unref(call_ok(fd, "config-save", NULL));
+    close(fd);
+    g_assert_cmpint(stat(conf, &st), ==, 0);
+    g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+
+    /* The same file alone brings it all back. */
+    {
+        const char *args[] = { "--config", conf, "--control", ctl, NULL };
+
+        pu_daemon_start(&d, args);
+    }
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    after = lun_list_words(fd);
+    g_assert_cmpstr(after, ==, before);
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 3);
+    {
+        uint64_t blocks;
+        uint32_t bsize;
+
+        pu_read_capacity16(fe, 3, &blocks, &bsize);
+        g_assert_cmpuint(blocks * bsize, ==, 16u << 20);
+    }
+    buf = vfe_alloc(fe, 512, 512);
+    rw_block(fe, 3, false, 9, buf);
+    for (unsigned i = 0; i < 512; i++) {
+        g_assert_cmphex(buf[i], ==, 0x5c);
+    }
+    vfe_free(fe, buf);
+    vfe_close(fe);
+    close(fd);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+
+    /* A wrong file: refused at start, naming what is wrong. */
+    g_assert_true(g_file_set_contents(conf, "{\"version\": 1, \"backends\": [{\"name\": \"x\","
+                                            " \"spec\": \"ram:1M\"}], \"controllers\": [{\"name\":"
+                                            " \"default\", \"luns\": [{\"target\": 0, \"lun\": 1,"
+                                            " \"backend\": \"nope\"}]}]}", -1, NULL));
+    {
+        const char *args[] = { "--config", conf, NULL };
+        int status;
+
+        d.capture_log = true;
+        g_assert_false(pu_daemon_try_start(&d, args, &status));
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+        g_assert_cmpint(pu_daemon_log_count(&d, 0, "luns\\[0\\]: no backend named 'nope'"),
+                        ==, 1);
+    }
+    pu_daemon_cleanup(&d);
+}
+
 /* ---- the socket itself ------------------------------------------------- */
 
 static void test_socket_is_private_and_robust(void)
@@ -459,6 +577,7 @@ int main(int argc, char **argv)
     g_test_add_func("/live-lun/cycles-under-verified-io", test_cycles_under_verified_io);
     g_test_add_func("/live-lun/named-backend-shared-at-two-luns",
                     test_named_backend_shared_at_two_luns);
+    g_test_add_func("/live-lun/config-save-and-restart", test_config_save_and_restart);
     g_test_add_func("/live-lun/socket-is-private-and-robust", test_socket_is_private_and_robust);
     return g_test_run();
 }

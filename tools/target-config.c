@@ -1,0 +1,314 @@
+/*
+ * The daemon's saved configuration (tools/target.h): `--config FILE`
+ * brings back the backends and LUN mappings that `config-save` wrote, so
+ * a restart (or a systemd unit) serves the same disks.  The file is JSON,
+ * parsed through json-strict.h:
+ *
+ *   {"version": 1,
+ *    "backends": [{"name": "data", "spec": "file:/var/d.img,direct", "implicit": false}],
+ *    "controllers": [{"name": "default", "socket": "/run/vm1.sock",
+ *                     "luns": [{"target": 0, "lun": 1, "backend": "data"}]}]}
+ *
+ * One controller, "default", exists today (per-VM controllers are the
+ * next step and fit this schema).  Saving is atomic: a temporary file in
+ * the same directory, written, fsynced, renamed over the old one, and the
+ * directory fsynced, so a crash leaves the old file or the new one, never
+ * half of one.  The file is mode 0600: an iSCSI spec may carry a password.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "json-strict.h"
+#include "target.h"
+
+#define CONFIG_VERSION 1
+#define CONFIG_MAX_BYTES (16u << 20)
+
+/* Backends and mappings nest 4 deep; the largest object has 3 members. */
+static const struct json_limits config_limits = { .max_depth = 8, .max_members = 16 };
+
+static const struct json_member top_members[] = {
+    { "version", JSON_M_INT }, { "backends", JSON_M_ARR }, { "controllers", JSON_M_ARR },
+};
+static const struct json_member backend_members[] = {
+    { "name", JSON_M_STR }, { "spec", JSON_M_STR }, { "implicit", JSON_M_BOOL, true },
+};
+static const struct json_member controller_members[] = {
+    { "name", JSON_M_STR }, { "socket", JSON_M_STR, true }, { "luns", JSON_M_ARR },
+};
+static const struct json_member lun_members[] = {
+    { "target", JSON_M_INT }, { "lun", JSON_M_INT }, { "backend", JSON_M_STR },
+};
+
+/* What a config file asks for, checked whole before anything is opened. */
+static int config_check(JsonNode *root, char **err)
+{
+    JsonObject *top;
+    JsonArray *a;
+
+    *err = json_check_object(root, top_members, G_N_ELEMENTS(top_members));
+    if (*err) {
+        return -EINVAL;
+    }
+    top = json_node_get_object(root);
+    if (json_object_get_int_member(top, "version") != CONFIG_VERSION) {
+        *err = g_strdup_printf("unsupported version (expected %d)", CONFIG_VERSION);
+        return -EINVAL;
+    }
+    a = json_object_get_array_member(top, "backends");
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        g_autofree char *e = json_check_object(json_array_get_element(a, i), backend_members,
+                                               G_N_ELEMENTS(backend_members));
+
+        if (e) {
+            *err = g_strdup_printf("backends[%u]: %s", i, e);
+            return -EINVAL;
+        }
+    }
+    a = json_object_get_array_member(top, "controllers");
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        g_autofree char *e = json_check_object(json_array_get_element(a, i), controller_members,
+                                               G_N_ELEMENTS(controller_members));
+        JsonObject *c;
+        JsonArray *luns;
+
+        if (e) {
+            *err = g_strdup_printf("controllers[%u]: %s", i, e);
+            return -EINVAL;
+        }
+        c = json_array_get_object_element(a, i);
+        if (strcmp(json_object_get_string_member(c, "name"), "default") || i > 0) {
+            *err = g_strdup_printf("controllers[%u]: only one controller, \"default\", is "
+                                   "supported", i);
+            return -EINVAL;
+        }
+        luns = json_object_get_array_member(c, "luns");
+        for (guint j = 0; j < json_array_get_length(luns); j++) {
+            g_autofree char *le = json_check_object(json_array_get_element(luns, j), lun_members,
+                                                    G_N_ELEMENTS(lun_members));
+
+            if (le) {
+                *err = g_strdup_printf("controllers[%u].luns[%u]: %s", i, j, le);
+                return -EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err)
+{
+    g_autofree char *text = NULL;
+    g_autofree char *why = NULL;
+    g_autoptr(GError) gerr = NULL;
+    g_autoptr(JsonNode) root = NULL;
+    JsonObject *top;
+    JsonArray *a;
+    gsize len;
+    size_t at;
+    int ret;
+
+    *socket_path = NULL;
+    if (!g_file_get_contents(file, &text, &len, &gerr)) {
+        *err = g_strdup_printf("%s: %s", file, gerr->message);
+        return -ENOENT;
+    }
+    if (len > CONFIG_MAX_BYTES) {
+        *err = g_strdup_printf("%s: larger than %u bytes", file, CONFIG_MAX_BYTES);
+        return -EFBIG;
+    }
+    root = json_strict_parse(text, len, &config_limits, &why, &at);
+    if (!root) {
+        *err = at == JSON_AT_NONE ? g_strdup_printf("%s: %s", file, why)
+                                  : g_strdup_printf("%s: byte %zu: %s", file, at, why);
+        return -EINVAL;
+    }
+    ret = config_check(root, &why);
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: %s", file, why);
+        return ret;
+    }
+    top = json_node_get_object(root);
+    a = json_object_get_array_member(top, "backends");
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonObject *b = json_array_get_object_element(a, i);
+        g_autofree char *e = NULL;
+
+        ret = target_backend_add(tgt, json_object_get_string_member(b, "name"),
+                                 json_object_get_string_member(b, "spec"),
+                                 json_object_get_boolean_member_with_default(b, "implicit",
+                                                                             false),
+                                 NULL, &e);
+        if (ret < 0) {
+            *err = g_strdup_printf("%s: backends[%u]: %s", file, i, e);
+            return ret;
+        }
+    }
+    a = json_object_get_array_member(top, "controllers");
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonObject *c = json_array_get_object_element(a, i);
+        JsonArray *luns = json_object_get_array_member(c, "luns");
+
+        if (json_object_has_member(c, "socket")) {
+            *socket_path = g_strdup(json_object_get_string_member(c, "socket"));
+        }
+        for (guint j = 0; j < json_array_get_length(luns); j++) {
+            JsonObject *l = json_array_get_object_element(luns, j);
+            gint64 port = json_object_get_int_member(l, "target");
+            gint64 lun = json_object_get_int_member(l, "lun");
+            g_autofree char *e = NULL;
+
+            if (port < 0 || port > SCSI_TARGET_MAX_PORT || lun < 0 || lun > SCSI_TARGET_MAX_LUN) {
+                *err = g_strdup_printf("%s: controllers[%u].luns[%u]: target 0..%d, lun 0..%d",
+                                       file, i, j, SCSI_TARGET_MAX_PORT, SCSI_TARGET_MAX_LUN);
+                return -EINVAL;
+            }
+            ret = target_lun_map(tgt, (unsigned)port, (unsigned)lun,
+                                 json_object_get_string_member(l, "backend"), &e);
+            if (ret < 0) {
+                *err = g_strdup_printf("%s: controllers[%u].luns[%u]: %s", file, i, j, e);
+                return ret;
+            }
+        }
+    }
+    return 0;
+}
+
+static gint by_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(((const struct target_backend *)a)->name,
+                  ((const struct target_backend *)b)->name);
+}
+
+char *target_config_json(struct target *tgt)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autoptr(GList) all = g_list_sort(g_hash_table_get_values(tgt->backends), by_name);
+
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "version");
+    json_builder_add_int_value(b, CONFIG_VERSION);
+    json_builder_set_member_name(b, "backends");
+    json_builder_begin_array(b);
+    for (GList *l = all; l; l = l->next) {
+        struct target_backend *tb = l->data;
+
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, tb->name);
+        /* As given, password and all: the file is the daemon's, mode 0600. */
+        json_builder_set_member_name(b, "spec");
+        json_builder_add_string_value(b, tb->spec);
+        json_builder_set_member_name(b, "implicit");
+        json_builder_add_boolean_value(b, tb->implicit);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "controllers");
+    json_builder_begin_array(b);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "name");
+    json_builder_add_string_value(b, "default");
+    if (tgt->created_socket) {
+        json_builder_set_member_name(b, "socket");
+        json_builder_add_string_value(b, tgt->created_socket);
+    }
+    json_builder_set_member_name(b, "luns");
+    json_builder_begin_array(b);
+    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
+        struct target_backend *tb = target_backend_of(tgt, scsi_target_lun_at(tgt->scsi, i));
+        unsigned port, lun;
+
+        scsi_target_lun_id_at(tgt->scsi, i, &port, &lun);
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "target");
+        json_builder_add_int_value(b, port);
+        json_builder_set_member_name(b, "lun");
+        json_builder_add_int_value(b, lun);
+        json_builder_set_member_name(b, "backend");
+        json_builder_add_string_value(b, tb->name);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    root = json_builder_get_root(b);
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_root(gen, root);
+    return json_generator_to_data(gen, NULL);
+}
+
+static int write_all(int fd, const char *p, size_t len)
+{
+    while (len) {
+        ssize_t n = write(fd, p, len);
+
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            return -errno;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int target_config_save(struct target *tgt, const char *file, char **err)
+{
+    g_autofree char *text = target_config_json(tgt);
+    g_autofree char *dir = g_path_get_dirname(file);
+    g_autofree char *tmp = g_strdup_printf("%s.XXXXXX", file);
+    int fd, dfd, ret;
+
+    /* mkstemp creates it 0600. */
+    fd = mkstemp(tmp);
+    if (fd < 0) {
+        ret = -errno;
+        *err = g_strdup_printf("%s: cannot create a file beside it: %s", file, g_strerror(-ret));
+        return ret;
+    }
+    ret = write_all(fd, text, strlen(text));
+    if (ret == 0) {
+        ret = write_all(fd, "\n", 1);
+    }
+    if (ret == 0 && fsync(fd) < 0) {
+        ret = -errno;
+    }
+    if (close(fd) < 0 && ret == 0) {
+        ret = -errno;
+    }
+    if (ret == 0 && rename(tmp, file) < 0) {
+        ret = -errno;
+    }
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: cannot write: %s", file, g_strerror(-ret));
+        unlink(tmp);
+        return ret;
+    }
+    /* The rename itself is durable once the directory is. */
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || fsync(dfd) < 0) {
+        ret = -errno;
+        *err = g_strdup_printf("%s: saved, but its directory not synced: %s", file,
+                               g_strerror(-ret));
+    }
+    if (dfd >= 0) {
+        close(dfd);
+    }
+    if (ret == 0) {
+        g_message("configuration saved to %s", file);
+    }
+    return ret;
+}
