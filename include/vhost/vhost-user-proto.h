@@ -200,5 +200,16 @@ bool vhost_user_request_replies(uint32_t req);
 #define VHOST_USER_SENDMSG_MAX_FDS 64
 ssize_t vhost_user_sendmsg(int sock, const void *buf, size_t len, const int *fds, unsigned nfds,
                            int flags);
+/*
+ * recvmsg(2) of up to len bytes into buf, MSG_CMSG_CLOEXEC added to
+ * flags, EINTR retried: the fds that came with them are appended to
+ * fds[*nfds..max_fds) (*nfds advanced); any beyond max_fds are closed, and
+ * those the kernel dropped (MSG_CTRUNC) are lost, both setting *fds_lost.
+ * Returns the bytes read (0 at the end of the stream) or -errno (-EAGAIN
+ * for EWOULDBLOCK too).  One receive side for the server, the front-end
+ * and the tests' raw client.
+ */
+ssize_t vhost_user_recvmsg(int sock, void *buf, size_t len, int *fds, unsigned max_fds,
+                           unsigned *nfds, bool *fds_lost, int flags);
 
 #endif

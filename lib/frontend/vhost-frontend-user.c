@@ -58,20 +58,23 @@ static int read_full(struct vfe *fe, void *buf, size_t len, const char *what)
             }
             return -errno;
         }
-        ssize_t n = recv(fe->fd, (uint8_t *)buf + got, len - got, 0);
+        /* A back-end has no fds to send a front-end here: any that come are closed. */
+        unsigned nfds = 0;
+        bool lost = false;
+        ssize_t n = vhost_user_recvmsg(fe->fd, (uint8_t *)buf + got, len - got, NULL, 0, &nfds,
+                                       &lost, 0);
         if (n == 0) {
             g_warning("vhost front-end: %s: back-end closed the socket awaiting %s",
                       fe->path, what);
             return -ECONNRESET;
         }
         if (n < 0) {
-            if (errno == EINTR || errno == EAGAIN) {
+            if (n == -EAGAIN) {
                 continue;
             }
-            int err = -errno;
             g_warning("vhost front-end: %s: reading reply to %s: %s", fe->path, what,
-                      g_strerror(errno));
-            return err;
+                      g_strerror((int)-n));
+            return (int)n;
         }
         got += n;
     }

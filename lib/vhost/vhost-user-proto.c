@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "vhost-user-proto.h"
 
@@ -120,4 +121,51 @@ ssize_t vhost_user_sendmsg(int sock, const void *buf, size_t len, const int *fds
         n = sendmsg(sock, &mh, flags | MSG_NOSIGNAL);
     } while (n < 0 && errno == EINTR);
     return n < 0 ? -errno : n;
+}
+
+ssize_t vhost_user_recvmsg(int sock, void *buf, size_t len, int *fds, unsigned max_fds,
+                           unsigned *nfds, bool *fds_lost, int flags)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * VHOST_USER_SENDMSG_MAX_FDS)];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { buf, len };
+    struct msghdr mh = {
+        .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+        .msg_controllen = sizeof(ctl.buf),
+    };
+    ssize_t n;
+
+    do {
+        n = recvmsg(sock, &mh, flags | MSG_CMSG_CLOEXEC);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        return errno == EWOULDBLOCK ? -EAGAIN : -errno;
+    }
+    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
+        size_t count;
+
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+            continue;
+        }
+        count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (size_t i = 0; i < count; i++) {
+            int fd;
+
+            /* CMSG_DATA need not be aligned for int. */
+            memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(fd));
+            if (*nfds < max_fds) {
+                fds[(*nfds)++] = fd;
+            } else {
+                close(fd);
+                *fds_lost = true;
+            }
+        }
+    }
+    /* The kernel closed what did not fit the control buffer. */
+    if (mh.msg_flags & MSG_CTRUNC) {
+        *fds_lost = true;
+    }
+    return n;
 }

@@ -81,47 +81,14 @@ void vu_close_fd(int *fd)
  */
 static int recv_some(struct vu_dev *dev, void *buf, size_t len)
 {
-    union {
-        char buf[CMSG_SPACE(VHOST_USER_MAX_FDS * sizeof(int))];
-        struct cmsghdr align;
-    } control;
-    struct iovec iov = { .iov_base = buf, .iov_len = len };
-    struct msghdr mh = {
-        .msg_iov = &iov, .msg_iovlen = 1,
-        .msg_control = control.buf, .msg_controllen = sizeof(control.buf),
-    };
     struct vu_msg *msg = &dev->in;
-    ssize_t n;
+    unsigned nfds = msg->nfds;
+    bool lost = false;
+    ssize_t n = vhost_user_recvmsg(dev->fd, buf, len, msg->fds, VHOST_USER_MAX_FDS, &nfds,
+                                   &lost, MSG_DONTWAIT);
 
-    do {
-        n = recvmsg(dev->fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
-    } while (n < 0 && errno == EINTR);
-    if (n < 0) {
-        return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : -errno;
-    }
-    for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-        size_t nfd;
-        int *fds;
-
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-            continue;
-        }
-        nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        fds = (int *)CMSG_DATA(c);
-        for (size_t i = 0; i < nfd; i++) {
-            int fd;
-
-            memcpy(&fd, &fds[i], sizeof(fd));
-            if (msg->nfds < VHOST_USER_MAX_FDS) {
-                msg->fds[msg->nfds++] = fd;
-            } else {
-                close(fd);
-                dev->in_extra_fds = true;
-            }
-        }
-    }
-    /* The kernel closed what did not fit our control buffer. */
-    if (mh.msg_flags & MSG_CTRUNC) {
+    msg->nfds = nfds;
+    if (lost) {
         dev->in_extra_fds = true;
     }
     return (int)n;

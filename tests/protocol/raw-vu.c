@@ -94,17 +94,12 @@ static int recv_exact(int sock, void *buf, size_t len, int *fd, int64_t deadline
     size_t got = 0;
 
     while (got < len) {
-        union {
-            char buf[CMSG_SPACE(sizeof(int) * 64)];
-            struct cmsghdr align;
-        } ctl;
-        struct iovec iov = { (uint8_t *)buf + got, len - got };
-        struct msghdr mh = {
-            .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
-            .msg_controllen = sizeof(ctl.buf),
-        };
         struct pollfd p = { .fd = sock, .events = POLLIN };
         int64_t left = (deadline - g_get_monotonic_time()) / 1000;
+        /* The first fd is kept (if asked for and none came yet), the rest closed. */
+        unsigned nfds = fd && *fd >= 0 ? 1 : 0;
+        int got_fd = -1;
+        bool lost = false;
         ssize_t n;
 
         if (left <= 0) {
@@ -113,26 +108,16 @@ static int recv_exact(int sock, void *buf, size_t len, int *fd, int64_t deadline
         if (poll(&p, 1, (int)left) == 0) {
             return -ETIMEDOUT;
         }
-        n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-        if (n < 0) {
-            if (errno == EAGAIN || errno == EINTR) {
-                continue;
-            }
-            return errno == ECONNRESET ? -ECONNRESET : -errno;
+        n = vhost_user_recvmsg(sock, (uint8_t *)buf + got, len - got, &got_fd, fd ? 1 : 0,
+                               &nfds, &lost, MSG_DONTWAIT);
+        if (got_fd >= 0) {
+            *fd = got_fd;
         }
-        for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c; c = CMSG_NXTHDR(&mh, c)) {
-            unsigned nfd = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-            for (unsigned i = 0; c->cmsg_type == SCM_RIGHTS && i < nfd; i++) {
-                int f;
-
-                memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof(f));
-                if (fd && *fd < 0) {
-                    *fd = f;
-                } else {
-                    close(f);
-                }
-            }
+        if (n == -EAGAIN) {
+            continue;
+        }
+        if (n < 0) {
+            return (int)n;
         }
         if (n == 0) {
             return -ECONNRESET;

@@ -1077,7 +1077,6 @@ static void test_open_sets_up_the_kernel(struct fx *f, gconstpointer d)
     struct lio_options o = {
         .configfs = f->root, .setup_kernel = true, .fs = &lio_fake_ops, .fs_opaque = other,
     };
-    g_autofree char *mod = g_strdup_printf("%s/target_core_file", f->root);
     lio_fake_fail_path(other, "target_core_file", ENOENT);
     lio_fake_set_release(other, "6.1.0-18-amd64");
     expect_warning("*kernel module target_core_file is missing for kernel 6.1.0-18-amd64*");
