@@ -118,7 +118,7 @@ void target_backends_init(struct target *tgt)
 }
 
 /* Names are printable and short: they appear in logs, JSON and Prometheus labels. */
-static bool name_ok(const char *name)
+bool target_name_ok(const char *name)
 {
     size_t n = strlen(name);
 
@@ -126,7 +126,7 @@ static bool name_ok(const char *name)
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!g_ascii_isalnum(name[i]) && !strchr("._:-", name[i])) {
+        if (!g_ascii_isalnum(name[i]) && !strchr("._:-/", name[i])) {
             return false;
         }
     }
@@ -151,8 +151,8 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
     struct scsi_lun *lun;
     int ret;
 
-    if (!name_ok(name)) {
-        *err = g_strdup_printf("backend name '%s': 1-64 of A-Z a-z 0-9 . _ : -", name);
+    if (!target_name_ok(name)) {
+        *err = g_strdup_printf("backend name '%s': 1-64 of A-Z a-z 0-9 . _ : - /", name);
         return -EINVAL;
     }
     if (target_backend_find(tgt, name)) {
@@ -265,8 +265,10 @@ int target_backend_resize(struct target *tgt, const char *name, uint64_t size, c
                                           : g_strerror(-ret));
         return ret;
     }
-    /* Every address it is mapped at tells its front-ends. */
-    scsi_target_lun_changed(tgt->scsi, b->lun);
+    /* Every address it is mapped at, in every controller, tells its front-ends. */
+    for (GList *l = tgt->controllers; l; l = l->next) {
+        scsi_target_lun_changed(((struct controller *)l->data)->scsi, b->lun);
+    }
     {
         char *grown = spec_with_size(b->spec, backend_size(scsi_lun_backend(b->lun)));
 
@@ -290,20 +292,22 @@ struct target_backend *target_backend_of(struct target *tgt, const struct scsi_l
     return NULL;
 }
 
-int target_lun_map(struct target *tgt, unsigned port, unsigned lun, const char *backend,
+int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
                    char **err)
 {
-    struct target_backend *b = target_backend_find(tgt, backend);
+    struct target_backend *b = target_backend_find(ctrl->tgt, backend);
     int ret;
 
     if (!b) {
         *err = g_strdup_printf("no backend named '%s'", backend);
         return -ENOENT;
     }
-    ret = scsi_target_add_lun(tgt->scsi, port, lun, b->lun);
+    ret = scsi_target_add_lun(ctrl->scsi, port, lun, b->lun);
     if (ret < 0) {
-        *err = ret == -EEXIST ? g_strdup_printf("LUN %u:%u is already mapped", port, lun)
-                              : g_strdup_printf("LUN %u:%u: %s", port, lun, g_strerror(-ret));
+        *err = ret == -EEXIST ? g_strdup_printf("%s: LUN %u:%u is already mapped", ctrl->name,
+                                                port, lun)
+                              : g_strdup_printf("%s: LUN %u:%u: %s", ctrl->name, port, lun,
+                                                g_strerror(-ret));
         return ret;
     }
     b->mappings++;
@@ -335,10 +339,11 @@ static void lun_handed_back(struct scsi_lun *lun, void *opaque)
     g_free(u);
 }
 
-void target_lun_unmap(struct target *tgt, unsigned port, unsigned lun,
+void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
                       void (*done)(int ret, void *opaque), void *opaque)
 {
-    struct scsi_lun *l = scsi_target_lun(tgt->scsi, port, lun);
+    struct target *tgt = ctrl->tgt;
+    struct scsi_lun *l = scsi_target_lun(ctrl->scsi, port, lun);
     struct unmapping *u;
     int ret;
 
@@ -359,13 +364,14 @@ void target_lun_unmap(struct target *tgt, unsigned port, unsigned lun,
     u->b->mappings--;
     u->b->unmapping++;
     tgt->removing++;
-    ret = scsi_target_remove_lun(tgt->scsi, port, lun, lun_handed_back, u);
+    ret = scsi_target_remove_lun(ctrl->scsi, port, lun, lun_handed_back, u);
     g_assert(ret == 0);
 }
 
-int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned *lun_id,
+int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun_id,
                    char **err)
 {
+    struct target *tgt = ctrl->tgt;
     g_autofree char *shown = lun_spec_redact(arg);
     g_autofree char *why = NULL;
     g_autofree char *name = NULL;
@@ -382,16 +388,18 @@ int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned
     *port = spec.target;
     *lun_id = spec.lun;
     lun_spec_clear(&spec);
-    if (scsi_target_lun(tgt->scsi, *port, *lun_id)) {
+    if (scsi_target_lun(ctrl->scsi, *port, *lun_id)) {
         *err = g_strdup_printf("%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
         return -EEXIST;
     }
-    name = g_strdup_printf("lun%u:%u", *port, *lun_id);
+    /* The default controller's keep the names they always had. */
+    name = ctrl == tgt->dflt ? g_strdup_printf("lun%u:%u", *port, *lun_id)
+                             : g_strdup_printf("%s/lun%u:%u", ctrl->name, *port, *lun_id);
     ret = target_backend_add(tgt, name, eq + 1, true, NULL, err);
     if (ret < 0) {
         return ret;
     }
-    ret = target_lun_map(tgt, *port, *lun_id, name, err);
+    ret = target_lun_map(ctrl, *port, *lun_id, name, err);
     if (ret < 0) {
         g_autofree char *ignored = NULL;
 

@@ -9,8 +9,10 @@
  *    "controllers": [{"name": "default", "socket": "/run/vm1.sock",
  *                     "luns": [{"target": 0, "lun": 1, "backend": "data"}]}]}
  *
- * One controller, "default", exists today (per-VM controllers are the
- * next step and fit this schema).  Saving is atomic: a temporary file in
+ * "default" is the command line's controller (--socket-path / --fd, --lun,
+ * --allow-*): its socket in the file is used only when the command line
+ * gives none; every other controller has its own socket, queues and
+ * allowed peers, as controller-add made it.  Saving is atomic: a temporary file in
  * the same directory, written, fsynced, renamed over the old one, and the
  * directory fsynced, so a crash leaves the old file or the new one, never
  * half of one.  The file is mode 0600: an iSCSI spec may carry a password.
@@ -34,6 +36,25 @@
 /* Backends and mappings nest 4 deep; the largest object has 3 members. */
 static const struct json_limits config_limits = { .max_depth = 8, .max_members = 16 };
 
+/* An array of ids from o[key] (absent: empty); false if an element is not one. */
+static bool ids_of(JsonObject *o, const char *key, GArray *out)
+{
+    JsonArray *a = json_object_has_member(o, key) ? json_object_get_array_member(o, key) : NULL;
+
+    for (guint i = 0; a && i < json_array_get_length(a); i++) {
+        JsonNode *n = json_array_get_element(a, i);
+        uint32_t id;
+
+        if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64 ||
+            json_node_get_int(n) < 0 || json_node_get_int(n) > (gint64)UINT32_MAX - 1) {
+            return false;
+        }
+        id = (uint32_t)json_node_get_int(n);
+        g_array_append_val(out, id);
+    }
+    return true;
+}
+
 static const struct json_member top_members[] = {
     { "version", JSON_M_INT }, { "backends", JSON_M_ARR }, { "controllers", JSON_M_ARR },
 };
@@ -41,7 +62,9 @@ static const struct json_member backend_members[] = {
     { "name", JSON_M_STR }, { "spec", JSON_M_STR }, { "implicit", JSON_M_BOOL, true },
 };
 static const struct json_member controller_members[] = {
-    { "name", JSON_M_STR }, { "socket", JSON_M_STR, true }, { "luns", JSON_M_ARR },
+    { "name", JSON_M_STR }, { "socket", JSON_M_STR, true }, { "queues", JSON_M_INT, true },
+    { "allow_uid", JSON_M_ARR, true }, { "allow_gid", JSON_M_ARR, true },
+    { "socket_group", JSON_M_STR, true }, { "luns", JSON_M_ARR },
 };
 static const struct json_member lun_members[] = {
     { "target", JSON_M_INT }, { "lun", JSON_M_INT }, { "backend", JSON_M_STR },
@@ -84,9 +107,10 @@ static int config_check(JsonNode *root, char **err)
             return -EINVAL;
         }
         c = json_array_get_object_element(a, i);
-        if (strcmp(json_object_get_string_member(c, "name"), "default") || i > 0) {
-            *err = g_strdup_printf("controllers[%u]: only one controller, \"default\", is "
-                                   "supported", i);
+        if (strcmp(json_object_get_string_member(c, "name"), "default") &&
+            !json_object_has_member(c, "socket")) {
+            *err = g_strdup_printf("controllers[%u]: a controller other than \"default\" "
+                                   "needs a socket", i);
             return -EINVAL;
         }
         luns = json_object_get_array_member(c, "luns");
@@ -155,9 +179,36 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *c = json_array_get_object_element(a, i);
         JsonArray *luns = json_object_get_array_member(c, "luns");
+        const char *name = json_object_get_string_member(c, "name");
+        struct controller *ctrl = target_controller_find(tgt, name);
 
-        if (json_object_has_member(c, "socket")) {
-            *socket_path = g_strdup(json_object_get_string_member(c, "socket"));
+        if (ctrl == tgt->dflt) {
+            /* The command line's controller: its socket is the caller's to decide. */
+            if (json_object_has_member(c, "socket")) {
+                g_free(*socket_path);
+                *socket_path = g_strdup(json_object_get_string_member(c, "socket"));
+            }
+        } else {
+            g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+            g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+            gint64 queues = json_object_get_int_member_with_default(c, "queues",
+                                                                    tgt->opts->queues);
+            g_autofree char *e = NULL;
+
+            if (!ids_of(c, "allow_uid", uids) || !ids_of(c, "allow_gid", gids) || queues < 1 ||
+                queues > tgt->opts->queues) {
+                *err = g_strdup_printf("%s: controllers[%u]: allow_uid/allow_gid must be ids, "
+                                       "queues 1..%u", file, i, tgt->opts->queues);
+                return -EINVAL;
+            }
+            ret = target_controller_add(tgt, name, json_object_get_string_member(c, "socket"), -1,
+                                        json_object_get_string_member_with_default(
+                                            c, "socket_group", NULL),
+                                        uids, gids, (unsigned)queues, &ctrl, &e);
+            if (ret < 0) {
+                *err = g_strdup_printf("%s: controllers[%u]: %s", file, i, e);
+                return ret;
+            }
         }
         for (guint j = 0; j < json_array_get_length(luns); j++) {
             JsonObject *l = json_array_get_object_element(luns, j);
@@ -170,7 +221,7 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
                                        file, i, j, SCSI_TARGET_MAX_PORT, SCSI_TARGET_MAX_LUN);
                 return -EINVAL;
             }
-            ret = target_lun_map(tgt, (unsigned)port, (unsigned)lun,
+            ret = target_lun_map(ctrl, (unsigned)port, (unsigned)lun,
                                  json_object_get_string_member(l, "backend"), &e);
             if (ret < 0) {
                 *err = g_strdup_printf("%s: controllers[%u].luns[%u]: %s", file, i, j, e);
@@ -215,31 +266,51 @@ char *target_config_json(struct target *tgt)
     json_builder_end_array(b);
     json_builder_set_member_name(b, "controllers");
     json_builder_begin_array(b);
-    json_builder_begin_object(b);
-    json_builder_set_member_name(b, "name");
-    json_builder_add_string_value(b, "default");
-    if (tgt->created_socket) {
-        json_builder_set_member_name(b, "socket");
-        json_builder_add_string_value(b, tgt->created_socket);
-    }
-    json_builder_set_member_name(b, "luns");
-    json_builder_begin_array(b);
-    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
-        struct target_backend *tb = target_backend_of(tgt, scsi_target_lun_at(tgt->scsi, i));
-        unsigned port, lun;
+    for (GList *cl = tgt->controllers; cl; cl = cl->next) {
+        struct controller *ctrl = cl->data;
 
-        scsi_target_lun_id_at(tgt->scsi, i, &port, &lun);
         json_builder_begin_object(b);
-        json_builder_set_member_name(b, "target");
-        json_builder_add_int_value(b, port);
-        json_builder_set_member_name(b, "lun");
-        json_builder_add_int_value(b, lun);
-        json_builder_set_member_name(b, "backend");
-        json_builder_add_string_value(b, tb->name);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, ctrl->name);
+        if (ctrl->socket_path) {
+            json_builder_set_member_name(b, "socket");
+            json_builder_add_string_value(b, ctrl->socket_path);
+        }
+        if (ctrl != tgt->dflt) {
+            json_builder_set_member_name(b, "queues");
+            json_builder_add_int_value(b, ctrl->queues);
+            json_builder_set_member_name(b, "allow_uid");
+            json_builder_begin_array(b);
+            for (guint i = 0; i < ctrl->allow_uids->len; i++) {
+                json_builder_add_int_value(b, g_array_index(ctrl->allow_uids, uid_t, i));
+            }
+            json_builder_end_array(b);
+            json_builder_set_member_name(b, "allow_gid");
+            json_builder_begin_array(b);
+            for (guint i = 0; i < ctrl->allow_gids->len; i++) {
+                json_builder_add_int_value(b, g_array_index(ctrl->allow_gids, gid_t, i));
+            }
+            json_builder_end_array(b);
+        }
+        json_builder_set_member_name(b, "luns");
+        json_builder_begin_array(b);
+        for (unsigned i = 0; i < scsi_target_lun_count(ctrl->scsi); i++) {
+            struct target_backend *tb = target_backend_of(tgt, scsi_target_lun_at(ctrl->scsi, i));
+            unsigned port, lun;
+
+            scsi_target_lun_id_at(ctrl->scsi, i, &port, &lun);
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "target");
+            json_builder_add_int_value(b, port);
+            json_builder_set_member_name(b, "lun");
+            json_builder_add_int_value(b, lun);
+            json_builder_set_member_name(b, "backend");
+            json_builder_add_string_value(b, tb->name);
+            json_builder_end_object(b);
+        }
+        json_builder_end_array(b);
         json_builder_end_object(b);
     }
-    json_builder_end_array(b);
-    json_builder_end_object(b);
     json_builder_end_array(b);
     json_builder_end_object(b);
     root = json_builder_get_root(b);

@@ -75,13 +75,27 @@ static void add_device(JsonBuilder *b, struct scsi_lun *l)
     json_builder_add_boolean_value(b, be->read_only);
 }
 
-static JsonNode *lun_json(struct target *tgt, unsigned port, unsigned lun)
+/* The controller "controller" names (absent: the default one); NULL, answered, if none. */
+static struct controller *controller_param(struct ctl_call *call, JsonObject *params,
+                                           struct target *tgt)
 {
-    struct scsi_lun *l = scsi_target_lun(tgt->scsi, port, lun);
-    struct target_backend *tb = target_backend_of(tgt, l);
+    const char *name = json_object_get_string_member_with_default(params, "controller", NULL);
+    struct controller *ctrl = target_controller_find(tgt, name);
+
+    if (!ctrl) {
+        ctl_call_fail(call, -ENOENT, "no such controller");
+    }
+    return ctrl;
+}
+
+static JsonNode *lun_json(struct controller *ctrl, unsigned port, unsigned lun)
+{
+    struct scsi_lun *l = scsi_target_lun(ctrl->scsi, port, lun);
+    struct target_backend *tb = target_backend_of(ctrl->tgt, l);
     g_autoptr(JsonBuilder) b = json_builder_new();
 
     json_builder_begin_object(b);
+    add_str(b, "controller", ctrl->name);
     add_int(b, "target", port);
     add_int(b, "lun", lun);
     add_str(b, "backend", tb ? tb->name : scsi_lun_name(l));
@@ -104,17 +118,22 @@ static JsonNode *backend_json(struct target *tgt, struct target_backend *tb)
     json_builder_add_boolean_value(b, tb->implicit);
     json_builder_set_member_name(b, "mapped_at");
     json_builder_begin_array(b);
-    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
-        unsigned port, lun;
+    for (GList *c = tgt->controllers; c; c = c->next) {
+        struct controller *ctrl = c->data;
 
-        if (scsi_target_lun_at(tgt->scsi, i) != tb->lun) {
-            continue;
+        for (unsigned i = 0; i < scsi_target_lun_count(ctrl->scsi); i++) {
+            unsigned port, lun;
+
+            if (scsi_target_lun_at(ctrl->scsi, i) != tb->lun) {
+                continue;
+            }
+            scsi_target_lun_id_at(ctrl->scsi, i, &port, &lun);
+            json_builder_begin_object(b);
+            add_str(b, "controller", ctrl->name);
+            add_int(b, "target", port);
+            add_int(b, "lun", lun);
+            json_builder_end_object(b);
         }
-        scsi_target_lun_id_at(tgt->scsi, i, &port, &lun);
-        json_builder_begin_object(b);
-        add_int(b, "target", port);
-        add_int(b, "lun", lun);
-        json_builder_end_object(b);
     }
     json_builder_end_array(b);
     json_builder_end_object(b);
@@ -146,18 +165,29 @@ static JsonNode *array_node(JsonArray *a)
 
 static void m_lun_list(struct ctl_call *call, JsonObject *params, void *opaque)
 {
+    static const struct json_member spec[] = { { "controller", JSON_M_STR, true } };
     struct target *tgt = opaque;
+    struct controller *only = NULL;
     JsonArray *a;
 
-    if (!params_ok(call, params, NULL, 0)) {
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    if (json_object_has_member(params, "controller") &&
+        !(only = controller_param(call, params, tgt))) {
         return;
     }
     a = json_array_new();
-    for (unsigned i = 0; i < scsi_target_lun_count(tgt->scsi); i++) {
-        unsigned port, lun;
+    for (GList *c = tgt->controllers; c; c = c->next) {
+        struct controller *ctrl = c->data;
 
-        scsi_target_lun_id_at(tgt->scsi, i, &port, &lun);
-        json_array_add_element(a, lun_json(tgt, port, lun));
+        for (unsigned i = 0; (!only || ctrl == only) && i < scsi_target_lun_count(ctrl->scsi);
+             i++) {
+            unsigned port, lun;
+
+            scsi_target_lun_id_at(ctrl->scsi, i, &port, &lun);
+            json_array_add_element(a, lun_json(ctrl, port, lun));
+        }
     }
     ctl_call_reply(call, array_node(a));
 }
@@ -171,21 +201,25 @@ static void fail(struct ctl_call *call, const char *what, int ret, const char *e
 
 static void m_lun_add(struct ctl_call *call, JsonObject *params, void *opaque)
 {
-    static const struct json_member spec[] = { { "lun", JSON_M_STR } };
+    static const struct json_member spec[] = {
+        { "controller", JSON_M_STR, true }, { "lun", JSON_M_STR },
+    };
     struct target *tgt = opaque;
     g_autofree char *err = NULL;
+    struct controller *ctrl;
     unsigned port, lun;
     int ret;
 
-    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
+        !(ctrl = controller_param(call, params, tgt))) {
         return;
     }
-    ret = target_lun_add(tgt, json_object_get_string_member(params, "lun"), &port, &lun, &err);
+    ret = target_lun_add(ctrl, json_object_get_string_member(params, "lun"), &port, &lun, &err);
     if (ret < 0) {
         fail(call, "lun-add", ret, err);
         return;
     }
-    ctl_call_reply(call, lun_json(tgt, port, lun));
+    ctl_call_reply(call, lun_json(ctrl, port, lun));
 }
 
 static void unmapped(int ret, void *opaque)
@@ -203,16 +237,17 @@ static void unmapped(int ret, void *opaque)
 static void m_lun_unmap(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
-        { "target", JSON_M_INT, true }, { "lun", JSON_M_INT },
+        { "controller", JSON_M_STR, true }, { "target", JSON_M_INT, true }, { "lun", JSON_M_INT },
     };
     struct target *tgt = opaque;
+    struct controller *ctrl;
     unsigned port, lun;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
-        !lun_address(call, params, &port, &lun)) {
+        !lun_address(call, params, &port, &lun) || !(ctrl = controller_param(call, params, tgt))) {
         return;
     }
-    target_lun_unmap(tgt, port, lun, unmapped, call);
+    target_lun_unmap(ctrl, port, lun, unmapped, call);
 }
 
 /* "size": bytes as a number, or a size string as --lun takes ("20G"); absent: 0. */
@@ -241,20 +276,23 @@ static bool size_param(struct ctl_call *call, JsonObject *params, uint64_t *size
 static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
-        { "target", JSON_M_INT, true }, { "lun", JSON_M_INT }, { "size", JSON_M_ANY, true },
+        { "controller", JSON_M_STR, true }, { "target", JSON_M_INT, true }, { "lun", JSON_M_INT },
+        { "size", JSON_M_ANY, true },
     };
     struct target *tgt = opaque;
     g_autofree char *err = NULL;
     struct target_backend *tb;
+    struct controller *ctrl;
     unsigned port, lun;
     uint64_t size;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
-        !lun_address(call, params, &port, &lun) || !size_param(call, params, &size)) {
+        !lun_address(call, params, &port, &lun) || !size_param(call, params, &size) ||
+        !(ctrl = controller_param(call, params, tgt))) {
         return;
     }
-    tb = target_backend_of(tgt, scsi_target_lun(tgt->scsi, port, lun));
+    tb = target_backend_of(tgt, scsi_target_lun(ctrl->scsi, port, lun));
     if (!tb) {
         ctl_call_fail(call, -ENOENT, "no LUN is mapped there");
         return;
@@ -264,29 +302,31 @@ static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque
         fail(call, "lun-resize", ret, err);
         return;
     }
-    ctl_call_reply(call, lun_json(tgt, port, lun));
+    ctl_call_reply(call, lun_json(ctrl, port, lun));
 }
 
 static void m_lun_map(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
-        { "target", JSON_M_INT, true }, { "lun", JSON_M_INT }, { "backend", JSON_M_STR },
+        { "controller", JSON_M_STR, true }, { "target", JSON_M_INT, true }, { "lun", JSON_M_INT },
+        { "backend", JSON_M_STR },
     };
     struct target *tgt = opaque;
     g_autofree char *err = NULL;
+    struct controller *ctrl;
     unsigned port, lun;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
-        !lun_address(call, params, &port, &lun)) {
+        !lun_address(call, params, &port, &lun) || !(ctrl = controller_param(call, params, tgt))) {
         return;
     }
-    ret = target_lun_map(tgt, port, lun, json_object_get_string_member(params, "backend"), &err);
+    ret = target_lun_map(ctrl, port, lun, json_object_get_string_member(params, "backend"), &err);
     if (ret < 0) {
         fail(call, "lun-map", ret, err);
         return;
     }
-    ctl_call_reply(call, lun_json(tgt, port, lun));
+    ctl_call_reply(call, lun_json(ctrl, port, lun));
 }
 
 static void m_backend_add(struct ctl_call *call, JsonObject *params, void *opaque)
@@ -395,6 +435,131 @@ static void m_config_save(struct ctl_call *call, JsonObject *params, void *opaqu
     ctl_call_reply(call, json_node_init_string(json_node_alloc(), file));
 }
 
+static JsonNode *controller_json(struct controller *ctrl)
+{
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    json_builder_begin_object(b);
+    add_str(b, "name", ctrl->name);
+    if (ctrl->socket_path) {
+        add_str(b, "socket", ctrl->socket_path);
+    }
+    add_int(b, "queues", ctrl->queues);
+    add_int(b, "luns", scsi_target_lun_count(ctrl->scsi));
+    add_int(b, "connections", ctrl->nconns);
+    json_builder_set_member_name(b, "allow_uid");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < ctrl->allow_uids->len; i++) {
+        json_builder_add_int_value(b, g_array_index(ctrl->allow_uids, uid_t, i));
+    }
+    json_builder_end_array(b);
+    json_builder_set_member_name(b, "allow_gid");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < ctrl->allow_gids->len; i++) {
+        json_builder_add_int_value(b, g_array_index(ctrl->allow_gids, gid_t, i));
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    return json_builder_get_root(b);
+}
+
+/* An array of ids (uids or gids) from params[key]; false, answered, if it is not one. */
+static bool ids_param(struct ctl_call *call, JsonObject *params, const char *key, GArray *out)
+{
+    JsonArray *a;
+
+    if (!json_object_has_member(params, key)) {
+        return true;
+    }
+    a = json_object_get_array_member(params, key);
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonNode *n = json_array_get_element(a, i);
+        gint64 v;
+
+        if (!JSON_NODE_HOLDS_VALUE(n) || json_node_get_value_type(n) != G_TYPE_INT64 ||
+            (v = json_node_get_int(n)) < 0 || v > (gint64)UINT32_MAX - 1) {
+            ctl_call_error(call, CTL_E_INVALID_PARAMS, 0, "%s[%u] must be an id", key, i);
+            return false;
+        }
+        {
+            uint32_t id = (uint32_t)v;
+
+            g_array_append_val(out, id);
+        }
+    }
+    return true;
+}
+
+static void m_controller_add(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = {
+        { "name", JSON_M_STR }, { "socket", JSON_M_STR }, { "queues", JSON_M_INT, true },
+        { "allow_uid", JSON_M_ARR, true }, { "allow_gid", JSON_M_ARR, true },
+        { "socket_group", JSON_M_STR, true },
+    };
+    struct target *tgt = opaque;
+    g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
+    g_autofree char *err = NULL;
+    struct controller *ctrl;
+    gint64 queues;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
+        !ids_param(call, params, "allow_uid", uids) || !ids_param(call, params, "allow_gid", gids)) {
+        return;
+    }
+    queues = json_object_get_int_member_with_default(params, "queues", tgt->opts->queues);
+    if (queues < 1 || queues > tgt->opts->queues) {
+        ctl_call_error(call, CTL_E_INVALID_PARAMS, 0, "queues must be 1..%u (the daemon's --queues)",
+                       tgt->opts->queues);
+        return;
+    }
+    ret = target_controller_add(tgt, json_object_get_string_member(params, "name"),
+                                json_object_get_string_member(params, "socket"), -1,
+                                json_object_get_string_member_with_default(params, "socket_group",
+                                                                           NULL),
+                                uids, gids, (unsigned)queues, &ctrl, &err);
+    if (ret < 0) {
+        fail(call, "controller-add", ret, err);
+        return;
+    }
+    ctl_call_reply(call, controller_json(ctrl));
+}
+
+static void m_controller_remove(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = { { "name", JSON_M_STR } };
+    struct target *tgt = opaque;
+    g_autofree char *err = NULL;
+    int ret;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    ret = target_controller_remove(tgt, json_object_get_string_member(params, "name"), &err);
+    if (ret < 0) {
+        fail(call, "controller-remove", ret, err);
+        return;
+    }
+    ctl_call_reply(call, NULL);
+}
+
+static void m_controller_list(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    struct target *tgt = opaque;
+    JsonArray *a;
+
+    if (!params_ok(call, params, NULL, 0)) {
+        return;
+    }
+    a = json_array_new();
+    for (GList *c = tgt->controllers; c; c = c->next) {
+        json_array_add_element(a, controller_json(c->data));
+    }
+    ctl_call_reply(call, array_node(a));
+}
+
 static void m_connection_list(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     struct target *tgt = opaque;
@@ -418,6 +583,9 @@ static const struct ctl_method methods[] = {
     { "backend-resize", m_backend_resize },
     { "backend-list", m_backend_list },
     { "connection-list", m_connection_list },
+    { "controller-add", m_controller_add },
+    { "controller-remove", m_controller_remove },
+    { "controller-list", m_controller_list },
     { "config-save", m_config_save },
 };
 

@@ -38,17 +38,34 @@ struct target_opts {
     char *config_path;             /* --config: loaded at start, config-save's default */
 };
 
+/*
+ * What a VM connects to: a vhost-user socket with its own LUN map (a SCSI
+ * target of its own: each connection is an I_T nexus to it), its own
+ * access control and queue count.  Backends are shared between them.
+ */
+struct controller {
+    struct target *tgt;
+    char *name;
+    struct scsi_target *scsi;
+    int listen_fd;
+    char *socket_path;          /* the socket file we made, removed with it; NULL with --fd */
+    GArray *allow_uids;         /* uid_t; with allow_gids empty: any peer that can connect */
+    GArray *allow_gids;         /* gid_t */
+    unsigned queues;            /* request queues offered */
+    unsigned nconns;
+    bool watched;               /* listen_fd is in the main loop (not during an accept back-off) */
+};
+
 struct target {
     struct target_opts *opts;
-    struct scsi_target *scsi;   /* the LUNs, shared by every connection */
+    GList *controllers;         /* struct controller *, in creation order */
+    struct controller *dflt;    /* "default": --socket-path / --fd, --lun */
     struct iothread *main;
     struct iothread **threads;
     struct notify_watchdog *watchdog;   /* interrupts a call signal that blocks */
     unsigned nenrolled;                 /* threads[0..nenrolled) enrolled with it */
     unsigned nthreads;
-    int listen_fd;
     int signal_fd;
-    const char *created_socket;   /* the socket file we made, removed at exit */
     unsigned next_conn_id;
     GList *conns;
     unsigned nconns;
@@ -85,6 +102,8 @@ void target_backends_free(struct target *tgt);
 /* Every backend attaches to (true) or detaches from every I/O thread. */
 int target_attach_backends(struct target *tgt, bool attach);
 struct target_backend *target_backend_find(struct target *tgt, const char *name);
+/* A backend's or controller's name: 1-64 of A-Z a-z 0-9 . _ : - / */
+bool target_name_ok(const char *name);
 /* The backend whose LUN lun is. */
 struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun);
 
@@ -100,22 +119,36 @@ int target_backend_remove(struct target *tgt, const char *name, char **err);
 /* Grows it (size 0: to what its device has grown to); every mapping is told. */
 int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err);
 
-/* Maps backend at (port, lun): -ENOENT (no backend), -EEXIST (address in use). */
-int target_lun_map(struct target *tgt, unsigned port, unsigned lun, const char *backend,
+/* Maps backend at (port, lun) of ctrl: -ENOENT (no backend), -EEXIST (address in use). */
+int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
                    char **err);
 /*
  * Unmaps (port, lun) at once; done(ret, opaque) runs on the main thread
  * once its commands have drained (ret 0; an implicit backend is closed by
  * then), or at once with -ENOENT / -EINVAL.
  */
-void target_lun_unmap(struct target *tgt, unsigned port, unsigned lun,
+void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
                       void (*done)(int ret, void *opaque), void *opaque);
 /*
  * "ID=SPEC" (--lun, lun-add): an implicit backend named "lunT:L", mapped
  * at ID.  0 and *port / *lun set, or -errno with *err.
  */
-int target_lun_add(struct target *tgt, const char *arg, unsigned *port, unsigned *lun,
+int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun,
                    char **err);
+
+/* Controllers (vhost-scsi-target.c).  name NULL: the default one. */
+struct controller *target_controller_find(struct target *tgt, const char *name);
+/*
+ * A new controller listening on socket (created like --socket-path: mode
+ * 0600, or 0660 with group), or on an inherited listening fd (>= 0).
+ * uids/gids (may be NULL) are copied.  -EEXIST for a name in use,
+ * -EINVAL for a bad name, another -errno if it cannot listen; *err says.
+ */
+int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
+                          const char *group, const GArray *uids, const GArray *gids,
+                          unsigned queues, struct controller **out, char **err);
+/* Removes a controller with no LUNs and no connections (-EBUSY otherwise). */
+int target_controller_remove(struct target *tgt, const char *name, char **err);
 
 /*
  * The saved configuration (target-config.c).  load: creates the backends

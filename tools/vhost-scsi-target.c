@@ -53,6 +53,7 @@
 
 struct conn {
     struct target *tgt;
+    struct controller *ctrl;
     char name[32];
     int fd;
     uid_t uid;
@@ -132,6 +133,7 @@ static void conn_free(struct conn *c)
     vscsi_dev_free(c->vs);
     tgt->conns = g_list_remove(tgt->conns, c);
     tgt->nconns--;
+    c->ctrl->nconns--;
     g_message("%s: disconnected", c->name);
     g_free(c);
 }
@@ -266,33 +268,40 @@ static void timer_cb(void *opaque, uint32_t events)
     }
     if (tgt->accept_resume && now >= tgt->accept_resume) {
         tgt->accept_resume = 0;
-        if (iothread_add_fd(tgt->main, tgt->listen_fd, EPOLLIN, accept_cb, tgt) < 0) {
-            /* Cannot even watch it: keep trying, the loop is not spinning. */
-            tgt->accept_resume = now + ACCEPT_BACKOFF_MS * 1000;
+        for (GList *cl = tgt->controllers; cl; cl = cl->next) {
+            struct controller *ctrl = cl->data;
+
+            if (ctrl->listen_fd < 0 || ctrl->watched) {
+                continue;
+            }
+            if (iothread_add_fd(tgt->main, ctrl->listen_fd, EPOLLIN, accept_cb, ctrl) < 0) {
+                /* Cannot even watch it: keep trying, the loop is not spinning. */
+                tgt->accept_resume = now + ACCEPT_BACKOFF_MS * 1000;
+            } else {
+                ctrl->watched = true;
+            }
         }
     }
     timer_update(tgt);
 }
 
-static bool peer_allowed(struct target *tgt, const struct ucred *cred, const char *name)
+static bool peer_allowed(struct controller *ctrl, const struct ucred *cred, const char *name)
 {
-    struct target_opts *o = tgt->opts;
-
-    if (!o->allow_uids->len && !o->allow_gids->len) {
+    if (!ctrl->allow_uids->len && !ctrl->allow_gids->len) {
         return true;
     }
-    for (guint i = 0; i < o->allow_uids->len; i++) {
-        if (g_array_index(o->allow_uids, uid_t, i) == cred->uid) {
+    for (guint i = 0; i < ctrl->allow_uids->len; i++) {
+        if (g_array_index(ctrl->allow_uids, uid_t, i) == cred->uid) {
             return true;
         }
     }
-    for (guint i = 0; i < o->allow_gids->len; i++) {
-        if (g_array_index(o->allow_gids, gid_t, i) == cred->gid) {
+    for (guint i = 0; i < ctrl->allow_gids->len; i++) {
+        if (g_array_index(ctrl->allow_gids, gid_t, i) == cred->gid) {
             return true;
         }
     }
-    g_warning("%s: refusing peer pid %d uid %u gid %u (not in --allow-uid/--allow-gid)",
-              name, cred->pid, cred->uid, cred->gid);
+    g_warning("%s: %s: refusing peer pid %d uid %u gid %u (not allowed on this controller)",
+              ctrl->name, name, cred->pid, cred->uid, cred->gid);
     return false;
 }
 
@@ -354,7 +363,15 @@ static void accept_failed(struct target *tgt, int err)
         tgt->accept_errors = 1;
     }
     if (err == EMFILE || err == ENFILE || err == ENOBUFS || err == ENOMEM) {
-        iothread_del_fd(tgt->main, tgt->listen_fd);
+        /* The shortage is the process's: every controller's socket waits. */
+        for (GList *l = tgt->controllers; l; l = l->next) {
+            struct controller *ctrl = l->data;
+
+            if (ctrl->watched) {
+                iothread_del_fd(tgt->main, ctrl->listen_fd);
+                ctrl->watched = false;
+            }
+        }
         tgt->accept_resume = g_get_monotonic_time() + ACCEPT_BACKOFF_MS * 1000;
         timer_update(tgt);
     }
@@ -362,14 +379,15 @@ static void accept_failed(struct target *tgt, int err)
 
 static void accept_cb(void *opaque, uint32_t events)
 {
-    struct target *tgt = opaque;
+    struct controller *ctrl = opaque;
+    struct target *tgt = ctrl->tgt;
     struct vu_dev_config cfg = { 0 };
     struct vscsi_dev_config vcfg = { 0 };
     struct ucred cred;
     socklen_t len = sizeof(cred);
     char name[32];
     struct conn *c;
-    int fd = accept4(tgt->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = accept4(ctrl->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
 
     if (fd < 0) {
         accept_failed(tgt, errno);
@@ -385,12 +403,13 @@ static void accept_cb(void *opaque, uint32_t events)
         close(fd);
         return;
     }
-    if (!peer_allowed(tgt, &cred, name) || !within_limits(tgt, &cred, name)) {
+    if (!peer_allowed(ctrl, &cred, name) || !within_limits(tgt, &cred, name)) {
         close(fd);
         return;
     }
     c = g_new0(struct conn, 1);
     c->tgt = tgt;
+    c->ctrl = ctrl;
     c->fd = fd;
     c->uid = cred.uid;
     c->pid = cred.pid;
@@ -398,17 +417,17 @@ static void accept_cb(void *opaque, uint32_t events)
     memcpy(c->name, name, sizeof(name));
 
     vcfg.name = c->name;
-    vcfg.target = tgt->scsi;
+    vcfg.target = ctrl->scsi;
     vcfg.main_thread = tgt->main;
     vcfg.threads = tgt->threads;
     vcfg.nthreads = tgt->nthreads;
-    vcfg.num_request_queues = tgt->opts->queues;
+    vcfg.num_request_queues = ctrl->queues;
     vcfg.queue_broken = conn_queue_broken;
     vcfg.opaque = c;
     c->vs = vscsi_dev_new(&vcfg);
 
     cfg.name = c->name;
-    cfg.num_queues = VSCSI_FIRST_REQ_QUEUE + tgt->opts->queues;
+    cfg.num_queues = VSCSI_FIRST_REQ_QUEUE + ctrl->queues;
     cfg.features = vscsi_dev_features();
     cfg.message_timeout_ms = tgt->opts->message_timeout_ms;
     cfg.ops = &conn_ops;
@@ -426,7 +445,9 @@ static void accept_cb(void *opaque, uint32_t events)
     }
     tgt->conns = g_list_prepend(tgt->conns, c);
     tgt->nconns++;
-    g_message("%s: front-end connected (pid %d uid %u)", c->name, cred.pid, cred.uid);
+    ctrl->nconns++;
+    g_message("%s: front-end connected to %s (pid %d uid %u)", c->name, ctrl->name, cred.pid,
+              cred.uid);
 }
 
 /* Ends a shutdown that an I/O thread stuck in the kernel would hold up forever. */
@@ -462,7 +483,7 @@ static void signal_cb(void *opaque, uint32_t events)
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         if (pthread_create(&watchdog, &attr, shutdown_watchdog,
-                           (void *)tgt->created_socket) != 0) {
+                           (void *)tgt->dflt->socket_path) != 0) {
             g_warning("cannot start the shutdown watchdog; shutting down without it");
         }
         pthread_attr_destroy(&attr);
@@ -473,7 +494,7 @@ static void signal_cb(void *opaque, uint32_t events)
     }
 }
 
-static int listen_on(struct target *tgt, const char *path, const char *group)
+static int listen_on(const char *path, const char *group)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
@@ -519,8 +540,156 @@ static int listen_on(struct target *tgt, const char *path, const char *group)
             return -EINVAL;
         }
     }
-    tgt->created_socket = path;
     return fd;
+}
+
+/* ---- controllers ------------------------------------------------------- */
+
+struct controller *target_controller_find(struct target *tgt, const char *name)
+{
+    if (!name) {
+        return tgt->dflt;
+    }
+    for (GList *l = tgt->controllers; l; l = l->next) {
+        if (!strcmp(((struct controller *)l->data)->name, name)) {
+            return l->data;
+        }
+    }
+    return NULL;
+}
+
+static struct controller *controller_new(struct target *tgt, const char *name,
+                                         const GArray *uids, const GArray *gids, unsigned queues)
+{
+    struct controller *ctrl = g_new0(struct controller, 1);
+
+    ctrl->tgt = tgt;
+    ctrl->name = g_strdup(name);
+    ctrl->scsi = scsi_target_new(name);
+    ctrl->listen_fd = -1;
+    ctrl->queues = queues;
+    ctrl->allow_uids = g_array_new(FALSE, FALSE, sizeof(uid_t));
+    ctrl->allow_gids = g_array_new(FALSE, FALSE, sizeof(gid_t));
+    if (uids) {
+        g_array_append_vals(ctrl->allow_uids, uids->data, uids->len);
+    }
+    if (gids) {
+        g_array_append_vals(ctrl->allow_gids, gids->data, gids->len);
+    }
+    if (tgt->threads) {
+        /* Tables a LUN change replaces are freed once these threads have moved on. */
+        scsi_target_set_threads(ctrl->scsi, tgt->main, tgt->threads, tgt->nthreads);
+    }
+    tgt->controllers = g_list_append(tgt->controllers, ctrl);
+    return ctrl;
+}
+
+/* Listens on fd (inherited) or a new socket at path, and watches it. */
+static int controller_listen(struct controller *ctrl, const char *path, int fd, const char *group)
+{
+    struct target *tgt = ctrl->tgt;
+
+    if (fd < 0) {
+        fd = listen_on(path, group);
+        if (fd < 0) {
+            return fd;
+        }
+        ctrl->socket_path = g_strdup(path);
+    }
+    ctrl->listen_fd = fd;
+    if (!tgt->accept_resume) {
+        if (iothread_add_fd(tgt->main, fd, EPOLLIN, accept_cb, ctrl) < 0) {
+            return -EIO;
+        }
+        ctrl->watched = true;
+    }
+    return 0;
+}
+
+static void controller_free(struct controller *ctrl)
+{
+    struct target *tgt = ctrl->tgt;
+
+    /* At exit the loop has gone before the controllers (their grace periods ran in it). */
+    if (ctrl->watched && tgt->main) {
+        iothread_del_fd(tgt->main, ctrl->listen_fd);
+    }
+    if (ctrl->listen_fd >= 0) {
+        close(ctrl->listen_fd);
+    }
+    if (ctrl->socket_path) {
+        unlink(ctrl->socket_path);
+    }
+    /* No connection is left: no nexus reads its tables. */
+    scsi_target_free(ctrl->scsi);
+    tgt->controllers = g_list_remove(tgt->controllers, ctrl);
+    g_array_free(ctrl->allow_uids, TRUE);
+    g_array_free(ctrl->allow_gids, TRUE);
+    g_free(ctrl->socket_path);
+    g_free(ctrl->name);
+    g_free(ctrl);
+}
+
+int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
+                          const char *group, const GArray *uids, const GArray *gids,
+                          unsigned queues, struct controller **out, char **err)
+{
+    struct controller *ctrl;
+    int ret;
+
+    if (!target_name_ok(name) || strchr(name, '/')) {
+        *err = g_strdup_printf("controller name '%s': 1-64 of A-Z a-z 0-9 . _ : -", name);
+        return -EINVAL;
+    }
+    if (target_controller_find(tgt, name)) {
+        *err = g_strdup_printf("a controller named '%s' exists", name);
+        return -EEXIST;
+    }
+    for (GList *l = tgt->controllers; socket && l; l = l->next) {
+        const char *other = ((struct controller *)l->data)->socket_path;
+
+        if (other && !strcmp(other, socket)) {
+            *err = g_strdup_printf("%s is controller %s's socket", socket,
+                                   ((struct controller *)l->data)->name);
+            return -EADDRINUSE;
+        }
+    }
+    ctrl = controller_new(tgt, name, uids, gids, queues);
+    ret = controller_listen(ctrl, socket, fd, group);
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: cannot listen on %s: %s", name, socket ? socket : "its fd",
+                               g_strerror(-ret));
+        controller_free(ctrl);
+        return ret;
+    }
+    g_message("controller %s: listening on %s", name, socket ? socket : "an inherited socket");
+    if (out) {
+        *out = ctrl;
+    }
+    return 0;
+}
+
+int target_controller_remove(struct target *tgt, const char *name, char **err)
+{
+    struct controller *ctrl = target_controller_find(tgt, name);
+
+    if (!ctrl) {
+        *err = g_strdup_printf("no controller named '%s'", name);
+        return -ENOENT;
+    }
+    if (ctrl == tgt->dflt) {
+        *err = g_strdup("the default controller stays (it is the command line's)");
+        return -EPERM;
+    }
+    if (ctrl->nconns || scsi_target_lun_count(ctrl->scsi)) {
+        *err = g_strdup_printf("controller %s has %u connection(s) and %u LUN(s); unmap its "
+                               "LUNs and let its VMs go first", name, ctrl->nconns,
+                               scsi_target_lun_count(ctrl->scsi));
+        return -EBUSY;
+    }
+    g_message("controller %s: removed", name);
+    controller_free(ctrl);
+    return 0;
 }
 
 static int add_luns(struct target *tgt)
@@ -531,7 +700,7 @@ static int add_luns(struct target *tgt)
         g_autofree char *err = NULL;
         unsigned port, lun;
 
-        if (target_lun_add(tgt, g_ptr_array_index(args, i), &port, &lun, &err) < 0) {
+        if (target_lun_add(tgt->dflt, g_ptr_array_index(args, i), &port, &lun, &err) < 0) {
             fprintf(stderr, "vhost-scsi-target: --lun %s\n", err);
             return -EINVAL;
         }
@@ -853,7 +1022,7 @@ static void print_qemu_hint(const struct target *tgt, const char *path)
            "    -object memory-backend-memfd,id=mem,size=1G,share=on \\\n"
            "    -chardev socket,id=vus0,path=%s \\\n"
            "    -device vhost-user-scsi-pci,chardev=vus0,num_queues=%u ...\n",
-           scsi_target_lun_count(tgt->scsi), abs, abs, tgt->opts->queues);
+           scsi_target_lun_count(tgt->dflt->scsi), abs, abs, tgt->opts->queues);
     fflush(stdout);
     g_free(abs);
 }
@@ -864,7 +1033,7 @@ int main(int argc, char **argv)
                                 .poll = IOTHREAD_POLL_OFF,
                                 .max_conns = DEFAULT_MAX_CONNECTIONS,
                                 .message_timeout_ms = DEFAULT_MESSAGE_TIMEOUT_MS };
-    struct target tgt = { .opts = &opts, .listen_fd = -1, .signal_fd = -1, .timer_fd = -1 };
+    struct target tgt = { .opts = &opts, .signal_fd = -1, .timer_fd = -1 };
     const char *path;
     sigset_t mask;
     int ret = 1;
@@ -889,26 +1058,9 @@ int main(int argc, char **argv)
     }
     tgt.nthreads = MIN(opts.threads, opts.queues);
 
-    tgt.scsi = scsi_target_new("target");
     target_backends_init(&tgt);
-    if (opts.config_path) {
-        g_autofree char *err = NULL;
-        char *sock = NULL;
-
-        if (target_config_load(&tgt, opts.config_path, &sock, &err) < 0) {
-            fprintf(stderr, "vhost-scsi-target: --config %s\n", err);
-            goto out;
-        }
-        /* The command line wins over the file. */
-        if (sock && !opts.socket_path && opts.listen_fd < 0) {
-            opts.socket_path = sock;
-        } else {
-            g_free(sock);
-        }
-    }
-    if (add_luns(&tgt) < 0) {
-        goto out;
-    }
+    /* The command line's controller: its socket is decided once the config is read. */
+    tgt.dflt = controller_new(&tgt, "default", opts.allow_uids, opts.allow_gids, opts.queues);
 
     signal(SIGPIPE, SIG_IGN);
     /* A front-end truncating shared memory costs its connection, not the daemon. */
@@ -945,30 +1097,39 @@ int main(int argc, char **argv)
         iothread_run_sync(tgt.threads[i], call_enrol, &tgt);
         tgt.nenrolled = i + 1;
     }
-    if (target_attach_backends(&tgt, true) < 0) {
-        goto out;
-    }
-    /* Tables a LUN change replaces are freed once these threads have moved on. */
-    scsi_target_set_threads(tgt.scsi, tgt.main, tgt.threads, tgt.nthreads);
     if (!tgt.main || tgt.signal_fd < 0 || tgt.timer_fd < 0) {
         goto out;
     }
-
-    if (opts.listen_fd >= 0) {
-        tgt.listen_fd = opts.listen_fd;
-        path = NULL;
-    } else {
-        path = opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
-        tgt.listen_fd = listen_on(&tgt, path, opts.socket_group);
-        if (tgt.listen_fd < 0) {
-            goto out;
-        }
-    }
-    if (iothread_add_fd(tgt.main, tgt.listen_fd, EPOLLIN, accept_cb, &tgt) < 0 ||
-        iothread_add_fd(tgt.main, tgt.signal_fd, EPOLLIN, signal_cb, &tgt) < 0 ||
+    /* Tables a LUN change replaces are freed once these threads have moved on. */
+    scsi_target_set_threads(tgt.dflt->scsi, tgt.main, tgt.threads, tgt.nthreads);
+    if (iothread_add_fd(tgt.main, tgt.signal_fd, EPOLLIN, signal_cb, &tgt) < 0 ||
         iothread_add_fd(tgt.main, tgt.timer_fd, EPOLLIN, timer_cb, &tgt) < 0) {
         goto out;
     }
+    /* Backends attach to the running threads as they open; other controllers listen at once. */
+    if (opts.config_path) {
+        g_autofree char *err = NULL;
+        char *sock = NULL;
+
+        if (target_config_load(&tgt, opts.config_path, &sock, &err) < 0) {
+            fprintf(stderr, "vhost-scsi-target: --config %s\n", err);
+            goto out;
+        }
+        /* The command line wins over the file. */
+        if (sock && !opts.socket_path && opts.listen_fd < 0) {
+            opts.socket_path = sock;
+        } else {
+            g_free(sock);
+        }
+    }
+    if (add_luns(&tgt) < 0) {
+        goto out;
+    }
+    path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
+    if (controller_listen(tgt.dflt, path, opts.listen_fd, opts.socket_group) < 0) {
+        goto out;
+    }
+    opts.listen_fd = -1;      /* the controller's now */
     if (opts.control_path && target_control_start(&tgt) < 0) {
         goto out;
     }
@@ -987,6 +1148,7 @@ out:
     if (tgt.threads) {
         target_attach_backends(&tgt, false);
     }
+
     /* Threads leave the watchdog before they exit, the watchdog stops before it is freed. */
     for (unsigned i = 0; i < tgt.nenrolled; i++) {
         iothread_run_sync(tgt.threads[i], call_leave, &tgt);
@@ -999,12 +1161,15 @@ out:
         iothread_free(tgt.threads[i]);
     }
     g_free(tgt.threads);
+    /* Runs what was posted to it last: the grace periods of the LUN tables. */
     iothread_free(tgt.main);
-    if (tgt.listen_fd >= 0) {
-        close(tgt.listen_fd);
+    tgt.main = NULL;
+    /* No connection is left: no table names a backend, none is in use. */
+    while (tgt.controllers) {
+        controller_free(tgt.controllers->data);
     }
-    if (tgt.created_socket) {
-        unlink(tgt.created_socket);
+    if (opts.listen_fd >= 0) {
+        close(opts.listen_fd);
     }
     if (tgt.signal_fd >= 0) {
         close(tgt.signal_fd);
@@ -1012,8 +1177,6 @@ out:
     if (tgt.timer_fd >= 0) {
         close(tgt.timer_fd);
     }
-    /* No connection is left: no table names a backend, none is in use. */
-    scsi_target_free(tgt.scsi);
     target_backends_free(&tgt);
     g_ptr_array_free(opts.lun_args, TRUE);
     g_array_free(opts.allow_uids, TRUE);
