@@ -45,6 +45,12 @@ static const char usage_text[] =
     "  backend resize NAME [SIZE]   grow it; every LUN it is mapped at is told\n"
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
+    "  stats [--controller NAME | --backend NAME]\n"
+    "                               I/O figures per backend and per controller:\n"
+    "                               totals since start and the interval since\n"
+    "                               the previous stats call\n"
+    "  stats --prometheus           the counters in Prometheus text format (for\n"
+    "                               node-exporter's textfile collector)\n"
     "  config save [FILE]           write the backends and LUNs to FILE (default:\n"
     "                               the daemon's --config), atomically\n"
     "\n"
@@ -198,6 +204,55 @@ static void print_element(JsonNode *n)
     }
 }
 
+/* One class of an object's interval: rates, errors and latency quantiles. */
+static void print_class(const char *cls, JsonObject *total, JsonObject *interval)
+{
+    JsonObject *t = json_object_get_object_member(total, cls);
+    JsonObject *i = json_object_get_object_member(interval, cls);
+    JsonObject *lat = i ? json_object_get_object_member(i, "latency_us") : NULL;
+
+    if (!t || !i || !lat) {
+        return;
+    }
+    printf("  %-5s %10.0f ops/s %10.1f MiB/s  latency us p50 %-8.1f p99 %-8.1f p99.9 %-8.1f"
+           "  total %" G_GINT64_FORMAT " ops, %" G_GINT64_FORMAT " errors\n", cls,
+           json_object_get_double_member_with_default(i, "ops_per_s", 0),
+           json_object_get_double_member_with_default(i, "bytes_per_s", 0) / 1048576.0,
+           json_object_get_double_member_with_default(lat, "p50", 0),
+           json_object_get_double_member_with_default(lat, "p99", 0),
+           json_object_get_double_member_with_default(lat, "p99.9", 0),
+           json_object_get_int_member_with_default(t, "ops", 0),
+           json_object_get_int_member_with_default(t, "errors", 0));
+}
+
+static void print_stats_list(JsonObject *r, const char *member, const char *kind)
+{
+    JsonArray *a = json_object_get_array_member(r, member);
+
+    for (guint k = 0; a && k < json_array_get_length(a); k++) {
+        JsonObject *o = json_array_get_object_element(a, k);
+        JsonObject *total = o ? json_object_get_object_member(o, "total") : NULL;
+        JsonObject *interval = o ? json_object_get_object_member(o, "interval") : NULL;
+
+        if (!total || !interval) {
+            continue;
+        }
+        printf("%s %s: %" G_GINT64_FORMAT " in flight, over the last %.1f s:\n", kind,
+               json_object_get_string_member_with_default(o, "name", "?"),
+               json_object_get_int_member_with_default(o, "in_flight", 0),
+               json_object_get_double_member_with_default(interval, "seconds", 0));
+        print_class("read", total, interval);
+        print_class("write", total, interval);
+        print_class("other", total, interval);
+    }
+}
+
+static void print_stats(JsonObject *r)
+{
+    print_stats_list(r, "backends", "backend");
+    print_stats_list(r, "controllers", "controller");
+}
+
 static int run(const struct opts *o, const char *method, JsonNode *params, const char *what)
 {
     g_autoptr(JsonNode) result = NULL;
@@ -228,6 +283,11 @@ static int run(const struct opts *o, const char *method, JsonNode *params, const
                json_object_get_string_member_with_default(v, "program", "?"),
                json_object_get_string_member_with_default(v, "version", "?"),
                json_object_get_int_member_with_default(v, "protocol", 0));
+    } else if (!strcmp(method, "stats") && JSON_NODE_HOLDS_OBJECT(result)) {
+        print_stats(json_node_get_object(result));
+    } else if (!strcmp(method, "stats-prometheus") && JSON_NODE_HOLDS_OBJECT(result)) {
+        fputs(json_object_get_string_member_with_default(json_node_get_object(result), "text", ""),
+              stdout);
     } else if (JSON_NODE_HOLDS_ARRAY(result)) {
         JsonArray *a = json_node_get_array(result);
 
@@ -266,6 +326,26 @@ static JsonNode *name_params(const char *name)
     json_object_set_string_member(obj, "name", name);
     json_node_take_object(n, obj);
     return n;
+}
+
+static int stats_cmd(const struct opts *o, int argc, char **argv)
+{
+    JsonNode *p;
+
+    if (argc == 1 && !strcmp(argv[0], "--prometheus")) {
+        return run(o, "stats-prometheus", NULL, "");
+    }
+    if (argc == 0) {
+        return run(o, "stats", NULL, "");
+    }
+    if (argc == 2 && (!strcmp(argv[0], "--controller") || !strcmp(argv[0], "--backend"))) {
+        p = json_node_new(JSON_NODE_OBJECT);
+        json_node_take_object(p, json_object_new());
+        json_object_set_string_member(json_node_get_object(p), argv[0] + 2, argv[1]);
+        return run(o, "stats", p, "");
+    }
+    return usage("stats: expected --prometheus, --controller NAME or --backend NAME, not '%s'",
+                 argc ? argv[0] : "");
 }
 
 static int backend_cmd(const struct opts *o, int argc, char **argv)
@@ -347,6 +427,9 @@ int ctl_target_main(int argc, char **argv)
     }
     if (!strcmp(cmd, "backend")) {
         return backend_cmd(&o, argc, argv);
+    }
+    if (!strcmp(cmd, "stats")) {
+        return stats_cmd(&o, argc, argv);
     }
     if (!strcmp(cmd, "config") && (argc == 1 || argc == 2) && !strcmp(argv[0], "save")) {
         JsonNode *p = NULL;

@@ -98,6 +98,7 @@ int target_attach_backends(struct target *tgt, bool attach)
 static void backend_free(struct target_backend *b)
 {
     scsi_lun_free(b->lun);
+    g_free(b->mark);
     g_free(b->name);
     g_free(b->spec);
     g_free(b);

@@ -570,6 +570,55 @@ static void m_connection_list(struct ctl_call *call, JsonObject *params, void *o
     ctl_call_reply(call, target_connections_json(tgt));
 }
 
+/*
+ * Per backend and per controller; "controller" or "backend" narrows it to
+ * one.  Each object's interval runs from the previous call that reported
+ * it, whoever made it: a monitor that needs its own intervals diffs the
+ * totals (docs/control.md).
+ */
+static void m_stats(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = {
+        { "controller", JSON_M_STR, true }, { "backend", JSON_M_STR, true },
+    };
+    struct target *tgt = opaque;
+    struct controller *ctrl = NULL;
+    struct target_backend *tb = NULL;
+    const char *name;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    if (json_object_has_member(params, "controller") &&
+        !(ctrl = controller_param(call, params, tgt))) {
+        return;
+    }
+    name = json_object_get_string_member_with_default(params, "backend", NULL);
+    if (name && !(tb = target_backend_find(tgt, name))) {
+        ctl_call_fail(call, -ENOENT, "no such backend");
+        return;
+    }
+    ctl_call_reply(call, target_stats_json(tgt, ctrl, tb));
+}
+
+/* The same counters as Prometheus text (a string), for a textfile collector. */
+static void m_stats_prometheus(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    struct target *tgt = opaque;
+    g_autoptr(JsonBuilder) b = json_builder_new();
+    g_autofree char *text = NULL;
+
+    if (!params_ok(call, params, NULL, 0)) {
+        return;
+    }
+    text = target_stats_prometheus(tgt);
+    json_builder_begin_object(b);
+    add_str(b, "content_type", "text/plain; version=0.0.4");
+    add_str(b, "text", text);
+    json_builder_end_object(b);
+    ctl_call_reply(call, json_builder_get_root(b));
+}
+
 static const struct ctl_method methods[] = {
     { "version", m_version },
     { "lun-list", m_lun_list },
@@ -587,6 +636,8 @@ static const struct ctl_method methods[] = {
     { "controller-remove", m_controller_remove },
     { "controller-list", m_controller_list },
     { "config-save", m_config_save },
+    { "stats", m_stats },
+    { "stats-prometheus", m_stats_prometheus },
 };
 
 int target_control_start(struct target *tgt)

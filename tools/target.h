@@ -16,6 +16,7 @@
 #include <json-glib/json-glib.h>
 
 #include "control-server.h"
+#include "io-stats.h"
 #include "iothread.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
@@ -43,6 +44,12 @@ struct target_opts {
  * target of its own: each connection is an I_T nexus to it), its own
  * access control and queue count.  Backends are shared between them.
  */
+/* What the previous `stats` call reported of an object, for its interval. */
+struct stats_mark {
+    uint64_t ns;
+    struct io_stats_snapshot snap;
+};
+
 struct controller {
     struct target *tgt;
     char *name;
@@ -54,6 +61,8 @@ struct controller {
     unsigned queues;            /* request queues offered */
     unsigned nconns;
     bool watched;               /* listen_fd is in the main loop (not during an accept back-off) */
+    struct io_stats stats;      /* its connections' requests, kept across them */
+    struct stats_mark *mark;    /* NULL until the first `stats` call */
 };
 
 struct target {
@@ -84,6 +93,7 @@ struct target {
     GHashTable *backends;         /* name -> struct target_backend */
     unsigned removing;            /* LUN removals not finished yet */
     bool quitting;                /* a signal came: quit once removals are done */
+    uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
 };
 
 /* A named, opened backend (target-backends.c). */
@@ -94,6 +104,7 @@ struct target_backend {
     unsigned mappings;       /* addresses it is mapped at */
     unsigned unmapping;      /* mappings being removed (not handed back yet) */
     bool implicit;           /* made by --lun / lun-add: goes with its last mapping */
+    struct stats_mark *mark; /* NULL until the first `stats` call */
 };
 
 void target_backends_init(struct target *tgt);
@@ -163,6 +174,12 @@ int target_config_save(struct target *tgt, const char *file, char **err);
 
 /* The connected front-ends, as connection-list shows them (vhost-scsi-target.c). */
 JsonNode *target_connections_json(struct target *tgt);
+unsigned target_controller_connections(struct target *tgt, struct controller *ctrl,
+                                       unsigned *in_flight);
+
+JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
+                            struct target_backend *tb);
+char *target_stats_prometheus(struct target *tgt);
 
 /* Serves the control socket at tgt->opts->control_path; -errno. */
 int target_control_start(struct target *tgt);

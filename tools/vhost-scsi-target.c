@@ -424,6 +424,7 @@ static void accept_cb(void *opaque, uint32_t events)
     vcfg.num_request_queues = ctrl->queues;
     vcfg.queue_broken = conn_queue_broken;
     vcfg.opaque = c;
+    vcfg.stats = &ctrl->stats;
     c->vs = vscsi_dev_new(&vcfg);
 
     cfg.name = c->name;
@@ -570,6 +571,7 @@ static struct controller *controller_new(struct target *tgt, const char *name,
     ctrl->queues = queues;
     ctrl->allow_uids = g_array_new(FALSE, FALSE, sizeof(uid_t));
     ctrl->allow_gids = g_array_new(FALSE, FALSE, sizeof(gid_t));
+    io_stats_init(&ctrl->stats);
     if (uids) {
         g_array_append_vals(ctrl->allow_uids, uids->data, uids->len);
     }
@@ -625,6 +627,8 @@ static void controller_free(struct controller *ctrl)
     tgt->controllers = g_list_remove(tgt->controllers, ctrl);
     g_array_free(ctrl->allow_uids, TRUE);
     g_array_free(ctrl->allow_gids, TRUE);
+    io_stats_destroy(&ctrl->stats);
+    g_free(ctrl->mark);
     g_free(ctrl->socket_path);
     g_free(ctrl->name);
     g_free(ctrl);
@@ -761,6 +765,28 @@ JsonNode *target_connections_json(struct target *tgt)
     }
     json_builder_end_array(b);
     return json_builder_get_root(b);
+}
+
+unsigned target_controller_connections(struct target *tgt, struct controller *ctrl,
+                                       unsigned *in_flight)
+{
+    unsigned n = 0;
+
+    *in_flight = 0;
+    for (GList *l = tgt->conns; l; l = l->next) {
+        struct conn *c = l->data;
+
+        if (c->ctrl != ctrl) {
+            continue;
+        }
+        n++;
+        for (unsigned q = VSCSI_FIRST_REQ_QUEUE; q < vscsi_dev_num_queues(c->vs); q++) {
+            int k = vscsi_queue_inflight(c->vs, q);
+
+            *in_flight += k > 0 ? (unsigned)k : 0;
+        }
+    }
+    return n;
 }
 
 void target_maybe_quit(struct target *tgt)
@@ -1081,6 +1107,7 @@ int main(int argc, char **argv)
     }
     notify_watchdog_enrol(tgt.watchdog);
     tgt.main = iothread_new("vs-main", 0, 0);
+    tgt.start_ns = io_stats_now_ns();
     tgt.threads = g_new0(struct iothread *, tgt.nthreads);
     for (unsigned i = 0; i < tgt.nthreads; i++) {
         char name[16];

@@ -16,6 +16,7 @@
 #include <sys/uio.h>
 
 #include "backend.h"
+#include "io-stats.h"
 
 #define SCSI_SENSE_MAX 96
 #define SCSI_CDB_MAX 32
@@ -64,6 +65,12 @@ struct scsi_cmd {
     struct scsi_ua_state *ua;
     void (*complete)(struct scsi_cmd *cmd);
     void *opaque;
+    /*
+     * When the transport received the command (io_stats_now_ns()), so that
+     * the LUN's latency includes the wait for the backend's queue and the
+     * clock is read once for both layers; 0: the LUN reads the clock.
+     */
+    uint64_t start_ns;
 
     /* Results, valid in complete(). */
     uint8_t status;                   /* SAM status */
@@ -71,6 +78,7 @@ struct scsi_cmd {
     uint8_t sense[SCSI_SENSE_MAX];    /* fixed-format sense */
     uint64_t data_in_xfer;            /* bytes written into data_in */
     uint64_t data_out_xfer;           /* bytes consumed from data_out */
+    uint64_t done_ns;                 /* when the LUN finished it (io_stats_now_ns()) */
 
     /* Private to scsi-disk.c. */
     struct scsi_lun *lun;
@@ -110,6 +118,48 @@ void scsi_lun_exec(struct scsi_lun *lun, struct scsi_cmd *cmd);
 
 /* Commands started and not yet completed, across all threads. */
 unsigned scsi_lun_inflight(struct scsi_lun *lun);
+
+/*
+ * Statistics: every command the LUN executes is counted, when it
+ * completes, as a read (READ 6/10/12/16), a write (WRITE and WRITE AND
+ * VERIFY 6/10/12/16) or other (everything else, including commands
+ * refused before they ran), with the bytes it moved (data_in_xfer +
+ * data_out_xfer), its latency from start_ns to completion, and as an
+ * error if its status was not GOOD (a unit attention is not an error: it
+ * is a report the initiator retries after).  The counters live in
+ * per-thread slots (io-stats.h), indexed by the id of cmd->thread.
+ * scsi_lun_stats adds the LUN's figures since scsi_lun_new to out.
+ */
+void scsi_lun_stats(struct scsi_lun *lun, struct io_stats_snapshot *out);
+
+/*
+ * The statistics class of a command by its CDB (as above).  Inline, with
+ * the opcodes spelt out, because transports count with it too and their
+ * tests replace the disk emulation with a fake.
+ */
+static inline enum io_class scsi_cdb_class(const uint8_t *cdb, unsigned cdb_len)
+{
+    if (!cdb || cdb_len == 0) {
+        return IO_OTHER;
+    }
+    switch (cdb[0]) {
+    case 0x08: case 0x28: case 0xa8: case 0x88:   /* READ (6), (10), (12), (16) */
+        return IO_READ;
+    case 0x0a: case 0x2a: case 0xaa: case 0x8a:   /* WRITE (6), (10), (12), (16) */
+    case 0x2e: case 0x8e:                         /* WRITE AND VERIFY (10), (16) */
+        return IO_WRITE;
+    default:
+        return IO_OTHER;
+    }
+}
+
+/* Whether a completed command counts as an error (as above). */
+static inline bool scsi_cmd_is_error(const struct scsi_cmd *cmd)
+{
+    return cmd->status != SAM_STAT_GOOD &&
+           !(cmd->status == SAM_STAT_CHECK_CONDITION && cmd->sense_len > 2 &&
+             (cmd->sense[2] & 0x0f) == SENSE_UNIT_ATTENTION);
+}
 
 /*
  * Unit attention conditions, reported once to the next command (then

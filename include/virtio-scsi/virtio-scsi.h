@@ -29,6 +29,14 @@ struct vscsi_dev_config {
     struct iothread **threads;      /* request queue threads */
     unsigned nthreads;
     unsigned num_request_queues;
+    /*
+     * The controller's statistics (NULL: none), kept across its
+     * connections, so owned by the caller and outliving the device: every
+     * request is counted as scsi_lun_stats counts a command, from the time
+     * it was popped, and a request refused before it reached a LUN
+     * (BAD_TARGET, bad buffers) as an error of its class.
+     */
+    struct io_stats *stats;
     /* Called (on the queue's thread) when a queue's ring turns out malformed. */
     void (*queue_broken)(void *opaque, unsigned idx);
     void *opaque;

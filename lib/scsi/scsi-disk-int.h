@@ -62,6 +62,7 @@ struct scsi_lun {
     atomic_uint ua_gen[SCSI_UA_COUNT];
     struct scsi_ua_state own_ua;  /* for commands that name no nexus */
     atomic_bool wce;       /* caching mode page WCE: read on every write */
+    struct io_stats stats; /* per I/O thread slots, summed by scsi_lun_stats */
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
     pthread_mutex_t lock;  /* mode page updates and the drain lists */
@@ -151,8 +152,8 @@ struct op_state {
     bool flush_after;
 };
 
-/* Resets the command's results and counts it in flight on lun. */
-void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd);
+/* Resets the command's results and counts it in flight on lun, as cls. */
+void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls);
 /* Frees its private state, calls complete() and counts it out. */
 void sd_cmd_finish(struct scsi_cmd *cmd);
 

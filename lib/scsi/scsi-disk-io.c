@@ -23,6 +23,7 @@ struct cmd_priv {
     struct op_state *op;
     struct iovec *heap_iov;  /* slice that did not fit cmd->iov_slice */
     unsigned epoch;          /* the drain epoch slot the command joined */
+    enum io_class cls;       /* what the statistics count it as */
 };
 G_STATIC_ASSERT(sizeof(struct cmd_priv) <= sizeof(((struct scsi_cmd *)0)->priv));
 
@@ -105,8 +106,11 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
 
 /* ---- command lifetime -------------------------------------------------- */
 
-void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd)
+void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls)
 {
+    if (!cmd->start_ns) {
+        cmd->start_ns = io_stats_now_ns();
+    }
     cmd->lun = lun;
     cmd->status = SAM_STAT_GOOD;
     cmd->sense_len = 0;
@@ -114,6 +118,7 @@ void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd)
     cmd->data_out_xfer = 0;
     memset(cmd->priv, 0, sizeof(cmd->priv));
     cmd_priv(cmd)->epoch = sd_inflight_get(lun);
+    cmd_priv(cmd)->cls = cls;
 }
 
 static void op_free(struct op_state *st)
@@ -129,6 +134,7 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
     struct scsi_lun *lun = cmd->lun;
     struct cmd_priv *p = cmd_priv(cmd);
     unsigned epoch = p->epoch;
+    uint64_t now = io_stats_now_ns();
 
     g_free(p->heap_iov);
     p->heap_iov = NULL;
@@ -136,6 +142,10 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
         op_free(p->op);
         p->op = NULL;
     }
+    cmd->done_ns = now;
+    io_stats_add(&lun->stats, cmd->thread ? iothread_id(cmd->thread) : 0, p->cls,
+                 cmd->data_in_xfer + cmd->data_out_xfer, scsi_cmd_is_error(cmd),
+                 now - cmd->start_ns);
     /* cmd may be freed by complete(); lun and epoch were saved above. */
     cmd->complete(cmd);
     sd_inflight_put(lun, epoch);

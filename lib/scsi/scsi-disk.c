@@ -254,9 +254,14 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     return d->fn(lun, cmd);
 }
 
+void scsi_lun_stats(struct scsi_lun *lun, struct io_stats_snapshot *out)
+{
+    io_stats_read(&lun->stats, out);
+}
+
 void scsi_lun_exec(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
-    sd_cmd_begin(lun, cmd);
+    sd_cmd_begin(lun, cmd, scsi_cdb_class(cmd->cdb, cmd->cdb_len));
 
     if (dispatch(lun, cmd) == EXEC_DONE) {
         sd_cmd_finish(cmd);
@@ -337,6 +342,7 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
         atomic_init(&lun->ua_gen[i], 0);
     }
     scsi_ua_init(&lun->own_ua, lun);
+    io_stats_init(&lun->stats);
 
     copy_ascii(lun->vendor, "VHOSTSCS", sizeof(lun->vendor) - 1);
     if (be->ops && be->ops->passthrough_inquiry) {
@@ -384,6 +390,7 @@ void scsi_lun_free(struct scsi_lun *lun)
     backend_close(lun->be);
     pthread_mutex_destroy(&lun->lock);
     pthread_cond_destroy(&lun->drain_cond);
+    io_stats_destroy(&lun->stats);
     g_free(lun->name);
     g_free(lun);
 }

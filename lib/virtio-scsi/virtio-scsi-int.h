@@ -58,6 +58,7 @@ struct vscsi_req {
     uint16_t lun_id;
     struct iovec *iov;        /* the chain as popped (header + data) */
     struct iovec *data_iov;   /* the data part only */
+    uint64_t start_ns;        /* popped (io_stats_now_ns()), if the device keeps stats */
 };
 
 /* The tasks a TMF is about, as the request queues' threads match them. */
@@ -145,6 +146,7 @@ struct vscsi_dev {
     struct vscsi_quiesce *quiesces; /* posted or to be posted (main thread) */
     uint64_t features;        /* negotiated (vscsi_dev_set_features) */
     bool events_missed;       /* an event found no buffer: flag the next one */
+    struct io_stats *stats;   /* the controller's, or NULL */
 };
 
 /* ---- virtio-scsi-tmf.c, for the queues and the control queue ----------- */

@@ -126,10 +126,27 @@ static void req_finish(struct vscsi_req *r, const struct virtio_scsi_cmd_resp *r
     req_release(q, r);
 }
 
+/* Counts a request that got as far as a readable header. */
+static void req_count(struct vscsi_req *r, uint64_t bytes, bool error, uint64_t done_ns)
+{
+    struct vscsi_queue *q = r->q;
+
+    if (!q->dev->stats) {
+        return;
+    }
+    if (!done_ns) {
+        done_ns = io_stats_now_ns();
+    }
+    io_stats_add(q->dev->stats, iothread_id(q->t),
+                 scsi_cdb_class(r->hdr.cdb, VIRTIO_SCSI_CDB_SIZE), bytes, error,
+                 done_ns - r->start_ns);
+}
+
 static void req_fail(struct vscsi_req *r, uint8_t response)
 {
     struct virtio_scsi_cmd_resp resp = { .response = response };
 
+    req_count(r, 0, true, 0);
     req_finish(r, &resp, 0);
 }
 
@@ -150,6 +167,7 @@ static void cmd_complete(struct scsi_cmd *cmd)
     resp.resid = htole32((uint32_t)MIN(resid, UINT32_MAX));
     resp.status = cmd->status;
     resp.response = VIRTIO_SCSI_S_OK;
+    req_count(r, xfer, scsi_cmd_is_error(cmd), cmd->done_ns);
     req_finish(r, &resp, cmd->data_in ? (uint32_t)MIN(cmd->data_in_xfer, r->data_len) : 0);
 }
 
@@ -216,6 +234,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     cmd->cdb_len = VIRTIO_SCSI_CDB_SIZE;
     cmd->tag = le64toh(r->hdr.tag);
     cmd->thread = q->t;
+    cmd->start_ns = r->start_ns;
     cmd->complete = cmd_complete;
     cmd->opaque = r;
     /* Set before the command may complete: a TMF matches it by address. */
@@ -279,6 +298,7 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         r->in_use = true;
         r->seq = ++q->pop_seq;
         r->on_lun = false;
+        r->start_ns = q->dev->stats ? io_stats_now_ns() : 0;
         q->inflight++;
         progress = true;
         req_exec(q, r);
@@ -652,6 +672,7 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     dev->nq = VSCSI_FIRST_REQ_QUEUE + cfg->num_request_queues;
     dev->queue_broken = cfg->queue_broken;
     dev->opaque = cfg->opaque;
+    dev->stats = cfg->stats;
     dev->queues = g_new0(struct vscsi_queue, dev->nq);
     for (unsigned i = 0; i < dev->nq; i++) {
         struct vscsi_queue *q = &dev->queues[i];

@@ -5,8 +5,9 @@
  * control byte, a CDB shorter than its opcode's) refuse a command before
  * any family sees it; REPORT SUPPORTED OPERATION CODES describes the
  * command table, which follows the backend (no UNMAP without discard);
- * and random CDBs with random buffers always complete once, with a
- * defined status and well-formed sense, never beyond their buffers.  The
+ * random CDBs with random buffers always complete once, with a defined
+ * status and well-formed sense, never beyond their buffers; and every
+ * command is counted once in the LUN's statistics, by class.  The
  * command families have programs of their own (scsi-disk-rw-test.c,
  * scsi-disk-provisioning-test.c, scsi-disk-inquiry-test.c,
  * scsi-disk-mode-test.c), as do unit attentions (scsi-ua-test.c), the I/O
@@ -287,6 +288,58 @@ static void test_random_cdbs(void)
     scsi_lun_free(luns[1]);
 }
 
+/*
+ * Reads, writes and the rest are counted apart, with the bytes they moved;
+ * a refused command is an error, a unit attention is not; each command's
+ * latency is in the histogram, and done_ns tells the transport when it
+ * finished.
+ */
+static void test_stats_by_class(void)
+{
+    struct scsi_lun *lun = new_ram(1 * MiB, BS);
+    uint8_t buf[4096] = { 0 };
+    struct io_stats_snapshot s = { 0 };
+    uint64_t before = io_stats_now_ns(), hist = 0;
+    struct pending_cmd p;
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned n;
+    struct result r;
+
+    /* The power-on unit attention: CHECK CONDITION, but not an error. */
+    r = RUN(lun, scsi_cdb_testunitready());
+    assert_sense(&r, SCSI_SENSE_UNIT_ATTENTION, 0x2900);
+    r = RUN(lun, scsi_cdb_testunitready());
+    assert_good(&r);
+    r = RUN_OUT(lun, scsi_cdb_write16(0, 4096, BS, 0, 0, 0, 0, 0), buf, 4096);
+    assert_good(&r);
+    r = RUN_OUT(lun, scsi_cdb_write10(8, 1024, BS, 0, 0, 0, 0, 0), buf, 1024);
+    assert_good(&r);
+    read_blocks(lun, 0, 2, buf);
+    /* Past the end: refused, an error of its class, nothing moved. */
+    r = RUN_IN(lun, scsi_cdb_read16(1 * MiB / BS, 1024, BS, 0, 0, 0, 0, 0), buf, 1024);
+    assert_lba_out_of_range(&r);
+    n = sc_cdb(scsi_cdb_read10(0, 512, BS, 0, 0, 0, 0, 0), cdb);
+    start_cdb(&p, lun, NULL, cdb, n, NULL, 0, buf, 512);
+    g_assert_cmpint(p.completions, ==, 1);
+    g_assert_cmpuint(p.cmd.done_ns, >=, before);
+    g_assert_cmpuint(p.cmd.done_ns, <=, io_stats_now_ns());
+
+    scsi_lun_stats(lun, &s);
+    g_assert_cmpuint(s.c[IO_READ].ops, ==, 3);
+    g_assert_cmpuint(s.c[IO_READ].bytes, ==, 1024 + 512);
+    g_assert_cmpuint(s.c[IO_READ].errors, ==, 1);
+    g_assert_cmpuint(s.c[IO_WRITE].ops, ==, 2);
+    g_assert_cmpuint(s.c[IO_WRITE].bytes, ==, 4096 + 1024);
+    g_assert_cmpuint(s.c[IO_WRITE].errors, ==, 0);
+    g_assert_cmpuint(s.c[IO_OTHER].ops, ==, 2);
+    g_assert_cmpuint(s.c[IO_OTHER].errors, ==, 0);
+    for (unsigned b = 0; b < LAT_HIST_BUCKETS; b++) {
+        hist += s.c[IO_READ].hist[b];
+    }
+    g_assert_cmpuint(hist, ==, 3);
+    scsi_lun_free(lun);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -297,6 +350,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/rsoc/follows-backend", test_rsoc_follows_backend);
     g_test_add_func("/scsi-disk/robustness/random-cdbs", test_random_cdbs);
     g_test_add_func("/scsi-disk/lun/refuses-bad-geometry", test_lun_refuses_bad_geometry);
+    g_test_add_func("/scsi-disk/stats/counted-by-class", test_stats_by_class);
 
     return g_test_run();
 }

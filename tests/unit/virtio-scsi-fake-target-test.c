@@ -23,6 +23,10 @@
  *    I_T NEXUS RESET is the nexus's loss on that port; TMFs for a port or
  *    LUN the nexus does not reach are answered by address (BAD_TARGET,
  *    INCORRECT LUN) without touching the target; AN queries too.
+ *  - each request is counted in its device's statistics when it is
+ *    answered, by class (read, write, other), with the bytes it moved; a
+ *    status other than GOOD (a unit attention excepted) and a refusal
+ *    before the target (BAD_TARGET) are errors.
  * Task matching itself (which commands a TMF waits for) is specified with
  * the real target in virtio-scsi-test.c.
  *
@@ -555,6 +559,50 @@ static void test_events_need_the_features(void)
     fx_teardown(&x);
 }
 
+/* ---- statistics ------------------------------------------------------- */
+
+static void test_requests_are_counted_by_class(void)
+{
+    struct fx x;
+    uint8_t rd[SC_CDB_MAX], tur[SC_CDB_MAX];
+    unsigned rd_len = sc_cdb(scsi_cdb_read10(0, 1024, 512, 0, 0, 0, 0, 0), rd);
+    unsigned tur_len = tur_cdb(tur);
+    uint8_t data[1024] = { 0 }, medium[18] = { 0x70, 0, SCSI_SENSE_MEDIUM_ERROR, [7] = 10,
+                                               [12] = 0x11 };
+    uint8_t ua[18] = { 0x70, 0, SCSI_SENSE_UNIT_ATTENTION, [7] = 10, [12] = 0x29 };
+    struct io_stats_snapshot a = { 0 }, b = { 0 };
+    struct cmd r[4];
+
+    fx_setup(&x);
+    r[0] = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE, 0, 0, 1, rd, rd_len, 1024);
+    fake_wait_cmds(x.t, 1);
+    fake_complete(x.t, 0, SAM_STAT_GOOD, NULL, 0, data, sizeof(data));
+    r[1] = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE, 0, 0, 2, rd, rd_len, 1024);
+    fake_wait_cmds(x.t, 2);
+    fake_complete(x.t, 1, SAM_STAT_CHECK_CONDITION, medium, sizeof(medium), NULL, 0);
+    r[2] = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE + 1, 0, 0, 3, tur, tur_len, 0);
+    fake_wait_cmds(x.t, 3);
+    fake_complete(x.t, 2, SAM_STAT_CHECK_CONDITION, ua, sizeof(ua), NULL, 0);
+    fake_target_refuse(x.t, -ENXIO);
+    r[3] = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE + 1, 0, 9, 4, tur, tur_len, 0);
+    for (unsigned i = 0; i < G_N_ELEMENTS(r); i++) {
+        cmd_wait(&x.a, &r[i]);
+    }
+    g_assert_cmpuint(r[3].resp->response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+
+    io_stats_read(&x.a.stats, &a);
+    g_assert_cmpuint(a.c[IO_READ].ops, ==, 2);
+    g_assert_cmpuint(a.c[IO_READ].bytes, ==, 1024);
+    g_assert_cmpuint(a.c[IO_READ].errors, ==, 1);
+    g_assert_cmpuint(a.c[IO_WRITE].ops, ==, 0);
+    g_assert_cmpuint(a.c[IO_OTHER].ops, ==, 2);
+    g_assert_cmpuint(a.c[IO_OTHER].errors, ==, 1);   /* the refusal, not the unit attention */
+    /* Another device is another controller's: nothing of A's is in B's. */
+    io_stats_read(&x.b.stats, &b);
+    g_assert_cmpuint(b.c[IO_READ].ops + b.c[IO_WRITE].ops + b.c[IO_OTHER].ops, ==, 0);
+    fx_teardown(&x);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -589,6 +637,8 @@ int main(int argc, char **argv)
                     test_missed_events_are_flagged);
     g_test_add_func("/virtio-scsi-fake-target/event/short-buffer-counts-as-missed",
                     test_short_event_buffer_counts_as_missed);
+    g_test_add_func("/virtio-scsi-fake-target/stats/requests-counted-by-class",
+                    test_requests_are_counted_by_class);
     g_test_add_func("/virtio-scsi-fake-target/event/need-the-features",
                     test_events_need_the_features);
     return g_test_run();

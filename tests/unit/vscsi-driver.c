@@ -337,6 +337,8 @@ void fe_open(struct fe *f, const char *name, struct scsi_target *target,
     };
 
     memset(f, 0, sizeof(*f));
+    io_stats_init(&f->stats);
+    cfg.stats = &f->stats;
     f->name = name;
     f->main = main;
     f->ram = mmap(NULL, RAM_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -383,4 +385,5 @@ void fe_close(struct fe *f)
     }
     guest_mem_clear(&f->mem);
     munmap(f->ram, RAM_SIZE);
+    io_stats_destroy(&f->stats);
 }

@@ -57,6 +57,7 @@ struct fe {
     struct guest_mem mem;
     size_t next_buf;
     struct tq q[NQ];
+    struct io_stats stats;      /* the device's: a controller's statistics */
 };
 
 /* The daemon's threads as a device sees them: a main thread, two I/O threads. */

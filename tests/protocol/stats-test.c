@@ -1,0 +1,394 @@
+/*
+ * Statistics through the control socket (`stats`, `stats-prometheus`,
+ * docs/control.md "Statistics"), against the real daemon and a real
+ * front-end:
+ *  - a backend's figures count exactly the commands sent to its LUN, by
+ *    class, with their bytes; the controller's count every request of its
+ *    connections, including those no LUN saw (an absent LUN); refusals
+ *    are errors where they were refused; each call's interval holds what
+ *    happened since the previous call and the totals keep growing;
+ *  - latency quantiles are ordered and non-zero for classes that ran;
+ *  - the Prometheus text is well formed (HELP and TYPE before samples,
+ *    one sample per line), agrees with the JSON totals, and its histograms
+ *    are cumulative with +Inf equal to the count;
+ *  - bad parameters and unknown objects are JSON-RPC errors;
+ *  - `vhost-scsi-ctl target stats` prints them for people and
+ *    `--prometheus` prints the text as it came.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "control-client.h"
+#include "control-server.h"
+#include "proto-util.h"
+#include "scsi-cmd.h"
+
+#define N_IO 64
+#define IO_BYTES 8192
+
+struct fx {
+    struct pu_daemon d;
+    char *ctl;
+    int fd;
+    struct vfe *fe;
+};
+
+static void fx_start(struct fx *x)
+{
+    memset(x, 0, sizeof(*x));
+    pu_daemon_init(&x->d);
+    x->ctl = g_build_filename(x->d.dir, "control.sock", NULL);
+    {
+        const char *args[] = { "--lun", "0=ram:16M", "--lun", "1=null:64M", "--control", x->ctl,
+                               "--queues", "2", "--threads", "2", NULL };
+
+        pu_daemon_start(&x->d, args);
+    }
+    x->fd = ctl_client_connect(x->ctl);
+    g_assert_cmpint(x->fd, >=, 0);
+    x->fe = pu_connect(&x->d, 2);
+    pu_make_ready(x->fe, 0);
+    pu_make_ready(x->fe, 1);
+}
+
+static void fx_stop(struct fx *x)
+{
+    vfe_close(x->fe);
+    close(x->fd);
+    g_assert_true(WIFEXITED(pu_daemon_stop(&x->d, false)));
+    pu_daemon_cleanup(&x->d);
+    g_free(x->ctl);
+}
+
+static JsonNode *call(struct fx *x, const char *method, JsonNode *params, int *code)
+{
+    JsonNode *result = NULL;
+    g_autofree char *err = NULL;
+    int c = 0;
+    int ret = ctl_client_call(x->fd, method, params, PU_TIMEOUT_MS, &result, &c, &err);
+
+    if (code) {
+        *code = ret < 0 ? c : 0;
+        return result;
+    }
+    if (ret < 0) {
+        g_error("%s: %s (%d)", method, err, c);
+    }
+    return result;
+}
+
+/* The object named name in result's array member (backends, controllers). */
+static JsonObject *find(JsonNode *result, const char *member, const char *name)
+{
+    JsonArray *a = json_object_get_array_member(json_node_get_object(result), member);
+
+    for (guint i = 0; a && i < json_array_get_length(a); i++) {
+        JsonObject *o = json_array_get_object_element(a, i);
+
+        if (!g_strcmp0(json_object_get_string_member(o, "name"), name)) {
+            return o;
+        }
+    }
+    g_error("no %s named %s in the stats", member, name);
+    return NULL;
+}
+
+/* A figure of one class: which "total" or "interval", class, field. */
+static gint64 fig(JsonObject *o, const char *when, const char *cls, const char *field)
+{
+    JsonObject *w = json_object_get_object_member(o, when);
+    JsonObject *c = json_object_get_object_member(w, cls);
+
+    return json_object_get_int_member(c, field);
+}
+
+static double lat(JsonObject *o, const char *when, const char *cls, const char *q)
+{
+    JsonObject *c = json_object_get_object_member(json_object_get_object_member(o, when), cls);
+
+    return json_object_get_double_member(json_object_get_object_member(c, "latency_us"), q);
+}
+
+static void assert_interval(JsonObject *o, gint64 r, gint64 rb, gint64 re, gint64 w, gint64 wb,
+                            gint64 ot, gint64 oe)
+{
+    g_assert_cmpint(fig(o, "interval", "read", "ops"), ==, r);
+    g_assert_cmpint(fig(o, "interval", "read", "bytes"), ==, rb);
+    g_assert_cmpint(fig(o, "interval", "read", "errors"), ==, re);
+    g_assert_cmpint(fig(o, "interval", "write", "ops"), ==, w);
+    g_assert_cmpint(fig(o, "interval", "write", "bytes"), ==, wb);
+    g_assert_cmpint(fig(o, "interval", "write", "errors"), ==, 0);
+    g_assert_cmpint(fig(o, "interval", "other", "ops"), ==, ot);
+    g_assert_cmpint(fig(o, "interval", "other", "errors"), ==, oe);
+}
+
+static void test_counts_by_object_and_class(void)
+{
+    struct fx x;
+    struct pu_rw_spec spec = { .lun = 0, .queues = 2, .n_io = N_IO, .io_bytes = IO_BYTES,
+                               .seed = 7 };
+    g_autoptr(JsonNode) s0 = NULL, s1 = NULL, s2 = NULL, s3 = NULL, s4 = NULL;
+    JsonObject *b0, *b1, *c;
+    struct vfe_req r;
+    uint64_t blocks;
+    uint32_t bs;
+
+    fx_start(&x);
+    pu_read_capacity16(x.fe, 0, &blocks, &bs);
+    s0 = call(&x, "stats", NULL, NULL);
+    g_assert_cmpuint(json_array_get_length(json_object_get_array_member(
+                         json_node_get_object(s0), "backends")), ==, 2);
+    /* The set-up's TURs and READ CAPACITY were counted as other, without errors. */
+    g_assert_cmpint(fig(find(s0, "backends", "lun0:0"), "total", "other", "ops"), >=, 2);
+    g_assert_cmpint(fig(find(s0, "backends", "lun0:0"), "total", "other", "errors"), ==, 0);
+
+    pu_write_read_compare(x.fe, &spec);   /* READ CAPACITY, then the writes and reads */
+    s1 = call(&x, "stats", NULL, NULL);
+    b0 = find(s1, "backends", "lun0:0");
+    b1 = find(s1, "backends", "lun0:1");
+    c = find(s1, "controllers", "default");
+    assert_interval(b0, N_IO, N_IO * IO_BYTES, 0, N_IO, N_IO * IO_BYTES, 1, 0);
+    assert_interval(b1, 0, 0, 0, 0, 0, 0, 0);
+    assert_interval(c, N_IO, N_IO * IO_BYTES, 0, N_IO, N_IO * IO_BYTES, 1, 0);
+    g_assert_cmpint(json_object_get_int_member(b0, "in_flight"), ==, 0);
+    g_assert_cmpint(json_object_get_int_member(c, "connections"), ==, 1);
+    g_assert_cmpint(fig(b0, "total", "write", "ops"), ==, N_IO);
+    g_assert_cmpfloat(lat(b0, "interval", "read", "p50"), >, 0);
+    g_assert_cmpfloat(lat(b0, "interval", "read", "p50"), <=, lat(b0, "interval", "read", "p99"));
+    g_assert_cmpfloat(lat(b0, "interval", "read", "p99"), <=,
+                      lat(b0, "interval", "read", "p99.9"));
+    g_assert_cmpfloat(lat(c, "interval", "write", "mean"), >, 0);
+
+    /* Nothing happened since: an empty interval, the same totals. */
+    s2 = call(&x, "stats", NULL, NULL);
+    assert_interval(find(s2, "backends", "lun0:0"), 0, 0, 0, 0, 0, 0, 0);
+    g_assert_cmpint(fig(find(s2, "backends", "lun0:0"), "total", "read", "ops"), ==,
+                    fig(b0, "total", "read", "ops"));
+
+    /* A LUN that is not there: the controller's error; no backend saw it. */
+    r = pu_tur(x.fe, 0, 5);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+    /* A read past the end: an error of the backend's and the controller's reads. */
+    {
+        uint8_t *buf = vfe_alloc(x.fe, bs, 64);
+        struct vfe_req rd;
+
+        pu_req_prep(&rd, 0, 0, (const uint8_t[1]){ 0 }, 1, buf, bs, true);
+        pu_make_rw16(&rd, false, blocks, bs);
+        g_assert_cmpint(vfe_exec(x.fe, &rd, PU_TIMEOUT_MS), ==, 0);
+        g_assert_cmpuint(rd.resp.status, ==, 2);
+    }
+    s3 = call(&x, "stats", NULL, NULL);
+    assert_interval(find(s3, "backends", "lun0:0"), 1, 0, 1, 0, 0, 0, 0);
+    assert_interval(find(s3, "backends", "lun0:1"), 0, 0, 0, 0, 0, 0, 0);
+    assert_interval(find(s3, "controllers", "default"), 1, 0, 1, 0, 0, 1, 1);
+
+    /* Narrowed to one backend: only it, and no controller. */
+    {
+        JsonNode *p = json_node_new(JSON_NODE_OBJECT);
+        JsonObject *root;
+
+        json_node_take_object(p, json_object_new());
+        json_object_set_string_member(json_node_get_object(p), "backend", "lun0:1");
+        s4 = call(&x, "stats", p, NULL);
+        root = json_node_get_object(s4);
+        g_assert_cmpuint(json_array_get_length(json_object_get_array_member(root, "backends")),
+                         ==, 1);
+        g_assert_cmpuint(json_array_get_length(json_object_get_array_member(root, "controllers")),
+                         ==, 0);
+        find(s4, "backends", "lun0:1");
+    }
+    fx_stop(&x);
+}
+
+/* The value of the sample line "name{labels} value" in text; -1 if absent. */
+static double prom_value(const char *text, const char *series)
+{
+    g_autofree char *needle = g_strdup_printf("\n%s ", series);
+    const char *p = strstr(text, needle);
+
+    return p ? g_ascii_strtod(p + strlen(needle), NULL) : -1;
+}
+
+static void test_prometheus_text(void)
+{
+    struct fx x;
+    struct pu_rw_spec spec = { .lun = 0, .queues = 2, .n_io = N_IO, .io_bytes = IO_BYTES,
+                               .seed = 9 };
+    g_autoptr(JsonNode) res = NULL, js = NULL;
+    g_autoptr(GRegex) sample = g_regex_new(
+        "^vhost_scsi_[a-z_]+(\\{([a-z]+=\"([^\"\\\\\\n]|\\\\.)*\",?)+\\})? [0-9.e+-]+$", 0, 0, NULL);
+    g_autoptr(GHashTable) typed = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, NULL);
+    const char *text;
+    g_auto(GStrv) lines = NULL;
+    unsigned samples = 0;
+
+    fx_start(&x);
+    pu_write_read_compare(x.fe, &spec);
+    res = call(&x, "stats-prometheus", NULL, NULL);
+    text = json_object_get_string_member(json_node_get_object(res), "text");
+    g_assert_nonnull(text);
+    g_assert_true(g_str_has_suffix(text, "\n"));
+    lines = g_strsplit(text, "\n", -1);
+    for (unsigned i = 0; lines[i] && lines[i][0]; i++) {
+        const char *l = lines[i];
+
+        if (g_str_has_prefix(l, "# TYPE ")) {
+            g_auto(GStrv) f = g_strsplit(l + 7, " ", 2);
+
+            g_assert_false(g_hash_table_contains(typed, f[0]));   /* one TYPE per family */
+            g_hash_table_add(typed, g_strdup(f[0]));
+            continue;
+        }
+        if (g_str_has_prefix(l, "# HELP ")) {
+            continue;
+        }
+        if (!g_regex_match(sample, l, 0, NULL)) {
+            g_error("not a sample line: %s", l);
+        }
+        /* Its family was typed before it (histograms: name without the suffix). */
+        {
+            g_autofree char *name = g_strndup(l, strcspn(l, "{ "));
+            char *suffix = NULL;
+
+            if (!g_hash_table_contains(typed, name)) {
+                if ((suffix = g_strrstr(name, "_bucket")) || (suffix = g_strrstr(name, "_sum")) ||
+                    (suffix = g_strrstr(name, "_count"))) {
+                    *suffix = '\0';
+                }
+                g_assert_true(g_hash_table_contains(typed, name));
+            }
+        }
+        samples++;
+    }
+    g_assert_cmpuint(samples, >, 50);
+    /* It agrees with the JSON totals. */
+    js = call(&x, "stats", NULL, NULL);
+    g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_commands_total{backend=\"lun0:0\","
+                                       "class=\"write\"}"), ==, N_IO);
+    g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_bytes_total{backend=\"lun0:0\","
+                                       "class=\"read\"}"), ==, N_IO * IO_BYTES);
+    g_assert_cmpfloat(prom_value(text, "vhost_scsi_controller_commands_total{controller="
+                                       "\"default\",class=\"read\"}"),
+                      ==, fig(find(js, "controllers", "default"), "total", "read", "ops"));
+    g_assert_cmpfloat(prom_value(text, "vhost_scsi_controller_connections{controller="
+                                       "\"default\"}"), ==, 1);
+    g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_in_flight{backend=\"lun0:1\"}"), ==, 0);
+    /* Cumulative buckets, +Inf equal to the count. */
+    {
+        double prev = 0, v;
+        const char *p = text;
+        const char *prefix = "vhost_scsi_backend_latency_seconds_bucket{backend=\"lun0:0\","
+                             "class=\"read\",le=\"";
+        unsigned n = 0;
+
+        while ((p = strstr(p, prefix))) {
+            p += strlen(prefix);
+            v = g_ascii_strtod(strchr(p, ' ') + 1, NULL);
+            g_assert_cmpfloat(v, >=, prev);
+            prev = v;
+            n++;
+        }
+        g_assert_cmpuint(n, >, 10);
+        g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_latency_seconds_bucket{backend="
+                                           "\"lun0:0\",class=\"read\",le=\"+Inf\"}"), ==, N_IO);
+        g_assert_cmpfloat(prev, ==, N_IO);
+        g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_latency_seconds_count{backend="
+                                           "\"lun0:0\",class=\"read\"}"), ==, N_IO);
+        g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_latency_seconds_sum{backend="
+                                           "\"lun0:0\",class=\"read\"}"), >, 0);
+    }
+    fx_stop(&x);
+}
+
+static void test_bad_requests(void)
+{
+    static const char *const bad[][2] = {
+        { "{\"backend\":\"nope\"}", "failed" },
+        { "{\"controller\":\"nope\"}", "failed" },
+        { "{\"backend\":7}", "params" },
+        { "{\"colour\":\"red\"}", "params" },
+    };
+    struct fx x;
+
+    fx_start(&x);
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+        JsonNode *p = json_from_string(bad[i][0], NULL);
+        g_autoptr(JsonNode) r = NULL;
+        int code;
+
+        r = call(&x, "stats", p, &code);
+        g_assert_cmpint(code, ==, !strcmp(bad[i][1], "failed") ? CTL_E_FAILED
+                                                               : CTL_E_INVALID_PARAMS);
+    }
+    {
+        JsonNode *p = json_from_string("{\"x\":1}", NULL);
+        g_autoptr(JsonNode) r = NULL;
+        int code;
+
+        r = call(&x, "stats-prometheus", p, &code);
+        g_assert_cmpint(code, ==, CTL_E_INVALID_PARAMS);
+    }
+    /* The daemon still serves I/O and statistics. */
+    pu_make_ready(x.fe, 0);
+    json_node_unref(call(&x, "stats", NULL, NULL));
+    fx_stop(&x);
+}
+
+/* Runs vhost-scsi-ctl target ARGS; its stdout (exit status must be 0). */
+static char *ctl_run(struct fx *x, const char *const *args)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new();
+    char *out = NULL;
+    int status;
+
+    g_ptr_array_add(argv, (char *)g_getenv("VHOST_SCSI_CTL"));
+    g_ptr_array_add(argv, "target");
+    g_ptr_array_add(argv, "--control");
+    g_ptr_array_add(argv, x->ctl);
+    for (; *args; args++) {
+        g_ptr_array_add(argv, (char *)*args);
+    }
+    g_ptr_array_add(argv, NULL);
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL,
+                               &out, NULL, &status, NULL));
+    g_assert_true(g_spawn_check_wait_status(status, NULL));
+    return out;
+}
+
+static void test_ctl_prints_them(void)
+{
+    struct fx x;
+    g_autofree char *human = NULL, *prom = NULL;
+
+    if (!g_getenv("VHOST_SCSI_CTL")) {
+        g_test_skip("VHOST_SCSI_CTL is not set (run through meson test)");
+        return;
+    }
+    fx_start(&x);
+    human = ctl_run(&x, (const char *const[]){ "stats", NULL });
+    g_assert_nonnull(strstr(human, "backend lun0:0:"));
+    g_assert_nonnull(strstr(human, "controller default:"));
+    g_assert_nonnull(strstr(human, "latency us p50"));
+    prom = ctl_run(&x, (const char *const[]){ "stats", "--prometheus", NULL });
+    g_assert_true(g_str_has_prefix(prom, "# HELP vhost_scsi_backend_commands_total"));
+    g_assert_nonnull(strstr(prom, "\nvhost_scsi_uptime_seconds "));
+    fx_stop(&x);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/stats/counts-by-object-and-class", test_counts_by_object_and_class);
+    g_test_add_func("/stats/prometheus-text-agrees", test_prometheus_text);
+    g_test_add_func("/stats/bad-requests-are-errors", test_bad_requests);
+    g_test_add_func("/stats/ctl-prints-them", test_ctl_prints_them);
+    return g_test_run();
+}
