@@ -45,6 +45,9 @@ static const char usage_text[] =
     "  backend resize NAME [SIZE]   grow it; every LUN it is mapped at is told\n"
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
+    "  qos set BACKEND [--iops N] [--bandwidth SIZE]\n"
+    "                               limit its READ/WRITE commands per second\n"
+    "                               and bytes per second (K/M/G/T); 0: no limit\n"
     "  stats [--controller NAME | --backend NAME]\n"
     "                               I/O figures per backend and per controller:\n"
     "                               totals since start and the interval since\n"
@@ -125,7 +128,18 @@ static void print_backend(JsonObject *o)
         printf(" %" G_GINT64_FORMAT ":%" G_GINT64_FORMAT, json_object_get_int_member(m, "target"),
                json_object_get_int_member(m, "lun"));
     }
-    printf("%s\n", at && json_array_get_length(at) ? "" : " nowhere");
+    printf("%s", at && json_array_get_length(at) ? "" : " nowhere");
+    {
+        JsonObject *q = json_object_get_object_member(o, "qos");
+        gint64 iops = q ? json_object_get_int_member_with_default(q, "iops", 0) : 0;
+        gint64 bw = q ? json_object_get_int_member_with_default(q, "bandwidth", 0) : 0;
+
+        if (iops || bw) {
+            printf("  limits: %" G_GINT64_FORMAT " IOPS, %" G_GINT64_FORMAT " B/s (0: none)",
+                   iops, bw);
+        }
+    }
+    printf("\n");
 }
 
 static void print_connection(JsonObject *o)
@@ -348,6 +362,34 @@ static int stats_cmd(const struct opts *o, int argc, char **argv)
                  argc ? argv[0] : "");
 }
 
+static int qos_cmd(const struct opts *o, int argc, char **argv)
+{
+    JsonNode *p;
+    int i;
+
+    if (argc < 4 || argc % 2 || strcmp(argv[0], "set")) {
+        return usage("%s", "expected: qos set BACKEND [--iops N] [--bandwidth SIZE]");
+    }
+    p = json_node_new(JSON_NODE_OBJECT);
+    json_node_take_object(p, json_object_new());
+    json_object_set_string_member(json_node_get_object(p), "backend", argv[1]);
+    for (i = 2; i + 1 < argc; i += 2) {
+        uint64_t v;
+
+        if (!strcmp(argv[i], "--iops") && g_ascii_string_to_unsigned(argv[i + 1], 10, 0,
+                                                                      G_MAXINT64, &v, NULL)) {
+            json_object_set_int_member(json_node_get_object(p), "iops", (gint64)v);
+        } else if (!strcmp(argv[i], "--bandwidth") && size_parse(argv[i + 1], &v) == 0 &&
+                   v <= G_MAXINT64) {
+            json_object_set_int_member(json_node_get_object(p), "bandwidth", (gint64)v);
+        } else {
+            json_node_unref(p);
+            return usage("qos set: bad '%s' (--iops N, --bandwidth SIZE)", argv[i]);
+        }
+    }
+    return run(o, "qos-set", p, "limits set on");
+}
+
 static int backend_cmd(const struct opts *o, int argc, char **argv)
 {
     JsonNode *p;
@@ -427,6 +469,9 @@ int ctl_target_main(int argc, char **argv)
     }
     if (!strcmp(cmd, "backend")) {
         return backend_cmd(&o, argc, argv);
+    }
+    if (!strcmp(cmd, "qos")) {
+        return qos_cmd(&o, argc, argv);
     }
     if (!strcmp(cmd, "stats")) {
         return stats_cmd(&o, argc, argv);

@@ -28,6 +28,7 @@
 #include <glib.h>
 
 #include "json-strict.h"
+#include "scsi-disk.h"
 #include "target.h"
 
 #define CONFIG_VERSION 1
@@ -60,6 +61,10 @@ static const struct json_member top_members[] = {
 };
 static const struct json_member backend_members[] = {
     { "name", JSON_M_STR }, { "spec", JSON_M_STR }, { "implicit", JSON_M_BOOL, true },
+    { "qos", JSON_M_OBJ, true },
+};
+static const struct json_member qos_members[] = {
+    { "iops", JSON_M_INT, true }, { "bandwidth", JSON_M_INT, true },
 };
 static const struct json_member controller_members[] = {
     { "name", JSON_M_STR }, { "socket", JSON_M_STR, true }, { "queues", JSON_M_INT, true },
@@ -89,9 +94,22 @@ static int config_check(JsonNode *root, char **err)
     for (guint i = 0; i < json_array_get_length(a); i++) {
         g_autofree char *e = json_check_object(json_array_get_element(a, i), backend_members,
                                                G_N_ELEMENTS(backend_members));
+        JsonObject *q;
 
         if (e) {
             *err = g_strdup_printf("backends[%u]: %s", i, e);
+            return -EINVAL;
+        }
+        q = json_object_get_object_member(json_array_get_object_element(a, i), "qos");
+        if (q && (e = json_check_object(json_object_get_member(
+                                            json_array_get_object_element(a, i), "qos"),
+                                        qos_members, G_N_ELEMENTS(qos_members)))) {
+            *err = g_strdup_printf("backends[%u].qos: %s", i, e);
+            return -EINVAL;
+        }
+        if (q && (json_object_get_int_member_with_default(q, "iops", 0) < 0 ||
+                  json_object_get_int_member_with_default(q, "bandwidth", 0) < 0)) {
+            *err = g_strdup_printf("backends[%u].qos: limits must be >= 0 (0: none)", i);
             return -EINVAL;
         }
     }
@@ -165,14 +183,26 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
         JsonObject *b = json_array_get_object_element(a, i);
         g_autofree char *e = NULL;
 
+        JsonObject *q = json_object_get_object_member(b, "qos");
+        struct target_backend *tb;
+
         ret = target_backend_add(tgt, json_object_get_string_member(b, "name"),
                                  json_object_get_string_member(b, "spec"),
                                  json_object_get_boolean_member_with_default(b, "implicit",
                                                                              false),
-                                 NULL, &e);
+                                 &tb, &e);
         if (ret < 0) {
             *err = g_strdup_printf("%s: backends[%u]: %s", file, i, e);
             return ret;
+        }
+        if (q) {
+            struct scsi_qos limits = {
+                .iops = (uint64_t)json_object_get_int_member_with_default(q, "iops", 0),
+                .bytes_per_s = (uint64_t)json_object_get_int_member_with_default(q, "bandwidth",
+                                                                                 0),
+            };
+
+            scsi_lun_set_qos(tb->lun, &limits);
         }
     }
     a = json_object_get_array_member(top, "controllers");
@@ -244,6 +274,7 @@ char *target_config_json(struct target *tgt)
     g_autoptr(JsonGenerator) gen = json_generator_new();
     g_autoptr(JsonNode) root = NULL;
     g_autoptr(GList) all = g_list_sort(g_hash_table_get_values(tgt->backends), by_name);
+    struct scsi_qos q;
 
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "version");
@@ -261,6 +292,16 @@ char *target_config_json(struct target *tgt)
         json_builder_add_string_value(b, tb->spec);
         json_builder_set_member_name(b, "implicit");
         json_builder_add_boolean_value(b, tb->implicit);
+        scsi_lun_get_qos(tb->lun, &q);
+        if (q.iops || q.bytes_per_s) {
+            json_builder_set_member_name(b, "qos");
+            json_builder_begin_object(b);
+            json_builder_set_member_name(b, "iops");
+            json_builder_add_int_value(b, (gint64)MIN(q.iops, (uint64_t)G_MAXINT64));
+            json_builder_set_member_name(b, "bandwidth");
+            json_builder_add_int_value(b, (gint64)MIN(q.bytes_per_s, (uint64_t)G_MAXINT64));
+            json_builder_end_object(b);
+        }
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

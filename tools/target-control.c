@@ -116,6 +116,16 @@ static JsonNode *backend_json(struct target *tgt, struct target_backend *tb)
     add_device(b, tb->lun);
     json_builder_set_member_name(b, "implicit");
     json_builder_add_boolean_value(b, tb->implicit);
+    {
+        struct scsi_qos q;
+
+        scsi_lun_get_qos(tb->lun, &q);
+        json_builder_set_member_name(b, "qos");
+        json_builder_begin_object(b);
+        add_int(b, "iops", (gint64)MIN(q.iops, (uint64_t)G_MAXINT64));
+        add_int(b, "bandwidth", (gint64)MIN(q.bytes_per_s, (uint64_t)G_MAXINT64));
+        json_builder_end_object(b);
+    }
     json_builder_set_member_name(b, "mapped_at");
     json_builder_begin_array(b);
     for (GList *c = tgt->controllers; c; c = c->next) {
@@ -387,6 +397,57 @@ static void m_backend_resize(struct ctl_call *call, JsonObject *params, void *op
     ctl_call_reply(call, backend_json(tgt, target_backend_find(tgt, name)));
 }
 
+/* A rate param: absent (unchanged), a count >= 0, or for bandwidth a size ("100M"). */
+static bool rate_param(struct ctl_call *call, JsonObject *params, const char *key,
+                       bool sizes, uint64_t *v)
+{
+    JsonNode *n = json_object_get_member(params, key);
+
+    if (!n) {
+        return true;
+    }
+    if (JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_INT64 &&
+        json_node_get_int(n) >= 0) {
+        *v = (uint64_t)json_node_get_int(n);
+        return true;
+    }
+    if (sizes && JSON_NODE_HOLDS_VALUE(n) && json_node_get_value_type(n) == G_TYPE_STRING &&
+        size_parse(json_node_get_string(n), v) == 0) {
+        return true;
+    }
+    ctl_call_error(call, CTL_E_INVALID_PARAMS, 0, "%s must be %s (0: no limit)", key,
+                   sizes ? "bytes per second, a number or a size like \"100M\"" :
+                           "commands per second, a number >= 0");
+    return false;
+}
+
+/* Rate limits on a backend: each one given is set, each one left out stays. */
+static void m_qos_set(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    static const struct json_member spec[] = {
+        { "backend", JSON_M_STR }, { "iops", JSON_M_ANY, true }, { "bandwidth", JSON_M_ANY, true },
+    };
+    struct target *tgt = opaque;
+    struct target_backend *tb;
+    struct scsi_qos q;
+
+    if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
+        return;
+    }
+    tb = target_backend_find(tgt, json_object_get_string_member(params, "backend"));
+    if (!tb) {
+        ctl_call_fail(call, -ENOENT, "no such backend");
+        return;
+    }
+    scsi_lun_get_qos(tb->lun, &q);
+    if (!rate_param(call, params, "iops", false, &q.iops) ||
+        !rate_param(call, params, "bandwidth", true, &q.bytes_per_s)) {
+        return;
+    }
+    scsi_lun_set_qos(tb->lun, &q);
+    ctl_call_reply(call, backend_json(tgt, tb));
+}
+
 static gint by_name(gconstpointer a, gconstpointer b)
 {
     return strcmp(((const struct target_backend *)a)->name,
@@ -637,6 +698,7 @@ static const struct ctl_method methods[] = {
     { "controller-list", m_controller_list },
     { "config-save", m_config_save },
     { "stats", m_stats },
+    { "qos-set", m_qos_set },
     { "stats-prometheus", m_stats_prometheus },
 };
 

@@ -82,6 +82,7 @@ struct scsi_cmd {
 
     /* Private to scsi-disk.c. */
     struct scsi_lun *lun;
+    struct scsi_cmd *qos_next;        /* waiting for a rate limit (scsi-qos.c) */
     struct backend_io bio;
     uint64_t priv[8];
     struct iovec iov_slice[8];
@@ -131,6 +132,23 @@ unsigned scsi_lun_inflight(struct scsi_lun *lun);
  * scsi_lun_stats adds the LUN's figures since scsi_lun_new to out.
  */
 void scsi_lun_stats(struct scsi_lun *lun, struct io_stats_snapshot *out);
+
+/*
+ * Rate limits for READ and WRITE commands (other commands are not
+ * limited): at most iops commands and bytes_per_s data bytes per second,
+ * each over windows of about 100 ms (a burst after idling is at most a
+ * tenth of a second's worth); 0: no limit.  A command over the limit is
+ * not refused: it waits, in flight, and runs when the limit allows, so a
+ * guest sees latency, not errors.  Only commands run on an I/O thread
+ * (cmd->thread, with an id below 257) are limited.  Any thread, at any
+ * time; takes effect within a few milliseconds.
+ */
+struct scsi_qos {
+    uint64_t iops;
+    uint64_t bytes_per_s;
+};
+void scsi_lun_set_qos(struct scsi_lun *lun, const struct scsi_qos *q);
+void scsi_lun_get_qos(struct scsi_lun *lun, struct scsi_qos *q);
 
 /*
  * The statistics class of a command by its CDB (as above).  Inline, with

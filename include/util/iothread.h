@@ -46,6 +46,21 @@ struct iothread_poller {
     void *opaque;
 };
 
+/*
+ * A one-shot timer of an I/O thread, for work that must wait for time to
+ * pass (a rate limit's next refill): armed and cancelled only on that
+ * thread; fn runs there, from its loop, at or after deadline_ns
+ * (CLOCK_MONOTONIC, io_stats_now_ns()).  Embed it; the thread holds it
+ * only while it is armed.  One timerfd per thread serves all its timers.
+ */
+struct iothread_timer {
+    void (*fn)(struct iothread_timer *tm);
+    /* Private to iothread.c. */
+    uint64_t deadline_ns;
+    bool armed;
+    struct iothread_timer *next;
+};
+
 struct iothread_stats {
     uint64_t wakeups;       /* returns from epoll_wait that found events */
     uint64_t loops;         /* loop iterations */
@@ -81,6 +96,10 @@ int iothread_add_poller(struct iothread *t, const struct iothread_poller *p);
 void iothread_del_poller(struct iothread *t, int handle);
 int iothread_add_flush(struct iothread *t, void (*fn)(void *opaque), void *opaque);
 void iothread_del_flush(struct iothread *t, int handle);
+/* Arms (or re-arms) tm on t, from t's own thread. */
+void iothread_timer_arm(struct iothread *t, struct iothread_timer *tm, uint64_t deadline_ns);
+/* Disarms tm if it is armed, from t's own thread. */
+void iothread_timer_cancel(struct iothread *t, struct iothread_timer *tm);
 
 /*
  * Runs fn(opaque) on t and waits for it to return.  Runs it directly if

@@ -38,6 +38,17 @@
 /* Large enough for any reply built on the stack (VPD pages, mode data). */
 #define REPLY_MAX 512
 
+/* A rate limit's token bucket (scsi-qos.c); rate 0: no limit. */
+struct sd_bucket {
+    _Atomic uint64_t rate;     /* tokens per second */
+    _Atomic int64_t tokens;    /* may be overdrawn by one take */
+    _Atomic uint64_t last_ns;  /* refilled up to then */
+};
+
+/* Rate-limit state per I/O thread id (commands on threads past it are not limited). */
+#define SD_QOS_SLOTS 257u
+struct sd_qos_slot;
+
 struct scsi_lun {
     struct lun_backend *be;
     char *name;
@@ -63,6 +74,9 @@ struct scsi_lun {
     struct scsi_ua_state own_ua;  /* for commands that name no nexus */
     atomic_bool wce;       /* caching mode page WCE: read on every write */
     struct io_stats stats; /* per I/O thread slots, summed by scsi_lun_stats */
+    atomic_bool qos_on;    /* a rate limit is set: the one load the data path pays */
+    struct sd_bucket qos_io, qos_bytes;
+    struct sd_qos_slot *_Atomic qos_slot[SD_QOS_SLOTS];
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
     pthread_mutex_t lock;  /* mode page updates and the drain lists */
@@ -119,6 +133,19 @@ unsigned sd_inflight_get(struct scsi_lun *lun);
 void sd_inflight_put(struct scsi_lun *lun, unsigned slot);
 /* Blocks until every command in flight has completed (scsi_lun_free only). */
 void sd_drain_sync(struct scsi_lun *lun);
+
+/* ---- scsi-qos.c: rate limits ------------------------------------------- */
+
+typedef void sd_qos_run_fn(struct scsi_lun *lun, struct scsi_cmd *cmd);
+/*
+ * Whether cmd (begun, of class cls) may run now; if not it waits and
+ * run(lun, cmd) is called on its thread when the limit allows.
+ */
+bool sd_qos_admit(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls,
+                  sd_qos_run_fn *run);
+void sd_qos_init(struct scsi_lun *lun);
+/* Frees the per-thread state of a drained LUN. */
+void sd_qos_free(struct scsi_lun *lun);
 
 /* ---- scsi-disk-io.c: command lifetime and the backend I/O engine -------- */
 

@@ -259,14 +259,22 @@ void scsi_lun_stats(struct scsi_lun *lun, struct io_stats_snapshot *out)
     io_stats_read(&lun->stats, out);
 }
 
-void scsi_lun_exec(struct scsi_lun *lun, struct scsi_cmd *cmd)
+static void exec_admitted(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
-    sd_cmd_begin(lun, cmd, scsi_cdb_class(cmd->cdb, cmd->cdb_len));
-
     if (dispatch(lun, cmd) == EXEC_DONE) {
         sd_cmd_finish(cmd);
     }
     /* Otherwise the backend completion finishes cmd, perhaps already has. */
+}
+
+void scsi_lun_exec(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    enum io_class cls = scsi_cdb_class(cmd->cdb, cmd->cdb_len);
+
+    sd_cmd_begin(lun, cmd, cls);
+    if (sd_qos_admit(lun, cmd, cls, exec_admitted)) {
+        exec_admitted(lun, cmd);
+    }
 }
 
 /* ---- life cycle -------------------------------------------------------- */
@@ -343,6 +351,7 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     }
     scsi_ua_init(&lun->own_ua, lun);
     io_stats_init(&lun->stats);
+    sd_qos_init(lun);
 
     copy_ascii(lun->vendor, "VHOSTSCS", sizeof(lun->vendor) - 1);
     if (be->ops && be->ops->passthrough_inquiry) {
@@ -391,6 +400,7 @@ void scsi_lun_free(struct scsi_lun *lun)
     pthread_mutex_destroy(&lun->lock);
     pthread_cond_destroy(&lun->drain_cond);
     io_stats_destroy(&lun->stats);
+    sd_qos_free(lun);
     g_free(lun->name);
     g_free(lun);
 }

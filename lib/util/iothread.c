@@ -17,6 +17,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -73,6 +74,9 @@ struct iothread {
     int wake_fd;
     struct fd_handler wake_handler;
     struct fd_handler uring_handler;
+    int timer_fd;             /* CLOCK_MONOTONIC, set to timers' first deadline */
+    struct fd_handler timer_handler;
+    struct iothread_timer *timers;   /* armed, earliest first */
 
     struct io_uring ring;
     bool has_ring;
@@ -118,6 +122,80 @@ static void wake_cb(void *opaque, uint32_t events)
     }
 }
 
+/* Sets the timerfd to the first deadline (or disarms it). */
+static void timer_program(struct iothread *t)
+{
+    struct itimerspec its = { 0 };
+
+    if (t->timers) {
+        uint64_t d = MAX(t->timers->deadline_ns, 1u);   /* 0 would disarm */
+
+        its.it_value.tv_sec = (time_t)(d / 1000000000u);
+        its.it_value.tv_nsec = (long)(d % 1000000000u);
+    }
+    if (timerfd_settime(t->timer_fd, TFD_TIMER_ABSTIME, &its, NULL) < 0) {
+        g_warning("iothread %s: timerfd_settime: %s", t->name, g_strerror(errno));
+    }
+}
+
+void iothread_timer_cancel(struct iothread *t, struct iothread_timer *tm)
+{
+    bool first = t->timers == tm;
+
+    if (!tm->armed) {
+        return;
+    }
+    for (struct iothread_timer **p = &t->timers; *p; p = &(*p)->next) {
+        if (*p == tm) {
+            *p = tm->next;
+            break;
+        }
+    }
+    tm->armed = false;
+    tm->next = NULL;
+    if (first) {
+        timer_program(t);
+    }
+}
+
+void iothread_timer_arm(struct iothread *t, struct iothread_timer *tm, uint64_t deadline_ns)
+{
+    struct iothread_timer **p = &t->timers;
+
+    iothread_timer_cancel(t, tm);
+    tm->deadline_ns = deadline_ns;
+    /* Few timers per thread (one per rate-limited LUN waiting): a sorted list. */
+    while (*p && (*p)->deadline_ns <= deadline_ns) {
+        p = &(*p)->next;
+    }
+    tm->next = *p;
+    *p = tm;
+    tm->armed = true;
+    if (t->timers == tm) {
+        timer_program(t);
+    }
+}
+
+static void timer_cb(void *opaque, uint32_t events)
+{
+    struct iothread *t = opaque;
+    uint64_t v, now = now_ns();
+
+    if (read(t->timer_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
+        g_warning("iothread %s: timerfd read: %s", t->name, g_strerror(errno));
+    }
+    /* fn may arm timers again, even itself: take each expired one off first. */
+    while (t->timers && t->timers->deadline_ns <= now) {
+        struct iothread_timer *tm = t->timers;
+
+        t->timers = tm->next;
+        tm->next = NULL;
+        tm->armed = false;
+        tm->fn(tm);
+    }
+    timer_program(t);
+}
+
 static void reap_cqes(struct iothread *t)
 {
     struct io_uring_cqe *cqes[64];
@@ -157,9 +235,11 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
     t->id = id;
     t->epfd = -1;
     t->wake_fd = -1;
+    t->timer_fd = -1;
     t->epfd = epoll_create1(EPOLL_CLOEXEC);
     t->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (t->epfd < 0 || t->wake_fd < 0) {
+    t->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (t->epfd < 0 || t->wake_fd < 0 || t->timer_fd < 0) {
         g_warning("iothread %s: epoll/eventfd: %s", name, g_strerror(errno));
         goto fail;
     }
@@ -176,6 +256,12 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
     ev.data.ptr = &t->wake_handler;
     if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->wake_fd, &ev) < 0) {
         g_warning("iothread %s: epoll_ctl: %s", name, g_strerror(errno));
+        goto fail;
+    }
+    t->timer_handler = (struct fd_handler){ .fd = t->timer_fd, .cb = timer_cb, .opaque = t };
+    ev.data.ptr = &t->timer_handler;
+    if (epoll_ctl(t->epfd, EPOLL_CTL_ADD, t->timer_fd, &ev) < 0) {
+        g_warning("iothread %s: epoll_ctl(timerfd): %s", name, g_strerror(errno));
         goto fail;
     }
 
@@ -681,6 +767,9 @@ void iothread_free(struct iothread *t)
     }
     if (t->wake_fd >= 0) {
         close(t->wake_fd);
+    }
+    if (t->timer_fd >= 0) {
+        close(t->timer_fd);
     }
     if (t->handlers) {
         g_ptr_array_free(t->handlers, TRUE);

@@ -13,7 +13,11 @@
  *    are cumulative with +Inf equal to the count;
  *  - bad parameters and unknown objects are JSON-RPC errors;
  *  - `vhost-scsi-ctl target stats` prints them for people and
- *    `--prometheus` prints the text as it came.
+ *    `--prometheus` prints the text as it came;
+ *  - rate limits (`qos-set`), which the statistics make visible: a limited
+ *    backend's reads complete no faster than its limit allows, all of them
+ *    GOOD; the limits show in the backend object, survive config-save and
+ *    a restart with --config, and bad limits are JSON-RPC errors.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -181,7 +185,7 @@ static void test_counts_by_object_and_class(void)
         struct vfe_req rd;
 
         pu_req_prep(&rd, 0, 0, (const uint8_t[1]){ 0 }, 1, buf, bs, true);
-        pu_make_rw16(&rd, false, blocks, bs);
+        pu_make_rw16(&rd, false, blocks, 1);
         g_assert_cmpint(vfe_exec(x.fe, &rd, PU_TIMEOUT_MS), ==, 0);
         g_assert_cmpuint(rd.resp.status, ==, 2);
     }
@@ -383,6 +387,138 @@ static void test_ctl_prints_them(void)
     fx_stop(&x);
 }
 
+static JsonNode *qos_params(const char *backend, const char *json_limits)
+{
+    JsonNode *p = json_from_string(json_limits, NULL);
+
+    json_object_set_string_member(json_node_get_object(p), "backend", backend);
+    return p;
+}
+
+static void test_qos_limits_reads(void)
+{
+    struct fx x;
+    g_autoptr(JsonNode) set = NULL, s1 = NULL, s2 = NULL, list = NULL;
+    JsonObject *q;
+    double secs, ops;
+    const int iops = 400;
+
+    fx_start(&x);
+    set = call(&x, "qos-set", qos_params("lun0:1", "{\"iops\": 400}"), NULL);
+    q = json_object_get_object_member(json_node_get_object(set), "qos");
+    g_assert_cmpint(json_object_get_int_member(q, "iops"), ==, iops);
+    g_assert_cmpint(json_object_get_int_member(q, "bandwidth"), ==, 0);
+    s1 = call(&x, "stats", NULL, NULL);
+    /* 200 reads of 4 KiB on LUN 1, 32 at a time over 2 queues. */
+    {
+        struct pu_batch b = { 0 };
+        struct vfe_req *r = g_new0(struct vfe_req, 200);
+        uint8_t *buf = vfe_alloc(x.fe, 4096, 4096);
+
+        for (unsigned i = 0; i < 200; i++) {
+            pu_req_prep(&r[i], 0, 1, (const uint8_t[1]){ 0 }, 1, buf, 4096, true);
+            pu_make_rw16(&r[i], false, i * 8, 8);
+            r[i].queue = i % 2;
+            r[i].complete = pu_batch_done;
+            r[i].opaque = &b;
+            if (i >= 32) {
+                pu_batch_wait(x.fe, &b, i - 31, PU_TIMEOUT_MS);
+            }
+            g_assert_cmpint(vfe_submit(x.fe, &r[i]), ==, 0);
+            vfe_kick(x.fe);
+        }
+        pu_batch_wait(x.fe, &b, 200, PU_TIMEOUT_MS);
+        for (unsigned i = 0; i < 200; i++) {
+            g_assert_cmpuint(r[i].resp.response, ==, VIRTIO_SCSI_S_OK);
+            g_assert_cmpuint(r[i].resp.status, ==, 0);
+        }
+        vfe_free(x.fe, buf);
+        g_free(r);
+    }
+    s2 = call(&x, "stats", NULL, NULL);
+    {
+        JsonObject *b1 = find(s2, "backends", "lun0:1");
+        JsonObject *iv = json_object_get_object_member(b1, "interval");
+
+        secs = json_object_get_double_member(iv, "seconds");
+        ops = (double)fig(b1, "interval", "read", "ops");
+        g_assert_cmpfloat(ops, ==, 200);
+        g_assert_cmpint(fig(b1, "interval", "read", "errors"), ==, 0);
+        /* Upper bound only: the burst (a tenth of a second) plus the rate. */
+        if (ops > iops / 10.0 + 2 + iops * secs) {
+            g_error("%.0f reads in %.3f s through a limit of %d IOPS", ops, secs, iops);
+        }
+    }
+    list = call(&x, "backend-list", NULL, NULL);
+    fx_stop(&x);
+}
+
+static void test_qos_saved_and_checked(void)
+{
+    struct fx x;
+    g_autofree char *cfg = NULL, *text = NULL;
+    static const char *const bad[] = {
+        "{\"iops\": -1}", "{\"iops\": \"fast\"}", "{\"bandwidth\": \"1Q\"}",
+        "{\"bandwidth\": true}", "{\"burst\": 5}",
+    };
+
+    fx_start(&x);
+    json_node_unref(call(&x, "qos-set", qos_params("lun0:0", "{\"bandwidth\": \"10M\"}"), NULL));
+    json_node_unref(call(&x, "qos-set", qos_params("lun0:0", "{\"iops\": 1000}"), NULL));
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autoptr(JsonNode) r = NULL;
+        int code;
+
+        r = call(&x, "qos-set", qos_params("lun0:0", bad[i]), &code);
+        g_assert_cmpint(code, ==, CTL_E_INVALID_PARAMS);
+    }
+    {
+        g_autoptr(JsonNode) r = NULL;
+        int code;
+
+        r = call(&x, "qos-set", qos_params("nope", "{\"iops\": 1}"), &code);
+        g_assert_cmpint(code, ==, CTL_E_FAILED);
+    }
+    cfg = g_build_filename(x.d.dir, "saved.json", NULL);
+    {
+        JsonNode *p = json_from_string("{}", NULL);
+
+        json_object_set_string_member(json_node_get_object(p), "file", cfg);
+        json_node_unref(call(&x, "config-save", p, NULL));
+    }
+    g_assert_true(g_file_get_contents(cfg, &text, NULL, NULL));
+    g_assert_nonnull(strstr(text, "\"qos\""));
+    vfe_close(x.fe);
+    close(x.fd);
+    g_assert_true(WIFEXITED(pu_daemon_stop(&x.d, false)));
+    /* The same directory, a new daemon on the saved file: the limits are back. */
+    {
+        const char *args[] = { "--config", cfg, "--control", x.ctl, NULL };
+        g_autoptr(JsonNode) list = NULL;
+        JsonArray *a;
+        bool seen = false;
+
+        pu_daemon_start(&x.d, args);
+        x.fd = ctl_client_connect(x.ctl);
+        g_assert_cmpint(x.fd, >=, 0);
+        list = call(&x, "backend-list", NULL, NULL);
+        a = json_node_get_array(list);
+        for (guint i = 0; i < json_array_get_length(a); i++) {
+            JsonObject *b = json_array_get_object_element(a, i);
+            JsonObject *q = json_object_get_object_member(b, "qos");
+
+            if (!strcmp(json_object_get_string_member(b, "name"), "lun0:0")) {
+                g_assert_cmpint(json_object_get_int_member(q, "iops"), ==, 1000);
+                g_assert_cmpint(json_object_get_int_member(q, "bandwidth"), ==, 10 << 20);
+                seen = true;
+            }
+        }
+        g_assert_true(seen);
+    }
+    x.fe = pu_connect(&x.d, 2);
+    fx_stop(&x);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -390,5 +526,7 @@ int main(int argc, char **argv)
     g_test_add_func("/stats/prometheus-text-agrees", test_prometheus_text);
     g_test_add_func("/stats/bad-requests-are-errors", test_bad_requests);
     g_test_add_func("/stats/ctl-prints-them", test_ctl_prints_them);
+    g_test_add_func("/qos/limits-reads", test_qos_limits_reads);
+    g_test_add_func("/qos/saved-and-checked", test_qos_saved_and_checked);
     return g_test_run();
 }

@@ -3,8 +3,9 @@
  * over with run_sync runs on the thread, work handed over with post runs
  * there later, in order, without the poster waiting (and runs at free at
  * the latest), fd handlers and io_uring completions are dispatched there,
- * flush hooks run once per batch, and adaptive polling re-arms
- * notifications and sleeps when idle.
+ * flush hooks run once per batch, adaptive polling re-arms
+ * notifications and sleeps when idle, and timers fire on the thread in
+ * deadline order, not before their deadline, unless cancelled.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -13,6 +14,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -347,10 +349,106 @@ static void test_post_to_a_stopped_thread_runs_at_free(void)
     post_probe_clear(&pp);
 }
 
+/* ---- timers ----------------------------------------------------------- */
+
+struct timer_probe;
+
+struct probe_timer {
+    struct iothread_timer tm;    /* first: the callback gets its address */
+    struct timer_probe *p;
+    unsigned i;
+};
+
+struct timer_probe {
+    struct iothread *t;
+    struct probe_timer tm[4];
+    uint64_t deadline[4];
+    GMutex lock;
+    GCond cond;
+    int order[8];
+    unsigned fired;
+    bool early, off_thread;
+    bool rearmed;
+};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void timer_fired(struct iothread_timer *tm)
+{
+    struct probe_timer *pt = (struct probe_timer *)tm;
+    struct timer_probe *p = pt->p;
+    unsigned i = pt->i;
+
+    g_mutex_lock(&p->lock);
+    p->early |= mono_ns() < p->deadline[i];
+    p->off_thread |= !iothread_is_current(p->t);
+    p->order[p->fired++] = (int)i;
+    /* Timer 0 re-arms itself once, from its own callback. */
+    if (i == 0 && !p->rearmed) {
+        p->rearmed = true;
+        p->deadline[0] = mono_ns() + 1000000;
+        iothread_timer_arm(p->t, tm, p->deadline[0]);
+    }
+    g_cond_broadcast(&p->cond);
+    g_mutex_unlock(&p->lock);
+}
+
+static void arm_timers(void *opaque)
+{
+    struct timer_probe *p = opaque;
+    uint64_t now = mono_ns();
+    /* Armed out of order; timer 2 is cancelled, timer 3 re-armed later. */
+    static const unsigned ms[4] = { 30, 10, 20, 5 };
+
+    for (unsigned i = 0; i < 4; i++) {
+        p->tm[i] = (struct probe_timer){ .tm.fn = timer_fired, .p = p, .i = i };
+        p->deadline[i] = now + ms[i] * 1000000u;
+        iothread_timer_arm(p->t, &p->tm[i].tm, p->deadline[i]);
+    }
+    iothread_timer_cancel(p->t, &p->tm[2].tm);
+    p->deadline[3] = now + 40 * 1000000u;
+    iothread_timer_arm(p->t, &p->tm[3].tm, p->deadline[3]);
+}
+
+static void test_timers_fire_in_deadline_order(void)
+{
+    struct timer_probe p = { 0 };
+    gint64 end = g_get_monotonic_time() + 10 * G_TIME_SPAN_SECOND;
+
+    g_mutex_init(&p.lock);
+    g_cond_init(&p.cond);
+    p.t = iothread_new("t-timer", 1, 0);
+    g_assert_cmpint(iothread_start(p.t), ==, 0);
+    iothread_run_sync(p.t, arm_timers, &p);
+    g_mutex_lock(&p.lock);
+    while (p.fired < 4) {
+        g_assert_true(g_cond_wait_until(&p.cond, &p.lock, end));
+    }
+    g_mutex_unlock(&p.lock);
+    /* 1 (10 ms), 0 (30 ms), 0 again (re-armed for 1 ms later), 3 (40 ms); 2 never. */
+    g_assert_cmpint(p.order[0], ==, 1);
+    g_assert_cmpint(p.order[1], ==, 0);
+    g_assert_cmpint(p.order[2], ==, 0);
+    g_assert_cmpint(p.order[3], ==, 3);
+    g_assert_false(p.early);
+    g_assert_false(p.off_thread);
+    iothread_free(p.t);
+    g_assert_cmpuint(p.fired, ==, 4);
+    g_mutex_clear(&p.lock);
+    g_cond_clear(&p.cond);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/iothread/run-sync-runs-on-the-thread", test_run_sync_runs_on_the_thread);
+    g_test_add_func("/iothread/timers/fire-in-deadline-order", test_timers_fire_in_deadline_order);
     g_test_add_func("/iothread/fd-handler-then-flush", test_fd_handler_then_flush);
     g_test_add_func("/iothread/uring-completion-is-dispatched", test_uring_completion_is_dispatched);
     g_test_add_func("/iothread/adaptive-poll-rearms-when-idle", test_adaptive_poll_rearms_when_idle);
