@@ -318,6 +318,11 @@ char *target_config_json(struct target *tgt)
             json_builder_add_string_value(b, ctrl->socket_path);
         }
         if (ctrl != tgt->dflt) {
+            /* Else it came back 0600 and its VM, allowed by group, could not connect. */
+            if (ctrl->socket_group) {
+                json_builder_set_member_name(b, "socket_group");
+                json_builder_add_string_value(b, ctrl->socket_group);
+            }
             json_builder_set_member_name(b, "queues");
             json_builder_add_int_value(b, ctrl->queues);
             json_builder_set_member_name(b, "allow_uid");

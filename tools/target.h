@@ -56,6 +56,7 @@ struct controller {
     struct scsi_target *scsi;
     int listen_fd;
     char *socket_path;          /* the socket file we made, removed with it; NULL with --fd */
+    char *socket_group;         /* the group it was given (0660), or NULL (0600) */
     GArray *allow_uids;         /* uid_t; with allow_gids empty: any peer that can connect */
     GArray *allow_gids;         /* gid_t */
     unsigned queues;            /* request queues offered */

@@ -495,6 +495,27 @@ static void signal_cb(void *opaque, uint32_t events)
     }
 }
 
+/*
+ * 0 if nothing listens at sa (a socket left by a daemon that died), else
+ * -EADDRINUSE (or the -errno that keeps us from telling).  Non-blocking, so
+ * a full backlog (ours too) answers EAGAIN rather than holding up the loop.
+ */
+static int socket_in_use(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int ret;
+
+    if (fd < 0) {
+        return -errno;
+    }
+    ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? -EADDRINUSE : -errno;
+    close(fd);
+    if (ret == -ECONNREFUSED || ret == -ENOENT) {
+        return 0;
+    }
+    return ret == -EAGAIN ? -EADDRINUSE : ret;
+}
+
 static int listen_on(const char *path, const char *group)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -507,11 +528,22 @@ static int listen_on(const char *path, const char *group)
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
-    /* Replace a stale socket from a previous run, never any other file. */
+    /*
+     * Replace a stale socket from a previous run, never any other file, nor
+     * a socket something listens on: unlinking that one took its path from
+     * it (controller-add at another spelling of a controller's socket, at the
+     * control socket, or a second daemon at a first one's), silently.
+     */
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
             g_warning("%s exists and is not a socket", path);
             return -EEXIST;
+        }
+        ret = socket_in_use(&sa);
+        if (ret < 0) {
+            g_warning("%s: %s", path, ret == -EADDRINUSE ? "something listens there already"
+                                                         : g_strerror(-ret));
+            return ret;
         }
         unlink(path);
     }
@@ -597,6 +629,7 @@ static int controller_listen(struct controller *ctrl, const char *path, int fd, 
             return fd;
         }
         ctrl->socket_path = g_strdup(path);
+        ctrl->socket_group = g_strdup(group);
     }
     ctrl->listen_fd = fd;
     if (!tgt->accept_resume) {
@@ -630,6 +663,7 @@ static void controller_free(struct controller *ctrl)
     io_stats_destroy(&ctrl->stats);
     g_free(ctrl->mark);
     g_free(ctrl->socket_path);
+    g_free(ctrl->socket_group);
     g_free(ctrl->name);
     g_free(ctrl);
 }
@@ -738,6 +772,9 @@ JsonNode *target_connections_json(struct target *tgt)
         json_builder_begin_object(b);
         json_builder_set_member_name(b, "name");
         json_builder_add_string_value(b, c->name);
+        /* Which VM's: without it, two controllers' connections could not be told apart. */
+        json_builder_set_member_name(b, "controller");
+        json_builder_add_string_value(b, c->ctrl->name);
         json_builder_set_member_name(b, "pid");
         json_builder_add_int_value(b, c->pid);
         json_builder_set_member_name(b, "uid");
@@ -1152,14 +1189,19 @@ int main(int argc, char **argv)
     if (add_luns(&tgt) < 0) {
         goto out;
     }
+    /*
+     * The control socket listens before the front-ends' socket does, so that
+     * one that accepts means both do: a client (a test, a script) that waits
+     * for the front-ends' socket used to find the control one not there yet.
+     */
+    if (opts.control_path && target_control_start(&tgt) < 0) {
+        goto out;
+    }
     path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
     if (controller_listen(tgt.dflt, path, opts.listen_fd, opts.socket_group) < 0) {
         goto out;
     }
     opts.listen_fd = -1;      /* the controller's now */
-    if (opts.control_path && target_control_start(&tgt) < 0) {
-        goto out;
-    }
     if (path) {
         print_qemu_hint(&tgt, path);
     }

@@ -64,67 +64,14 @@ static void start(struct pu_daemon *d, const char *lun0)
     }
 }
 
-/* One call, which must succeed; returns its result (unref it). */
-static JsonNode *call_ok(int fd, const char *method, JsonNode *params)
-{
-    JsonNode *result = NULL;
-    g_autofree char *err = NULL;
-    int code;
-    int ret = ctl_client_call(fd, method, params, PU_TIMEOUT_MS, &result, &code, &err);
-
-    if (ret < 0) {
-        g_error("%s: %s (%d)", method, err, code);
-    }
-    return result;
-}
-
-/* One call, which must fail with code; returns the server's message (g_free). */
-static char *call_err(int fd, const char *method, JsonNode *params, int want_code)
-{
-    JsonNode *result = NULL;
-    char *err = NULL;
-    int code = 0;
-    int ret = ctl_client_call(fd, method, params, PU_TIMEOUT_MS, &result, &code, &err);
-
-    g_assert_cmpint(ret, ==, -EREMOTEIO);
-    g_assert_cmpint(code, ==, want_code);
-    g_assert_null(result);
-    return err;
-}
-
-static JsonNode *obj(const char *k1, JsonNode *v1, const char *k2, JsonNode *v2)
-{
-    JsonObject *o = json_object_new();
-    JsonNode *n = json_node_new(JSON_NODE_OBJECT);
-
-    if (k1) {
-        json_object_set_member(o, k1, v1);
-    }
-    if (k2) {
-        json_object_set_member(o, k2, v2);
-    }
-    json_node_take_object(n, o);
-    return n;
-}
-
-static JsonNode *str(const char *s)
-{
-    return json_node_init_string(json_node_alloc(), s);
-}
-
-static JsonNode *num(gint64 v)
-{
-    return json_node_init_int(json_node_alloc(), v);
-}
-
 static void lun_add(int fd, const char *arg)
 {
-    json_node_unref(call_ok(fd, "lun-add", obj("lun", str(arg), NULL, NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("lun", pu_jstr(arg), NULL)));
 }
 
 static void lun_remove(int fd, unsigned lun)
 {
-    JsonNode *r = call_ok(fd, "lun-remove", obj("lun", num(lun), NULL, NULL));
+    JsonNode *r = pu_ctl_ok(fd, "lun-remove", pu_jobj("lun", pu_jint(lun), NULL));
 
     g_assert_true(JSON_NODE_HOLDS_NULL(r));
     json_node_unref(r);
@@ -132,35 +79,12 @@ static void lun_remove(int fd, unsigned lun)
 
 static uint64_t lun_resize(int fd, unsigned lun, const char *size)
 {
-    JsonNode *r = call_ok(fd, "lun-resize", obj("lun", num(lun), "size", str(size)));
+    JsonNode *r = pu_ctl_ok(fd, "lun-resize",
+                            pu_jobj("lun", pu_jint(lun), "size", pu_jstr(size), NULL));
     uint64_t bytes = (uint64_t)json_object_get_int_member(json_node_get_object(r), "size");
 
     json_node_unref(r);
     return bytes;
-}
-
-/* REPORT LUNS to LUN 0: the LUN ids listed, in *ids; returns how many. */
-static unsigned report_luns(struct vfe *fe, uint16_t *ids, unsigned max)
-{
-    uint8_t cdb[SC_CDB_MAX];
-    unsigned cdb_len = sc_cdb(scsi_reportluns_cdb(0, 256), cdb);
-    uint8_t *buf = vfe_alloc(fe, 256, 64);
-    struct sc_datain d = { 0 };
-    struct scsi_reportluns_list *list;
-    struct vfe_req r;
-    unsigned n;
-
-    pu_cmd(fe, 0, cdb, cdb_len, buf, 256, true, &r);
-    g_assert_cmpuint(r.resp.status, ==, 0);
-    list = sc_datain_decode(&d, cdb, cdb_len, buf, 256 - r.resp.resid);
-    g_assert_nonnull(list);
-    n = MIN(list->num, max);
-    for (unsigned i = 0; i < n; i++) {
-        ids[i] = list->luns[i];
-    }
-    sc_datain_free(&d);
-    vfe_free(fe, buf);
-    return n;
 }
 
 static void assert_ua(struct vfe *fe, unsigned lun, unsigned code)
@@ -197,7 +121,7 @@ static void test_changes_seen_by_a_front_end(void)
     pu_make_ready(fe, 1);
     assert_ua(fe, 0, 0x3f0e);
     pu_make_ready(fe, 0);
-    g_assert_cmpuint(report_luns(fe, ids, G_N_ELEMENTS(ids)), ==, 2);
+    g_assert_cmpuint(pu_report_luns(fe, ids, G_N_ELEMENTS(ids)), ==, 2);
     g_assert_cmpuint(ids[1], ==, 1);
 
     g_assert_cmpuint(lun_resize(fd, 1, "128M"), ==, 128u << 20);
@@ -206,13 +130,14 @@ static void test_changes_seen_by_a_front_end(void)
     g_assert_cmpuint(blocks * bsize, ==, 128u << 20);
 
     /* Refused, and nothing changes. */
-    e1 = call_err(fd, "lun-add", obj("lun", str("1=null:8M"), NULL, NULL), CTL_E_FAILED);
+    e1 = pu_ctl_err(fd, "lun-add", pu_jobj("lun", pu_jstr("1=null:8M"), NULL), CTL_E_FAILED);
     g_assert_nonnull(strstr(e1, "already mapped"));
-    e2 = call_err(fd, "lun-resize", obj("lun", num(1), "size", str("64M")), CTL_E_FAILED);
+    e2 = pu_ctl_err(fd, "lun-resize", pu_jobj("lun", pu_jint(1), "size", pu_jstr("64M"), NULL),
+                    CTL_E_FAILED);
     g_assert_nonnull(strstr(e2, "smaller"));
-    e3 = call_err(fd, "lun-remove", obj("lun", num(7), NULL, NULL), CTL_E_FAILED);
+    e3 = pu_ctl_err(fd, "lun-remove", pu_jobj("lun", pu_jint(7), NULL), CTL_E_FAILED);
     g_assert_nonnull(strstr(e3, "no LUN"));
-    e4 = call_err(fd, "lun-remove", obj("lun", str("1"), NULL, NULL), CTL_E_INVALID_PARAMS);
+    e4 = pu_ctl_err(fd, "lun-remove", pu_jobj("lun", pu_jstr("1"), NULL), CTL_E_INVALID_PARAMS);
     g_assert_nonnull(strstr(e4, "\"lun\""));
     pu_read_capacity16(fe, 1, &blocks, &bsize);
     g_assert_cmpuint(blocks * bsize, ==, 128u << 20);
@@ -221,7 +146,7 @@ static void test_changes_seen_by_a_front_end(void)
     r = pu_tur(fe, 0, 1);
     g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_BAD_TARGET);
     assert_ua(fe, 0, 0x3f0e);
-    g_assert_cmpuint(report_luns(fe, ids, G_N_ELEMENTS(ids)), ==, 1);
+    g_assert_cmpuint(pu_report_luns(fe, ids, G_N_ELEMENTS(ids)), ==, 1);
     g_assert_cmpuint(ids[0], ==, 0);
     close(fd);
     vfe_close(fe);
@@ -336,9 +261,12 @@ static void test_named_backend_shared_at_two_luns(void)
     ctl = ctl_path(&d);
     fd = ctl_client_connect(ctl);
     g_assert_cmpint(fd, >=, 0);
-    json_node_unref(call_ok(fd, "backend-add", obj("name", str("shared"), "spec", str("ram:8M"))));
-    json_node_unref(call_ok(fd, "lun-map", obj("lun", num(1), "backend", str("shared"))));
-    json_node_unref(call_ok(fd, "lun-map", obj("lun", num(2), "backend", str("shared"))));
+    json_node_unref(pu_ctl_ok(fd, "backend-add",
+                              pu_jobj("name", pu_jstr("shared"), "spec", pu_jstr("ram:8M"), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-map",
+                              pu_jobj("lun", pu_jint(1), "backend", pu_jstr("shared"), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-map",
+                              pu_jobj("lun", pu_jint(2), "backend", pu_jstr("shared"), NULL)));
     fe = pu_connect(&d, 1);
     pu_make_ready(fe, 1);
     pu_make_ready(fe, 2);
@@ -354,18 +282,18 @@ static void test_named_backend_shared_at_two_luns(void)
     }
 
     /* Listed with both addresses; not closed while mapped. */
-    r = call_ok(fd, "backend-list", NULL);
+    r = pu_ctl_ok(fd, "backend-list", NULL);
     a = json_node_get_array(r);
     g_assert_cmpuint(json_array_get_length(a), ==, 2);     /* lun0:0 and shared */
     c = json_array_get_object_element(a, 1);
     g_assert_cmpstr(json_object_get_string_member(c, "name"), ==, "shared");
     g_assert_cmpuint(json_array_get_length(json_object_get_array_member(c, "mapped_at")), ==, 2);
     json_node_unref(r);
-    busy = call_err(fd, "backend-remove", obj("name", str("shared"), NULL, NULL), CTL_E_FAILED);
+    busy = pu_ctl_err(fd, "backend-remove", pu_jobj("name", pu_jstr("shared"), NULL), CTL_E_FAILED);
     g_assert_nonnull(strstr(busy, "mapped 2 time"));
 
     /* The connected front-end, its pid, the daemon's two queues of which it runs one. */
-    r = call_ok(fd, "connection-list", NULL);
+    r = pu_ctl_ok(fd, "connection-list", NULL);
     a = json_node_get_array(r);
     g_assert_cmpuint(json_array_get_length(a), ==, 1);
     c = json_array_get_object_element(a, 0);
@@ -384,9 +312,9 @@ static void test_named_backend_shared_at_two_luns(void)
     pu_make_ready(fe, 2);                    /* REPORTED LUNS DATA HAS CHANGED */
     rw_block(fe, 2, false, 5, buf);          /* still served at the other address */
     lun_remove(fd, 2);
-    json_node_unref(call_ok(fd, "backend-remove", obj("name", str("shared"), NULL, NULL)));
+    json_node_unref(pu_ctl_ok(fd, "backend-remove", pu_jobj("name", pu_jstr("shared"), NULL)));
     lun_remove(fd, 0);
-    r = call_ok(fd, "backend-list", NULL);
+    r = pu_ctl_ok(fd, "backend-list", NULL);
     g_assert_cmpuint(json_array_get_length(json_node_get_array(r)), ==, 0);
     json_node_unref(r);
     vfe_free(fe, buf);
@@ -401,7 +329,7 @@ static void test_named_backend_shared_at_two_luns(void)
 /* The LUN list, as "T:L=backend" words. */
 static char *lun_list_words(int fd)
 {
-    JsonNode *r = call_ok(fd, "lun-list", NULL);
+    JsonNode *r = pu_ctl_ok(fd, "lun-list", NULL);
     JsonArray *a = json_node_get_array(r);
     GString *s = g_string_new(NULL);
 
@@ -444,8 +372,10 @@ static void test_config_save_and_restart(void)
     /* An empty file that size= extends (the file backend does not create files). */
     g_assert_true(g_file_set_contents(img, "", 0, NULL));
     spec = g_strdup_printf("file:%s,size=8M", img);
-    json_node_unref(call_ok(fd, "backend-add", obj("name", str("data"), "spec", str(spec))));
-    json_node_unref(call_ok(fd, "lun-map", obj("lun", num(3), "backend", str("data"))));
+    json_node_unref(pu_ctl_ok(fd, "backend-add",
+                              pu_jobj("name", pu_jstr("data"), "spec", pu_jstr(spec), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-map",
+                              pu_jobj("lun", pu_jint(3), "backend", pu_jstr("data"), NULL)));
     fe = pu_connect(&d, 1);
     pu_make_ready(fe, 3);
     buf = vfe_alloc(fe, 512, 512);
@@ -454,10 +384,11 @@ static void test_config_save_and_restart(void)
     vfe_free(fe, buf);
     vfe_close(fe);
     /* Grown before the save: it must come back at its new size, not size=8M. */
-    json_node_unref(call_ok(fd, "backend-resize", obj("name", str("data"), "size", str("16M"))));
+    json_node_unref(pu_ctl_ok(fd, "backend-resize",
+                              pu_jobj("name", pu_jstr("data"), "size", pu_jstr("16M"), NULL)));
     before = lun_list_words(fd);
     g_assert_cmpstr(before, ==, "0:0=lun0:0 0:3=data");
-    json_node_unref(call_ok(fd, "config-save", NULL));
+    json_node_unref(pu_ctl_ok(fd, "config-save", NULL));
     close(fd);
     g_assert_cmpint(stat(conf, &st), ==, 0);
     g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
@@ -533,7 +464,7 @@ static void test_socket_is_private_and_robust(void)
     g_assert_cmpint(fd, >=, 0);
     g_assert_cmpint(write(raw, "{\"jsonrpc\":\"2.0\",\"me", 20), ==, 20);
     /* Meanwhile another client is served. */
-    json_node_unref(call_ok(fd, "version", NULL));
+    json_node_unref(pu_ctl_ok(fd, "version", NULL));
     g_assert_cmpint(write(raw, "thod\":\"version\",\"id\":7}\n", 24), ==, 24);
     n = read(raw, line, sizeof(line) - 1);
     g_assert_cmpint(n, >, 0);
@@ -561,7 +492,7 @@ static void test_socket_is_private_and_robust(void)
     line[n] = 0;
     g_assert_nonnull(strstr(line, "UTF-8"));
     close(raw);
-    json_node_unref(call_ok(fd, "lun-list", NULL));
+    json_node_unref(pu_ctl_ok(fd, "lun-list", NULL));
     close(fd);
     g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
     /* Removed at exit. */

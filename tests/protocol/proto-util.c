@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
@@ -27,6 +28,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "control-client.h"
 #include "proto-util.h"
 #include "scsi-cmd.h"
 
@@ -491,12 +493,12 @@ int pu_proc_fd_count(pid_t pid)
     return n;
 }
 
-struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg)
+static struct vfe *connect_path(const char *path, struct vfe_config *cfg)
 {
     struct vfe *fe = NULL;
 
     cfg->transport = VFE_VHOST_USER;
-    cfg->path = d->sock;
+    cfg->path = path;
     if (!cfg->timeout_ms) {
         cfg->timeout_ms = PU_TIMEOUT_MS;
     }
@@ -505,13 +507,23 @@ struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg)
     return fe;
 }
 
-struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq)
+struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg)
+{
+    return connect_path(d->sock, cfg);
+}
+
+struct vfe *pu_connect_at(const char *path, unsigned nrq)
 {
     struct vfe_config cfg = {
         .num_request_queues = nrq, .queue_size = 128, .mem_size = 32 << 20, .event_idx = true,
     };
 
-    return pu_connect_cfg(d, &cfg);
+    return connect_path(path, &cfg);
+}
+
+struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq)
+{
+    return pu_connect_at(d->sock, nrq);
 }
 
 struct pu_sense pu_sense_of(const struct virtio_scsi_cmd_resp *r)
@@ -563,6 +575,54 @@ void pu_make_ready(struct vfe *fe, unsigned lun)
         g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, SCSI_SENSE_UNIT_ATTENTION);
     }
     g_assert_not_reached();
+}
+
+unsigned pu_report_luns(struct vfe *fe, uint16_t *ids, unsigned max)
+{
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_reportluns_cdb(0, 256), cdb);
+    uint8_t *buf = vfe_alloc(fe, 256, 64);
+    struct sc_datain d = { 0 };
+    struct scsi_reportluns_list *list;
+    struct vfe_req r;
+    unsigned n;
+
+    pu_cmd(fe, 0, cdb, cdb_len, buf, 256, true, &r);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    list = sc_datain_decode(&d, cdb, cdb_len, buf, 256 - r.resp.resid);
+    g_assert_nonnull(list);
+    n = MIN(list->num, max);
+    for (unsigned i = 0; i < n; i++) {
+        ids[i] = list->luns[i];
+    }
+    sc_datain_free(&d);
+    vfe_free(fe, buf);
+    return n;
+}
+
+int pu_inquiry_qualifier(struct vfe *fe, unsigned lun)
+{
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned cdb_len = sc_cdb(scsi_cdb_inquiry(0, 0, 36), cdb);
+    uint8_t *buf = vfe_alloc(fe, 36, 64);
+    struct scsi_inquiry_standard *inq;
+    struct sc_datain d;
+    struct vfe_req r;
+    int q;
+
+    pu_cmd(fe, lun, cdb, cdb_len, buf, 36, true, &r);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    inq = sc_datain_decode(&d, cdb, cdb_len, buf, 36);
+    g_assert_nonnull(inq);
+    q = inq->qualifier;
+    if (q == SCSI_INQUIRY_PERIPHERAL_QUALIFIER_CONNECTED) {
+        g_assert_cmpint(inq->device_type, ==, SCSI_INQUIRY_PERIPHERAL_DEVICE_TYPE_DIRECT_ACCESS);
+    }
+    sc_datain_free(&d);
+    vfe_free(fe, buf);
+    return q;
 }
 
 void pu_read_capacity16(struct vfe *fe, unsigned lun, uint64_t *blocks, uint32_t *bsize)
@@ -712,4 +772,59 @@ uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s)
     }
     g_free(reqs);
     return distance;
+}
+
+JsonNode *pu_ctl_ok(int fd, const char *method, JsonNode *params)
+{
+    JsonNode *result = NULL;
+    g_autofree char *err = NULL;
+    int code = 0;
+
+    if (ctl_client_call(fd, method, params, PU_TIMEOUT_MS, &result, &code, &err) < 0) {
+        g_error("%s: %s (%d)", method, err, code);
+    }
+    return result;
+}
+
+char *pu_ctl_err(int fd, const char *method, JsonNode *params, int want_code)
+{
+    JsonNode *result = NULL;
+    char *err = NULL;
+    int code = 0;
+    int ret = ctl_client_call(fd, method, params, PU_TIMEOUT_MS, &result, &code, &err);
+
+    if (ret == 0) {
+        g_autofree char *got = json_to_string(result, FALSE);
+
+        g_error("%s: expected error %d, got the result %s", method, want_code, got);
+    }
+    g_assert_cmpint(ret, ==, -EREMOTEIO);
+    g_assert_cmpint(code, ==, want_code);
+    g_assert_null(result);
+    return err;
+}
+
+JsonNode *pu_jobj(const char *name, ...)
+{
+    JsonObject *o = json_object_new();
+    JsonNode *n = json_node_new(JSON_NODE_OBJECT);
+    va_list ap;
+
+    va_start(ap, name);
+    for (; name; name = va_arg(ap, const char *)) {
+        json_object_set_member(o, name, va_arg(ap, JsonNode *));
+    }
+    va_end(ap);
+    json_node_take_object(n, o);
+    return n;
+}
+
+JsonNode *pu_jstr(const char *s)
+{
+    return json_node_init_string(json_node_alloc(), s);
+}
+
+JsonNode *pu_jint(gint64 v)
+{
+    return json_node_init_int(json_node_alloc(), v);
 }

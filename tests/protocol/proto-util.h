@@ -2,9 +2,10 @@
  * Helpers for tests that run the real vhost-scsi-target (and, for iSCSI,
  * tgtd) as child processes: spawn a process that dies with the test, spawn
  * the daemon on a private socket with given arguments and wait until it
- * listens, stop or kill it; connect the front-end library to it, issue
- * SCSI commands, decode sense, and write a seeded pattern with many
- * requests in flight and read it back.
+ * listens, stop or kill it; connect the front-end library to it (or to
+ * another of its sockets), issue SCSI commands, decode sense, and write a
+ * seeded pattern with many requests in flight and read it back; call its
+ * control socket (docs/control.md) and build the params.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -16,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <linux/virtio_scsi.h>
+
+#include <json-glib/json-glib.h>
 
 #include "vhost-frontend.h"
 
@@ -109,6 +112,8 @@ int pu_proc_fd_count(pid_t pid);
 struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq);
 /* Any other configuration: fills in transport, path and (if 0) timeout_ms. */
 struct vfe *pu_connect_cfg(const struct pu_daemon *d, struct vfe_config *cfg);
+/* As pu_connect, to the vhost-user socket at path (another controller's). */
+struct vfe *pu_connect_at(const char *path, unsigned nrq);
 
 struct pu_sense {
     unsigned key, asc, ascq, code;   /* code: ASC << 8 | ASCQ (SCSI_SENSE_ASCQ_*) */
@@ -126,6 +131,13 @@ void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, 
 struct vfe_req pu_tur(struct vfe *fe, unsigned target, unsigned lun);
 /* TEST UNIT READY until the pending unit attentions are consumed. */
 void pu_make_ready(struct vfe *fe, unsigned lun);
+/* REPORT LUNS to LUN 0, which must succeed: the LUN ids listed, in *ids; returns how many. */
+unsigned pu_report_luns(struct vfe *fe, uint16_t *ids, unsigned max);
+/*
+ * Standard INQUIRY to lun, which must succeed: its peripheral qualifier
+ * (SCSI_INQUIRY_PERIPHERAL_QUALIFIER_*); a LUN that is there must be a disk.
+ */
+int pu_inquiry_qualifier(struct vfe *fe, unsigned lun);
 /* READ CAPACITY(16), which must succeed: the LUN's size in blocks and block size. */
 void pu_read_capacity16(struct vfe *fe, unsigned lun, uint64_t *blocks, uint32_t *bsize);
 /* Makes r a READ(16) or WRITE(16) of blocks at lba (data, lun untouched). */
@@ -166,5 +178,16 @@ struct pu_rw_spec {
  * is at LBA i * distance.
  */
 uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s);
+
+/* ---- the control socket (--control) ---------------------------------- */
+
+/* One call, which must succeed; returns its result (json_node_unref). */
+JsonNode *pu_ctl_ok(int fd, const char *method, JsonNode *params);
+/* One call, which must fail with want_code; returns the server's message (g_free). */
+char *pu_ctl_err(int fd, const char *method, JsonNode *params, int want_code);
+/* An object of (const char *name, JsonNode *value) pairs (taken) up to a NULL name. */
+JsonNode *pu_jobj(const char *name, ...) G_GNUC_NULL_TERMINATED;
+JsonNode *pu_jstr(const char *s);
+JsonNode *pu_jint(gint64 v);
 
 #endif

@@ -71,21 +71,15 @@ static void fx_stop(struct fx *x)
     g_free(x->ctl);
 }
 
-static JsonNode *call(struct fx *x, const char *method, JsonNode *params, int *code)
+static JsonNode *call(struct fx *x, const char *method, JsonNode *params)
 {
-    JsonNode *result = NULL;
-    g_autofree char *err = NULL;
-    int c = 0;
-    int ret = ctl_client_call(x->fd, method, params, PU_TIMEOUT_MS, &result, &c, &err);
+    return pu_ctl_ok(x->fd, method, params);
+}
 
-    if (code) {
-        *code = ret < 0 ? c : 0;
-        return result;
-    }
-    if (ret < 0) {
-        g_error("%s: %s (%d)", method, err, c);
-    }
-    return result;
+/* A call that must fail with code. */
+static void call_fails(struct fx *x, const char *method, JsonNode *params, int code)
+{
+    g_free(pu_ctl_err(x->fd, method, params, code));
 }
 
 /* The object named name in result's array member (backends, controllers). */
@@ -146,7 +140,7 @@ static void test_counts_by_object_and_class(void)
 
     fx_start(&x);
     pu_read_capacity16(x.fe, 0, &blocks, &bs);
-    s0 = call(&x, "stats", NULL, NULL);
+    s0 = call(&x, "stats", NULL);
     g_assert_cmpuint(json_array_get_length(json_object_get_array_member(
                          json_node_get_object(s0), "backends")), ==, 2);
     /* The set-up's TURs and READ CAPACITY were counted as other, without errors. */
@@ -154,7 +148,7 @@ static void test_counts_by_object_and_class(void)
     g_assert_cmpint(fig(find(s0, "backends", "lun0:0"), "total", "other", "errors"), ==, 0);
 
     pu_write_read_compare(x.fe, &spec);   /* READ CAPACITY, then the writes and reads */
-    s1 = call(&x, "stats", NULL, NULL);
+    s1 = call(&x, "stats", NULL);
     b0 = find(s1, "backends", "lun0:0");
     b1 = find(s1, "backends", "lun0:1");
     c = find(s1, "controllers", "default");
@@ -171,7 +165,7 @@ static void test_counts_by_object_and_class(void)
     g_assert_cmpfloat(lat(c, "interval", "write", "mean"), >, 0);
 
     /* Nothing happened since: an empty interval, the same totals. */
-    s2 = call(&x, "stats", NULL, NULL);
+    s2 = call(&x, "stats", NULL);
     assert_interval(find(s2, "backends", "lun0:0"), 0, 0, 0, 0, 0, 0, 0);
     g_assert_cmpint(fig(find(s2, "backends", "lun0:0"), "total", "read", "ops"), ==,
                     fig(b0, "total", "read", "ops"));
@@ -189,7 +183,7 @@ static void test_counts_by_object_and_class(void)
         g_assert_cmpint(vfe_exec(x.fe, &rd, PU_TIMEOUT_MS), ==, 0);
         g_assert_cmpuint(rd.resp.status, ==, 2);
     }
-    s3 = call(&x, "stats", NULL, NULL);
+    s3 = call(&x, "stats", NULL);
     assert_interval(find(s3, "backends", "lun0:0"), 1, 0, 1, 0, 0, 0, 0);
     assert_interval(find(s3, "backends", "lun0:1"), 0, 0, 0, 0, 0, 0, 0);
     assert_interval(find(s3, "controllers", "default"), 1, 0, 1, 0, 0, 1, 1);
@@ -201,7 +195,7 @@ static void test_counts_by_object_and_class(void)
 
         json_node_take_object(p, json_object_new());
         json_object_set_string_member(json_node_get_object(p), "backend", "lun0:1");
-        s4 = call(&x, "stats", p, NULL);
+        s4 = call(&x, "stats", p);
         root = json_node_get_object(s4);
         g_assert_cmpuint(json_array_get_length(json_object_get_array_member(root, "backends")),
                          ==, 1);
@@ -236,7 +230,7 @@ static void test_prometheus_text(void)
 
     fx_start(&x);
     pu_write_read_compare(x.fe, &spec);
-    res = call(&x, "stats-prometheus", NULL, NULL);
+    res = call(&x, "stats-prometheus", NULL);
     text = json_object_get_string_member(json_node_get_object(res), "text");
     g_assert_nonnull(text);
     g_assert_true(g_str_has_suffix(text, "\n"));
@@ -274,7 +268,7 @@ static void test_prometheus_text(void)
     }
     g_assert_cmpuint(samples, >, 50);
     /* It agrees with the JSON totals. */
-    js = call(&x, "stats", NULL, NULL);
+    js = call(&x, "stats", NULL);
     g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_commands_total{backend=\"lun0:0\","
                                        "class=\"write\"}"), ==, N_IO);
     g_assert_cmpfloat(prom_value(text, "vhost_scsi_backend_bytes_total{backend=\"lun0:0\","
@@ -324,25 +318,14 @@ static void test_bad_requests(void)
 
     fx_start(&x);
     for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
-        JsonNode *p = json_from_string(bad[i][0], NULL);
-        g_autoptr(JsonNode) r = NULL;
-        int code;
-
-        r = call(&x, "stats", p, &code);
-        g_assert_cmpint(code, ==, !strcmp(bad[i][1], "failed") ? CTL_E_FAILED
-                                                               : CTL_E_INVALID_PARAMS);
+        call_fails(&x, "stats", json_from_string(bad[i][0], NULL),
+                   !strcmp(bad[i][1], "failed") ? CTL_E_FAILED : CTL_E_INVALID_PARAMS);
     }
-    {
-        JsonNode *p = json_from_string("{\"x\":1}", NULL);
-        g_autoptr(JsonNode) r = NULL;
-        int code;
-
-        r = call(&x, "stats-prometheus", p, &code);
-        g_assert_cmpint(code, ==, CTL_E_INVALID_PARAMS);
-    }
+    call_fails(&x, "stats-prometheus", json_from_string("{\"x\":1}", NULL),
+               CTL_E_INVALID_PARAMS);
     /* The daemon still serves I/O and statistics. */
     pu_make_ready(x.fe, 0);
-    json_node_unref(call(&x, "stats", NULL, NULL));
+    json_node_unref(call(&x, "stats", NULL));
     fx_stop(&x);
 }
 
@@ -404,11 +387,11 @@ static void test_qos_limits_reads(void)
     const int iops = 400;
 
     fx_start(&x);
-    set = call(&x, "qos-set", qos_params("lun0:1", "{\"iops\": 400}"), NULL);
+    set = call(&x, "qos-set", qos_params("lun0:1", "{\"iops\": 400}"));
     q = json_object_get_object_member(json_node_get_object(set), "qos");
     g_assert_cmpint(json_object_get_int_member(q, "iops"), ==, iops);
     g_assert_cmpint(json_object_get_int_member(q, "bandwidth"), ==, 0);
-    s1 = call(&x, "stats", NULL, NULL);
+    s1 = call(&x, "stats", NULL);
     /* 200 reads of 4 KiB on LUN 1, 32 at a time over 2 queues. */
     {
         struct pu_batch b = { 0 };
@@ -435,7 +418,7 @@ static void test_qos_limits_reads(void)
         vfe_free(x.fe, buf);
         g_free(r);
     }
-    s2 = call(&x, "stats", NULL, NULL);
+    s2 = call(&x, "stats", NULL);
     {
         JsonObject *b1 = find(s2, "backends", "lun0:1");
         JsonObject *iv = json_object_get_object_member(b1, "interval");
@@ -449,7 +432,7 @@ static void test_qos_limits_reads(void)
             g_error("%.0f reads in %.3f s through a limit of %d IOPS", ops, secs, iops);
         }
     }
-    list = call(&x, "backend-list", NULL, NULL);
+    list = call(&x, "backend-list", NULL);
     fx_stop(&x);
 }
 
@@ -463,28 +446,18 @@ static void test_qos_saved_and_checked(void)
     };
 
     fx_start(&x);
-    json_node_unref(call(&x, "qos-set", qos_params("lun0:0", "{\"bandwidth\": \"10M\"}"), NULL));
-    json_node_unref(call(&x, "qos-set", qos_params("lun0:0", "{\"iops\": 1000}"), NULL));
+    json_node_unref(call(&x, "qos-set", qos_params("lun0:0", "{\"bandwidth\": \"10M\"}")));
+    json_node_unref(call(&x, "qos-set", qos_params("lun0:0", "{\"iops\": 1000}")));
     for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
-        g_autoptr(JsonNode) r = NULL;
-        int code;
-
-        r = call(&x, "qos-set", qos_params("lun0:0", bad[i]), &code);
-        g_assert_cmpint(code, ==, CTL_E_INVALID_PARAMS);
+        call_fails(&x, "qos-set", qos_params("lun0:0", bad[i]), CTL_E_INVALID_PARAMS);
     }
-    {
-        g_autoptr(JsonNode) r = NULL;
-        int code;
-
-        r = call(&x, "qos-set", qos_params("nope", "{\"iops\": 1}"), &code);
-        g_assert_cmpint(code, ==, CTL_E_FAILED);
-    }
+    call_fails(&x, "qos-set", qos_params("nope", "{\"iops\": 1}"), CTL_E_FAILED);
     cfg = g_build_filename(x.d.dir, "saved.json", NULL);
     {
         JsonNode *p = json_from_string("{}", NULL);
 
         json_object_set_string_member(json_node_get_object(p), "file", cfg);
-        json_node_unref(call(&x, "config-save", p, NULL));
+        json_node_unref(call(&x, "config-save", p));
     }
     g_assert_true(g_file_get_contents(cfg, &text, NULL, NULL));
     g_assert_nonnull(strstr(text, "\"qos\""));
@@ -501,7 +474,7 @@ static void test_qos_saved_and_checked(void)
         pu_daemon_start(&x.d, args);
         x.fd = ctl_client_connect(x.ctl);
         g_assert_cmpint(x.fd, >=, 0);
-        list = call(&x, "backend-list", NULL, NULL);
+        list = call(&x, "backend-list", NULL);
         a = json_node_get_array(list);
         for (guint i = 0; i < json_array_get_length(a); i++) {
             JsonObject *b = json_array_get_object_element(a, i);
