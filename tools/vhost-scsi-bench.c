@@ -483,9 +483,20 @@ static int exec_cmd(struct bench *b, const struct scsi_task *task, void *buf, ui
     }
     memcpy(req.lun, b->lun, 8);
     memcpy(req.cdb, task->cdb, (size_t)task->cdb_size);
-    int r = vfe_exec(b->fe, &req, 10000);
-    if (r < 0) {
-        return r;
+    /* As for I/O: a unit attention (a LUN changed beside ours) is retried. */
+    for (unsigned i = 0;; i++) {
+        unsigned key = 0, asc, ascq;
+        int r = vfe_exec(b->fe, &req, 10000);
+
+        if (r < 0) {
+            return r;
+        }
+        if (req.resp.response == VIRTIO_SCSI_S_OK && req.resp.status == 0x02) {
+            sense_of(&req.resp, &key, &asc, &ascq);
+        }
+        if (key != SCSI_SENSE_UNIT_ATTENTION || i == UA_RETRIES) {
+            break;
+        }
     }
     *resp = req.resp;
     return 0;

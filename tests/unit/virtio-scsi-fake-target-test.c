@@ -521,21 +521,28 @@ static void test_missed_events_are_flagged(void)
 static void test_short_event_buffer_counts_as_missed(void)
 {
     struct fx x;
-    struct evbuf shortb, b;
+    struct evbuf shortb, b, c;
 
     fx_setup(&x);
     set_features(&x, HOTPLUG_AND_CHANGE);
     shortb = fe_event_buf(&x.a, 8);
-    b = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*event buffer*8 bytes*");
     announce(&x, FAKE_LUN_ADDED, 0, 7);
     g_test_assert_expected_messages();
+    /* The short buffer goes back empty: the event is lost... */
     tq_wait(&x.a, VSCSI_EVENT_QUEUE, shortb.head);
     g_assert_cmpuint(tq_used_len(&x.a, VSCSI_EVENT_QUEUE, shortb.head), ==, 0);
-    /* The next buffer was not used for that event; the next event is flagged. */
-    g_assert_false(tq_used(&x.a, VSCSI_EVENT_QUEUE, b.head));
+    /*
+     * ...and counted as missed, as if there had been no buffer: the next
+     * buffer says so at once.  (Posted only now: one posted beside the
+     * short one may be seen before or after the loss, so it could carry
+     * either this NO_EVENT or the next event flagged.)
+     */
+    b = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
+    assert_event(&x, &b, VIRTIO_SCSI_T_NO_EVENT | VIRTIO_SCSI_T_EVENTS_MISSED, 0, 0, 0);
+    c = fe_event_buf(&x.a, sizeof(struct virtio_scsi_event));
     announce(&x, FAKE_LUN_RESIZED, 0, 7);
-    assert_event(&x, &b, VIRTIO_SCSI_T_PARAM_CHANGE | VIRTIO_SCSI_T_EVENTS_MISSED, 0x092a, 0, 7);
+    assert_event(&x, &c, VIRTIO_SCSI_T_PARAM_CHANGE, 0x092a, 0, 7);
     fx_teardown(&x);
 }
 
