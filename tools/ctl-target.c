@@ -24,10 +24,12 @@
 #define EXIT_USAGE 2
 
 static const char usage_text[] =
-    "Usage: vhost-scsi-ctl target [--control PATH] [--json] [--timeout-ms N] COMMAND\n"
+    "Usage: vhost-scsi-ctl target [--control PATH] [--controller NAME] [--json]\n"
+    "                             [--timeout-ms N] COMMAND\n"
     "\n"
     "Operate a running vhost-scsi-target through its --control socket\n"
-    "(default: $VHOST_SCSI_CONTROL).\n"
+    "(default: $VHOST_SCSI_CONTROL).  lun commands act on the controller\n"
+    "--controller names (default: the command line's, \"default\").\n"
     "\n"
     "Commands:\n"
     "  version                      the daemon's version and protocol\n"
@@ -45,6 +47,11 @@ static const char usage_text[] =
     "  backend resize NAME [SIZE]   grow it; every LUN it is mapped at is told\n"
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
+    "  controller add NAME SOCKET [--queues N] [--allow-uid UID]...\n"
+    "                 [--allow-gid GID]... [--socket-group GROUP]\n"
+    "                               a per-VM controller listening on SOCKET\n"
+    "  controller remove NAME       (refused while it has LUNs or connections)\n"
+    "  controller list              the controllers, their LUN and connection counts\n"
     "  qos set BACKEND [--iops N] [--bandwidth SIZE]\n"
     "                               limit its READ/WRITE commands per second\n"
     "                               and bytes per second (K/M/G/T); 0: no limit\n"
@@ -61,6 +68,7 @@ static const char usage_text[] =
 
 struct opts {
     const char *control;
+    const char *controller;     /* for lun-* methods; NULL: the daemon's default */
     bool json;
     int timeout_ms;
 };
@@ -199,6 +207,22 @@ static bool is_backend(JsonNode *n)
     return has_all(n, m) && has_all(n, device_members);
 }
 
+static bool is_controller(JsonNode *n)
+{
+    static const char *const m[] = { "name", "queues", "luns", "connections", NULL };
+
+    return has_all(n, m) && !has_all(n, device_members);
+}
+
+static void print_controller(JsonObject *o)
+{
+    printf("%-12s %-40s %2" G_GINT64_FORMAT " queues %3" G_GINT64_FORMAT " LUNs %3"
+           G_GINT64_FORMAT " connections\n", json_object_get_string_member(o, "name"),
+           json_object_get_string_member_with_default(o, "socket", "(inherited socket)"),
+           json_object_get_int_member(o, "queues"), json_object_get_int_member(o, "luns"),
+           json_object_get_int_member(o, "connections"));
+}
+
 static bool is_connection(JsonNode *n)
 {
     static const char *const m[] = { "name", "pid", "uid", "state", "queues", NULL };
@@ -215,6 +239,8 @@ static void print_element(JsonNode *n)
         print_backend(json_node_get_object(n));
     } else if (is_connection(n)) {
         print_connection(json_node_get_object(n));
+    } else if (is_controller(n)) {
+        print_controller(json_node_get_object(n));
     }
 }
 
@@ -273,6 +299,14 @@ static int run(const struct opts *o, const char *method, JsonNode *params, const
     g_autofree char *err = NULL;
     int fd = ctl_client_connect(o->control), code, ret;
 
+    if (o->controller && g_str_has_prefix(method, "lun-")) {
+        if (!params) {
+            params = json_node_new(JSON_NODE_OBJECT);
+            json_node_take_object(params, json_object_new());
+        }
+        json_object_set_string_member(json_node_get_object(params), "controller", o->controller);
+    }
+
     if (fd < 0) {
         fprintf(stderr, "vhost-scsi-ctl target: %s: %s\n", o->control, g_strerror(-fd));
         if (params) {
@@ -308,7 +342,7 @@ static int run(const struct opts *o, const char *method, JsonNode *params, const
         for (guint i = 0; i < json_array_get_length(a); i++) {
             print_element(json_array_get_element(a, i));
         }
-    } else if (is_lun(result) || is_backend(result)) {
+    } else if (is_lun(result) || is_backend(result) || is_controller(result)) {
         printf("%s ", what);
         print_element(result);
     } else if (JSON_NODE_HOLDS_VALUE(result) && json_node_get_value_type(result) == G_TYPE_STRING) {
@@ -340,6 +374,63 @@ static JsonNode *name_params(const char *name)
     json_object_set_string_member(obj, "name", name);
     json_node_take_object(n, obj);
     return n;
+}
+
+/* Appends the id argument to params[key] (an array); false if it is not an id. */
+static bool add_id(JsonNode *p, const char *key, const char *arg)
+{
+    JsonObject *o = json_node_get_object(p);
+    guint64 v;
+
+    if (!g_ascii_string_to_unsigned(arg, 10, 0, G_MAXUINT32, &v, NULL)) {
+        return false;
+    }
+    if (!json_object_has_member(o, key)) {
+        json_object_set_array_member(o, key, json_array_new());
+    }
+    json_array_add_int_element(json_object_get_array_member(o, key), (gint64)v);
+    return true;
+}
+
+static int controller_cmd(const struct opts *o, int argc, char **argv)
+{
+    JsonNode *p;
+
+    if (argc == 1 && !strcmp(argv[0], "list")) {
+        return run(o, "controller-list", NULL, "");
+    }
+    if (argc == 2 && !strcmp(argv[0], "remove")) {
+        return run(o, "controller-remove", name_params(argv[1]), "removed");
+    }
+    if (argc < 3 || argc % 2 == 0 || strcmp(argv[0], "add")) {
+        return usage("unknown controller command '%s'", argc ? argv[0] : "");
+    }
+    p = name_params(argv[1]);
+    json_object_set_string_member(json_node_get_object(p), "socket", argv[2]);
+    for (int i = 3; i + 1 < argc; i += 2) {
+        guint64 v;
+        bool ok = true;
+
+        if (!strcmp(argv[i], "--queues")) {
+            ok = g_ascii_string_to_unsigned(argv[i + 1], 10, 1, 1024, &v, NULL);
+            if (ok) {
+                json_object_set_int_member(json_node_get_object(p), "queues", (gint64)v);
+            }
+        } else if (!strcmp(argv[i], "--allow-uid")) {
+            ok = add_id(p, "allow_uid", argv[i + 1]);
+        } else if (!strcmp(argv[i], "--allow-gid")) {
+            ok = add_id(p, "allow_gid", argv[i + 1]);
+        } else if (!strcmp(argv[i], "--socket-group")) {
+            json_object_set_string_member(json_node_get_object(p), "socket_group", argv[i + 1]);
+        } else {
+            ok = false;
+        }
+        if (!ok) {
+            json_node_unref(p);
+            return usage("controller add: bad option '%s'", argv[i]);
+        }
+    }
+    return run(o, "controller-add", p, "added");
 }
 
 static int stats_cmd(const struct opts *o, int argc, char **argv)
@@ -420,6 +511,7 @@ int ctl_target_main(int argc, char **argv)
 {
     static const struct option longopts[] = {
         { "control", required_argument, NULL, 'c' },
+        { "controller", required_argument, NULL, 'C' },
         { "json", no_argument, NULL, 'j' },
         { "timeout-ms", required_argument, NULL, 't' },
         { "help", no_argument, NULL, 'h' },
@@ -435,6 +527,9 @@ int ctl_target_main(int argc, char **argv)
         switch (c) {
         case 'c':
             o.control = optarg;
+            break;
+        case 'C':
+            o.controller = optarg;
             break;
         case 'j':
             o.json = true;
@@ -469,6 +564,9 @@ int ctl_target_main(int argc, char **argv)
     }
     if (!strcmp(cmd, "backend")) {
         return backend_cmd(&o, argc, argv);
+    }
+    if (!strcmp(cmd, "controller")) {
+        return controller_cmd(&o, argc, argv);
     }
     if (!strcmp(cmd, "qos")) {
         return qos_cmd(&o, argc, argv);

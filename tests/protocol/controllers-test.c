@@ -24,6 +24,9 @@
  *  - config-save, then a daemon started with --config on that file, brings
  *    both controllers back with their sockets (and socket group), queues,
  *    allowed peers and mappings, and the data on them.
+ *  - vhost-scsi-ctl target mirrors the methods: controller add/list/remove
+ *    and lun commands with --controller act on that controller, a refusal
+ *    exits 1 with the daemon's message, a usage error exits 2.
  * Nothing waits by sleeping: a change a connection causes is polled for
  * through controller-list, within PU_TIMEOUT_MS.
  *
@@ -764,6 +767,60 @@ static void test_config_save_and_restart(void)
     stop(&t);
 }
 
+static char *tool(struct two *t, int want_code, const char *const *args)
+{
+    int code;
+    g_autofree char *err = NULL;
+    char *out = pu_ctl_tool(t->ctl, args, &code, &err);
+
+    if (code != want_code) {
+        g_error("vhost-scsi-ctl target %s: exit %d (wanted %d): %s", args[0], code, want_code,
+                err);
+    }
+    return out;
+}
+
+static void test_ctl_client(void)
+{
+    struct two t;
+    g_autofree char *added = NULL, *list = NULL, *luns = NULL, *words = NULL, *removed = NULL;
+    g_autofree char *refused = NULL, *bad = NULL, *json = NULL;
+
+    if (!g_getenv("VHOST_SCSI_CTL")) {
+        g_test_skip("VHOST_SCSI_CTL is not set (run through meson test)");
+        return;
+    }
+    start(&t, "0=ram:8M");
+    added = tool(&t, 0, (const char *const[]){ "controller", "add", "vm2", t.sock2, "--queues",
+                                                "1", "--allow-uid", "0", NULL });
+    g_assert_nonnull(strstr(added, "vm2"));
+    g_assert_true(g_file_test(t.sock2, G_FILE_TEST_EXISTS));
+    g_free(tool(&t, 0, (const char *const[]){ "--controller", "vm2", "lun", "add", "4=ram:4M",
+                                              NULL }));
+    /* The LUN went to vm2, not to default. */
+    words = lun_words(t.fd, NULL);
+    g_assert_cmpstr(words, ==, "default/0:0=lun0:0 vm2/0:4=vm2/lun0:4");
+    luns = tool(&t, 0, (const char *const[]){ "--controller", "vm2", "lun", "list", NULL });
+    g_assert_nonnull(strstr(luns, "0:4"));
+    g_assert_null(strstr(luns, "0:0 "));
+    list = tool(&t, 0, (const char *const[]){ "controller", "list", NULL });
+    g_assert_nonnull(strstr(list, "default"));
+    g_assert_nonnull(strstr(list, " 1 queues"));
+    json = tool(&t, 0, (const char *const[]){ "--json", "controller", "list", NULL });
+    g_assert_nonnull(strstr(json, "\"allow_uid\""));
+    /* Refused while it has a LUN: the daemon's message, exit 1. */
+    refused = tool(&t, 1, (const char *const[]){ "controller", "remove", "vm2", NULL });
+    g_free(tool(&t, 0, (const char *const[]){ "--controller", "vm2", "lun", "remove", "4",
+                                              NULL }));
+    removed = tool(&t, 0, (const char *const[]){ "controller", "remove", "vm2", NULL });
+    g_assert_false(g_file_test(t.sock2, G_FILE_TEST_EXISTS));
+    bad = tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", NULL });
+    g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock", "--queues",
+                                              "zero", NULL }));
+    g_free(tool(&t, 2, (const char *const[]){ "qos", "set", "lun0:0", "--iops", NULL }));
+    stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -774,5 +831,6 @@ int main(int argc, char **argv)
     g_test_add_func("/controllers/connections-listed", test_connections_listed);
     g_test_add_func("/controllers/bad-input", test_bad_input);
     g_test_add_func("/controllers/config-save-and-restart", test_config_save_and_restart);
+    g_test_add_func("/controllers/ctl-client", test_ctl_client);
     return g_test_run();
 }

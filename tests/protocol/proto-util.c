@@ -804,6 +804,38 @@ char *pu_ctl_err(int fd, const char *method, JsonNode *params, int want_code)
     return err;
 }
 
+char *pu_ctl_tool(const char *control, const char *const *args, int *exit_code, char **err)
+{
+    g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);
+    g_autoptr(GError) error = NULL;
+    const char *tool = g_getenv("VHOST_SCSI_CTL");
+    char *out = NULL, *errout = NULL;
+    int status;
+
+    g_assert_nonnull(tool);
+    g_ptr_array_add(argv, g_strdup(tool));
+    g_ptr_array_add(argv, g_strdup("target"));
+    g_ptr_array_add(argv, g_strdup("--control"));
+    g_ptr_array_add(argv, g_strdup(control));
+    g_ptr_array_add(argv, g_strdup_printf("--timeout-ms=%d", PU_TIMEOUT_MS));
+    for (; *args; args++) {
+        g_ptr_array_add(argv, g_strdup(*args));
+    }
+    g_ptr_array_add(argv, NULL);
+    if (!g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                      &errout, &status, &error)) {
+        g_error("%s: %s", tool, error->message);
+    }
+    g_assert_true(WIFEXITED(status));
+    *exit_code = WEXITSTATUS(status);
+    if (err) {
+        *err = errout;
+    } else {
+        g_free(errout);
+    }
+    return out;
+}
+
 JsonNode *pu_jobj(const char *name, ...)
 {
     JsonObject *o = json_object_new();

@@ -188,6 +188,12 @@ char *pu_ctl_err(int fd, const char *method, JsonNode *params, int want_code);
 /* An object of (const char *name, JsonNode *value) pairs (taken) up to a NULL name. */
 JsonNode *pu_jobj(const char *name, ...) G_GNUC_NULL_TERMINATED;
 JsonNode *pu_jstr(const char *s);
+/*
+ * Runs $VHOST_SCSI_CTL target --control CONTROL ARGS... (bounded by
+ * PU_TIMEOUT_MS through its --timeout-ms); its stdout (g_free), its exit
+ * code in *exit_code, its stderr in *err if err (g_free).
+ */
+char *pu_ctl_tool(const char *control, const char *const *args, int *exit_code, char **err);
 JsonNode *pu_jint(gint64 v);
 
 #endif
