@@ -83,6 +83,21 @@ void iothread_free(struct iothread *t);
 const char *iothread_name(const struct iothread *t);
 unsigned iothread_id(const struct iothread *t);
 bool iothread_is_current(const struct iothread *t);
+/*
+ * CLOCK_MONOTONIC in ns, read at most once per loop iteration of t: the
+ * first call in an iteration reads the clock, later ones in the same
+ * iteration get that reading.  For timestamps taken per command (the
+ * statistics), where a clock reading (tens of ns under kvm-clock) would
+ * cost more than the rest of the accounting; their resolution is one
+ * iteration.  From another thread (or t NULL) it reads the clock.
+ */
+uint64_t iothread_now_ns(struct iothread *t);
+/*
+ * The same, but later than since (a start time taken with it): when the
+ * iteration's reading is not, the clock is read again (and that reading
+ * kept for the rest of the iteration), so an end is never the start.
+ */
+uint64_t iothread_now_after_ns(struct iothread *t, uint64_t since);
 void iothread_get_stats(struct iothread *t, struct iothread_stats *st);
 
 /* fd handlers; call from the iothread itself (or before it starts). */

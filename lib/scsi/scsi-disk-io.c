@@ -109,7 +109,7 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
 void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls)
 {
     if (!cmd->start_ns) {
-        cmd->start_ns = io_stats_now_ns();
+        cmd->start_ns = iothread_now_ns(cmd->thread);
     }
     cmd->lun = lun;
     cmd->status = SAM_STAT_GOOD;
@@ -134,7 +134,7 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
     struct scsi_lun *lun = cmd->lun;
     struct cmd_priv *p = cmd_priv(cmd);
     unsigned epoch = p->epoch;
-    uint64_t now = io_stats_now_ns();
+    uint64_t now = iothread_now_after_ns(cmd->thread, cmd->start_ns);
 
     g_free(p->heap_iov);
     p->heap_iov = NULL;

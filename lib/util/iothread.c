@@ -102,6 +102,7 @@ struct iothread {
     bool notify_armed;        /* pollers' notifications are on */
 
     struct iothread_stats stats;
+    uint64_t now_cache;       /* iothread_now_ns() in this iteration; 0: not read yet */
 };
 
 static uint64_t now_ns(void)
@@ -312,6 +313,30 @@ unsigned iothread_id(const struct iothread *t)
 bool iothread_is_current(const struct iothread *t)
 {
     return t->running && pthread_equal(t->tid, pthread_self());
+}
+
+uint64_t iothread_now_ns(struct iothread *t)
+{
+    if (!t || !iothread_is_current(t)) {
+        return now_ns();
+    }
+    if (!t->now_cache) {
+        t->now_cache = now_ns();
+    }
+    return t->now_cache;
+}
+
+uint64_t iothread_now_after_ns(struct iothread *t, uint64_t since)
+{
+    uint64_t now = iothread_now_ns(t);
+
+    if (now <= since) {
+        now = now_ns();
+        if (t && iothread_is_current(t)) {
+            t->now_cache = now;
+        }
+    }
+    return now;
 }
 
 void iothread_get_stats(struct iothread *t, struct iothread_stats *st)
@@ -642,6 +667,7 @@ void iothread_run(struct iothread *t)
         bool work;
 
         t->stats.loops++;
+        t->now_cache = 0;
         if (!polling) {
             dispatch_epoll(t, -1);
             end_iteration(t);
@@ -687,6 +713,7 @@ void iothread_run(struct iothread *t)
              */
             set_notify_all(t, true, &pending);
             if (!pending && !(t->has_ring && io_uring_cq_ready(&t->ring))) {
+                t->now_cache = 0;   /* what wakes it is timed from now */
                 dispatch_epoll(t, -1);
                 end_iteration(t);
             }
