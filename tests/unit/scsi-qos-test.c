@@ -78,8 +78,17 @@ static void fx_init(struct fx *x)
     g_assert_nonnull(x->lun);
 }
 
+static void nothing(void *opaque)
+{
+}
+
 static void fx_free(struct fx *x)
 {
+    /*
+     * complete() runs before the command leaves the LUN's in-flight count:
+     * let the thread finish what it was doing before the LUN goes.
+     */
+    iothread_run_sync(x->t, nothing, NULL);
     scsi_lun_free(x->lun);
     iothread_free(x->t);
     for (unsigned i = 0; i < N_CMDS; i++) {
