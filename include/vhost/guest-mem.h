@@ -72,6 +72,14 @@ void *guest_mem_gpa_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len);
 void *guest_mem_uva_ptr(const struct guest_mem *m, uint64_t uva, uint64_t len);
 
 /*
+ * The reverse: stores the guest physical address of host pointer host and
+ * returns how many bytes from there on belong to the same region (0 if
+ * host is not in guest memory).  Dirty logging uses it to name, in guest
+ * terms, the bytes it wrote.
+ */
+uint64_t guest_mem_host_gpa(const struct guest_mem *m, const void *host, uint64_t *gpa);
+
+/*
  * Maps [gpa, gpa+len) into at most max iovecs, splitting at region
  * boundaries (guest RAM is often two regions around the PCI hole).
  * Returns the number of iovecs used, -EFAULT if any byte is outside guest

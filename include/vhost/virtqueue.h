@@ -19,6 +19,7 @@
 
 #include "guest-mem.h"
 #include "iov.h"
+#include "vhost-log.h"
 
 /* Hard upper bound on iovecs for one request, independent of ring size. */
 #define VQ_MAX_SG 1024
@@ -64,6 +65,14 @@ struct virtqueue {
     int err_fd;                   /* -1 if none */
 
     uint64_t notifications;       /* call eventfd writes, for statistics */
+
+    /*
+     * Dirty logging (live migration): while set, every write into guest
+     * memory the queue makes or returns to the driver marks its pages.
+     * Set with vq_set_log() while the queue is stopped; NULL: off, at the
+     * cost of one predictable branch per write site.
+     */
+    struct vhost_log *log;
 
     /*
      * Optional INFLIGHT_SHMFD tracking (vhost-user.rst, "Inflight I/O
@@ -144,14 +153,29 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
 /* Gives back the last popped chain without using it (e.g. out of resources). */
 void vq_unpop(struct virtqueue *vq);
 
-/* Writes a used element; not visible to the driver until vq_flush(). */
-void vq_fill(struct virtqueue *vq, uint16_t head, uint32_t len);
+/*
+ * Returns elem to the driver with len bytes written (a used element, not
+ * visible until vq_flush()).  While logging, every page of elem's
+ * device-writable buffers is marked dirty first — all of them, not only
+ * len bytes: whatever wrote there (io_uring, libiscsi, a memcpy, even
+ * after an error) wrote only inside them, and an extra page costs the
+ * migration a copy where a missing one would corrupt the guest.  Only
+ * elem->head, in_sg and in_num are read.
+ */
+void vq_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len);
 
 /* Publishes filled used elements (with the required write barrier). */
 void vq_flush(struct virtqueue *vq);
 
 /* vq_fill + vq_flush. */
-void vq_push(struct virtqueue *vq, uint16_t head, uint32_t len);
+void vq_push(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len);
+
+/*
+ * Starts (log != NULL) or stops dirty logging.  Call it before vq_setup,
+ * which writes the ring too, or while the queue is stopped; log must
+ * cover the memory table and outlive the queue's use of it.
+ */
+void vq_set_log(struct virtqueue *vq, struct vhost_log *log);
 
 /* True if the driver asked to be notified of what was flushed so far. */
 bool vq_should_notify(struct virtqueue *vq);

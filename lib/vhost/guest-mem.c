@@ -205,6 +205,20 @@ void *guest_mem_gpa_ptr(const struct guest_mem *m, uint64_t gpa, uint64_t len)
     return NULL;
 }
 
+uint64_t guest_mem_host_gpa(const struct guest_mem *m, const void *host, uint64_t *gpa)
+{
+    for (unsigned i = 0; i < m->nregions; i++) {
+        const struct guest_mem_region *r = &m->r[i];
+        uint64_t off;
+
+        if (region_offset((uintptr_t)r->host, r->size, (uintptr_t)host, &off)) {
+            *gpa = r->gpa + off;
+            return r->size - off;
+        }
+    }
+    return 0;
+}
+
 void *guest_mem_uva_ptr(const struct guest_mem *m, uint64_t uva, uint64_t len)
 {
     if (len == 0) {

@@ -16,6 +16,7 @@
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
 
+#include "vhost-log.h"
 #include "vhost-user-server.h"
 
 /*
@@ -43,9 +44,11 @@
                           (1ull << VIRTIO_RING_F_INDIRECT_DESC) |   \
                           (1ull << VIRTIO_RING_F_EVENT_IDX) |       \
                           (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |      \
+                          (1ull << VHOST_F_LOG_ALL) |               \
                           (1ull << VHOST_USER_F_PROTOCOL_FEATURES))
 
 #define VU_PROTOCOL_DEFAULT ((1ull << VHOST_USER_PROTOCOL_F_MQ) |                  \
+                             (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD) |           \
                              (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |           \
                              (1ull << VHOST_USER_PROTOCOL_F_BACKEND_REQ) |         \
                              (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD) |      \
@@ -79,6 +82,14 @@ struct vu_inflight {
     int guard;                   /* guest-mem-guard handle */
 };
 
+/* The dirty log: the shared bitmap and our mapping of it. */
+struct vu_log {
+    struct vhost_log log;        /* bits == NULL: none */
+    void *map;                   /* what to munmap */
+    size_t map_size;
+    int guard;                   /* guest-mem-guard handle */
+};
+
 /* One received message and the fds that came with it (-1 once taken). */
 struct vu_msg {
     struct vhost_user_hdr hdr;
@@ -102,6 +113,7 @@ struct vu_dev {
     uint8_t status;
     struct guest_mem mem;
     struct vu_inflight inflight;
+    struct vu_log log;
     unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
     int64_t deadline;            /* monotonic µs; 0 while no message is under way */
     struct vu_msg in;            /* the message being received */
@@ -156,5 +168,11 @@ int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg);
 void vu_inflight_unmap(struct vu_inflight *inf);
 bool vu_mem_lost(const struct vu_dev *dev);
 int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg);
+
+/* vhost-user-log.c: the dirty log */
+bool vu_log_wanted(const struct vu_dev *dev);
+bool vu_log_ready(const struct vu_dev *dev);
+void vu_log_unmap(struct vu_log *l);
+int vu_handle_set_log_base(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply);
 
 #endif

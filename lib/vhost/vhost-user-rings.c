@@ -37,9 +37,15 @@ static bool queue_enabled(const struct vu_dev *dev, const struct vu_queue *q)
     return q->enabled || !(dev->features & (1ull << VHOST_USER_F_PROTOCOL_FEATURES));
 }
 
-static bool queue_wanted(const struct vu_dev *dev, const struct vu_queue *q)
+static bool queue_configured(const struct vu_dev *dev, const struct vu_queue *q)
 {
     return q->num && q->addr_set && q->started && queue_enabled(dev, q);
+}
+
+/* A configured queue runs only where every write it makes can be logged. */
+static bool queue_wanted(const struct vu_dev *dev, const struct vu_queue *q)
+{
+    return queue_configured(dev, q) && vu_log_ready(dev);
 }
 
 size_t vu_inflight_queue_bytes(unsigned queue_size)
@@ -119,6 +125,8 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
         }
         return;
     }
+    /* Before vq_setup, which writes the used ring too. */
+    vq_set_log(&q->vq, vu_log_wanted(dev) ? &dev->log.log : NULL);
     /* vq_setup also drops what a previous run's inflight restore left behind. */
     r = vq_setup(&q->vq, &dev->mem, q->num, desc, avail, used, dev->features, q->base);
     if (r < 0) {
@@ -155,6 +163,9 @@ void vu_queue_refresh(struct vu_dev *dev, unsigned idx)
         vu_queue_stop(dev, q);
     } else if (!q->running && queue_wanted(dev, q)) {
         queue_try_start(dev, q, idx);
+    } else if (!q->running && queue_configured(dev, q)) {
+        g_message("%s: dirty logging is on but no log covers guest memory yet; the queue "
+                  "waits for SET_LOG_BASE", q->name);
     }
 }
 

@@ -310,6 +310,7 @@ static void quiesce_for(struct vu_dev *dev, const struct vu_msg *msg)
     case VHOST_USER_ADD_MEM_REG:
     case VHOST_USER_REM_MEM_REG:
     case VHOST_USER_SET_INFLIGHT_FD:
+    case VHOST_USER_SET_LOG_BASE:
         quiesce_every_queue(dev);
         break;
     case VHOST_USER_SET_VRING_NUM:
@@ -467,10 +468,11 @@ static int handle_unsupported(struct vu_dev *dev, struct vu_msg *msg, struct vu_
         reply_u64(reply, ENOSYS);
     }
     /*
-     * Dirty logging we cannot do must not be ignored silently (a
-     * migration would copy stale pages); anything else unknown is.
+     * A log fd we would not signal must not be taken silently (the
+     * front-end would wait for news that never come); anything else
+     * unknown is.  QEMU never sends it: it reads the shared log itself.
      */
-    if (req == VHOST_USER_SET_LOG_BASE || req == VHOST_USER_SET_LOG_FD) {
+    if (req == VHOST_USER_SET_LOG_FD) {
         return -ENOTSUP;
     }
     return reply->send || (msg->hdr.flags & VHOST_USER_NEED_REPLY) ? -ENOSYS : 0;
@@ -523,6 +525,8 @@ static int handle(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply
         return vu_handle_set_vring_enable(dev, msg);
     case VHOST_USER_SET_BACKEND_REQ_FD:
         return handle_set_backend_req_fd(dev, msg);
+    case VHOST_USER_SET_LOG_BASE:
+        return vu_handle_set_log_base(dev, msg, reply);
     case VHOST_USER_GET_INFLIGHT_FD:
         return vu_handle_get_inflight_fd(dev, msg, reply);
     case VHOST_USER_SET_INFLIGHT_FD:
@@ -725,6 +729,10 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
     dev->offered_features = cfg->features | VU_RING_FEATURES;
     dev->offered_protocol = (cfg->protocol_features ? cfg->protocol_features :
                              VU_PROTOCOL_DEFAULT) & VU_PROTOCOL_SUPPORTED;
+    /* Dirty logging needs the log as shared memory: no LOG_SHMFD, no LOG_ALL. */
+    if (!(dev->offered_protocol & (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD))) {
+        dev->offered_features &= ~(1ull << VHOST_F_LOG_ALL);
+    }
     dev->backend_fd = -1;
     dev->out_fd = -1;
     dev->timeout_ms = cfg->message_timeout_ms ? cfg->message_timeout_ms : VU_DEFAULT_TIMEOUT_MS;
@@ -761,6 +769,7 @@ void vu_dev_free(struct vu_dev *dev)
     /* Unguard and unmap before the socket's fd number can be reused. */
     guest_mem_clear(&dev->mem);
     vu_inflight_unmap(&dev->inflight);
+    vu_log_unmap(&dev->log);
     vu_close_fd(&dev->backend_fd);
     close_msg_fds(&dev->in);
     vu_close_fd(&dev->out_fd);

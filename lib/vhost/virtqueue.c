@@ -117,6 +117,20 @@ static bool host_range_in_mem(const struct guest_mem *mem, const void *p, uint64
     return false;
 }
 
+/* Every store into guest memory of this file goes through one of these. */
+static inline void log_host(struct virtqueue *vq, const void *p, uint64_t len)
+{
+    if (__builtin_expect(vq->log != NULL, 0)) {
+        vhost_log_mark_host(vq->log, vq->mem, p, len);
+    }
+}
+
+static inline void set_used_flags(struct virtqueue *vq, uint16_t flags)
+{
+    WRITE_ONCE(vq->used->flags, htole16(flags));
+    log_host(vq, &vq->used->flags, sizeof(vq->used->flags));
+}
+
 static inline void set_avail_event(struct virtqueue *vq, uint16_t val)
 {
     /* vring_avail_event() of linux/virtio_ring.h, on our split pointers. */
@@ -124,6 +138,7 @@ static inline void set_avail_event(struct virtqueue *vq, uint16_t val)
                                     vq->num * sizeof(struct vring_used_elem));
 
     WRITE_ONCE(*ev, htole16(val));
+    log_host(vq, ev, sizeof(*ev));
 }
 
 static inline uint16_t get_used_event(const struct virtqueue *vq)
@@ -180,7 +195,7 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
     vq->last_from_resubmit = false;
 
     /* A previous back-end may have left kicks suppressed; turn them on. */
-    WRITE_ONCE(vq->used->flags, 0);
+    set_used_flags(vq, 0);
     if (vq->event_idx) {
         set_avail_event(vq, base);
     }
@@ -422,6 +437,7 @@ static void used_put(struct virtqueue *vq, uint16_t head, uint32_t len)
 
     WRITE_ONCE(e->id, htole32(head));
     WRITE_ONCE(e->len, htole32(len));
+    log_host(vq, e, sizeof(*e));
     vq->used_idx++;
 }
 
@@ -430,6 +446,7 @@ static void used_publish(struct virtqueue *vq)
     /* Used elements must be visible before the index that publishes them. */
     smp_wmb_release();
     WRITE_ONCE(vq->used->idx, htole16(vq->used_idx));
+    log_host(vq, &vq->used->idx, sizeof(vq->used->idx));
     vq->flushed_used_idx = vq->used_idx;
 }
 
@@ -486,6 +503,7 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
                 break;
             }
             memcpy(p, src + written, n);
+            log_host(vq, p, n);
             written += n;
         }
         if (!(d.flags & VRING_DESC_F_NEXT)) {
@@ -518,8 +536,14 @@ void vq_unpop(struct virtqueue *vq)
     }
 }
 
-void vq_fill(struct virtqueue *vq, uint16_t head, uint32_t len)
+void vq_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
 {
+    uint16_t head = elem->head;
+
+    /* Even on a broken queue: the buffers were written all the same. */
+    if (__builtin_expect(vq->log != NULL, 0)) {
+        vhost_log_mark_iov(vq->log, vq->mem, elem->in_sg, elem->in_num);
+    }
     if (vq->broken) {
         return;
     }
@@ -571,10 +595,15 @@ void vq_flush(struct virtqueue *vq)
     }
 }
 
-void vq_push(struct virtqueue *vq, uint16_t head, uint32_t len)
+void vq_push(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
 {
-    vq_fill(vq, head, len);
+    vq_fill(vq, elem, len);
     vq_flush(vq);
+}
+
+void vq_set_log(struct virtqueue *vq, struct vhost_log *log)
+{
+    vq->log = log;
 }
 
 bool vq_has_avail(struct virtqueue *vq)
@@ -625,8 +654,7 @@ void vq_disable_notify(struct virtqueue *vq)
 {
     vq->notify_off = true;
     if (!vq->event_idx) {
-        WRITE_ONCE(vq->used->flags,
-                   htole16(le16toh(vq->used->flags) | VRING_USED_F_NO_NOTIFY));
+        set_used_flags(vq, le16toh(vq->used->flags) | VRING_USED_F_NO_NOTIFY);
     }
     /* With EVENT_IDX, leaving avail_event behind suppresses further kicks. */
 }
@@ -637,8 +665,7 @@ bool vq_enable_notify(struct virtqueue *vq)
     if (vq->event_idx) {
         set_avail_event(vq, vq->shadow_avail_idx);
     } else {
-        WRITE_ONCE(vq->used->flags,
-                   htole16(le16toh(vq->used->flags) & ~VRING_USED_F_NO_NOTIFY));
+        set_used_flags(vq, le16toh(vq->used->flags) & ~VRING_USED_F_NO_NOTIFY);
     }
     /* The driver must see the request before we re-check; pairs with its mb. */
     smp_mb();

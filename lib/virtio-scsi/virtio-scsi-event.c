@@ -46,7 +46,7 @@ static bool event_push(struct vscsi_dev *dev, uint32_t event, unsigned port, uns
         /* Not room for an event: give the buffer back empty, and count it lost. */
         g_warning("%s: event buffer %u has %" G_GUINT64_FORMAT " bytes (need %zu)", q->name,
                   e.head, (guint64)e.in_len, sizeof(ev));
-        vq_push(q->vq, e.head, 0);
+        vq_push(q->vq, &e, 0);
         vq_notify(q->vq);
         dev->events_missed = true;
         return false;
@@ -66,7 +66,7 @@ static bool event_push(struct vscsi_dev *dev, uint32_t event, unsigned port, uns
     ev.reason = htole32(reason);
     iov_from_buf(e.in_sg, e.in_num, 0, &ev, sizeof(ev));
     dev->events_missed = false;
-    vq_push(q->vq, e.head, sizeof(ev));
+    vq_push(q->vq, &e, sizeof(ev));
     vq_notify(q->vq);
     g_debug("%s: event %#x reason %u for %u:%u", q->name, event, reason, port, lun);
     return true;

@@ -49,9 +49,8 @@
 struct vscsi_tmf {
     struct vscsi_dev *dev;      /* NULL once orphaned */
     struct vscsi_tmf *next;     /* in dev->tmfs */
-    uint16_t head;              /* the control-queue element to answer */
-    struct iovec *in_sg;        /* its device-writable buffers */
-    unsigned in_num;
+    /* The control-queue element to answer: head and its writable buffers (owned). */
+    struct vq_elem elem;
     struct tmf_match m;
     struct scsi_lun *lun;       /* LUN-wide TMFs */
     unsigned pending;           /* waits not reported yet, +1 while setting up */
@@ -190,7 +189,7 @@ static void tmf_unlink(struct vscsi_tmf *tmf)
 
 static void tmf_free(struct vscsi_tmf *tmf)
 {
-    g_free(tmf->in_sg);
+    g_free(tmf->elem.in_sg);
     g_free(tmf);
 }
 
@@ -198,9 +197,9 @@ static void tmf_free(struct vscsi_tmf *tmf)
 static void tmf_fill(struct vscsi_queue *cq, struct vscsi_tmf *tmf, uint8_t response)
 {
     struct virtio_scsi_ctrl_tmf_resp resp = { .response = response };
-    size_t len = iov_from_buf(tmf->in_sg, tmf->in_num, 0, &resp, sizeof(resp));
+    size_t len = iov_from_buf(tmf->elem.in_sg, tmf->elem.in_num, 0, &resp, sizeof(resp));
 
-    vq_fill(cq->vq, tmf->head, (uint32_t)len);
+    vq_fill(cq->vq, &tmf->elem, (uint32_t)len);
 }
 
 /* The tasks are gone: the function is complete (main thread). */
@@ -296,11 +295,13 @@ static void tmf_start(struct vscsi_queue *cq, const struct vq_elem *e,
     struct vscsi_tmf *tmf = g_malloc0(sizeof(*tmf) + nreq * sizeof(tmf->waits[0]));
 
     tmf->dev = dev;
-    tmf->head = e->head;
     /* The element's iovecs live in vscsi_ctrl_process's stack array: keep a copy. */
-    tmf->in_sg = g_new(struct iovec, e->in_num);
-    memcpy(tmf->in_sg, e->in_sg, e->in_num * sizeof(*e->in_sg));
-    tmf->in_num = e->in_num;
+    tmf->elem = (struct vq_elem) {
+        .head = e->head,
+        .in_num = e->in_num,
+        .in_len = e->in_len,
+        .in_sg = g_memdup2(e->in_sg, e->in_num * sizeof(*e->in_sg)),
+    };
     tmf->m = *m;
     tmf->lun = lun;
     tmf->pending = 1;

@@ -121,7 +121,7 @@ static void req_finish(struct vscsi_req *r, const struct virtio_scsi_cmd_resp *r
     size_t resp_len = MIN(sizeof(*resp), r->elem.in_len);
 
     iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, resp_len);
-    vq_fill(q->vq, r->elem.head, (uint32_t)resp_len + data_in);
+    vq_fill(q->vq, &r->elem, (uint32_t)resp_len + data_in);
     q->need_flush = true;
     req_release(q, r);
 }
@@ -190,7 +190,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
         g_warning("%s: request %u has a %" PRIu64 "-byte header and %" PRIu64
                   "-byte response buffer (need %zu and %zu)", q->name, r->elem.head,
                   r->elem.out_len, r->elem.in_len, hdr_len, resp_len);
-        vq_fill(q->vq, r->elem.head, 0);
+        vq_fill(q->vq, &r->elem, 0);
         q->need_flush = true;
         req_release(q, r);
         return;
@@ -588,7 +588,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
         g_warning("%s: unknown control request type %u", q->name, type);
     }
 done:
-    vq_push(q->vq, e->head, len);
+    vq_push(q->vq, e, len);
     vq_notify(q->vq);
 }
 

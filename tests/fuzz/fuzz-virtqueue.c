@@ -60,9 +60,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 }
             }
             if (i & 1) {
-                vq_push(&vq, e.head, (uint32_t)e.in_len);
+                vq_push(&vq, &e, (uint32_t)e.in_len);
             } else {
-                vq_fill(&vq, e.head, 0);
+                vq_fill(&vq, &e, 0);
             }
         }
         vq_flush(&vq);

@@ -51,7 +51,7 @@ static int fake_queue_start(void *opaque, unsigned idx, struct virtqueue *vq)
                MIN(elem.out_sg[0].iov_len, sizeof(f->first_bytes[0])));
         f->heads[f->popped++] = elem.head;
         if (i < f->complete) {
-            vq_push(vq, elem.head, 0);
+            vq_push(vq, &elem, 0);
         }
     }
     return 0;

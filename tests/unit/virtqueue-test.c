@@ -161,6 +161,20 @@ static int pop(struct tguest *t)
     return vq_pop(&t->vq, &t->elem, t->iov, VQ_MAX_SG);
 }
 
+/* Returns a chain known only by its head (these cases check the used ring, not buffers). */
+static void fill_head(struct virtqueue *vq, uint16_t head, uint32_t len)
+{
+    struct vq_elem e = { .head = head };
+
+    vq_fill(vq, &e, len);
+}
+
+static void push_head(struct virtqueue *vq, uint16_t head, uint32_t len)
+{
+    fill_head(vq, head, len);
+    vq_flush(vq);
+}
+
 static uint16_t *used_event(struct tguest *t)
 {
     return &t->avail->ring[QSZ];
@@ -342,7 +356,7 @@ static void test_pop_across_index_wrap(void)
     for (unsigned i = 0; i < 4; i++) {
         g_assert_cmpint(pop(t), ==, 1);
         g_assert_cmpuint(t->elem.head, ==, i);
-        vq_push(&t->vq, i, 1);
+        push_head(&t->vq, i, 1);
     }
     g_assert_cmpint(pop(t), ==, 0);
     g_assert_cmpuint(t->used->idx, ==, 2);
@@ -445,7 +459,7 @@ static void test_bad_head_index(void)
     close(t->vq.err_fd);
     /* A broken queue offers nothing and ignores completions. */
     g_assert_false(vq_has_avail(&t->vq));
-    vq_push(&t->vq, 0, 1);
+    push_head(&t->vq, 0, 1);
     g_assert_cmpuint(t->used->idx, ==, 0);
     g_assert_false(vq_notify(&t->vq));
     tguest_free(t);
@@ -818,9 +832,9 @@ static void test_fill_then_flush_publishes_once(void)
         make_simple(t, i);
         g_assert_cmpint(pop(t), ==, 1);
     }
-    vq_fill(&t->vq, 2, 200);
-    vq_fill(&t->vq, 0, 0);
-    vq_fill(&t->vq, 1, 100);
+    fill_head(&t->vq, 2, 200);
+    fill_head(&t->vq, 0, 0);
+    fill_head(&t->vq, 1, 100);
     /* Filled elements are not visible before the flush. */
     g_assert_cmpuint(t->used->idx, ==, 0);
     g_assert_cmpuint(t->vq.inflight, ==, 0);
@@ -865,7 +879,7 @@ static unsigned complete_one_by_one(struct tguest *t, unsigned n, unsigned *whic
     for (unsigned i = 0; i < n; i++) {
         make_simple(t, i);
         g_assert_cmpint(pop(t), ==, 1);
-        vq_push(&t->vq, t->elem.head, 1);
+        vq_push(&t->vq, &t->elem, 1);
         if (vq_notify(&t->vq)) {
             which[notified++] = i + 1;
         }
@@ -881,7 +895,7 @@ static void test_event_idx_notifies_when_used_event_passed(void)
     /* The first completion always notifies: the device knows nothing yet. */
     make_simple(t, 7);
     g_assert_cmpint(pop(t), ==, 1);
-    vq_push(&t->vq, 7, 1);
+    push_head(&t->vq, 7, 1);
     *used_event(t) = 0;
     g_assert_true(vq_notify(&t->vq));
     g_assert_cmpuint(calls(t), ==, 1);
@@ -905,12 +919,12 @@ static void test_event_idx_batch_crossing_used_event(void)
         g_assert_cmpint(pop(t), ==, 1);
     }
     *used_event(t) = 2;
-    vq_fill(&t->vq, 0, 1);
-    vq_fill(&t->vq, 1, 1);
+    fill_head(&t->vq, 0, 1);
+    fill_head(&t->vq, 1, 1);
     /* Filled but unpublished entries never interrupt. */
     g_assert_false(vq_notify(&t->vq));
-    vq_fill(&t->vq, 2, 1);
-    vq_fill(&t->vq, 3, 1);
+    fill_head(&t->vq, 2, 1);
+    fill_head(&t->vq, 3, 1);
     vq_flush(&t->vq);
     /* One batch 0..4 passing used_event 2: one interrupt, and no repeat. */
     g_assert_true(vq_notify(&t->vq));
@@ -919,7 +933,7 @@ static void test_event_idx_batch_crossing_used_event(void)
     *used_event(t) = 1;
     make_simple(t, 4);
     g_assert_cmpint(pop(t), ==, 1);
-    vq_push(&t->vq, 4, 1);
+    push_head(&t->vq, 4, 1);
     g_assert_false(vq_notify(&t->vq));
     g_assert_cmpuint(calls(t), ==, 2);
     tguest_free(t);
@@ -935,10 +949,10 @@ static void test_no_interrupt_flag(void)
     g_assert_cmpint(pop(t), ==, 1);
 
     t->avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
-    vq_push(&t->vq, 0, 1);
+    push_head(&t->vq, 0, 1);
     g_assert_false(vq_notify(&t->vq));
     t->avail->flags = 0;
-    vq_push(&t->vq, 1, 1);
+    push_head(&t->vq, 1, 1);
     g_assert_true(vq_notify(&t->vq));
     /* Nothing new was used since: no interrupt even with the flag clear. */
     g_assert_false(vq_notify(&t->vq));
@@ -955,10 +969,10 @@ static void test_notify_on_empty(void)
     make_simple(t, 1);
     g_assert_cmpint(pop(t), ==, 1);
     g_assert_cmpint(pop(t), ==, 1);
-    vq_push(&t->vq, 0, 1);
+    push_head(&t->vq, 0, 1);
     /* Suppressed while a request is still outstanding... */
     g_assert_false(vq_notify(&t->vq));
-    vq_push(&t->vq, 1, 1);
+    push_head(&t->vq, 1, 1);
     /* ...but the queue going empty interrupts despite NO_INTERRUPT. */
     g_assert_true(vq_notify(&t->vq));
     g_assert_cmpuint(calls(t), ==, 1);
@@ -969,7 +983,7 @@ static void test_notify_on_empty(void)
     t->avail->flags = VRING_AVAIL_F_NO_INTERRUPT;
     make_simple(t, 0);
     g_assert_cmpint(pop(t), ==, 1);
-    vq_push(&t->vq, 0, 1);
+    push_head(&t->vq, 0, 1);
     g_assert_false(vq_notify(&t->vq));
     tguest_free(t);
 }
@@ -982,7 +996,7 @@ static void test_notify_without_call_fd(void)
     t->vq.call_fd = -1;
     make_simple(t, 0);
     g_assert_cmpint(pop(t), ==, 1);
-    vq_push(&t->vq, 0, 1);
+    push_head(&t->vq, 0, 1);
     g_assert_true(vq_should_notify(&t->vq));
     g_assert_false(vq_notify(&t->vq));
     g_assert_cmpuint(t->vq.notifications, ==, 0);
@@ -1100,7 +1114,7 @@ static gpointer race_device(gpointer opaque)
                 g_assert_cmpuint(iov_to_buf(elem.out_sg, 1, 0, &seq, 8), ==, 8);
                 seq = ~seq;
                 g_assert_cmpuint(iov_from_buf(elem.in_sg, 1, 0, &seq, 8), ==, 8);
-                vq_fill(&t->vq, elem.head, 8);
+                vq_fill(&t->vq, &elem, 8);
             }
             g_assert_cmpint(ret, ==, 0);
             vq_flush(&t->vq);
@@ -1258,8 +1272,8 @@ static void test_inflight_pop_marks_flush_clears(void)
     g_assert_cmpuint(q->desc[2].counter, <, q->desc[6].counter);
 
     /* A batch of two is linked from last_batch_head and cleared on flush. */
-    vq_fill(&t->vq, 6, 1);
-    vq_fill(&t->vq, 4, 1);
+    fill_head(&t->vq, 6, 1);
+    fill_head(&t->vq, 4, 1);
     g_assert_cmpuint(q->last_batch_head, ==, 4);
     g_assert_cmpuint(q->desc[4].next, ==, 6);
     g_assert_cmpuint(q->desc[6].inflight, ==, 1);
@@ -1303,7 +1317,7 @@ static void test_inflight_restore_resubmits_oldest_first(void)
     for (unsigned i = 0; i < 4; i++) {
         g_assert_cmpint(pop(t), ==, 1);
     }
-    vq_push(&t->vq, 1, 1);
+    push_head(&t->vq, 1, 1);
     /* The driver queued one more the old instance never saw. */
     make_simple(t, 7);
     newest = q->desc[0].counter;
@@ -1328,7 +1342,7 @@ static void test_inflight_restore_resubmits_oldest_first(void)
 
     for (unsigned h = 0; h < QSZ; h++) {
         if (q->desc[h].inflight) {
-            vq_fill(&t->vq, h, 1);
+            fill_head(&t->vq, h, 1);
         }
     }
     vq_flush(&t->vq);
@@ -1352,8 +1366,8 @@ static void test_inflight_restore_after_torn_batch(void)
         make_simple(t, i);
         g_assert_cmpint(pop(t), ==, 1);
     }
-    vq_fill(&t->vq, 1, 1);
-    vq_fill(&t->vq, 2, 1);
+    fill_head(&t->vq, 1, 1);
+    fill_head(&t->vq, 2, 1);
     /* vq_flush's used->idx store happened; the inflight marks were not cleared. */
     t->used->idx = 2;
     g_assert_cmpuint(q->used_idx, ==, 0);
@@ -1405,6 +1419,187 @@ static void test_inflight_region_mismatch(void)
     g_assert_null(t->vq.inflight_region);
     tguest_free(t);
     g_free(q);
+}
+
+/* --- dirty logging (live migration) --- */
+
+/* A bitmap with a bit for every page up to the hole, and room to spare. */
+#define TLOG_BYTES (HOLE_GPA / VHOST_LOG_PAGE / 8 + 8)
+
+struct tlog {
+    uint8_t bits[TLOG_BYTES];
+    struct vhost_log log;
+};
+
+static bool page_logged(const struct tlog *l, uint64_t gpa)
+{
+    uint64_t p = gpa / VHOST_LOG_PAGE;
+
+    return l->bits[p / 8] & (1u << (p % 8));
+}
+
+static unsigned pages_logged(const struct tlog *l)
+{
+    unsigned n = 0;
+
+    for (size_t i = 0; i < sizeof(l->bits); i++) {
+        n += (unsigned)__builtin_popcount(l->bits[i]);
+    }
+    return n;
+}
+
+/* Starts the queue again with logging on, as the server does once a log is mapped. */
+static struct tlog *tguest_log(struct tguest *t, uint64_t features)
+{
+    struct tlog *l = g_new0(struct tlog, 1);
+
+    l->log = (struct vhost_log) { .bits = l->bits, .size = sizeof(l->bits) };
+    close(t->vq.call_fd);
+    vq_cleanup(&t->vq);
+    vq_init(&t->vq, 0, VQ_NAME);
+    vq_set_log(&t->vq, &l->log);
+    g_assert_cmpint(vq_setup(&t->vq, &t->mem, QSZ, t->desc, t->avail, t->used, features, 0),
+                    ==, 0);
+    t->vq.call_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    return l;
+}
+
+/* Starting a ring writes it (flags, avail_event): those pages are marked too. */
+static void test_log_setup_marks_the_used_ring(void)
+{
+    struct tguest *t = tguest_new(F_EVENT_IDX);
+    struct tlog *l = tguest_log(t, F_EVENT_IDX);
+
+    g_assert_true(page_logged(l, ram_gpa(USED_OFF)));
+    g_assert_cmpuint(pages_logged(l), ==, 1);
+    g_free(l);
+    tguest_free(t);
+}
+
+/*
+ * vq_fill marks every page of the chain's writable buffers — all of
+ * them, even past the length reported — and the used element; vq_flush
+ * the used index.  Readable buffers are not written and not marked.
+ */
+static void test_log_fill_marks_writable_buffers(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct tlog *l = tguest_log(t, 0);
+
+    memset(l->bits, 0, sizeof(l->bits));
+    /* A readable header, then a response straddling the two regions, then 4 KiB more. */
+    set_desc(t->desc, 0, data_gpa(0), 51, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, HI_GPA - 0x100, 0x200, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 2, data_gpa(5), 0x1000, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.in_num, ==, 3);
+    g_assert_cmpuint(pages_logged(l), ==, 0);
+
+    vq_fill(&t->vq, &t->elem, 16);
+    g_assert_true(page_logged(l, HI_GPA - 1));
+    g_assert_true(page_logged(l, HI_GPA));
+    g_assert_true(page_logged(l, data_gpa(5)));
+    g_assert_true(page_logged(l, ram_gpa(USED_OFF)));
+    g_assert_false(page_logged(l, data_gpa(0)));
+    g_assert_cmpuint(pages_logged(l), ==, 4);
+
+    memset(l->bits, 0, sizeof(l->bits));
+    vq_flush(&t->vq);
+    g_assert_true(page_logged(l, ram_gpa(USED_OFF)));
+    g_assert_cmpuint(pages_logged(l), ==, 1);
+    g_assert_cmpuint(l->log.missed, ==, 0);
+    g_free(l);
+    tguest_free(t);
+}
+
+/* With logging off the same requests set no bit. */
+static void test_log_off_marks_nothing(void)
+{
+    struct tguest *t = tguest_new(F_EVENT_IDX);
+    struct tlog *l = tguest_log(t, F_EVENT_IDX);
+
+    memset(l->bits, 0, sizeof(l->bits));
+    vq_set_log(&t->vq, NULL);
+    make_simple(t, 3);
+    g_assert_cmpint(pop(t), ==, 1);
+    vq_push(&t->vq, &t->elem, 512);
+    vq_disable_notify(&t->vq);
+    vq_enable_notify(&t->vq);
+    g_assert_cmpuint(t->used->idx, ==, 1);
+    g_assert_cmpuint(pages_logged(l), ==, 0);
+    g_free(l);
+    tguest_free(t);
+}
+
+/* Kick suppression writes the used ring's flags or avail_event: marked. */
+static void test_log_notification_writes_mark(void)
+{
+    uint64_t features[] = { 0, F_EVENT_IDX };
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(features); i++) {
+        struct tguest *t = tguest_new(features[i]);
+        struct tlog *l = tguest_log(t, features[i]);
+
+        memset(l->bits, 0, sizeof(l->bits));
+        vq_disable_notify(&t->vq);
+        vq_enable_notify(&t->vq);
+        g_assert_true(page_logged(l, ram_gpa(USED_OFF)));
+        g_assert_cmpuint(pages_logged(l), ==, 1);
+        g_free(l);
+        tguest_free(t);
+    }
+}
+
+/*
+ * A request completing after its queue broke was still written by its
+ * backend: its pages are marked although the used ring is not touched.
+ */
+static void test_log_broken_queue_still_marks(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct tlog *l = tguest_log(t, 0);
+    struct vq_elem first;
+    struct iovec keep[VQ_MAX_SG];
+
+    make_simple(t, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    first = t->elem;
+    memcpy(keep, t->iov, sizeof(struct iovec) * (first.out_num + first.in_num));
+    first.out_sg = keep;
+    first.in_sg = keep + first.out_num;
+    set_desc(t->desc, 2, HOLE_GPA, 512, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 2);
+    assert_pop_breaks(t, -EFAULT, "outside guest memory");
+    memset(l->bits, 0, sizeof(l->bits));
+    vq_fill(&t->vq, &first, 512);
+    g_assert_true(page_logged(l, data_gpa(1)));
+    g_assert_cmpuint(pages_logged(l), ==, 1);
+    g_assert_cmpuint(t->used->idx, ==, 0);
+    g_free(l);
+    tguest_free(t);
+}
+
+/* The answer to a malformed chain is written into guest memory: marked. */
+static void test_log_bad_chain_answer_marks(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct tlog *l = tguest_log(t, 0);
+    static const char resp[12] = "FAILURE-RSP";
+
+    set_desc(t->desc, 0, HOLE_GPA + 0x1000, 51, VRING_DESC_F_NEXT, 1);
+    set_desc(t->desc, 1, data_gpa(1), 8, VRING_DESC_F_WRITE | VRING_DESC_F_NEXT, 2);
+    set_desc(t->desc, 2, data_gpa(2), 64, VRING_DESC_F_WRITE, 0);
+    make_avail(t, 0);
+    assert_pop_breaks(t, -EFAULT, "outside guest memory");
+    memset(l->bits, 0, sizeof(l->bits));
+    g_assert_cmpint(vq_answer_bad_chain(&t->vq, resp, sizeof(resp)), ==, sizeof(resp));
+    g_assert_true(page_logged(l, data_gpa(1)));
+    g_assert_true(page_logged(l, data_gpa(2)));
+    g_assert_true(page_logged(l, ram_gpa(USED_OFF)));
+    g_assert_cmpuint(pages_logged(l), ==, 3);
+    g_free(l);
+    tguest_free(t);
 }
 
 int main(int argc, char **argv)
@@ -1485,5 +1680,12 @@ int main(int argc, char **argv)
                     test_inflight_restore_after_torn_batch);
     g_test_add_func("/virtqueue/inflight/unpop-resubmitted", test_inflight_unpop_resubmitted);
     g_test_add_func("/virtqueue/inflight/region-size-mismatch", test_inflight_region_mismatch);
+    g_test_add_func("/virtqueue/log/setup-marks-the-used-ring", test_log_setup_marks_the_used_ring);
+    g_test_add_func("/virtqueue/log/fill-marks-writable-buffers",
+                    test_log_fill_marks_writable_buffers);
+    g_test_add_func("/virtqueue/log/off-marks-nothing", test_log_off_marks_nothing);
+    g_test_add_func("/virtqueue/log/notification-writes-mark", test_log_notification_writes_mark);
+    g_test_add_func("/virtqueue/log/broken-queue-still-marks", test_log_broken_queue_still_marks);
+    g_test_add_func("/virtqueue/log/bad-chain-answer-marks", test_log_bad_chain_answer_marks);
     return g_test_run();
 }
