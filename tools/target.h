@@ -37,6 +37,12 @@ struct target_opts {
     unsigned message_timeout_ms;
     char *control_path;            /* --control: the JSON-RPC socket; NULL: none */
     char *config_path;             /* --config: loaded at start, config-save's default */
+    /*
+     * Test hook, from VHOST_SCSI_TEST_FAULT=log-skip-data-in: dirty logging
+     * leaves data-in buffers unmarked, so the migration tests can show that
+     * they catch a back-end that forgets them.  Never set in service.
+     */
+    bool fault_log_skip_data_in;
 };
 
 /*

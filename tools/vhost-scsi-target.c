@@ -431,6 +431,7 @@ static void accept_cb(void *opaque, uint32_t events)
     cfg.num_queues = VSCSI_FIRST_REQ_QUEUE + ctrl->queues;
     cfg.features = vscsi_dev_features();
     cfg.message_timeout_ms = tgt->opts->message_timeout_ms;
+    cfg.test_log_skip_data_in = tgt->opts->fault_log_skip_data_in;
     cfg.ops = &conn_ops;
     cfg.opaque = c;
     c->vu = vu_dev_new(fd, &cfg);
@@ -1111,6 +1112,11 @@ int main(int argc, char **argv)
     if (opts.listen_fd >= 0 && check_listen_fd(opts.listen_fd) < 0) {
         opts.listen_fd = -1;
         goto out;
+    }
+    if (!g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"), "log-skip-data-in")) {
+        g_warning("VHOST_SCSI_TEST_FAULT=log-skip-data-in: migrated guests WILL be corrupted "
+                  "(a test hook; never set it in service)");
+        opts.fault_log_skip_data_in = true;
     }
     raise_fd_limit();
     if (!opts.lun_args->len && !opts.config_path) {

@@ -69,6 +69,8 @@ struct vu_dev_config {
                                       taken, this long after it starts; 0: 5000 */
     const struct vu_dev_ops *ops;
     void *opaque;
+    /* Test hook: dirty logging skips data-in buffers (see vq->log_skip_data_in). */
+    bool test_log_skip_data_in;
 };
 
 /*

@@ -73,6 +73,11 @@ struct virtqueue {
      * cost of one predictable branch per write site.
      */
     struct vhost_log *log;
+    /*
+     * Test hook: vq_fill leaves the element's buffers unmarked, the bug
+     * the migration tests must catch (VHOST_SCSI_TEST_FAULT in the daemon).
+     */
+    bool log_skip_data_in;
 
     /*
      * Optional INFLIGHT_SHMFD tracking (vhost-user.rst, "Inflight I/O

@@ -114,6 +114,7 @@ struct vu_dev {
     struct guest_mem mem;
     struct vu_inflight inflight;
     struct vu_log log;
+    bool log_skip_data_in;       /* test hook, see vu_dev_config */
     unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
     int64_t deadline;            /* monotonic µs; 0 while no message is under way */
     struct vu_msg in;            /* the message being received */

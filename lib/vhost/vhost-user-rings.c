@@ -127,6 +127,7 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
     }
     /* Before vq_setup, which writes the used ring too. */
     vq_set_log(&q->vq, vu_log_wanted(dev) ? &dev->log.log : NULL);
+    q->vq.log_skip_data_in = dev->log_skip_data_in;
     /* vq_setup also drops what a previous run's inflight restore left behind. */
     r = vq_setup(&q->vq, &dev->mem, q->num, desc, avail, used, dev->features, q->base);
     if (r < 0) {

@@ -735,6 +735,7 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
     }
     dev->backend_fd = -1;
     dev->out_fd = -1;
+    dev->log_skip_data_in = cfg->test_log_skip_data_in;
     dev->timeout_ms = cfg->message_timeout_ms ? cfg->message_timeout_ms : VU_DEFAULT_TIMEOUT_MS;
     /* Never wait on the peer: see "framing". */
     if (!g_unix_set_fd_nonblocking(fd, TRUE, NULL)) {

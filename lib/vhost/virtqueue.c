@@ -541,7 +541,7 @@ void vq_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
     uint16_t head = elem->head;
 
     /* Even on a broken queue: the buffers were written all the same. */
-    if (__builtin_expect(vq->log != NULL, 0)) {
+    if (__builtin_expect(vq->log != NULL, 0) && !vq->log_skip_data_in) {
         vhost_log_mark_iov(vq->log, vq->mem, elem->in_sg, elem->in_num);
     }
     if (vq->broken) {
