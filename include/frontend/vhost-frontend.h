@@ -40,6 +40,8 @@ struct vfe_config {
                                   device for no call signals (used_event kept
                                   far ahead, NO_INTERRUPT), and vfe_poll spins
                                   instead of sleeping in poll(2) */
+    bool dirty_log;            /* vhost-user: negotiate LOG_SHMFD, so that
+                                  vfe_log_start can turn dirty logging on */
 };
 
 struct vfe;
@@ -128,5 +130,20 @@ int vfe_mem_fd(struct vfe *fe);
 /* The vhost-user socket or /dev/vhost-scsi fd (to watch for a hang-up). */
 int vfe_conn_fd(struct vfe *fe);
 uint64_t vfe_features(struct vfe *fe);
+
+/*
+ * Dirty logging as QEMU drives it during a live migration (needs
+ * cfg.dirty_log and a back-end offering VHOST_F_LOG_ALL): vfe_log_start
+ * hands the back-end a bitmap of one bit per 4 KiB page of our memory
+ * (SET_LOG_BASE) and turns VHOST_F_LOG_ALL on; vfe_log_stop turns it off
+ * (the bitmap stays readable).  -ENOTSUP when the back-end cannot log.
+ */
+int vfe_log_start(struct vfe *fe);
+int vfe_log_stop(struct vfe *fe);
+/* Pages of [p, p + len) (inside our memory) whose bit is not set; 0: all marked. */
+size_t vfe_log_unmarked(struct vfe *fe, const void *p, size_t len);
+/* Bits set in the whole bitmap, and clearing it (as QEMU's sync does). */
+size_t vfe_log_count(struct vfe *fe);
+void vfe_log_clear(struct vfe *fe);
 
 #endif

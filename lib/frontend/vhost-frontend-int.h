@@ -81,6 +81,9 @@ struct vfe_transport_ops {
     void (*disconnect)(struct vfe *fe);
     /* fd that turns readable/hung-up when the back-end goes away; -1 if none */
     int (*watch_fd)(struct vfe *fe);
+    /* optional: hands over the dirty log (fd of size bytes), then sets features */
+    int (*set_log)(struct vfe *fe, int fd, uint64_t size);
+    int (*set_features)(struct vfe *fe, uint64_t features);
 };
 
 struct vfe_extent {
@@ -117,6 +120,11 @@ struct vfe {
 
     struct vfe_stats stats;
     struct pollfd *pfds;
+
+    /* dirty log (vfe_log_start): a memfd bitmap, one bit per page of our GPA space */
+    int log_fd;
+    uint8_t *log;
+    size_t log_size;
 };
 
 static inline uint64_t vfe_gpa(const struct vfe *fe, const void *p)
@@ -128,6 +136,9 @@ static inline bool vfe_has(const struct vfe *fe, unsigned bit)
 {
     return fe->features & (1ull << bit);
 }
+
+/* vhost-frontend-log.c: unmaps the dirty log (vfe_close). */
+void vfe_log_free(struct vfe *fe);
 
 extern const struct vfe_transport_ops vfe_user_ops;
 extern const struct vfe_transport_ops vfe_kernel_ops;

@@ -23,7 +23,8 @@
 #define VFE_USER_PROTOCOL_WANTED                          \
     ((1ull << VHOST_USER_PROTOCOL_F_MQ) |                 \
      (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |          \
-     (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS))
+     (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
+     (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD))
 
 static int send_msg(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, unsigned nfds)
 {
@@ -203,6 +204,9 @@ static int user_connect(struct vfe *fe)
             return r;
         }
         fe->protocol_features = pf & VFE_USER_PROTOCOL_WANTED;
+        if (!fe->cfg.dirty_log) {
+            fe->protocol_features &= ~(1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD);
+        }
         r = set_u64(fe, VHOST_USER_SET_PROTOCOL_FEATURES, fe->protocol_features, NULL, 0);
         if (r < 0) {
             return r;
@@ -345,6 +349,26 @@ static int user_watch_fd(struct vfe *fe)
     return fe->fd;
 }
 
+static int user_set_log(struct vfe *fe, int fd, uint64_t size)
+{
+    struct vhost_user_msg msg = {
+        .hdr = { .request = VHOST_USER_SET_LOG_BASE, .size = sizeof(struct vhost_user_log) },
+        .payload.log = { .mmap_size = size, .mmap_offset = 0 },
+    };
+    struct vhost_user_msg rep;
+
+    if (!(fe->protocol_features & (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD))) {
+        return -ENOTSUP;
+    }
+    /* Answered with an empty reply, as QEMU expects. */
+    return transact(fe, &msg, &fd, 1, &rep);
+}
+
+static int user_set_features(struct vfe *fe, uint64_t features)
+{
+    return set_u64(fe, VHOST_USER_SET_FEATURES, features, NULL, 0);
+}
+
 const struct vfe_transport_ops vfe_user_ops = {
     .name = "vhost-user",
     .connect = user_connect,
@@ -353,4 +377,6 @@ const struct vfe_transport_ops vfe_user_ops = {
     .get_base = user_get_base,
     .disconnect = user_disconnect,
     .watch_fd = user_watch_fd,
+    .set_log = user_set_log,
+    .set_features = user_set_features,
 };

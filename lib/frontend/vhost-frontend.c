@@ -779,6 +779,7 @@ int vfe_open(const struct vfe_config *cfg, struct vfe **out)
     fe->cfg = *cfg;
     fe->fd = -1;
     fe->mem_fd = -1;
+    fe->log_fd = -1;
     if (!fe->cfg.queue_size) {
         fe->cfg.queue_size = 128;
     }
@@ -877,6 +878,7 @@ void vfe_close(struct vfe *fe)
     if (fe->mem_fd >= 0) {
         close(fe->mem_fd);
     }
+    vfe_log_free(fe);
     g_hash_table_destroy(fe->allocs);
     g_free(fe->free_ext);
     g_free(fe->pfds);

@@ -739,6 +739,9 @@ uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s)
         bool write = pass == 0;
 
         b.done = 0;
+        if (s->log) {
+            vfe_log_clear(fe);
+        }
         for (unsigned i = 0; i < s->n_io; i++) {
             uint64_t lba = i * distance;
 
@@ -752,6 +755,17 @@ uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s)
             g_assert_cmpint(vfe_submit(fe, &reqs[i]), ==, 0);
         }
         pu_batch_wait(fe, &b, s->n_io, timeout_ms);
+        for (unsigned i = 0; s->log && i < s->n_io; i++) {
+            size_t pages = (s->io_bytes + 4095) / 4096, unmarked;
+
+            unmarked = vfe_log_unmarked(fe, reqs[i].data, s->io_bytes);
+            if (write) {
+                s->log->write_pages_marked += pages - unmarked;
+            } else {
+                s->log->read_pages_unmarked += unmarked;
+                s->log->read_pages += pages;
+            }
+        }
         for (unsigned i = 0; i < s->n_io; i++) {
             uint64_t lba = i * distance;
             size_t j;
@@ -859,4 +873,24 @@ JsonNode *pu_jstr(const char *s)
 JsonNode *pu_jint(gint64 v)
 {
     return json_node_init_int(json_node_alloc(), v);
+}
+
+void pu_wait_task_running(struct vfe *fe, unsigned lun, uint64_t tag)
+{
+    gint64 deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
+    uint8_t l[8];
+
+    vfe_lun(l, 0, lun);
+    for (;;) {
+        uint8_t resp = 0xee;
+
+        g_assert_cmpint(vfe_tmf(fe, l, VIRTIO_SCSI_T_TMF_QUERY_TASK, tag, &resp, PU_TIMEOUT_MS),
+                        ==, 0);
+        if (resp == VIRTIO_SCSI_S_FUNCTION_SUCCEEDED) {
+            return;
+        }
+        /* FUNCTION COMPLETE (VIRTIO_SCSI_S_OK): not (yet) there. */
+        g_assert_cmpuint(resp, ==, VIRTIO_SCSI_S_OK);
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    }
 }

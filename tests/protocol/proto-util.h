@@ -170,6 +170,17 @@ struct pu_rw_spec {
     uint64_t seed;
     bool verify_only;   /* no write pass: check what an earlier call wrote */
     int timeout_ms;     /* bound on each wait for progress; 0: PU_TIMEOUT_MS */
+    /*
+     * With dirty logging on (vfe_log_start): the log is cleared before each
+     * pass, and after it the pages of the data buffers are counted — the
+     * write pass's marked ones (the device only read them) and the read
+     * pass's unmarked ones (the device wrote every one).
+     */
+    struct pu_log_counts {
+        size_t write_pages_marked;
+        size_t read_pages_unmarked;
+        size_t read_pages;
+    } *log;
 };
 /*
  * Writes s->n_io pattern blocks of s->io_bytes spread evenly over the LUN
@@ -178,6 +189,13 @@ struct pu_rw_spec {
  * is at LBA i * distance.
  */
 uint64_t pu_write_read_compare(struct vfe *fe, const struct pu_rw_spec *s);
+
+/*
+ * QUERY TASK until the daemon has the task tag on target 0's lun (it is
+ * then in the backend, e.g. held there): each round is a round trip on
+ * the control queue, bounded in number by PU_TIMEOUT_MS.
+ */
+void pu_wait_task_running(struct vfe *fe, unsigned lun, uint64_t tag);
 
 /* ---- the control socket (--control) ---------------------------------- */
 

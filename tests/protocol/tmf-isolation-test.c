@@ -66,30 +66,6 @@ static void daemon_start(void)
     pu_daemon_start(&d, args);
 }
 
-/*
- * QUERY TASK until the daemon has the task (it is then in the backend,
- * held): each round is a round trip on the control queue, bounded in
- * number by the deadline.
- */
-static void wait_task_running(struct vfe *fe, unsigned lun, uint64_t tag)
-{
-    gint64 deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * G_TIME_SPAN_MILLISECOND;
-    uint8_t l[8];
-
-    vfe_lun(l, 0, lun);
-    for (;;) {
-        uint8_t resp = 0xee;
-
-        g_assert_cmpint(vfe_tmf(fe, l, VIRTIO_SCSI_T_TMF_QUERY_TASK, tag, &resp, PU_TIMEOUT_MS),
-                        ==, 0);
-        if (resp == VIRTIO_SCSI_S_FUNCTION_SUCCEEDED) {
-            return;
-        }
-        g_assert_cmpuint(resp, ==, FUNCTION_COMPLETE);
-        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
-    }
-}
-
 /* A READ(16) of 8 blocks at lba of LUN 0, submitted, not waited for. */
 static void submit_held_read(struct vfe *fe, struct vfe_req *r, struct pu_batch *b,
                              uint64_t lba, uint64_t tag)
@@ -132,12 +108,12 @@ static void test_pending_lun_reset_does_not_stall_other_front_ends(void)
     pu_make_ready(a, HOLD_LUN);          /* TEST UNIT READY never reaches the backend */
     gate_close();
     submit_held_read(a, &read, &held, 0, 0xa1);
-    wait_task_running(a, HOLD_LUN, 0xa1);
+    pu_wait_task_running(a, HOLD_LUN, 0xa1);
     vfe_lun(lun, 0, HOLD_LUN);
     g_assert_cmpint(vfe_tmf_submit(a, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, &reset),
                     ==, 0);
     /* Answered after the reset was looked at: the reset is waiting. */
-    wait_task_running(a, HOLD_LUN, 0xa1);
+    pu_wait_task_running(a, HOLD_LUN, 0xa1);
     assert_still_pending(a, &reset, &held);
 
     /* B's whole session, negotiation included, while A's reset waits. */
@@ -191,11 +167,11 @@ static void test_front_end_leaves_with_its_reset_pending(void)
     pu_make_ready(b, HOLD_LUN);
     gate_close();
     submit_held_read(b, &read, &held, 64, 0xb1);
-    wait_task_running(b, HOLD_LUN, 0xb1);
+    pu_wait_task_running(b, HOLD_LUN, 0xb1);
     vfe_lun(lun, 0, HOLD_LUN);
     g_assert_cmpint(vfe_tmf_submit(a, lun, VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET, 0, &reset),
                     ==, 0);
-    wait_task_running(b, HOLD_LUN, 0xb1);
+    pu_wait_task_running(b, HOLD_LUN, 0xb1);
     g_assert_cmpint(vfe_poll(a, 0), >=, 0);
     g_assert_false(reset.done);
     vfe_close(a);                        /* returns with b's read still held */
@@ -261,7 +237,7 @@ static void test_get_vring_base_waits_for_held_io_alone(void)
     pu_make_ready(a, HOLD_LUN);
     gate_close();
     submit_held_read(a, &read, &held, 128, 0xc1);
-    wait_task_running(a, HOLD_LUN, 0xc1);
+    pu_wait_task_running(a, HOLD_LUN, 0xc1);
     log_at = pu_daemon_log_size(&d);
     t = g_thread_new("stopper", stopper_run, &st);
     g_assert_cmpint(pu_daemon_log_wait(&d, log_at, "GET_VRING_BASE waits for the requests in "
@@ -304,7 +280,7 @@ static void test_disconnect_with_held_io_frees_later(void)
     pu_make_ready(a, HOLD_LUN);
     gate_close();
     submit_held_read(a, &read, &held, 256, 0xd1);
-    wait_task_running(a, HOLD_LUN, 0xd1);
+    pu_wait_task_running(a, HOLD_LUN, 0xd1);
     log_at = pu_daemon_log_size(&d);
     g_assert_cmpint(shutdown(vfe_conn_fd(a), SHUT_RDWR), ==, 0);
     g_assert_cmpint(pu_daemon_log_wait(&d, log_at, "waiting for its requests in flight "
@@ -347,7 +323,7 @@ static void test_hang_up_while_get_vring_base_is_held(void)
     pu_make_ready(a, HOLD_LUN);
     gate_close();
     submit_held_read(a, &read, &held, 384, 0xe1);
-    wait_task_running(a, HOLD_LUN, 0xe1);
+    pu_wait_task_running(a, HOLD_LUN, 0xe1);
     log_at = pu_daemon_log_size(&d);
     /* Our stop meets the hang-up below and warns: not a failure here. */
     fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
