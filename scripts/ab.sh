@@ -1,6 +1,8 @@
 #!/bin/bash
 # A/B of two builds of the target and bench, alternating, medians:
 #   scripts/ab.sh A_TOOLS_DIR B_TOOLS_DIR [ROUNDS]
+# (A_BENCH_ARGS / B_BENCH_ARGS: extra vhost-scsi-bench options for one side,
+# e.g. B_BENCH_ARGS=--dirty-log with the same tools dir twice)
 # Each round runs, for A then B, a null LUN in interrupt mode at QD1 and
 # QD32 for 3 s (vhost-scsi-bench --json); prints median IOPS, p99 and the
 # target's context switches and CPU per I/O.  It measures, asserts nothing.
@@ -14,13 +16,14 @@ OUT=$(cd "$(dirname "$0")/.." && pwd)/out/ab
 mkdir -p $OUT; : > $OUT/results.txt
 for round in $(seq "$ROUNDS"); do
   for side in A B; do
-    dir=$A; [ $side = B ] && dir=$B
+    dir=$A; extra=${A_BENCH_ARGS:-}
+    [ $side = B ] && dir=$B && extra=${B_BENCH_ARGS:-}
     for qd in 1 32; do
       sock=$OUT/s.sock; rm -f $sock
       $dir/vhost-scsi-target --socket-path $sock --lun 0=null:1G --queues 1 --threads 1 --poll off > $OUT/target.log 2>&1 &
       pid=$!
       for i in $(seq 100); do [ -S $sock ] && break; sleep 0.05; done
-      j=$($dir/vhost-scsi-bench --socket $sock --time 3 --pid $pid --rw randread --bs 4k --iodepth $qd --json -q 2>/dev/null)
+      j=$($dir/vhost-scsi-bench --socket $sock --time 3 --pid $pid --rw randread --bs 4k --iodepth $qd --json -q $extra 2>/dev/null)
       kill $pid; wait $pid
       echo "$side qd$qd $j" >> $OUT/results.txt
     done

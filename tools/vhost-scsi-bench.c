@@ -109,6 +109,7 @@ struct opts {
     gboolean no_event_idx;
     gboolean indirect;
     gboolean poll;
+    gboolean dirty_log;
     int queue_size;
     int rwmix;           /* read percentage for --rw rw */
 
@@ -629,6 +630,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         { "poll", 0, 0, G_OPTION_ARG_NONE, &o->poll,
           "busy-poll the used rings: no call signals, no waiting (takes a core)", NULL },
         { "queue-size", 0, 0, G_OPTION_ARG_INT, &o->queue_size, "ring entries (auto)", "N" },
+        { "dirty-log", 0, 0, G_OPTION_ARG_NONE, &o->dirty_log,
+          "run with dirty logging on, as during a live migration (vhost-user)", NULL },
         { NULL }
     };
     GOptionContext *ctx = g_option_context_new("- vhost-scsi load generator");
@@ -896,6 +899,7 @@ static int run(struct opts *po)
         .indirect = o.indirect,
         .batch = true,
         .poll = o.poll,
+        .dirty_log = o.dirty_log,
     };
     struct bench b = { .o = &o, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid() };
     int r = vfe_open(&cfg, &b.fe);
@@ -905,6 +909,10 @@ static int run(struct opts *po)
     }
     vfe_lun(b.lun, o.target, o.lun);
     int ret = 1;
+    if (o.dirty_log && (r = vfe_log_start(b.fe)) < 0) {
+        fprintf(stderr, "vhost-scsi-bench: cannot turn dirty logging on: %s\n", g_strerror(-r));
+        goto out;
+    }
     if (prepare_lun(&b) < 0) {
         goto out;
     }
