@@ -3,8 +3,8 @@
  * reached with libiscsi's asynchronous API from the I/O threads' event
  * loops.  libiscsi contexts are not thread-safe, so every I/O thread owns
  * its own sessions (one context each, created in attach_thread and used
- * only there); opening the LUN logs in once, synchronously, on the main
- * thread to learn the geometry and identity, then logs out.  Connection
+ * only there); opening the LUN logs in once, on the thread that opens it,
+ * to learn the geometry and identity, then logs out.  Connection
  * loss is handled here rather than by libiscsi's automatic reconnect,
  * whose in-flight PDUs sit in a hidden context that neither the task
  * timeout nor cancellation reaches: a dropped session completes its tasks
@@ -415,7 +415,7 @@ static void session_timer_cb(void *opaque, uint32_t events)
         set_drop(s, iscsi_get_error(s->ctx));
     }
     if (s->state == SESSION_LOGIN && !s->drop &&
-        now - s->login_started > ISCSI_LOGIN_TIMEOUT_S * G_USEC_PER_SEC) {
+        now - s->login_started > (int64_t)s->il->login_timeout_s * G_USEC_PER_SEC) {
         set_drop(s, "login timed out");
     }
     session_check_drop(s);
