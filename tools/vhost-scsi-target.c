@@ -488,7 +488,12 @@ static void signal_cb(void *opaque, uint32_t events)
             g_warning("cannot start the shutdown watchdog; shutting down without it");
         }
         pthread_attr_destroy(&attr);
-        /* No new control requests; a LUN removal under way finishes first. */
+        /*
+         * Opens under way are called off and answered before the control
+         * socket closes; no new control requests; a LUN removal under way
+         * finishes first.
+         */
+        target_openings_cancel(tgt);
         target_control_stop(tgt);
         tgt->quitting = true;
         target_maybe_quit(tgt);
@@ -828,7 +833,7 @@ unsigned target_controller_connections(struct target *tgt, struct controller *ct
 
 void target_maybe_quit(struct target *tgt)
 {
-    if (tgt->quitting && !tgt->removing) {
+    if (tgt->quitting && !tgt->removing && !tgt->openings) {
         iothread_quit(tgt->main);
     }
 }

@@ -71,17 +71,6 @@ static int run(const char *const *argv, char **errout)
     return status;
 }
 
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof(sa);
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    g_assert_cmpint(bind(s, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
-    g_assert_cmpint(getsockname(s, (struct sockaddr *)&sa, &len), ==, 0);
-    close(s);
-    return ntohs(sa.sin_port);
-}
-
 static void tgtd_start(void)
 {
     const char *sh = g_getenv("ISCSI_TGT_SH");
@@ -680,7 +669,7 @@ int main(int argc, char **argv)
         g_assert_cmpint(ftruncate(fd, DISK_BYTES), ==, 0);
         close(fd);
     }
-    g.port = free_port();
+    g.port = pu_free_tcp_port();
     g.ctl = g_random_int_range(10000, 32768);     /* tgtadm takes <= 32767 */
     tgtd_start();
     url = lun_url("", IQN_A);
