@@ -240,7 +240,7 @@ char *target_stats_prometheus(struct target *tgt);
 int target_control_start(struct target *tgt);
 void target_control_stop(struct target *tgt);
 
-/* A removal finished: the main loop may end if a signal asked it to. */
+/* A removal or an open finished: the main loop may end if a signal asked it to. */
 void target_maybe_quit(struct target *tgt);
 
 #endif

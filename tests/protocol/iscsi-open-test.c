@@ -13,6 +13,7 @@
  *    the daemon closes its connection, and the name and address are free
  *    again; the same for backend-add (and backend-remove of the name);
  *  - a portal that refuses the connection fails the add at once;
+ *  - at most 16 opens run at once: the 17th add is refused EAGAIN;
  *  - SIGTERM while an open waits ends the daemon promptly and cleanly
  *    (exit 0, under ASan without leaks), the pending call answered
  *    ECANCELED.
@@ -245,6 +246,43 @@ static void test_refused_connection_fails_at_once(void)
     fx_stop(&x);
 }
 
+/* Past 16 opens at once an add is refused (EAGAIN) rather than start one more thread. */
+static void test_opens_at_once_are_bounded(void)
+{
+    struct fx x;
+    g_autofree char *url = NULL, *msg = NULL;
+    int pending;
+
+    fx_start(&x);
+    url = silent_url(&x, 2);
+    pending = ctl_connect(&x);
+    for (unsigned i = 0; i < 16; i++) {
+        g_autofree char *name = g_strdup_printf("r%u", i);
+
+        pu_ctl_send(pending, 100 + i, "backend-add",
+                    pu_jobj("name", pu_jstr(name), "spec", pu_jstr(url), NULL));
+    }
+    g_assert_true(silent_portal_wait_accepted(x.portal, 16, PU_TIMEOUT_MS));
+    msg = pu_ctl_fail(x.fd, "backend-add", pu_jobj("name", pu_jstr("r16"), "spec",
+                                                   pu_jstr(url), NULL), EAGAIN);
+    g_assert_nonnull(strstr(msg, "opening already"));
+    for (unsigned i = 0; i < 16; i++) {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(pending, PU_TIMEOUT_MS);
+        gint64 id;
+
+        g_assert_nonnull(answer);
+        id = json_object_get_int_member(json_node_get_object(answer), "id");
+        g_assert_cmpint(id, >=, 100);
+        g_assert_cmpint(id, <, 116);
+        g_free(pu_ctl_answer_failed(answer, id, ETIMEDOUT));
+    }
+    g_assert_true(silent_portal_wait_closed(x.portal, 16, PU_TIMEOUT_MS));
+    json_node_unref(pu_ctl_ok(x.fd, "backend-add", pu_jobj("name", pu_jstr("r16"), "spec",
+                                                           pu_jstr("null:1M"), NULL)));
+    close(pending);
+    fx_stop(&x);
+}
+
 static void test_sigterm_while_opening(void)
 {
     struct fx x;
@@ -292,6 +330,7 @@ int main(int argc, char **argv)
                     test_backend_add_to_a_silent_portal);
     g_test_add_func("/iscsi-open/refused-connection-fails-at-once",
                     test_refused_connection_fails_at_once);
+    g_test_add_func("/iscsi-open/opens-at-once-are-bounded", test_opens_at_once_are_bounded);
     g_test_add_func("/iscsi-open/sigterm-while-opening", test_sigterm_while_opening);
     return g_test_run();
 }
