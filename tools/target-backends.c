@@ -8,7 +8,8 @@
  * to go.  A backend made by `--lun ID=SPEC` or `lun-add` is implicit: it
  * goes with its last mapping.  Unmapping is asynchronous: the SCSI target
  * hands the LUN back once no I/O thread can reach it and its commands
- * have drained.  Main thread only.
+ * have drained.  A name or address that an open under way reserves
+ * (target-opening.c) is refused here with -EBUSY.  Main thread only.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -170,8 +170,9 @@ static void start(struct target_opening *o)
     struct target_added a = { 0 };
 
     if (g_list_length(tgt->openings) >= MAX_OPENINGS) {
-        g_autofree char *err = g_strdup_printf("%u backends are opening already; try again "
-                                               "when one has finished", MAX_OPENINGS);
+        g_autofree char *err = g_strdup_printf("%s: %u backends are opening already; try "
+                                               "again when one has finished", o->name,
+                                               MAX_OPENINGS);
 
         a.ret = -EAGAIN;
         a.err = err;

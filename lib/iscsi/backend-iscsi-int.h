@@ -144,7 +144,11 @@ static inline struct iscsi_lun *to_il(struct lun_backend *be)
     return (struct iscsi_lun *)be;
 }
 
-/* A libiscsi context for the LUN's target with session id isid (backend-iscsi.c). */
+/*
+ * A libiscsi context for the LUN's target with session id isid, its
+ * timeout set for logging in (backend-iscsi.c): once logged in, set it to
+ * ISCSI_TASK_TIMEOUT_S.
+ */
 struct iscsi_context *iscsi_be_new_context(struct iscsi_lun *il, uint32_t isid);
 /* The backend's close operation, also for a LUN whose open failed half way. */
 void iscsi_be_close(struct lun_backend *be);

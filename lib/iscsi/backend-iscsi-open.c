@@ -5,9 +5,10 @@
  * object the I/O threads attach to.  The login and the reads run on the
  * calling thread through libiscsi's asynchronous calls and a poll loop of
  * our own rather than its synchronous ones, so that the whole open has one
- * deadline (libiscsi's sync loop knows only its per-task timeout, which a
- * TCP connect into the void never reaches) and another thread can call it
- * off (the daemon, shutting down while a control call opens a LUN).
+ * deadline (libiscsi's sync calls know only its per-PDU timeout, which no
+ * PDU carries while TCP connects into the void) and another thread can
+ * call it off (the daemon, shutting down while a control call opens a
+ * LUN).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -535,9 +536,11 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
         g_warning("%s: cannot log in as %s%s%s: %s", il->be.name, il->initiator,
                   il->user ? " with CHAP user " : "", il->user ? il->user : "", err);
         ret = strstr(err, "uthentication") || strstr(err, "uthorization") ? -EACCES
-                                                                           : -ECONNREFUSED;
+              : strstr(err, "timed out")                                  ? -ETIMEDOUT
+                                                                          : -ECONNREFUSED;
         goto fail;
     }
+    iscsi_set_timeout(conv.ctx, ISCSI_TASK_TIMEOUT_S);
     /* Timed out or called off (op_wait said which). */
     ret = conv.failed;
     if (ret == 0) {

@@ -278,6 +278,7 @@ static void login_cb(struct iscsi_context *ctx, int status, void *command_data, 
         set_drop(s, iscsi_get_error(ctx));
         return;
     }
+    iscsi_set_timeout(ctx, ISCSI_TASK_TIMEOUT_S);
     if (s->logged_down) {
         g_message("%s: session re-established after %.1f s", s->name,
                   (g_get_monotonic_time() - s->down_since) / 1e6);
@@ -306,7 +307,13 @@ struct iscsi_context *iscsi_be_new_context(struct iscsi_lun *il, uint32_t isid)
     if (il->user) {
         iscsi_set_initiator_username_pwd(ctx, il->user, il->password ? il->password : "");
     }
-    iscsi_set_timeout(ctx, ISCSI_TASK_TIMEOUT_S);
+    /*
+     * libiscsi's timeout covers every PDU, login ones too: while logging in
+     * it must not end the login before our own login-timeout deadline,
+     * which is exact (libiscsi counts whole seconds from when a PDU was
+     * queued); the task timeout applies once logged in.
+     */
+    iscsi_set_timeout(ctx, (int)il->login_timeout_s + 2);
     /* Reconnection is ours (see the top of the file). */
     iscsi_set_noautoreconnect(ctx, 1);
     return ctx;

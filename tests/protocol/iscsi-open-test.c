@@ -9,7 +9,8 @@
  *    and verified I/O runs on another LUN of a connected front-end;
  *  - the name and the address it reserves are refused to every other add
  *    and map (EBUSY, "still opening"), and nothing of it is listed;
- *  - the add fails with ETIMEDOUT after its login-timeout, not before,
+ *  - the add fails with ETIMEDOUT after its login-timeout (12 s, more
+ *    than libiscsi's 10 s task timeout), not before,
  *    the daemon closes its connection, and the name and address are free
  *    again; the same for backend-add (and backend-remove of the name);
  *  - a portal that refuses the connection fails the add at once;
@@ -35,8 +36,12 @@
 #include "silent-portal.h"
 
 #define IQN "iqn.2026-12.org.vhost-scsi.test:silent"
-/* Long enough for every check made meanwhile, on a slow machine under ASan. */
-#define LOGIN_TIMEOUT_S 5
+/*
+ * Long enough for every check made meanwhile, on a slow machine under ASan,
+ * and beyond libiscsi's own 10 s task timeout, which must not cut a login
+ * short of it.
+ */
+#define LOGIN_TIMEOUT_S 12
 
 struct fx {
     struct pu_daemon d;
