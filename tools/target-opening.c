@@ -41,7 +41,8 @@ struct target_opening {
     char *name;              /* the backend name it reserves */
     char *spec;              /* SPEC, without "ID=" */
     bool implicit;
-    char *ctrl_name;         /* lun-add: the controller, found again at the end; NULL: backend-add */
+    /* lun-add: its controller, looked up again at the end (NULL: backend-add). */
+    char *ctrl_name;
     unsigned port, lun;      /* lun-add: the address it reserves */
     struct lun_spec ls;      /* read by the thread */
     int cancel_fd;           /* an eventfd: written to call the open off */

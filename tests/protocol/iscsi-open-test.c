@@ -308,7 +308,8 @@ static void test_sigterm_while_opening(void)
     close(x.fd);
     x.fd = -1;
     status = pu_daemon_stop(&x.d, false);
-    g_test_message("the daemon exited %.1f s after SIGTERM", (g_get_monotonic_time() - start) / 1e6);
+    g_test_message("the daemon exited %.1f s after SIGTERM",
+                   (g_get_monotonic_time() - start) / 1e6);
     /* pu_daemon_stop SIGKILLs after PU_TIMEOUT_MS: a clean exit came before. */
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), ==, 0);
