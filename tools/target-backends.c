@@ -8,7 +8,8 @@
  * to go.  A backend made by `--lun ID=SPEC` or `lun-add` is implicit: it
  * goes with its last mapping.  Unmapping is asynchronous: the SCSI target
  * hands the LUN back once no I/O thread can reach it and its commands
- * have drained.  Main thread only.
+ * have drained.  A name or address that an open under way reserves
+ * (target-opening.c) is refused here with -EBUSY.  Main thread only.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -139,19 +140,8 @@ struct target_backend *target_backend_find(struct target *tgt, const char *name)
     return g_hash_table_lookup(tgt->backends, name);
 }
 
-int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
-                       struct target_backend **out, char **err)
+int target_backend_name_free(struct target *tgt, const char *name, char **err)
 {
-    /* The --lun grammar with a placeholder ID: one grammar for every way in. */
-    g_autofree char *arg = g_strdup_printf("0=%s", spec);
-    g_autofree char *shown = lun_spec_redact(spec);
-    g_autofree char *why = NULL;
-    struct target_backend *b;
-    struct lun_spec ls;
-    struct lun_backend *be;
-    struct scsi_lun *lun;
-    int ret;
-
     if (!target_name_ok(name)) {
         *err = g_strdup_printf("backend name '%s': 1-64 of A-Z a-z 0-9 . _ : - /", name);
         return -EINVAL;
@@ -160,17 +150,37 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
         *err = g_strdup_printf("a backend named '%s' exists", name);
         return -EEXIST;
     }
-    ret = lun_spec_parse_full(arg, &ls, &why);
+    if (target_opening_name(tgt, name)) {
+        *err = g_strdup_printf("backend '%s' is still opening", name);
+        return -EBUSY;
+    }
+    return 0;
+}
+
+int target_backend_parse(const char *spec, struct lun_spec *ls, char **err)
+{
+    /* The --lun grammar with a placeholder ID: one grammar for every way in. */
+    g_autofree char *arg = g_strdup_printf("0=%s", spec);
+    g_autofree char *why = NULL;
+    int ret = lun_spec_parse_full(arg, ls, &why);
+
     if (ret < 0) {
+        g_autofree char *shown = lun_spec_redact(spec);
+
         *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
-        return ret;
     }
-    ret = lun_spec_open(&ls, &be);
-    lun_spec_clear(&ls);
-    if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
-        return ret;
-    }
+    return ret;
+}
+
+int target_backend_install(struct target *tgt, const char *name, const char *spec,
+                           bool implicit, struct lun_backend *be, struct target_backend **out,
+                           char **err)
+{
+    g_autofree char *shown = lun_spec_redact(spec);
+    g_autofree char *why = NULL;
+    struct target_backend *b;
+    struct scsi_lun *lun;
+
     /* A backend may answer INQUIRY with another device's identity (iSCSI). */
     lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
     if (!lun) {
@@ -197,10 +207,39 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
     return 0;
 }
 
+int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
+                       struct target_backend **out, char **err)
+{
+    struct lun_spec ls;
+    struct lun_backend *be;
+    int ret;
+
+    ret = target_backend_name_free(tgt, name, err);
+    if (ret == 0) {
+        ret = target_backend_parse(spec, &ls, err);
+    }
+    if (ret < 0) {
+        return ret;
+    }
+    ret = lun_spec_open(&ls, &be);
+    lun_spec_clear(&ls);
+    if (ret < 0) {
+        g_autofree char *shown = lun_spec_redact(spec);
+
+        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
+        return ret;
+    }
+    return target_backend_install(tgt, name, spec, implicit, be, out, err);
+}
+
 int target_backend_remove(struct target *tgt, const char *name, char **err)
 {
     struct target_backend *b = target_backend_find(tgt, name);
 
+    if (!b && target_opening_name(tgt, name)) {
+        *err = g_strdup_printf("backend '%s' is still opening", name);
+        return -EBUSY;
+    }
     if (!b) {
         *err = g_strdup_printf("no backend named '%s'", name);
         return -ENOENT;
@@ -303,6 +342,10 @@ int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const c
         *err = g_strdup_printf("no backend named '%s'", backend);
         return -ENOENT;
     }
+    if (target_opening_slot(ctrl, port, lun)) {
+        *err = g_strdup_printf("%s: LUN %u:%u is still opening", ctrl->name, port, lun);
+        return -EBUSY;
+    }
     ret = scsi_target_add_lun(ctrl->scsi, port, lun, b->lun);
     if (ret < 0) {
         *err = ret == -EEXIST ? g_strdup_printf("%s: LUN %u:%u is already mapped", ctrl->name,
@@ -369,14 +412,12 @@ void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
     g_assert(ret == 0);
 }
 
-int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun_id,
-                   char **err)
+int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *port,
+                         unsigned *lun_id, char **name, char **err)
 {
     struct target *tgt = ctrl->tgt;
     g_autofree char *shown = lun_spec_redact(arg);
     g_autofree char *why = NULL;
-    g_autofree char *name = NULL;
-    const char *eq = strchr(arg, '=');
     struct lun_spec spec;
     int ret;
 
@@ -393,18 +434,44 @@ int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, uns
         *err = g_strdup_printf("%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
         return -EEXIST;
     }
-    /* The default controller's keep the names they always had. */
-    name = ctrl == tgt->dflt ? g_strdup_printf("lun%u:%u", *port, *lun_id)
-                             : g_strdup_printf("%s/lun%u:%u", ctrl->name, *port, *lun_id);
-    ret = target_backend_add(tgt, name, eq + 1, true, NULL, err);
-    if (ret < 0) {
-        return ret;
+    if (target_opening_slot(ctrl, *port, *lun_id)) {
+        *err = g_strdup_printf("%s: LUN %u:%u is still opening", shown, *port, *lun_id);
+        return -EBUSY;
     }
-    ret = target_lun_map(ctrl, *port, *lun_id, name, err);
+    /* The default controller's keep the names they always had. */
+    *name = ctrl == tgt->dflt ? g_strdup_printf("lun%u:%u", *port, *lun_id)
+                              : g_strdup_printf("%s/lun%u:%u", ctrl->name, *port, *lun_id);
+    ret = target_backend_name_free(tgt, *name, err);
+    if (ret < 0) {
+        g_clear_pointer(name, g_free);
+    }
+    return ret;
+}
+
+int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun,
+                            const char *name, char **err)
+{
+    int ret = target_lun_map(ctrl, port, lun, name, err);
+
     if (ret < 0) {
         g_autofree char *ignored = NULL;
 
-        target_backend_remove(tgt, name, &ignored);
+        target_backend_remove(ctrl->tgt, name, &ignored);
+    }
+    return ret;
+}
+
+int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun_id,
+                   char **err)
+{
+    g_autofree char *name = NULL;
+    int ret = target_lun_add_check(ctrl, arg, port, lun_id, &name, err);
+
+    if (ret == 0) {
+        ret = target_backend_add(ctrl->tgt, name, strchr(arg, '=') + 1, true, NULL, err);
+    }
+    if (ret == 0) {
+        ret = target_lun_map_implicit(ctrl, *port, *lun_id, name, err);
     }
     return ret;
 }

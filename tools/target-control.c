@@ -1,9 +1,11 @@
 /*
  * The daemon's control methods (tools/target.h), served on the --control
- * socket (control-server.h): version; named backends (backend-add, -remove,
+ * socket (control-server.h): version; named backends (backend-add — for
+ * iSCSI answered once it has opened off the main thread — -remove,
  * -resize, -list); mappings (lun-map, lun-unmap — answered once the LUN's
- * commands have drained — lun-list, and the shortcuts lun-add, lun-remove,
- * lun-resize that make and drop an implicit backend); connection-list.
+ * commands have drained — lun-list, and the shortcuts lun-add, answered
+ * like backend-add, lun-remove, lun-resize that make and drop an implicit
+ * backend); connection-list.
  * Each checks its params against a schema first, so a wrong type or an
  * unknown member is an "invalid params" error naming the member.
  *
@@ -209,27 +211,31 @@ static void fail(struct ctl_call *call, const char *what, int ret, const char *e
     ctl_call_fail(call, ret, err);
 }
 
+static void lun_added(const struct target_added *a, void *opaque)
+{
+    struct ctl_call *call = opaque;
+
+    if (a->ret < 0) {
+        fail(call, "lun-add", a->ret, a->err);
+        return;
+    }
+    ctl_call_reply(call, lun_json(a->ctrl, a->port, a->lun));
+}
+
+/* Answered later for a backend that opens slowly (target-opening.c). */
 static void m_lun_add(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
         { "controller", JSON_M_STR, true }, { "lun", JSON_M_STR },
     };
     struct target *tgt = opaque;
-    g_autofree char *err = NULL;
     struct controller *ctrl;
-    unsigned port, lun;
-    int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
         !(ctrl = controller_param(call, params, tgt))) {
         return;
     }
-    ret = target_lun_add(ctrl, json_object_get_string_member(params, "lun"), &port, &lun, &err);
-    if (ret < 0) {
-        fail(call, "lun-add", ret, err);
-        return;
-    }
-    ctl_call_reply(call, lun_json(ctrl, port, lun));
+    target_lun_add_async(ctrl, json_object_get_string_member(params, "lun"), lun_added, call);
 }
 
 static void unmapped(int ret, void *opaque)
@@ -339,24 +345,28 @@ static void m_lun_map(struct ctl_call *call, JsonObject *params, void *opaque)
     ctl_call_reply(call, lun_json(ctrl, port, lun));
 }
 
+static void backend_added(const struct target_added *a, void *opaque)
+{
+    struct ctl_call *call = opaque;
+
+    if (a->ret < 0) {
+        fail(call, "backend-add", a->ret, a->err);
+        return;
+    }
+    ctl_call_reply(call, backend_json(a->tgt, a->backend));
+}
+
+/* Answered later for a backend that opens slowly (target-opening.c). */
 static void m_backend_add(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = { { "name", JSON_M_STR }, { "spec", JSON_M_STR } };
     struct target *tgt = opaque;
-    g_autofree char *err = NULL;
-    struct target_backend *tb;
-    int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
         return;
     }
-    ret = target_backend_add(tgt, json_object_get_string_member(params, "name"),
-                             json_object_get_string_member(params, "spec"), false, &tb, &err);
-    if (ret < 0) {
-        fail(call, "backend-add", ret, err);
-        return;
-    }
-    ctl_call_reply(call, backend_json(tgt, tb));
+    target_backend_add_async(tgt, json_object_get_string_member(params, "name"),
+                             json_object_get_string_member(params, "spec"), backend_added, call);
 }
 
 static void m_backend_remove(struct ctl_call *call, JsonObject *params, void *opaque)

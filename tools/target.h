@@ -1,8 +1,9 @@
 /*
  * What the parts of vhost-scsi-target share: its options, the daemon's
  * state, and the backend and LUN operations (target-backends.c) that the
- * command line and the control socket (target-control.c) both use.  Main
- * thread only.
+ * command line and the control socket (target-control.c) both use, and
+ * the control socket's adds that open on a thread of their own
+ * (target-opening.c).  Main thread only.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -18,6 +19,7 @@
 #include "control-server.h"
 #include "io-stats.h"
 #include "iothread.h"
+#include "lun-spec.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
 
@@ -99,6 +101,7 @@ struct target {
     struct ctl_server *ctl;       /* --control */
     GHashTable *backends;         /* name -> struct target_backend */
     unsigned removing;            /* LUN removals not finished yet */
+    GList *openings;              /* struct target_opening *: adds opening off the main thread */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
 };
@@ -128,10 +131,19 @@ struct target_backend *target_backend_of(struct target *tgt, const struct scsi_l
 /*
  * Opens SPEC (the --lun grammar after "ID=") as backend name, attached to
  * every I/O thread.  -errno with *err (g_free) saying why, without an
- * iSCSI password: -EEXIST for a name in use, -EINVAL for a bad name/spec.
+ * iSCSI password: -EEXIST for a name in use, -EBUSY for one still
+ * opening, -EINVAL for a bad name/spec.
  */
 int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
                        struct target_backend **out, char **err);
+/* Its steps.  Whether name may be added: 0, or -EINVAL, -EEXIST, -EBUSY with *err. */
+int target_backend_name_free(struct target *tgt, const char *name, char **err);
+/* SPEC parsed into *ls (lun_spec_clear), or -EINVAL with *err. */
+int target_backend_parse(const char *spec, struct lun_spec *ls, char **err);
+/* Serves the opened be (taken, closed on failure) as backend name, attached. */
+int target_backend_install(struct target *tgt, const char *name, const char *spec,
+                           bool implicit, struct lun_backend *be, struct target_backend **out,
+                           char **err);
 /* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped. */
 int target_backend_remove(struct target *tgt, const char *name, char **err);
 /* Grows it (size 0: to what its device has grown to); every mapping is told. */
@@ -153,6 +165,48 @@ void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
  */
 int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun,
                    char **err);
+/*
+ * Its steps.  Whether arg may be added: its address in *port / *lun, the
+ * name of its implicit backend in *name (g_free); -EEXIST for an address
+ * or name in use, -EBUSY for one still opening.
+ */
+int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *port,
+                         unsigned *lun, char **name, char **err);
+/* Maps the implicit backend name just added at (port, lun); closes it if that fails. */
+int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun,
+                            const char *name, char **err);
+
+/*
+ * The control socket's backend-add and lun-add (target-opening.c): as
+ * target_backend_add and target_lun_add, but a backend whose open may wait
+ * on the network (lun_spec_opens_slowly: iSCSI) opens on a thread of its
+ * own, its name and, for lun-add, its address reserved meanwhile; the main
+ * thread then finishes the add as the synchronous path does.  done runs on
+ * the main thread once the add has finished or failed (before these
+ * return, for a backend that opens at once).
+ */
+struct target_added {
+    struct target *tgt;
+    int ret;                        /* 0, or -errno with err */
+    const char *err;
+    struct target_backend *backend; /* ret 0 */
+    struct controller *ctrl;        /* lun-add, ret 0: where it was mapped */
+    unsigned port, lun;
+};
+typedef void target_added_fn(const struct target_added *a, void *opaque);
+void target_backend_add_async(struct target *tgt, const char *name, const char *spec,
+                              target_added_fn *done, void *opaque);
+void target_lun_add_async(struct controller *ctrl, const char *arg, target_added_fn *done,
+                          void *opaque);
+/* Whether an open under way reserves backend name, or ctrl's (port, lun). */
+bool target_opening_name(struct target *tgt, const char *name);
+bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun);
+/*
+ * Shutting down: every open under way is called off and its add answered
+ * -ECANCELED at once; each is gone (tgt->openings empty) once its thread
+ * has stopped, which the thread's interrupted wait makes prompt.
+ */
+void target_openings_cancel(struct target *tgt);
 
 /* Controllers (vhost-scsi-target.c).  name NULL: the default one. */
 struct controller *target_controller_find(struct target *tgt, const char *name);
@@ -192,7 +246,7 @@ char *target_stats_prometheus(struct target *tgt);
 int target_control_start(struct target *tgt);
 void target_control_stop(struct target *tgt);
 
-/* A removal finished: the main loop may end if a signal asked it to. */
+/* A removal or an open finished: the main loop may end if a signal asked it to. */
 void target_maybe_quit(struct target *tgt);
 
 #endif

@@ -489,7 +489,12 @@ static void signal_cb(void *opaque, uint32_t events)
             g_warning("cannot start the shutdown watchdog; shutting down without it");
         }
         pthread_attr_destroy(&attr);
-        /* No new control requests; a LUN removal under way finishes first. */
+        /*
+         * Opens under way are called off and answered before the control
+         * socket closes; no new control requests; a LUN removal under way
+         * finishes first.
+         */
+        target_openings_cancel(tgt);
         target_control_stop(tgt);
         tgt->quitting = true;
         target_maybe_quit(tgt);
@@ -829,7 +834,7 @@ unsigned target_controller_connections(struct target *tgt, struct controller *ct
 
 void target_maybe_quit(struct target *tgt)
 {
-    if (tgt->quitting && !tgt->removing) {
+    if (tgt->quitting && !tgt->removing && !tgt->openings) {
         iothread_quit(tgt->main);
     }
 }
@@ -847,7 +852,8 @@ static void usage(FILE *f)
 "                              ram:SIZE | null:SIZE\n"
 "                              iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]\n"
 "                                [,queue-depth=N][,sessions=N][,secret-file=PATH]\n"
-"                                [,initiator-name=IQN]   (see docs/iscsi.md)\n"
+"                                [,initiator-name=IQN][,login-timeout=SECONDS]\n"
+"                                (see docs/iscsi.md)\n"
 "                        default without --lun: " DEFAULT_LUN "\n"
 "  --queues N            request queues to offer (default 4; QEMU's num_queues <= N)\n"
 "  --threads N           I/O threads serving them (default min(queues, CPUs))\n"

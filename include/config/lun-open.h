@@ -20,5 +20,15 @@ int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg);
 
 /* Opens the backend s describes (for iSCSI: connects to the target). */
 int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
+/*
+ * The same, given up with -ECANCELED once cancel_fd is readable (for an
+ * open on a thread of its own that its owner may have to call off).
+ */
+int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lun_backend **out);
+/*
+ * Whether opening s may wait on the network, bounded only by a timeout
+ * (iSCSI: connect and log in), rather than take a moment (files, RAM).
+ */
+bool lun_spec_opens_slowly(const struct lun_spec *s);
 
 #endif

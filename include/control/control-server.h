@@ -6,10 +6,12 @@
  * or not JSON-RPC gets an error response (or, past the size limit, the
  * connection is closed after it), never disturbs another client or I/O.
  * Methods answer by calling ctl_call_reply or ctl_call_error exactly once,
- * inside the method or later (an operation that waits for I/O to drain):
- * a client may have several calls in flight, answered in the order they
- * finish, matched by id.  Only the daemon's own user and root may connect
- * (SO_PEERCRED), and the socket is created mode 0600.
+ * inside the method or later (an operation that waits for I/O to drain,
+ * or for a remote LUN to open): a client may have several calls in
+ * flight, answered in the order they finish, matched by id.  A call may
+ * outlive its client and the server itself; its answer then goes nowhere.
+ * Only the daemon's own user and root may connect (SO_PEERCRED), and the
+ * socket is created mode 0600.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

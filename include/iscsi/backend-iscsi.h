@@ -17,8 +17,15 @@ struct backend_iscsi_opts {
     unsigned sessions;          /* sessions per I/O thread; 0: 1 */
     const char *secret_file;    /* CHAP "USER:PASSWORD" or "PASSWORD"; mode 0600 */
     const char *initiator_name; /* NULL: iqn.2026-12.org.vhost-scsi:<hostname> */
+    unsigned login_timeout_s;   /* a login's bound, the open's and each reconnection's; 0: 10 */
+    int cancel_fd;              /* the open gives up (-ECANCELED) once it is readable; -1: none */
 };
-/* Connects once (synchronously) to read the LUN's geometry and identity. */
+/*
+ * Connects once to read the LUN's geometry and identity, in the calling
+ * thread, which it holds for as long (at most login_timeout_s for the
+ * whole open: connect, login, the reads; -ETIMEDOUT past it).  Any thread
+ * may call it: it touches nothing but its own context.
+ */
 int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out);
 
 /*

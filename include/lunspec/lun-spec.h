@@ -27,7 +27,7 @@ enum lun_spec_kind {
     LUN_SPEC_NULL,      /* null:SIZE[,ro][,block-size=N] */
     LUN_SPEC_ISCSI,     /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]
                            [,queue-depth=N][,sessions=N][,secret-file=PATH]
-                           [,initiator-name=IQN] */
+                           [,initiator-name=IQN][,login-timeout=SECONDS] */
     LUN_SPEC_HOLD,      /* hold:SIZE,while=PATH[,block-size=N]: tests only, with
                            VHOST_SCSI_TEST_BACKENDS=1 in the environment; RAM
                            whose requests wait while PATH exists */
@@ -50,6 +50,7 @@ struct lun_spec {
     unsigned sessions;
     char *secret_file;
     char *initiator_name;
+    unsigned login_timeout; /* seconds a login may take: the open's, each reconnection's */
 };
 
 /*

@@ -20,7 +20,17 @@ int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg)
     return lun_spec_parse_checked(arg, &checks, out, errmsg);
 }
 
+bool lun_spec_opens_slowly(const struct lun_spec *s)
+{
+    return s->kind == LUN_SPEC_ISCSI;
+}
+
 int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
+{
+    return lun_spec_open_cancellable(s, -1, out);
+}
+
+int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lun_backend **out)
 {
     struct backend_file_opts fo;
     uint32_t bs = s->block_size ? s->block_size : 512;
@@ -54,6 +64,8 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
             .sessions = s->sessions,
             .secret_file = s->secret_file,
             .initiator_name = s->initiator_name,
+            .login_timeout_s = s->login_timeout,
+            .cancel_fd = cancel_fd,
         };
 
         return backend_iscsi_open(&io, out);

@@ -32,7 +32,7 @@
 #define ISCSI_DEFAULT_QUEUE_DEPTH 64
 /* libiscsi's per-task timeout: a task unanswered this long drops the session. */
 #define ISCSI_TASK_TIMEOUT_S 10
-/* A login that has not finished after this long is abandoned and retried. */
+/* A login that has not finished after this long is abandoned (default of login-timeout=). */
 #define ISCSI_LOGIN_TIMEOUT_S 10
 /* Without a session this long, requests fail with NOT READY instead of waiting. */
 #define ISCSI_UNREACHABLE_S 30
@@ -128,6 +128,7 @@ struct iscsi_lun {
     int lun;
     unsigned queue_depth;
     unsigned nsessions;
+    unsigned login_timeout_s;
     uint32_t max_unmap, max_unmap_bdc;   /* 0: no limit */
     uint64_t max_ws;
     atomic_bool no_write_same;          /* the remote rejected WRITE SAME(16) */
@@ -143,7 +144,11 @@ static inline struct iscsi_lun *to_il(struct lun_backend *be)
     return (struct iscsi_lun *)be;
 }
 
-/* A libiscsi context for the LUN's target with session id isid (backend-iscsi.c). */
+/*
+ * A libiscsi context for the LUN's target with session id isid, its
+ * timeout set for logging in (backend-iscsi.c): once logged in, set it to
+ * ISCSI_TASK_TIMEOUT_S.
+ */
 struct iscsi_context *iscsi_be_new_context(struct iscsi_lun *il, uint32_t isid);
 /* The backend's close operation, also for a LUN whose open failed half way. */
 void iscsi_be_close(struct lun_backend *be);

@@ -1,12 +1,127 @@
 /*
  * Opening an iSCSI LUN: the iscsi:// URL and its LUN field, the CHAP
- * secret file, one synchronous login on the main thread to read the
- * LUN's geometry (READ CAPACITY, block limits) and identity (INQUIRY and
- * its VPD pages), then the backend object the I/O threads attach to.
+ * secret file, one login to read the LUN's geometry (READ CAPACITY, block
+ * limits) and identity (INQUIRY and its VPD pages), then the backend
+ * object the I/O threads attach to.  The login and the reads run on the
+ * calling thread through libiscsi's asynchronous calls and a poll loop of
+ * our own rather than its synchronous ones, so that the whole open has one
+ * deadline (libiscsi's sync calls know only its per-PDU timeout, which no
+ * PDU carries while TCP connects into the void) and another thread can
+ * call it off (the daemon, shutting down while a control call opens a
+ * LUN).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "backend-iscsi-int.h"
+
+/* ---- one open's conversation with the target --------------------------- */
+
+/* One asynchronous call: what its callback reported. */
+struct op {
+    bool done;
+    int status;
+};
+
+struct opener {
+    struct iscsi_context *ctx;
+    const char *name;           /* for log lines: the LUN's URL without its password */
+    int cancel_fd;              /* -1: none */
+    int64_t deadline;           /* monotonic us */
+    int failed;                 /* a wait ran out or was called off: later steps fail at once */
+    /*
+     * The call in progress.  Here rather than on a step's stack: destroying
+     * the context calls back for what it still holds, after that step.
+     */
+    struct op op;
+    struct scsi_task *stranded; /* the task a failed wait left with libiscsi: freed after it */
+};
+
+static void op_cb(struct iscsi_context *ctx, int status, void *command_data, void *priv)
+{
+    struct op *op = priv;
+
+    op->done = true;
+    op->status = status;
+}
+
+/* Starts a call: its callback data (op_cb's) is the return value. */
+static struct op *op_start(struct opener *o)
+{
+    o->op = (struct op) { 0 };
+    return &o->op;
+}
+
+/*
+ * Services the context until the call is done: 0, or -ETIMEDOUT past the
+ * deadline, -ECANCELED once cancel_fd is readable, -EIO if the connection
+ * failed.  A failure sticks (o->failed): the open is over.
+ */
+static int op_wait(struct opener *o)
+{
+    while (!o->op.done && !o->failed) {
+        struct pollfd p[2] = {
+            { .fd = iscsi_get_fd(o->ctx), .events = (short)iscsi_which_events(o->ctx) },
+            { .fd = o->cancel_fd, .events = POLLIN },
+        };
+        int64_t left = o->deadline - g_get_monotonic_time();
+        int n;
+
+        if (left <= 0) {
+            g_warning("%s: no answer within the login timeout", o->name);
+            o->failed = -ETIMEDOUT;
+            break;
+        }
+        /* At least once a second: libiscsi checks its task timeouts in iscsi_service. */
+        n = poll(p, o->cancel_fd >= 0 ? 2 : 1, (int)MIN((left + 999) / 1000, 1000));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            o->failed = -errno;
+            break;
+        }
+        if (o->cancel_fd >= 0 && p[1].revents) {
+            g_message("%s: open called off", o->name);
+            o->failed = -ECANCELED;
+            break;
+        }
+        if (iscsi_service(o->ctx, n > 0 ? p[0].revents : 0) < 0) {
+            o->failed = -EIO;
+            break;
+        }
+    }
+    return o->failed;
+}
+
+/*
+ * Waits for task, issued with op_start(o) as its callback's data: the task
+ * (the caller frees it), or NULL if it could not be issued or did not end.
+ */
+static struct scsi_task *task_wait(struct opener *o, struct scsi_task *task)
+{
+    if (!task) {
+        return NULL;
+    }
+    if (op_wait(o) < 0) {
+        /* Still libiscsi's: freed once the context that holds it is gone. */
+        o->stranded = task;
+        return NULL;
+    }
+    return task;
+}
+
+/* Ends the conversation: the context first, then what it still held. */
+static void opener_end(struct opener *o)
+{
+    if (o->ctx) {
+        iscsi_destroy_context(o->ctx);
+        o->ctx = NULL;
+    }
+    if (o->stranded) {
+        scsi_free_scsi_task(o->stranded);
+        o->stranded = NULL;
+    }
+}
 
 /* ---- opening ------------------------------------------------------------ */
 
@@ -85,8 +200,8 @@ out:
 }
 
 /*
- * Resolves "HOST[:PORT]" once, here on the main thread: libiscsi resolves
- * the portal on every login, and a DNS lookup must not stall an I/O thread
+ * Resolves "HOST[:PORT]" once, here at the open: libiscsi resolves the
+ * portal on every login, and a DNS lookup must not stall an I/O thread
  * while it reconnects.  Returns "ADDR:PORT" (IPv6 in brackets) or NULL.
  */
 static char *resolve_portal(const char *portal)
@@ -141,11 +256,12 @@ static char *default_initiator_name(void)
     return g_strdup_printf("iqn.2026-12.org.vhost-scsi:%s", host);
 }
 
-/* Runs a synchronous INQUIRY; returns the unmarshalled task or NULL. */
-static struct scsi_task *inquiry(struct iscsi_context *ctx, int lun, int evpd, int page,
-                                 void **data)
+/* Runs an INQUIRY; returns the unmarshalled task or NULL. */
+static struct scsi_task *inquiry(struct opener *o, int lun, int evpd, int page, void **data)
 {
-    struct scsi_task *task = iscsi_inquiry_sync(ctx, lun, evpd, page, 255);
+    struct scsi_task *task = o->failed ? NULL
+                                       : task_wait(o, iscsi_inquiry_task(o->ctx, lun, evpd, page,
+                                                                         255, op_cb, op_start(o)));
 
     if (!task || task->status != SCSI_STATUS_GOOD ||
         !(*data = scsi_datain_unmarshall(task))) {
@@ -157,22 +273,25 @@ static struct scsi_task *inquiry(struct iscsi_context *ctx, int lun, int evpd, i
     return task;
 }
 
-/* Reads geometry, identity and provisioning over a synchronous session. */
-static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
+/* Reads geometry, identity and provisioning over the open's session. */
+static int probe(struct iscsi_lun *il, struct opener *o)
 {
+    struct iscsi_context *ctx = o->ctx;
     struct scsi_task *task;
     struct scsi_readcapacity16 *rc;
     struct scsi_inquiry_standard *std;
     void *data;
     bool lbpme;
 
-    task = iscsi_readcapacity16_sync(ctx, il->lun);
+    task = task_wait(o, iscsi_readcapacity16_task(ctx, il->lun, op_cb, op_start(o)));
     if (!task || task->status != SCSI_STATUS_GOOD || !(rc = scsi_datain_unmarshall(task))) {
-        g_warning("%s: READ CAPACITY(16) failed: %s", il->be.name, iscsi_get_error(ctx));
+        if (!o->failed) {
+            g_warning("%s: READ CAPACITY(16) failed: %s", il->be.name, iscsi_get_error(ctx));
+        }
         if (task) {
             scsi_free_scsi_task(task);
         }
-        return -EIO;
+        return o->failed ? o->failed : -EIO;
     }
     il->be.block_size = rc->block_length;
     il->be.size = (rc->returned_lba + 1) * (uint64_t)rc->block_length;
@@ -185,10 +304,12 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
         return -ENOTSUP;
     }
 
-    task = inquiry(ctx, il->lun, 0, 0, &data);
+    task = inquiry(o, il->lun, 0, 0, &data);
     if (!task) {
-        g_warning("%s: INQUIRY failed: %s", il->be.name, iscsi_get_error(ctx));
-        return -EIO;
+        if (!o->failed) {
+            g_warning("%s: INQUIRY failed: %s", il->be.name, iscsi_get_error(ctx));
+        }
+        return o->failed ? o->failed : -EIO;
     }
     std = data;
     if (std->qualifier != 0 || std->device_type != 0) {
@@ -201,7 +322,7 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
     g_strlcpy(il->product, g_strstrip(std->product_identification), sizeof(il->product));
     scsi_free_scsi_task(task);
 
-    task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER, &data);
+    task = inquiry(o, il->lun, 1, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER, &data);
     if (task) {
         struct scsi_inquiry_unit_serial_number *sn = data;
 
@@ -212,7 +333,7 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
         scsi_free_scsi_task(task);
     }
 
-    task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_DEVICE_IDENTIFICATION, &data);
+    task = inquiry(o, il->lun, 1, SCSI_INQUIRY_PAGECODE_DEVICE_IDENTIFICATION, &data);
     if (task) {
         struct scsi_inquiry_device_identification *di = data;
 
@@ -231,7 +352,7 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
         scsi_free_scsi_task(task);
     }
 
-    task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS, &data);
+    task = inquiry(o, il->lun, 1, SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS, &data);
     if (task) {
         struct scsi_inquiry_block_limits *bl = data;
 
@@ -249,7 +370,7 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
     }
 
     if (lbpme) {
-        task = inquiry(ctx, il->lun, 1, SCSI_INQUIRY_PAGECODE_LOGICAL_BLOCK_PROVISIONING,
+        task = inquiry(o, il->lun, 1, SCSI_INQUIRY_PAGECODE_LOGICAL_BLOCK_PROVISIONING,
                        &data);
         if (task) {
             struct scsi_inquiry_logical_block_provisioning *lbp = data;
@@ -265,7 +386,8 @@ static int probe(struct iscsi_lun *il, struct iscsi_context *ctx)
     if (!il->be.can_discard) {
         il->be.discard_zeroes = false;
     }
-    return 0;
+    /* The optional pages above are skipped when they fail, but not when the open ran out. */
+    return o->failed;
 }
 
 int backend_iscsi_url_lun(const char *url, unsigned *lun, char **field)
@@ -310,6 +432,7 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
     unsigned lun;
     struct iscsi_lun *il = g_new0(struct iscsi_lun, 1);
     struct iscsi_context *ctx = NULL;
+    struct opener conv = { .cancel_fd = -1 };
     struct iscsi_url *url = NULL;
     g_autofree char *file_user = NULL, *file_pass = NULL;
     int ret;
@@ -318,6 +441,7 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
     il->be.name = g_strdup("iscsi");
     il->queue_depth = o->queue_depth ? o->queue_depth : ISCSI_DEFAULT_QUEUE_DEPTH;
     il->nsessions = o->sessions ? o->sessions : 1;
+    il->login_timeout_s = o->login_timeout_s ? o->login_timeout_s : ISCSI_LOGIN_TIMEOUT_S;
     il->initiator = o->initiator_name ? g_strdup(o->initiator_name) : default_initiator_name();
 
     ctx = iscsi_create_context(il->initiator);
@@ -396,27 +520,40 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
     url = NULL;
 
     iscsi_destroy_context(ctx);
-    ctx = iscsi_be_new_context(il, g_random_int() & 0xffffff);
-    if (!ctx) {
+    ctx = NULL;
+    conv.ctx = iscsi_be_new_context(il, g_random_int() & 0xffffff);
+    if (!conv.ctx) {
         ret = -ENOMEM;
         goto fail;
     }
-    if (iscsi_full_connect_sync(ctx, il->portal, il->lun) != 0) {
-        g_autofree char *err = g_strstrip(g_strdup(iscsi_get_error(ctx)));
+    conv.name = il->be.name;
+    conv.cancel_fd = o->cancel_fd;
+    conv.deadline = g_get_monotonic_time() + (int64_t)il->login_timeout_s * G_USEC_PER_SEC;
+    if (iscsi_full_connect_async(conv.ctx, il->portal, il->lun, op_cb, op_start(&conv)) != 0 ||
+        (op_wait(&conv) == 0 && conv.op.status != SCSI_STATUS_GOOD) || conv.failed == -EIO) {
+        g_autofree char *err = g_strstrip(g_strdup(iscsi_get_error(conv.ctx)));
 
         g_warning("%s: cannot log in as %s%s%s: %s", il->be.name, il->initiator,
                   il->user ? " with CHAP user " : "", il->user ? il->user : "", err);
         ret = strstr(err, "uthentication") || strstr(err, "uthorization") ? -EACCES
-                                                                           : -ECONNREFUSED;
+              : strstr(err, "timed out")                                  ? -ETIMEDOUT
+                                                                          : -ECONNREFUSED;
         goto fail;
     }
-    ret = probe(il, ctx);
-    iscsi_logout_sync(ctx);
+    iscsi_set_timeout(conv.ctx, ISCSI_TASK_TIMEOUT_S);
+    /* Timed out or called off (op_wait said which). */
+    ret = conv.failed;
+    if (ret == 0) {
+        ret = probe(il, &conv);
+    }
     if (ret < 0) {
         goto fail;
     }
-    iscsi_destroy_context(ctx);
-    ctx = NULL;
+    /* A target that does not answer the logout costs at most what is left of the deadline. */
+    if (iscsi_logout_async(conv.ctx, op_cb, op_start(&conv)) == 0) {
+        op_wait(&conv);
+    }
+    opener_end(&conv);
 
     il->be.read_only = o->read_only;
     il->be.write_cache = true;
@@ -441,6 +578,7 @@ fail:
     if (ctx) {
         iscsi_destroy_context(ctx);
     }
+    opener_end(&conv);
     iscsi_be_close(&il->be);
     return ret;
 }

@@ -3,8 +3,8 @@
  * reached with libiscsi's asynchronous API from the I/O threads' event
  * loops.  libiscsi contexts are not thread-safe, so every I/O thread owns
  * its own sessions (one context each, created in attach_thread and used
- * only there); opening the LUN logs in once, synchronously, on the main
- * thread to learn the geometry and identity, then logs out.  Connection
+ * only there); opening the LUN logs in once, on the thread that opens it,
+ * to learn the geometry and identity, then logs out.  Connection
  * loss is handled here rather than by libiscsi's automatic reconnect,
  * whose in-flight PDUs sit in a hidden context that neither the task
  * timeout nor cancellation reaches: a dropped session completes its tasks
@@ -278,6 +278,7 @@ static void login_cb(struct iscsi_context *ctx, int status, void *command_data, 
         set_drop(s, iscsi_get_error(ctx));
         return;
     }
+    iscsi_set_timeout(ctx, ISCSI_TASK_TIMEOUT_S);
     if (s->logged_down) {
         g_message("%s: session re-established after %.1f s", s->name,
                   (g_get_monotonic_time() - s->down_since) / 1e6);
@@ -306,7 +307,13 @@ struct iscsi_context *iscsi_be_new_context(struct iscsi_lun *il, uint32_t isid)
     if (il->user) {
         iscsi_set_initiator_username_pwd(ctx, il->user, il->password ? il->password : "");
     }
-    iscsi_set_timeout(ctx, ISCSI_TASK_TIMEOUT_S);
+    /*
+     * libiscsi's timeout covers every PDU, login ones too: while logging in
+     * it must not end the login before our own login-timeout deadline,
+     * which is exact (libiscsi counts whole seconds from when a PDU was
+     * queued); the task timeout applies once logged in.
+     */
+    iscsi_set_timeout(ctx, (int)il->login_timeout_s + 2);
     /* Reconnection is ours (see the top of the file). */
     iscsi_set_noautoreconnect(ctx, 1);
     return ctx;
@@ -415,7 +422,7 @@ static void session_timer_cb(void *opaque, uint32_t events)
         set_drop(s, iscsi_get_error(s->ctx));
     }
     if (s->state == SESSION_LOGIN && !s->drop &&
-        now - s->login_started > ISCSI_LOGIN_TIMEOUT_S * G_USEC_PER_SEC) {
+        now - s->login_started > (int64_t)s->il->login_timeout_s * G_USEC_PER_SEC) {
         set_drop(s, "login timed out");
     }
     session_check_drop(s);

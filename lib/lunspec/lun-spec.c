@@ -28,11 +28,13 @@ enum {
     OPT_SECRET_FILE = 1 << 6,
     OPT_INITIATOR_NAME = 1 << 7,
     OPT_WHILE = 1 << 8,
+    OPT_LOGIN_TIMEOUT = 1 << 9,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
 #define ISCSI_MAX_QUEUE_DEPTH 1024
 #define ISCSI_MAX_SESSIONS 16
+#define ISCSI_MAX_LOGIN_TIMEOUT_S 300
 
 static const struct {
     const char *key;
@@ -48,6 +50,7 @@ static const struct {
     { "secret-file", OPT_SECRET_FILE, true },
     { "initiator-name", OPT_INITIATOR_NAME, true },
     { "while", OPT_WHILE, true },
+    { "login-timeout", OPT_LOGIN_TIMEOUT, true },
 };
 
 static const struct {
@@ -59,7 +62,7 @@ static const struct {
     { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE },
     { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
-                                  OPT_INITIATOR_NAME },
+                                  OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT },
     { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
 };
 
@@ -293,9 +296,11 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             }
             break;
         case OPT_QUEUE_DEPTH:
-        case OPT_SESSIONS: {
-            unsigned max = lun_opts[o].bit == OPT_SESSIONS ? ISCSI_MAX_SESSIONS
-                                                           : ISCSI_MAX_QUEUE_DEPTH;
+        case OPT_SESSIONS:
+        case OPT_LOGIN_TIMEOUT: {
+            unsigned max = lun_opts[o].bit == OPT_SESSIONS        ? ISCSI_MAX_SESSIONS
+                           : lun_opts[o].bit == OPT_LOGIN_TIMEOUT ? ISCSI_MAX_LOGIN_TIMEOUT_S
+                                                                  : ISCSI_MAX_QUEUE_DEPTH;
             unsigned id;
 
             /* parse_id_part: plain decimal digits, no suffix, bounded. */
@@ -305,6 +310,8 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             }
             if (lun_opts[o].bit == OPT_SESSIONS) {
                 out->sessions = id;
+            } else if (lun_opts[o].bit == OPT_LOGIN_TIMEOUT) {
+                out->login_timeout = id;
             } else {
                 out->queue_depth = id;
             }

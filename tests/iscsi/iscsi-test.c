@@ -9,7 +9,9 @@
  * sense reaches the initiator unchanged, and another initiator's
  * reservation as RESERVATION CONFLICT, that WRITE SAME zeroes the remote
  * range, that CHAP works from the URL and from a secret file and that a
- * wrong password stops the daemon with a clear message, that killing tgtd
+ * wrong password stops the daemon with a clear message, that LUNs added
+ * live through the control socket (lun-add, backend-add + lun-map) serve
+ * a front-end connected before, that killing tgtd
  * in the middle of writes loses no acknowledged write, that a hung target
  * cannot hold a request past the task timeout, and that a target gone for
  * good turns into NOT READY and back.  Binaries and the script come from the environment
@@ -32,6 +34,7 @@
 #include <iscsi/scsi-lowlevel.h>
 #include <linux/virtio_scsi.h>
 
+#include "control-client.h"
 #include "proto-util.h"
 #include "scsi-cmd.h"
 
@@ -69,17 +72,6 @@ static int run(const char *const *argv, char **errout)
     g_assert_no_error(err);
     g_assert_true(ok);
     return status;
-}
-
-static int free_port(void)
-{
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-    socklen_t len = sizeof(sa);
-    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    g_assert_cmpint(bind(s, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
-    g_assert_cmpint(getsockname(s, (struct sockaddr *)&sa, &len), ==, 0);
-    close(s);
-    return ntohs(sa.sin_port);
 }
 
 static void tgtd_start(void)
@@ -236,19 +228,25 @@ static void test_capacity_is_remote(void)
  * queues (so over both I/O threads' sessions), then read back the same
  * way; the data must match and must be in tgt's backing file.
  */
-static void write_read_many(const struct pu_daemon *d, uint64_t seed)
+static void write_read_lun(struct vfe *fe, unsigned lun, uint64_t seed)
 {
-    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 128, .io_bytes = 64 << 10,
+    struct pu_rw_spec io = { .lun = lun, .queues = 2, .n_io = 128, .io_bytes = 64 << 10,
                              .seed = seed, .timeout_ms = 3 * PU_TIMEOUT_MS };
-    struct vfe *fe = connect_fe(d);
     uint64_t distance;
 
-    pu_make_ready(fe, 0);
+    pu_make_ready(fe, lun);
     distance = pu_write_read_compare(fe, &io);
     for (unsigned i = 0; i < io.n_io; i++) {
         /* 512-byte blocks: see capacity-is-remote */
         g_assert_true(file_has(g.disk_a, i * distance * 512, io.io_bytes, seed));
     }
+}
+
+static void write_read_many(const struct pu_daemon *d, uint64_t seed)
+{
+    struct vfe *fe = connect_fe(d);
+
+    write_read_lun(fe, 0, seed);
     vfe_close(fe);
 }
 
@@ -655,6 +653,75 @@ static void test_unreachable_target_becomes_not_ready(void)
     vfe_close(fe);
 }
 
+/*
+ * LUNs added live through the control socket, which opens them off the
+ * main thread (docs/control.md): a lun-add of the open disk and a
+ * backend-add of the CHAP one (secret file) mapped with lun-map reach a
+ * front-end connected before, as new LUNs it can write and read, the data
+ * landing in tgt's backing file; lun-remove closes the first again.
+ */
+static void test_live_add(void)
+{
+    g_autofree char *ctl = NULL, *url_a = NULL, *arg = NULL, *url_b = NULL, *spec_b = NULL;
+    g_autofree char *secret = write_secret(CHAP_USER ":" CHAP_PASS "\n", 0600);
+    struct pu_daemon d;
+    struct vfe *fe;
+    uint8_t *buf;
+    struct vfe_req r;
+    JsonNode *res;
+    int fd, status;
+
+    pu_daemon_init(&d);
+    ctl = g_build_filename(d.dir, "control.sock", NULL);
+    {
+        const char *args[] = { "--lun", "0=ram:16M", "--control", ctl, "--queues", "2",
+                               "--threads", "2", NULL };
+
+        pu_daemon_start(&d, args);
+    }
+    fe = connect_fe(&d);
+    pu_make_ready(fe, 0);
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+
+    url_a = lun_url("", IQN_A);
+    arg = g_strdup_printf("1=%s,login-timeout=5", url_a);
+    res = pu_ctl_ok(fd, "lun-add", pu_jobj("lun", pu_jstr(arg), NULL));
+    g_assert_true(g_str_has_prefix(json_object_get_string_member(json_node_get_object(res),
+                                                                 "device"), "iscsi://"));
+    g_assert_cmpint(json_object_get_int_member(json_node_get_object(res), "size"), ==,
+                    DISK_BYTES);
+    json_node_unref(res);
+    write_read_lun(fe, 1, 0x11fe);
+
+    url_b = lun_url(CHAP_USER "@", IQN_B);
+    spec_b = g_strdup_printf("%s,secret-file=%s", url_b, secret);
+    json_node_unref(pu_ctl_ok(fd, "backend-add",
+                              pu_jobj("name", pu_jstr("chap"), "spec", pu_jstr(spec_b), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-map",
+                              pu_jobj("lun", pu_jint(2), "backend", pu_jstr("chap"), NULL)));
+    pu_make_ready(fe, 2);
+    buf = vfe_alloc(fe, 4096, 4096);
+    pu_pattern_fill(buf, 4096, 0x11fe2, 8 * 4096);
+    r = (struct vfe_req) { .data = buf, .data_len = 4096 };
+    vfe_lun(r.lun, 0, 2);
+    pu_make_rw16(&r, true, 8 * 8, 8);
+    g_assert_cmpint(vfe_exec(fe, &r, 3 * PU_TIMEOUT_MS), ==, 0);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    g_assert_true(file_has(g.disk_b, 8 * 4096, 4096, 0x11fe2));
+
+    res = pu_ctl_ok(fd, "lun-remove", pu_jobj("lun", pu_jint(1), NULL));
+    g_assert_true(JSON_NODE_HOLDS_NULL(res));
+    json_node_unref(res);
+    vfe_free(fe, buf);
+    vfe_close(fe);
+    close(fd);
+    status = pu_daemon_stop(&d, false);
+    g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    pu_daemon_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_autofree char *tgtd = g_find_program_in_path("tgtd");
@@ -680,7 +747,7 @@ int main(int argc, char **argv)
         g_assert_cmpint(ftruncate(fd, DISK_BYTES), ==, 0);
         close(fd);
     }
-    g.port = free_port();
+    g.port = pu_free_tcp_port();
     g.ctl = g_random_int_range(10000, 32768);     /* tgtadm takes <= 32767 */
     tgtd_start();
     url = lun_url("", IQN_A);
@@ -697,6 +764,7 @@ int main(int argc, char **argv)
     g_test_add_func("/iscsi/reservation-conflict-reaches-initiator",
                     test_reservation_conflict_reaches_initiator);
     g_test_add_func("/iscsi/chap/password-in-url", test_chap_password_in_url);
+    g_test_add_func("/iscsi/live/lun-add-and-backend-add", test_live_add);
     g_test_add_func("/iscsi/chap/secret-file", test_chap_secret_file);
     g_test_add_func("/iscsi/chap/secret-file-readable-by-others-is-refused",
                     test_chap_secret_file_readable_by_others_is_refused);

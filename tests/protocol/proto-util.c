@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdarg.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <string.h>
@@ -29,6 +30,7 @@
 #include <glib/gstdio.h>
 
 #include "control-client.h"
+#include "control-server.h"
 #include "proto-util.h"
 #include "scsi-cmd.h"
 
@@ -233,6 +235,18 @@ void pu_daemon_cleanup(struct pu_daemon *d)
     g_free(d->sock);
     g_free(d->log);
     g_free(d->dir);
+}
+
+int pu_free_tcp_port(void)
+{
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(sa);
+    int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+    g_assert_cmpint(bind(s, (struct sockaddr *)&sa, sizeof(sa)), ==, 0);
+    g_assert_cmpint(getsockname(s, (struct sockaddr *)&sa, &len), ==, 0);
+    close(s);
+    return ntohs(sa.sin_port);
 }
 
 size_t pu_daemon_log_size(const struct pu_daemon *d)
@@ -816,6 +830,102 @@ char *pu_ctl_err(int fd, const char *method, JsonNode *params, int want_code)
     g_assert_cmpint(code, ==, want_code);
     g_assert_null(result);
     return err;
+}
+
+void pu_ctl_send(int fd, gint64 id, const char *method, JsonNode *params)
+{
+    g_autoptr(JsonNode) req = pu_jobj("jsonrpc", pu_jstr("2.0"), "method", pu_jstr(method),
+                                      "id", pu_jint(id), NULL);
+    g_autofree char *body = NULL, *text = NULL;
+    const char *p;
+    size_t len;
+
+    if (params) {
+        json_object_set_member(json_node_get_object(req), "params", params);
+    }
+    body = json_to_string(req, FALSE);
+    text = g_strconcat(body, "\n", NULL);
+    for (p = text, len = strlen(text); len;) {
+        ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+        g_assert_cmpint(n, >, 0);
+        p += n;
+        len -= (size_t)n;
+    }
+}
+
+JsonNode *pu_ctl_answer(int fd, int timeout_ms)
+{
+    g_autoptr(GString) line = g_string_new(NULL);
+    gint64 deadline = g_get_monotonic_time() + (gint64)timeout_ms * 1000;
+    g_autoptr(GError) err = NULL;
+    JsonNode *node;
+
+    for (;;) {
+        struct pollfd p = { .fd = fd, .events = POLLIN };
+        gint64 left = (deadline - g_get_monotonic_time()) / 1000;
+        char c;
+        ssize_t n;
+
+        if (left <= 0) {
+            g_error("no control answer within %d ms", timeout_ms);
+        }
+        if (poll(&p, 1, (int)left) <= 0) {
+            continue;
+        }
+        /* A byte at a time: nothing of the next answer is read ahead and lost. */
+        n = recv(fd, &c, 1, 0);
+        if (n <= 0) {
+            g_assert_cmpuint(line->len, ==, 0);
+            return NULL;
+        }
+        if (c == '\n') {
+            break;
+        }
+        g_string_append_c(line, c);
+    }
+    node = json_from_string(line->str, &err);
+    g_assert_no_error(err);
+    g_assert_true(JSON_NODE_HOLDS_OBJECT(node));
+    return node;
+}
+
+bool pu_ctl_answer_waiting(int fd)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+
+    return poll(&p, 1, 0) == 1;
+}
+
+char *pu_ctl_answer_failed(JsonNode *answer, gint64 id, int want_errno)
+{
+    JsonObject *o, *e;
+
+    g_assert_nonnull(answer);
+    o = json_node_get_object(answer);
+    g_assert_cmpint(json_object_get_int_member(o, "id"), ==, id);
+    if (!json_object_has_member(o, "error")) {
+        g_autofree char *got = json_to_string(answer, FALSE);
+
+        g_error("expected the error errno %d, got %s", want_errno, got);
+    }
+    e = json_object_get_object_member(o, "error");
+    g_assert_cmpint(json_object_get_int_member(e, "code"), ==, CTL_E_FAILED);
+    g_assert_cmpint(json_object_get_int_member(json_object_get_object_member(e, "data"),
+                                               "errno"), ==, want_errno);
+    return g_strdup(json_object_get_string_member(e, "message"));
+}
+
+char *pu_ctl_fail(int fd, const char *method, JsonNode *params, int want_errno)
+{
+    /* Apart from the ids a test gives pu_ctl_send. */
+    static gint64 next_id = 1000000;
+    gint64 id = ++next_id;
+    g_autoptr(JsonNode) answer = NULL;
+
+    pu_ctl_send(fd, id, method, params);
+    answer = pu_ctl_answer(fd, PU_TIMEOUT_MS);
+    return pu_ctl_answer_failed(answer, id, want_errno);
 }
 
 char *pu_ctl_tool(const char *control, const char *const *args, int *exit_code, char **err)

@@ -79,6 +79,8 @@ bool pu_daemon_alive(struct pu_daemon *d);
 int pu_wait_hangup(struct vfe *fe, int timeout_ms);
 /* Removes the directory and everything in it. */
 void pu_daemon_cleanup(struct pu_daemon *d);
+/* A TCP port on 127.0.0.1 that nothing listens on (bound, then closed). */
+int pu_free_tcp_port(void);
 
 /* With capture_log: bytes in the log so far (an offset for the calls below). */
 size_t pu_daemon_log_size(const struct pu_daemon *d);
@@ -203,6 +205,20 @@ void pu_wait_task_running(struct vfe *fe, unsigned lun, uint64_t tag);
 JsonNode *pu_ctl_ok(int fd, const char *method, JsonNode *params);
 /* One call, which must fail with want_code; returns the server's message (g_free). */
 char *pu_ctl_err(int fd, const char *method, JsonNode *params, int want_code);
+/*
+ * A call whose answer comes later: pu_ctl_send sends it with id and
+ * returns; pu_ctl_answer reads the next answer line on fd (waiting up to
+ * timeout_ms; NULL at end of stream), parsed (json_node_unref).  Use an fd
+ * of their own: pu_ctl_ok and pu_ctl_err skip answers to other ids.
+ */
+void pu_ctl_send(int fd, gint64 id, const char *method, JsonNode *params);
+JsonNode *pu_ctl_answer(int fd, int timeout_ms);
+/* Whether an answer (or the end of the stream) is waiting on fd now. */
+bool pu_ctl_answer_waiting(int fd);
+/* An answer that must be the error CTL_E_FAILED with want_errno; its message (g_free). */
+char *pu_ctl_answer_failed(JsonNode *answer, gint64 id, int want_errno);
+/* One call, which must fail with CTL_E_FAILED and want_errno; the message (g_free). */
+char *pu_ctl_fail(int fd, const char *method, JsonNode *params, int want_errno);
 /* An object of (const char *name, JsonNode *value) pairs (taken) up to a NULL name. */
 JsonNode *pu_jobj(const char *name, ...) G_GNUC_NULL_TERMINATED;
 JsonNode *pu_jstr(const char *s);

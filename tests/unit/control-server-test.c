@@ -8,7 +8,8 @@
  *    client stays connected; a line over the size limit is answered and
  *    the client dropped; deep nesting and invalid UTF-8 are parse errors;
  *  - a method may answer later: answers go out in the order they finish,
- *    matched by id, and an answer for a client that left goes nowhere;
+ *    matched by id, and an answer for a client that left, or after the
+ *    server closed, goes nowhere;
  *  - a client that never reads its answers is dropped alone, past the
  *    output limit; clients past the limit are refused; a stale socket file
  *    is replaced, a live server's is not; the socket is mode 0600.
@@ -377,6 +378,35 @@ static void test_later_answer_for_a_client_that_left(void)
     fx_teardown(&x);
 }
 
+/*
+ * A call outlives the server (the daemon answers an iSCSI open it called
+ * off after closing the control socket): the client sees the socket
+ * close, and the late answer touches nothing freed (ASan).
+ */
+static void test_later_answer_after_the_server_closed(void)
+{
+    struct fx x;
+    g_autoptr(JsonParser) p = json_parser_new();
+    struct on_main m = { &x, 0 };
+    JsonObject *o;
+    char *line;
+    int fd;
+
+    fx_setup(&x);
+    fd = raw_connect(&x);
+    raw_send(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"later\",\"id\":1}\n"
+                 "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":2}\n");
+    o = raw_answer(fd, p);
+    g_assert_cmpint(json_object_get_int_member(o, "id"), ==, 2);
+    g_assert_cmpuint(x.held->len, ==, 1);
+    iothread_run_sync(x.main, stop_on_main, &x);
+    line = raw_line(fd);
+    g_assert_null(line);
+    iothread_run_sync(x.main, finish_on_main, &m);
+    close(fd);
+    fx_teardown(&x);
+}
+
 /* ---- limits ------------------------------------------------------------- */
 
 static void test_reader_that_never_reads_is_dropped_alone(void)
@@ -488,6 +518,8 @@ int main(int argc, char **argv)
                     test_later_answers_in_finishing_order);
     g_test_add_func("/control/later/answer-for-a-client-that-left",
                     test_later_answer_for_a_client_that_left);
+    g_test_add_func("/control/later/answer-after-the-server-closed",
+                    test_later_answer_after_the_server_closed);
     g_test_add_func("/control/limits/reader-that-never-reads-is-dropped-alone",
                     test_reader_that_never_reads_is_dropped_alone);
     g_test_add_func("/control/limits/clients-past-the-limit-refused",

@@ -141,20 +141,22 @@ static void test_iscsi_options(void)
 {
     struct lun_spec s = parse_ok("0=iscsi://u@10.0.0.1/iqn.2024-01.org.example:t1/1,"
                                  "queue-depth=1024,sessions=16,secret-file=/run/chap.secret,"
-                                 "initiator-name=iqn.2026-12.org.example:host1");
+                                 "initiator-name=iqn.2026-12.org.example:host1,login-timeout=300");
 
     g_assert_cmpstr(s.path, ==, "iscsi://u@10.0.0.1/iqn.2024-01.org.example:t1/1");
     g_assert_cmpuint(s.queue_depth, ==, 1024);
     g_assert_cmpuint(s.sessions, ==, 16);
     g_assert_cmpstr(s.secret_file, ==, "/run/chap.secret");
     g_assert_cmpstr(s.initiator_name, ==, "iqn.2026-12.org.example:host1");
+    g_assert_cmpuint(s.login_timeout, ==, 300);
     g_assert_false(s.ro);
     lun_spec_clear(&s);
     g_assert_null(s.secret_file);
 
-    s = parse_ok("0=iscsi://h/iqn/1,sessions=1,queue-depth=1");
+    s = parse_ok("0=iscsi://h/iqn/1,sessions=1,queue-depth=1,login-timeout=1");
     g_assert_cmpuint(s.queue_depth, ==, 1);
     g_assert_cmpuint(s.sessions, ==, 1);
+    g_assert_cmpuint(s.login_timeout, ==, 1);
     lun_spec_clear(&s);
 }
 
@@ -259,6 +261,10 @@ static void test_rejections(void)
         { "0=iscsi://h/iqn/0,sessions=-1", "bad sessions \"-1\"" },
         { "0=iscsi://h/iqn/0,sessions=", "bad sessions \"\"" },
         { "0=iscsi://h/iqn/0,sessions=2,sessions=2", "\"sessions\" given twice" },
+        { "0=iscsi://h/iqn/0,login-timeout=0", "bad login-timeout \"0\" (expected 1-300)" },
+        { "0=iscsi://h/iqn/0,login-timeout=301", "bad login-timeout \"301\"" },
+        { "0=iscsi://h/iqn/0,login-timeout=5s", "bad login-timeout \"5s\"" },
+        { "0=file:/x,login-timeout=5", "\"login-timeout\" for file:" },
         { "0=iscsi://h/iqn/0,secret-file=", "\"secret-file\" needs a value" },
         { "0=iscsi://h/iqn/0,initiator-name", "\"initiator-name\" needs a value" },
         { "0=file:/x,sessions=2", "\"sessions\" for file:" },
