@@ -70,6 +70,7 @@ static const struct json_member controller_members[] = {
     { "name", JSON_M_STR }, { "socket", JSON_M_STR, true }, { "queues", JSON_M_INT, true },
     { "allow_uid", JSON_M_ARR, true }, { "allow_gid", JSON_M_ARR, true },
     { "socket_group", JSON_M_STR, true }, { "luns", JSON_M_ARR },
+    { "initiator", JSON_M_STR, true },
 };
 static const struct json_member lun_members[] = {
     { "target", JSON_M_INT }, { "lun", JSON_M_INT }, { "backend", JSON_M_STR },
@@ -239,6 +240,8 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
                 *err = g_strdup_printf("%s: controllers[%u]: %s", file, i, e);
                 return ret;
             }
+            target_controller_set_initiator(ctrl, json_object_get_string_member_with_default(
+                                                      c, "initiator", NULL));
         }
         for (guint j = 0; j < json_array_get_length(luns); j++) {
             JsonObject *l = json_array_get_object_element(luns, j);
@@ -325,6 +328,8 @@ char *target_config_json(struct target *tgt)
             }
             json_builder_set_member_name(b, "queues");
             json_builder_add_int_value(b, ctrl->queues);
+            json_builder_set_member_name(b, "initiator");
+            json_builder_add_string_value(b, ctrl->initiator);
             json_builder_set_member_name(b, "allow_uid");
             json_builder_begin_array(b);
             for (guint i = 0; i < ctrl->allow_uids->len; i++) {

@@ -516,6 +516,7 @@ static JsonNode *controller_json(struct controller *ctrl)
         add_str(b, "socket", ctrl->socket_path);
     }
     add_int(b, "queues", ctrl->queues);
+    add_str(b, "initiator", ctrl->initiator);
     add_int(b, "luns", scsi_target_lun_count(ctrl->scsi));
     add_int(b, "connections", ctrl->nconns);
     json_builder_set_member_name(b, "allow_uid");
@@ -566,7 +567,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     static const struct json_member spec[] = {
         { "name", JSON_M_STR }, { "socket", JSON_M_STR }, { "queues", JSON_M_INT, true },
         { "allow_uid", JSON_M_ARR, true }, { "allow_gid", JSON_M_ARR, true },
-        { "socket_group", JSON_M_STR, true },
+        { "socket_group", JSON_M_STR, true }, { "initiator", JSON_M_STR, true },
     };
     struct target *tgt = opaque;
     g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
@@ -595,6 +596,8 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
         fail(call, "controller-add", ret, err);
         return;
     }
+    target_controller_set_initiator(ctrl, json_object_get_string_member_with_default(
+                                              params, "initiator", NULL));
     ctl_call_reply(call, controller_json(ctrl));
 }
 

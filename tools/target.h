@@ -65,6 +65,13 @@ struct controller {
     int listen_fd;
     char *socket_path;          /* the socket file we made, removed with it; NULL with --fd */
     char *socket_group;         /* the group it was given (0660), or NULL (0600) */
+    /*
+     * The initiator port name its connections present to persistent
+     * reservations: default "iqn.2026-12.org.vhost-scsi:NAME", the same for
+     * every connection of the controller, so a VM that reconnects or
+     * migrates keeps its registrations.
+     */
+    char *initiator;
     GArray *allow_uids;         /* uid_t; with allow_gids empty: any peer that can connect */
     GArray *allow_gids;         /* gid_t */
     unsigned queues;            /* request queues offered */
@@ -219,6 +226,8 @@ struct controller *target_controller_find(struct target *tgt, const char *name);
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
                           const char *group, const GArray *uids, const GArray *gids,
                           unsigned queues, struct controller **out, char **err);
+/* A new controller's initiator name (NULL: keep the default); before it has connections. */
+void target_controller_set_initiator(struct controller *ctrl, const char *initiator);
 /* Removes a controller with no LUNs and no connections (-EBUSY otherwise). */
 int target_controller_remove(struct target *tgt, const char *name, char **err);
 

@@ -425,6 +425,7 @@ static void accept_cb(void *opaque, uint32_t events)
     vcfg.queue_broken = conn_queue_broken;
     vcfg.opaque = c;
     vcfg.stats = &ctrl->stats;
+    vcfg.initiator = ctrl->initiator;
     c->vs = vscsi_dev_new(&vcfg);
 
     cfg.name = c->name;
@@ -604,6 +605,7 @@ static struct controller *controller_new(struct target *tgt, const char *name,
 
     ctrl->tgt = tgt;
     ctrl->name = g_strdup(name);
+    ctrl->initiator = g_strdup_printf("iqn.2026-12.org.vhost-scsi:%s", name);
     ctrl->scsi = scsi_target_new(name);
     ctrl->listen_fd = -1;
     ctrl->queues = queues;
@@ -670,8 +672,17 @@ static void controller_free(struct controller *ctrl)
     g_free(ctrl->mark);
     g_free(ctrl->socket_path);
     g_free(ctrl->socket_group);
+    g_free(ctrl->initiator);
     g_free(ctrl->name);
     g_free(ctrl);
+}
+
+void target_controller_set_initiator(struct controller *ctrl, const char *initiator)
+{
+    if (initiator && *initiator) {
+        g_free(ctrl->initiator);
+        ctrl->initiator = g_strdup(initiator);
+    }
 }
 
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,

@@ -51,6 +51,18 @@ struct scsi_lun_info {
     uint64_t naa_id;         /* low 60 bits of an NAA-5 id (VPD 0x83); 0: derived */
 };
 
+/*
+ * An I_T nexus as persistent reservations see it: by names, not by
+ * connection, so that it is the same nexus after a front-end reconnects.
+ * The strings belong to the nexus (scsi-target.h), which outlives its
+ * commands.
+ */
+struct scsi_it_id {
+    const char *initiator;     /* initiator port name (its TransportID) */
+    const char *target;        /* target port name */
+    uint16_t rtpi;             /* relative target port identifier */
+};
+
 struct scsi_cmd {
     /* Set by the transport before scsi_lun_exec(). */
     const uint8_t *cdb;
@@ -63,6 +75,8 @@ struct scsi_cmd {
     struct iothread *thread;          /* the thread executing the command */
     /* The I_T nexus's unit attentions for this LUN; NULL: the LUN's own. */
     struct scsi_ua_state *ua;
+    /* Who sends it, for reservations; all NULL: the LUN's own nexus (set by scsi_nexus_exec). */
+    struct scsi_it_id it;
     void (*complete)(struct scsi_cmd *cmd);
     void *opaque;
     /*

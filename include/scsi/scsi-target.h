@@ -107,6 +107,15 @@ struct scsi_nexus *scsi_target_nexus_new(struct scsi_target *t, const char *name
 /* The nexus's commands must all have completed.  Main thread. */
 void scsi_target_nexus_free(struct scsi_nexus *nx);
 const char *scsi_nexus_name(const struct scsi_nexus *nx);
+/*
+ * The initiator port name the nexus presents (default: its name), which
+ * persistent reservations know it by, together with the target's name
+ * and the port: a front-end that reconnects with the same name is the
+ * same I_T nexus, and keeps its registrations.  Set it before the nexus
+ * runs commands.  Main thread.
+ */
+void scsi_nexus_set_initiator(struct scsi_nexus *nx, const char *initiator);
+const char *scsi_nexus_initiator(const struct scsi_nexus *nx);
 
 /*
  * What a nexus's transport hears of live LUN changes, on the main thread,

@@ -37,6 +37,12 @@ struct vscsi_dev_config {
      * (BAD_TARGET, bad buffers) as an error of its class.
      */
     struct io_stats *stats;
+    /*
+     * The initiator port name this connection's nexus presents to
+     * persistent reservations (NULL: its name): stable across reconnections
+     * of the same VM, so its registrations stay its own.
+     */
+    const char *initiator;
     /* Called (on the queue's thread) when a queue's ring turns out malformed. */
     void (*queue_broken)(void *opaque, unsigned idx);
     void *opaque;

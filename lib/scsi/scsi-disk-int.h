@@ -21,6 +21,7 @@
 
 #include "iov.h"
 #include "scsi-disk.h"
+#include "scsi-pr.h"
 #include "scsi-sense.h"
 
 /*
@@ -72,6 +73,7 @@ struct scsi_lun {
     atomic_uint ua_events;
     atomic_uint ua_gen[SCSI_UA_COUNT];
     struct scsi_ua_state own_ua;  /* for commands that name no nexus */
+    struct scsi_pr *pr;    /* persistent reservations (scsi-pr.c) */
     atomic_bool wce;       /* caching mode page WCE: read on every write */
     struct io_stats stats; /* per I/O thread slots, summed by scsi_lun_stats */
     atomic_bool qos_on;    /* a rate limit is set: the one load the data path pays */
@@ -131,6 +133,12 @@ bool sd_ua_maybe_pending(struct scsi_lun *lun, struct scsi_cmd *cmd);
 /* Joins the current drain epoch; returns its slot for sd_inflight_put. */
 unsigned sd_inflight_get(struct scsi_lun *lun);
 void sd_inflight_put(struct scsi_lun *lun, unsigned slot);
+/*
+ * A command that will wait for a drain of its own LUN stops counting as
+ * in flight first (or the drain would wait for it); sd_cmd_finish then
+ * does not count it out again.
+ */
+void sd_cmd_leave_epoch(struct scsi_cmd *cmd);
 /* Blocks until every command in flight has completed (scsi_lun_free only). */
 void sd_drain_sync(struct scsi_lun *lun);
 

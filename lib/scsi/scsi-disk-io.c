@@ -18,6 +18,9 @@
 
 enum { PHASE_SUBMITTING, PHASE_WAITING, PHASE_DONE_SYNC };
 
+/* cmd_priv.epoch of a command that left its epoch early (sd_cmd_leave_epoch). */
+#define EPOCH_LEFT 2u
+
 /* Per-command private area, overlaid on scsi_cmd.priv. */
 struct cmd_priv {
     struct op_state *op;
@@ -148,7 +151,19 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
                  now - cmd->start_ns);
     /* cmd may be freed by complete(); lun and epoch were saved above. */
     cmd->complete(cmd);
-    sd_inflight_put(lun, epoch);
+    if (epoch != EPOCH_LEFT) {
+        sd_inflight_put(lun, epoch);
+    }
+}
+
+void sd_cmd_leave_epoch(struct scsi_cmd *cmd)
+{
+    struct cmd_priv *p = cmd_priv(cmd);
+
+    if (p->epoch != EPOCH_LEFT) {
+        sd_inflight_put(cmd->lun, p->epoch);
+        p->epoch = EPOCH_LEFT;
+    }
 }
 /* ---- data helpers ------------------------------------------------------ */
 

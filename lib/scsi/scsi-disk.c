@@ -82,6 +82,10 @@ static const struct op_desc sd_op_table[256] = {
       { 0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_MODE_SENSE_10] = { OP_MODE_SENSE_10, false, 0, 10, 0, sd_exec_mode_sense,
       { 0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x04 } },
+    [OP_PR_IN] = { OP_PR_IN, false, 0, 10, 0, sd_exec_pr_in,
+                   { 0x5e, 0x1f, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x04 } },
+    [OP_PR_OUT] = { OP_PR_OUT, false, 0, 10, 0, sd_exec_pr_out,
+                    { 0x5f, 0x1f, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x04 } },
     [OP_READ_16] = { OP_READ_16, false, 0, 16, 0, sd_exec_read,
       { 0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
@@ -232,6 +236,21 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
         (ua = sd_take_ua(lun, cmd)) >= 0) {
         return sd_sense_done(cmd, sd_ua_sense[ua]);
     }
+    if (scsi_pr_restricts(lun->pr)) {
+        static const struct scsi_it_id own = { "", "", 0 };
+        enum scsi_sc pr_ua;
+
+        switch (scsi_pr_check(lun->pr, cmd->it.initiator ? &cmd->it : &own, cmd->cdb,
+                              cmd->cdb_len, &pr_ua)) {
+        case SCSI_PR_CONFLICT:
+            cmd->status = SAM_STAT_RESERVATION_CONFLICT;
+            return EXEC_DONE;
+        case SCSI_PR_UA:
+            return sd_sense_done(cmd, pr_ua);
+        case SCSI_PR_ALLOW:
+            break;
+        }
+    }
 
     if (sd_opcode_has_sa(opcode)) {
         if (cmd->cdb_len < 2 || !(d = sd_find_op(opcode, cmd->cdb[1] & 0x1f))) {
@@ -343,6 +362,7 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     lun->nb_blocks = be->size / be->block_size;
     pthread_mutex_init(&lun->lock, NULL);
     pthread_cond_init(&lun->drain_cond, NULL);
+    lun->pr = scsi_pr_new(lun->name);
     atomic_init(&lun->inflight, 0);
     atomic_init(&lun->wce, be->write_cache);
     atomic_init(&lun->ua_events, 0);
@@ -397,6 +417,7 @@ void scsi_lun_free(struct scsi_lun *lun)
         sd_drain_sync(lun);
     }
     backend_close(lun->be);
+    scsi_pr_free(lun->pr);
     pthread_mutex_destroy(&lun->lock);
     pthread_cond_destroy(&lun->drain_cond);
     io_stats_destroy(&lun->stats);

@@ -64,6 +64,7 @@ struct nexus_table {
 struct scsi_nexus {
     struct scsi_target *t;
     char *name;
+    char *initiator;           /* its initiator port name, for reservations */
     _Atomic(struct nexus_table *) table;
     const struct scsi_nexus_events *ev;
     void *ev_opaque;
@@ -389,6 +390,7 @@ struct scsi_nexus *scsi_target_nexus_new(struct scsi_target *t, const char *name
 
     nx->t = t;
     nx->name = g_strdup(name ? name : "nexus");
+    nx->initiator = g_strdup(nx->name);
     for (unsigned i = 0; i < t->n; i++) {
         tb->e[i].key = t->e[i].key;
         tb->e[i].lun = t->e[i].lun;
@@ -415,8 +417,20 @@ void scsi_target_nexus_free(struct scsi_nexus *nx)
     }
     g_free(tb);
     nx->t->nexuses = g_list_remove(nx->t->nexuses, nx);
+    g_free(nx->initiator);
     g_free(nx->name);
     g_free(nx);
+}
+
+void scsi_nexus_set_initiator(struct scsi_nexus *nx, const char *initiator)
+{
+    g_free(nx->initiator);
+    nx->initiator = g_strdup(initiator);
+}
+
+const char *scsi_nexus_initiator(const struct scsi_nexus *nx)
+{
+    return nx->initiator;
 }
 
 const char *scsi_nexus_name(const struct scsi_nexus *nx)
@@ -494,6 +508,9 @@ int scsi_nexus_exec(struct scsi_nexus *nx, unsigned port, unsigned lun_id,
     }
     /* Used only inside scsi_lun_exec's dispatch, within this grace period. */
     cmd->ua = e->ua;
+    cmd->it = (struct scsi_it_id) {
+        .initiator = nx->initiator, .target = nx->t->name, .rtpi = (uint16_t)(port + 1),
+    };
     scsi_lun_exec(e->lun, cmd);
     return 0;
 }

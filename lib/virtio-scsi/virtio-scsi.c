@@ -672,6 +672,9 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     dev->name = g_strdup(cfg->name);
     /* A new connection is a new initiator: each LUN has just powered on for it. */
     dev->nexus = scsi_target_nexus_new(cfg->target, cfg->name);
+    if (cfg->initiator) {
+        scsi_nexus_set_initiator(dev->nexus, cfg->initiator);
+    }
     scsi_nexus_set_events(dev->nexus, &vscsi_nexus_events, dev);
     dev->main_thread = cfg->main_thread;
     dev->threads = cfg->threads;

@@ -145,6 +145,13 @@ void scsi_target_nexus_free(struct scsi_nexus *nx)
     g_mutex_unlock(&t->lock);
 }
 
+/* Reservations are the real target's business: the fake only accepts the name. */
+void scsi_nexus_set_initiator(struct scsi_nexus *nx, const char *initiator)
+{
+    (void)nx;
+    (void)initiator;
+}
+
 void scsi_nexus_set_events(struct scsi_nexus *nx, const struct scsi_nexus_events *ev,
                            void *opaque)
 {

@@ -1,0 +1,118 @@
+/*
+ * Persistent reservations of one logical unit (SPC-4 5.14): the
+ * registrations of I_T nexuses, the reservation and its type, the
+ * PRgeneration, the unit attentions owed to nexuses a reservation change
+ * affected, and which commands a nexus may run under a reservation.  A
+ * pure state machine over its own lock: the disk emulation
+ * (scsi-disk-pr.c) decodes PERSISTENT RESERVE IN/OUT and asks it, and
+ * the dispatch asks it before every command while a reservation (or an
+ * owed unit attention) exists.  Internal to lib/scsi/.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_SCSI_PR_H
+#define VHOST_SCSI_SCSI_PR_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <glib.h>
+
+#include "scsi-sense.h"
+
+/* Registrations one LUN keeps; one more is INSUFFICIENT REGISTRATION RESOURCES. */
+#define SCSI_PR_MAX_REGS 128
+
+/* Reservation types (SPC-4 table 216). */
+enum {
+    PR_TYPE_WRITE_EXCLUSIVE = 1,
+    PR_TYPE_EXCLUSIVE_ACCESS = 3,
+    PR_TYPE_WE_REGISTRANTS_ONLY = 5,
+    PR_TYPE_EA_REGISTRANTS_ONLY = 6,
+    PR_TYPE_WE_ALL_REGISTRANTS = 7,
+    PR_TYPE_EA_ALL_REGISTRANTS = 8,
+};
+
+/* PERSISTENT RESERVE OUT service actions. */
+enum {
+    PR_OUT_REGISTER = 0,
+    PR_OUT_RESERVE = 1,
+    PR_OUT_RELEASE = 2,
+    PR_OUT_CLEAR = 3,
+    PR_OUT_PREEMPT = 4,
+    PR_OUT_PREEMPT_AND_ABORT = 5,
+    PR_OUT_REGISTER_AND_IGNORE = 6,
+    PR_OUT_REGISTER_AND_MOVE = 7,
+    PR_OUT_REPLACE_LOST = 8,
+};
+
+/* PERSISTENT RESERVE IN service actions. */
+enum {
+    PR_IN_READ_KEYS = 0,
+    PR_IN_READ_RESERVATION = 1,
+    PR_IN_REPORT_CAPABILITIES = 2,
+    PR_IN_READ_FULL_STATUS = 3,
+};
+
+struct scsi_pr;
+
+struct scsi_pr *scsi_pr_new(const char *lun_name);
+void scsi_pr_free(struct scsi_pr *pr);
+
+/*
+ * Whether the next command may be refused or owed a unit attention: one
+ * relaxed load on the data path; registrations alone restrict nothing.
+ */
+bool scsi_pr_restricts(const struct scsi_pr *pr);
+
+enum scsi_pr_verdict {
+    SCSI_PR_ALLOW,
+    SCSI_PR_CONFLICT,          /* RESERVATION CONFLICT status */
+    SCSI_PR_UA,                /* CHECK CONDITION, the unit attention in *ua (consumed) */
+};
+/*
+ * The command cdb from it, under the current reservation: allowed, a
+ * conflict (SPC-4 5.14.2 and SBC-3 4.17: what the type lets a non-holder
+ * run), or a unit attention this nexus is owed.  Commands that never see
+ * unit attentions (INQUIRY, REPORT LUNS, REQUEST SENSE) are not charged
+ * one.  PERSISTENT RESERVE IN and OUT are always allowed: they decide
+ * their own conflicts.
+ */
+enum scsi_pr_verdict scsi_pr_check(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                   const uint8_t *cdb, unsigned cdb_len, enum scsi_sc *ua);
+
+/* A decoded PERSISTENT RESERVE OUT. */
+struct scsi_pr_out {
+    uint8_t sa, scope, type;
+    uint64_t key;              /* RESERVATION KEY */
+    uint64_t sa_key;           /* SERVICE ACTION RESERVATION KEY */
+    bool spec_i_pt, all_tg_pt, aptpl;
+};
+
+enum scsi_pr_result {
+    SCSI_PR_GOOD,
+    SCSI_PR_RESULT_CONFLICT,   /* RESERVATION CONFLICT */
+    SCSI_PR_CHECK,             /* CHECK CONDITION with *sc */
+};
+/*
+ * Runs o for it.  *preempted is set when PREEMPT AND ABORT removed other
+ * nexuses' registrations: the caller completes the command only once the
+ * LUN's commands in flight have (backend I/O cannot be recalled).
+ */
+enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                const struct scsi_pr_out *o, enum scsi_sc *sc,
+                                bool *preempted);
+
+/*
+ * The PERSISTENT RESERVE IN reply of service action sa, whole (the caller
+ * truncates it to the allocation length), or NULL for an unknown service
+ * action.
+ */
+GByteArray *scsi_pr_in(struct scsi_pr *pr, uint8_t sa);
+
+/* The current PRgeneration (tests, statistics). */
+uint32_t scsi_pr_generation(struct scsi_pr *pr);
+
+#endif
