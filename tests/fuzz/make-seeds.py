@@ -79,6 +79,11 @@ seeds = {
     "rsoc": cdb_seed(0, 0, 4096, [0xA3, 0x0C, 0, 0, 0, 0, 0, 0, 0x10, 0, 0, 0]),
     "verify": cdb_seed(0, 512, 0, [0x2F, 2, 0, 0, 0, 0, 0, 0, 1, 0], b"\x00" * 512),
     "sync": cdb_seed(1, 0, 0, [0x35, 0, 0, 0, 0, 0, 0, 0, 0, 0]),
+    "pr-register": cdb_seed(0, 24, 0, [0x5F, 0, 0, 0, 0, 0, 0, 0, 24, 0],
+                            struct.pack(">QQ8x", 0, 0xABCD)),
+    "pr-reserve": cdb_seed(0, 24, 0, [0x5F, 1, 5, 0, 0, 0, 0, 0, 24, 0],
+                           struct.pack(">QQ8x", 0xABCD, 0)),
+    "pr-in-full-status": cdb_seed(0, 0, 1024, [0x5E, 3, 0, 0, 0, 0, 0, 4, 0, 0]),
 }
 for name, data in seeds.items():
     write("fuzz-scsi-cdb", name, data)
