@@ -77,7 +77,7 @@ struct rbd_lun {
     bool locked;                /* we hold the image's exclusive lock */
     bool watching;
     uint64_t watch_handle;
-    char serial[64];
+    char serial[128];
     struct scsi_lun_info info;
     /*
      * Health, shared by the I/O threads: monotonic µs of the first timeout
