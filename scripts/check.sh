@@ -28,10 +28,10 @@ rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 # libFuzzer, 10 s per target from the seed corpora (clang build).
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 meson test -C build-asan --no-rebuild --print-errorlogs \
-    --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi --suite qtest-qemu72
+    --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi --suite ceph --suite qtest-qemu72
 meson test -C build --no-rebuild --print-errorlogs --suite guest --num-processes 1
 
 # Counts test cases from the TAP in each testlog, lists every skip with its
 # reason and every failure, and fails when an expected suite did not run.
 python3 scripts/test-summary.py build-fuzz:fuzz \
-    build-asan:unit,protocol,qtest,fuzz,iscsi,qtest-qemu72 build:guest
+    build-asan:unit,protocol,qtest,fuzz,iscsi,ceph,qtest-qemu72 build:guest

@@ -172,6 +172,50 @@ int target_backend_parse(const char *spec, struct lun_spec *ls, char **err)
     return ret;
 }
 
+/*
+ * A backend's device changed size underneath (an RBD image resized by
+ * another client): on the main thread, take the new size as `backend-resize
+ * NAME` without a size does, so every mapping's front-ends are told.  The
+ * backend is looked up again: it may have been removed since.
+ */
+struct backend_change {
+    struct target *tgt;
+    struct lun_backend *be;
+};
+
+static void backend_changed_main(void *opaque)
+{
+    struct backend_change *c = opaque;
+    GHashTableIter it;
+    gpointer key, val;
+
+    g_hash_table_iter_init(&it, c->tgt->backends);
+    while (g_hash_table_iter_next(&it, &key, &val)) {
+        struct target_backend *b = val;
+        g_autofree char *err = NULL;
+
+        if (scsi_lun_backend(b->lun) != c->be) {
+            continue;
+        }
+        if (target_backend_resize(c->tgt, b->name, 0, &err) < 0) {
+            g_warning("backend %s: its device changed size; keeping %" PRIu64 " bytes: %s",
+                      b->name, backend_size(c->be), err);
+        }
+        break;
+    }
+    g_free(c);
+}
+
+/* Any thread (a library's own): hand the change to the main thread. */
+static void backend_changed(struct lun_backend *be, void *opaque)
+{
+    struct backend_change *c = g_new(struct backend_change, 1);
+
+    c->tgt = opaque;
+    c->be = be;
+    iothread_post(c->tgt->main, backend_changed_main, c);
+}
+
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
                            bool implicit, struct lun_backend *be, struct target_backend **out,
                            char **err)
@@ -199,6 +243,8 @@ int target_backend_install(struct target *tgt, const char *name, const char *spe
     b->lun = lun;
     b->implicit = implicit;
     g_hash_table_insert(tgt->backends, b->name, b);
+    be->changed_opaque = tgt;
+    __atomic_store_n(&be->changed, backend_changed, __ATOMIC_RELEASE);
     g_message("backend %s: %s, %" PRIu64 " bytes, %u-byte blocks%s", name, be->name,
               backend_size(be), be->block_size, be->read_only ? ", read-only" : "");
     if (out) {

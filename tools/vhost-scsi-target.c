@@ -865,6 +865,8 @@ static void usage(FILE *f)
 "                                [,queue-depth=N][,sessions=N][,secret-file=PATH]\n"
 "                                [,initiator-name=IQN][,login-timeout=SECONDS]\n"
 "                                (see docs/iscsi.md)\n"
+"                              rbd:POOL/IMAGE[@SNAP][,conf=PATH][,id=CLIENT]\n"
+"                                [,keyring=PATH][,ro]  (Ceph RBD; see docs/rbd.md)\n"
 "                        default without --lun: " DEFAULT_LUN "\n"
 "  --queues N            request queues to offer (default 4; QEMU's num_queues <= N)\n"
 "  --threads N           I/O threads serving them (default min(queues, CPUs))\n"

@@ -12,6 +12,7 @@
 #define VHOST_SCSI_LUN_OPEN_H
 
 #include "backend-iscsi.h"
+#include "backend-rbd.h"
 #include "backend-uring.h"
 #include "lun-spec.h"
 
@@ -27,7 +28,7 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
 int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lun_backend **out);
 /*
  * Whether opening s may wait on the network, bounded only by a timeout
- * (iSCSI: connect and log in), rather than take a moment (files, RAM).
+ * (iSCSI: connect and log in; RBD: reach the monitors and OSDs), rather than take a moment (files, RAM).
  */
 bool lun_spec_opens_slowly(const struct lun_spec *s);
 

@@ -28,6 +28,8 @@ enum lun_spec_kind {
     LUN_SPEC_ISCSI,     /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]
                            [,queue-depth=N][,sessions=N][,secret-file=PATH]
                            [,initiator-name=IQN][,login-timeout=SECONDS] */
+    LUN_SPEC_RBD,       /* rbd:POOL/IMAGE[@SNAP][,conf=PATH][,id=CLIENT]
+                           [,keyring=PATH][,ro] */
     LUN_SPEC_HOLD,      /* hold:SIZE,while=PATH[,block-size=N]: tests only, with
                            VHOST_SCSI_TEST_BACKENDS=1 in the environment; RAM
                            whose requests wait while PATH exists */
@@ -51,6 +53,10 @@ struct lun_spec {
     char *secret_file;
     char *initiator_name;
     unsigned login_timeout; /* seconds a login may take: the open's, each reconnection's */
+    /* RBD only: the image (snap NULL: the image itself), and the client's
+       configuration (NULL: librados's defaults, /etc/ceph/ceph.conf, admin) */
+    char *rbd_pool, *rbd_image, *rbd_snap;
+    char *rbd_conf, *rbd_id, *rbd_keyring;
 };
 
 /*

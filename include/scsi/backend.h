@@ -98,6 +98,21 @@ struct lun_backend {
      * reports and enforces the smaller of this and its own limit.
      */
     uint32_t max_transfer;
+    /*
+     * The unit the device behind the backend stores in, in bytes (an RBD
+     * image's object size): reported as OPTIMAL TRANSFER LENGTH
+     * GRANULARITY so initiators align to it; 0: one block.
+     */
+    uint32_t opt_granularity;
+    /*
+     * Set by the backend's owner, optional: called from any thread (a
+     * library's own included) when the device changed size underneath (an
+     * RBD image resized by another client).  The owner then calls
+     * backend_resize(be, 0) on its main thread.  The backend stops calling
+     * it before its close returns.
+     */
+    void (*changed)(struct lun_backend *be, void *opaque);
+    void *changed_opaque;
 };
 
 /* Generic entry points; they check the op against the geometry. */
@@ -113,7 +128,8 @@ static inline uint64_t backend_size(const struct lun_backend *be)
  * Grows the backend to size bytes (0: to what the device has grown to).
  * -EINVAL if size is not whole blocks or smaller than now (shrinking under
  * a guest loses data: refused), -ENOTSUP if the backend cannot grow, -EROFS
- * for a read-only one; logs the reason with the backend's name.
+ * for a read-only one given a size (size 0 follows its device even so);
+ * logs the reason with the backend's name.
  */
 int backend_resize(struct lun_backend *be, uint64_t size);
 

@@ -1,8 +1,8 @@
 /*
  * Parsing LUN specs with the backends' checks, and opening the backend a
  * struct lun_spec describes: the grammar is lib/lunspec/lun-spec.c's, the
- * backends are the scsi (RAM, null, hold), uring (files and block devices)
- * and iscsi layers'.
+ * backends are the scsi (RAM, null, hold), uring (files and block devices),
+ * iscsi and rbd layers'.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -22,7 +22,7 @@ int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg)
 
 bool lun_spec_opens_slowly(const struct lun_spec *s)
 {
-    return s->kind == LUN_SPEC_ISCSI;
+    return s->kind == LUN_SPEC_ISCSI || s->kind == LUN_SPEC_RBD;
 }
 
 int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
@@ -69,6 +69,20 @@ int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lu
         };
 
         return backend_iscsi_open(&io, out);
+    }
+    case LUN_SPEC_RBD: {
+        struct backend_rbd_opts ro = {
+            .pool = s->rbd_pool,
+            .image = s->rbd_image,
+            .snap = s->rbd_snap,
+            .conf = s->rbd_conf,
+            .client_id = s->rbd_id,
+            .keyring = s->rbd_keyring,
+            .read_only = s->ro,
+            .cancel_fd = cancel_fd,
+        };
+
+        return backend_rbd_open(&ro, out);
     }
     }
     return -EINVAL;

@@ -118,6 +118,10 @@ int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_ba
         why = g_strdup("iscsi:// LUNs are vhost-scsi-target's: LIO has no backstore that is "
                        "an iSCSI initiator");
         break;
+    case LUN_SPEC_RBD:
+        why = g_strdup("rbd: LUNs are vhost-scsi-target's: LIO reaches RBD only through "
+                       "tcmu-runner, which vhost-scsi-ctl does not configure");
+        break;
     case LUN_SPEC_HOLD:
         why = g_strdup("hold: is a test backend of vhost-scsi-target");
         break;

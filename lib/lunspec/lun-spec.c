@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -29,12 +30,17 @@ enum {
     OPT_INITIATOR_NAME = 1 << 7,
     OPT_WHILE = 1 << 8,
     OPT_LOGIN_TIMEOUT = 1 << 9,
+    OPT_CONF = 1 << 10,
+    OPT_CLIENT_ID = 1 << 11,
+    OPT_KEYRING = 1 << 12,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
 #define ISCSI_MAX_QUEUE_DEPTH 1024
 #define ISCSI_MAX_SESSIONS 16
 #define ISCSI_MAX_LOGIN_TIMEOUT_S 300
+/* Longest pool, image or snapshot name of an rbd: spec. */
+#define RBD_MAX_NAME 255
 
 static const struct {
     const char *key;
@@ -51,6 +57,9 @@ static const struct {
     { "initiator-name", OPT_INITIATOR_NAME, true },
     { "while", OPT_WHILE, true },
     { "login-timeout", OPT_LOGIN_TIMEOUT, true },
+    { "conf", OPT_CONF, true },
+    { "id", OPT_CLIENT_ID, true },
+    { "keyring", OPT_KEYRING, true },
 };
 
 static const struct {
@@ -63,8 +72,51 @@ static const struct {
     { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
                                   OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT },
+    { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING },
     { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
 };
+
+/*
+ * "POOL/IMAGE[@SNAP]" of rbd: into out->rbd_pool/rbd_image/rbd_snap.  Ceph
+ * allows more in names than this, but '/' and '@' are the separators of
+ * the rbd CLI's own image spec, so a name holding them could not be named
+ * there either; control characters are refused as typos.  0 or -EINVAL.
+ */
+static int parse_rbd_image(const char *s, struct lun_spec *out)
+{
+    const char *slash = strchr(s, '/'), *at;
+    char **parts[3] = { &out->rbd_pool, &out->rbd_image, &out->rbd_snap };
+    const char *start[3], *end[3];
+    unsigned n;
+
+    if (!slash) {
+        return -EINVAL;
+    }
+    at = strchr(slash + 1, '@');
+    start[0] = s;
+    end[0] = slash;
+    start[1] = slash + 1;
+    end[1] = at ? at : s + strlen(s);
+    start[2] = at ? at + 1 : NULL;
+    end[2] = at ? s + strlen(s) : NULL;
+    n = at ? 3 : 2;
+    for (unsigned i = 0; i < n; i++) {
+        size_t len = (size_t)(end[i] - start[i]);
+
+        if (len == 0 || len > RBD_MAX_NAME) {
+            return -EINVAL;
+        }
+        for (size_t j = 0; j < len; j++) {
+            if (start[i][j] == '/' || start[i][j] == '@' || g_ascii_iscntrl(start[i][j])) {
+                return -EINVAL;
+            }
+        }
+    }
+    for (unsigned i = 0; i < n; i++) {
+        *parts[i] = g_strndup(start[i], (size_t)(end[i] - start[i]));
+    }
+    return 0;
+}
 
 /* Parses the decimal number in s[0..len) (digits only) up to max. */
 static bool parse_id_part(const char *s, size_t len, unsigned max, unsigned *out)
@@ -182,7 +234,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
     if (k == G_N_ELEMENTS(lun_kinds)) {
         g_autofree char *kind = take_field(&p, false);
         return spec_error(errmsg, arg, out, "unknown backend \"%s\" (expected file:, "
-                          "ram:, null: or iscsi://)", kind);
+                          "ram:, null:, iscsi:// or rbd:)", kind);
     }
     out->kind = lun_kinds[k].kind;
     allowed = lun_kinds[k].allowed;
@@ -227,6 +279,15 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         }
         break;
     }
+    case LUN_SPEC_RBD:
+        p += strlen(lun_kinds[k].prefix);
+        first = take_field(&p, false);
+        if ((ret = parse_rbd_image(first, out)) < 0) {
+            return spec_error(errmsg, arg, out, "bad RBD image \"%s\" (expected "
+                              "POOL/IMAGE[@SNAP], each part 1-%d characters without '/', "
+                              "'@' or ',')", first, RBD_MAX_NAME);
+        }
+        break;
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
     case LUN_SPEC_HOLD:
@@ -329,6 +390,20 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
                 out->initiator_name = g_strdup(val + 1);
             }
             break;
+        case OPT_CONF:
+        case OPT_CLIENT_ID:
+        case OPT_KEYRING: {
+            char **dst = lun_opts[o].bit == OPT_CONF        ? &out->rbd_conf
+                         : lun_opts[o].bit == OPT_CLIENT_ID ? &out->rbd_id
+                                                            : &out->rbd_keyring;
+
+            if (!val[1] || strlen(val + 1) > PATH_MAX) {
+                return spec_error(errmsg, arg, out, "option \"%s\" needs a value (at most "
+                                  "%d characters)", lun_opts[o].key, PATH_MAX);
+            }
+            *dst = g_strdup(val + 1);
+            break;
+        }
         case OPT_WHILE:
             if (!val[1]) {
                 return spec_error(errmsg, arg, out, "option \"while\" needs a value");
@@ -396,5 +471,11 @@ void lun_spec_clear(struct lun_spec *s)
     g_free(s->path);
     g_free(s->secret_file);
     g_free(s->initiator_name);
+    g_free(s->rbd_pool);
+    g_free(s->rbd_image);
+    g_free(s->rbd_snap);
+    g_free(s->rbd_conf);
+    g_free(s->rbd_id);
+    g_free(s->rbd_keyring);
     memset(s, 0, sizeof(*s));
 }

@@ -93,7 +93,8 @@ int backend_resize(struct lun_backend *be, uint64_t size)
                              : "not a whole number of blocks");
         return -EINVAL;
     }
-    if (be->read_only) {
+    /* Following a device that grew underneath is no write of ours. */
+    if (size && be->read_only) {
         g_warning("%s: cannot resize a read-only backend", be->name);
         return -EROFS;
     }

@@ -82,7 +82,9 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         uint32_t max_xfer = sd_max_xfer_bytes(lun) / lun->bs;
 
         b[4] = 0x01;        /* WSNZ: WRITE SAME needs a non-zero length */
-        st16(b + 6, 1);
+        /* A granularity beyond 16 bits of blocks cannot be said: say one block. */
+        st16(b + 6, be->opt_granularity / lun->bs > 1 && be->opt_granularity / lun->bs <= 0xffff
+                    ? (uint16_t)(be->opt_granularity / lun->bs) : 1);
         st32(b + 8, max_xfer);
         st32(b + 12, MIN(OPT_XFER_BYTES / lun->bs, max_xfer));
         if (be->can_discard) {

@@ -11,12 +11,22 @@
 #   --build-dir DIR     meson build dir (default $BUILD_DIR or build)
 #   --keep              keep the work directory (logs, images)
 #   --console           show the guest console while it runs
+#   --lun2-spec SPEC    LUN 2 is SPEC (its device must be 64 MiB) instead of a file
+#   --lun2-grow CMD     grow it to 96 MiB with CMD, from outside, instead of
+#                       `lun resize` (the target must notice by itself: rbd:)
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
+LUN2_SPEC="" LUN2_GROW=""
+guest_extra_option() {
+    case "$1" in
+    --lun2-spec) LUN2_SPEC=$2; SHIFTED=2 ;;
+    --lun2-grow) LUN2_GROW=$2; SHIFTED=2 ;;
+    esac
+}
 guest_parse_args "$@"
 LUN0_BYTES=$((256 << 20)) LUN1_BYTES=$((64 << 20))
 LUN2_BYTES=$((64 << 20)) LUN2_GROWN=$((96 << 20))
@@ -74,9 +84,17 @@ APPEND+=" guest.lun1_bs=512 guest.lun2_bytes=$LUN2_BYTES guest.lun2_grown=$LUN2_
 QEMU_PID=$!
 
 if wait_want add; then
-    ctl "lun add 2 while the guest runs" lun add "2=file:$WORK/lun2.img"
+    ctl "lun add 2 while the guest runs" lun add "2=${LUN2_SPEC:-file:$WORK/lun2.img}"
     if wait_want resize; then
-        ctl "lun resize 2 to $LUN2_GROWN bytes" lun resize 2 "$LUN2_GROWN"
+        if [ -n "$LUN2_GROW" ]; then
+            if $LUN2_GROW >"$WORK/grow.out" 2>&1; then
+                pass "lun 2 grown to $LUN2_GROWN bytes from outside ($LUN2_GROW)"
+            else
+                fail "$LUN2_GROW"; sed 's/^/# grow: /' "$WORK/grow.out"
+            fi
+        else
+            ctl "lun resize 2 to $LUN2_GROWN bytes" lun resize 2 "$LUN2_GROWN"
+        fi
         if wait_want remove; then
             ctl "lun remove 2" lun remove 2
         else
@@ -98,7 +116,9 @@ case "$rc" in
          tr -d '\r' <"$WORK/guest.log" | tail -n 30 | sed 's/^/# console: /' ;;
 *) fail "guest reported failures (GUEST-EXIT: $rc)" ;;
 esac
-if [ "$(stat -c %s "$WORK/lun2.img")" = "$LUN2_GROWN" ]; then
+if [ -n "$LUN2_SPEC" ]; then
+    :   # not a file of ours
+elif [ "$(stat -c %s "$WORK/lun2.img")" = "$LUN2_GROWN" ]; then
     pass "lun2's file was grown to $LUN2_GROWN bytes"
 else
     fail "lun2's file was grown: $(stat -c %s "$WORK/lun2.img") bytes"

@@ -194,7 +194,7 @@ static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
     expect_warning("*LUN 16384 out of range 0..16383*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 16384, ok), ==, -ERANGE);
     expect_warning("*LUN spec \"rd:foo\": unknown backend \"rd:foo\" (expected file:, ram:, "
-                   "null: or iscsi://)");
+                   "null:, iscsi:// or rbd:)");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "rd:foo"), ==, -EINVAL);
     expect_warning("*LUN spec \"file:rel.img,size=1M\": path must be absolute*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:rel.img,size=1M"), ==, -EINVAL);

@@ -137,6 +137,44 @@ static void test_iscsi_recognised(void)
     lun_spec_clear(&s);
 }
 
+static void test_rbd_forms(void)
+{
+    struct lun_spec s = parse_ok("1=rbd:rbd/vm1");
+    char *err = NULL;
+    static const char *const bad[] = {
+        "0=rbd:", "0=rbd:vm1", "0=rbd:/vm1", "0=rbd:rbd/", "0=rbd:rbd/vm1@", "0=rbd:a/b/c",
+        "0=rbd:a/b@c@d", "0=rbd:a/b,conf=", "0=rbd:a/b,direct", "0=rbd:a/b,id=x,id=y",
+    };
+
+    g_assert_cmpint(s.kind, ==, LUN_SPEC_RBD);
+    g_assert_cmpstr(s.rbd_pool, ==, "rbd");
+    g_assert_cmpstr(s.rbd_image, ==, "vm1");
+    g_assert_null(s.rbd_snap);
+    g_assert_null(s.rbd_conf);
+    g_assert_false(s.ro);
+    lun_spec_clear(&s);
+
+    s = parse_ok("0:3=rbd:pool-a/base@golden,conf=/etc/ceph/x.conf,id=vhost,"
+                 "keyring=/k/ring,ro");
+    g_assert_cmpuint(s.target, ==, 0);
+    g_assert_cmpuint(s.lun, ==, 3);
+    g_assert_cmpstr(s.rbd_pool, ==, "pool-a");
+    g_assert_cmpstr(s.rbd_image, ==, "base");
+    g_assert_cmpstr(s.rbd_snap, ==, "golden");
+    g_assert_cmpstr(s.rbd_conf, ==, "/etc/ceph/x.conf");
+    g_assert_cmpstr(s.rbd_id, ==, "vhost");
+    g_assert_cmpstr(s.rbd_keyring, ==, "/k/ring");
+    g_assert_true(s.ro);
+    lun_spec_clear(&s);
+
+    for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_assert_cmpint(lun_spec_parse(bad[i], &s, &err), ==, -EINVAL);
+        g_assert_nonnull(err);
+        g_assert_null(s.rbd_pool);
+        g_clear_pointer(&err, g_free);
+    }
+}
+
 static void test_iscsi_options(void)
 {
     struct lun_spec s = parse_ok("0=iscsi://u@10.0.0.1/iqn.2024-01.org.example:t1/1,"
@@ -366,7 +404,7 @@ static void test_backend_alone(void)
     /* An "ID=" is not part of SPEC: "0=ram:1M" is an unknown backend "0=ram:1M". */
     g_assert_cmpint(lun_spec_parse_backend("0=ram:1M", &s, &err), ==, -EINVAL);
     g_assert_cmpstr(err, ==, "LUN spec \"0=ram:1M\": unknown backend \"0=ram:1M\" "
-                    "(expected file:, ram:, null: or iscsi://)");
+                    "(expected file:, ram:, null:, iscsi:// or rbd:)");
     g_clear_pointer(&err, g_free);
     g_assert_cmpint(lun_spec_parse_backend("file:/x,direct,bogus", &s, &err), ==, -EINVAL);
     g_assert_cmpstr(err, ==, "LUN spec \"file:/x,direct,bogus\": unknown option \"bogus\" "
@@ -416,6 +454,7 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-spec/parse/ram-and-null", test_ram_null_forms);
     g_test_add_func("/lun-spec/parse/iscsi-recognised", test_iscsi_recognised);
     g_test_add_func("/lun-spec/parse/iscsi-options", test_iscsi_options);
+    g_test_add_func("/lun-spec/parse/rbd", test_rbd_forms);
     g_test_add_func("/lun-spec/parse/iscsi-password-redacted", test_iscsi_redact);
     g_test_add_func("/lun-spec/parse/iscsi-lun-left-to-the-checks",
                     test_iscsi_lun_left_to_the_checks);

@@ -1,0 +1,34 @@
+/*
+ * LUNs that are Ceph RBD images, through librbd's asynchronous API
+ * (lib/rbd/, docs/rbd.md).  The only layer that links librbd and librados.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#ifndef VHOST_SCSI_BACKEND_RBD_H
+#define VHOST_SCSI_BACKEND_RBD_H
+
+#include "backend.h"
+
+struct backend_rbd_opts {
+    const char *pool;
+    const char *image;
+    const char *snap;           /* NULL: the image itself; else read-only */
+    const char *conf;           /* ceph.conf; NULL: librados's search (/etc/ceph/ceph.conf) */
+    const char *client_id;      /* "admin" for client.admin; NULL: admin */
+    const char *keyring;        /* NULL: what the configuration names */
+    bool read_only;
+    int cancel_fd;              /* the open gives up (-ECANCELED) once it is readable; -1: none */
+};
+
+/*
+ * Connects to the cluster, opens the image and reads its geometry and
+ * identity, in the calling thread, which it holds for as long (the
+ * connection is bounded by client_mount_timeout, 30 s unless the
+ * configuration says otherwise).  A writable image with the exclusive-lock
+ * feature is locked (exclusively, without transparent hand-over), and an
+ * image whose lock another client holds is refused (-EBUSY).  Any thread
+ * may call it.  0 and *out, or -errno with a logged reason.
+ */
+int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out);
+
+#endif

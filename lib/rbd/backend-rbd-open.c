@@ -1,0 +1,318 @@
+/*
+ * Opening, watching and closing an RBD LUN: connect to the cluster as the
+ * spec's client (its configuration file and keyring), open the image or
+ * its snapshot, take the exclusive lock of a writable image that has the
+ * feature (refusing one whose lock another client holds: two writers
+ * without cooperation would corrupt a non-cluster filesystem), and read
+ * the geometry and identity.  A header watch (rbd_update_watch) tells the
+ * owner when another client resizes the image.  Every librados/librbd
+ * call here blocks; the owner opens on a thread of its own when it must
+ * stay responsive (tools/target-opening.c).  See docs/rbd.md.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend-rbd-int.h"
+
+static bool cancelled(int cancel_fd)
+{
+    struct pollfd p = { .fd = cancel_fd, .events = POLLIN };
+
+    return cancel_fd >= 0 && poll(&p, 1, 0) > 0;
+}
+
+/* Sets option unless the configuration (file or CEPH_ARGS) already did. */
+static void set_default(struct rbd_lun *rl, const char *option, int value,
+                        double librados_default)
+{
+    char now[64];
+    g_autofree char *v = g_strdup_printf("%d", value);
+
+    if (rados_conf_get(rl->cluster, option, now, sizeof(now)) == 0 &&
+        g_ascii_strtod(now, NULL) != librados_default) {
+        return;
+    }
+    if (rados_conf_set(rl->cluster, option, v) < 0) {
+        g_warning("%s: cannot set %s: the default stays", rl->be.name, option);
+    }
+}
+
+static int connect_cluster(struct rbd_lun *rl, const struct backend_rbd_opts *o)
+{
+    g_autofree char *name = g_strdup_printf("client.%s", o->client_id ? o->client_id : "admin");
+    int ret;
+
+    ret = rados_create2(&rl->cluster, "ceph", name, 0);
+    if (ret < 0) {
+        g_warning("%s: cannot create a cluster handle for %s: %s", rl->be.name, name,
+                  g_strerror(-ret));
+        rl->cluster = NULL;
+        return ret;
+    }
+    ret = rados_conf_read_file(rl->cluster, o->conf);
+    if (ret < 0) {
+        g_warning("%s: cannot read the Ceph configuration %s: %s", rl->be.name,
+                  o->conf ? o->conf : "(default search path)", g_strerror(-ret));
+        return ret;
+    }
+    rados_conf_parse_env(rl->cluster, NULL);
+    if (o->keyring && (ret = rados_conf_set(rl->cluster, "keyring", o->keyring)) < 0) {
+        g_warning("%s: keyring %s: %s", rl->be.name, o->keyring, g_strerror(-ret));
+        return ret;
+    }
+    /* Bounded waits unless the configuration chose otherwise (librados: 300 s, 0 = none). */
+    set_default(rl, "client_mount_timeout", RBD_MOUNT_TIMEOUT_S, 300);
+    set_default(rl, "rados_osd_op_timeout", RBD_OSD_OP_TIMEOUT_S, 0);
+    if (cancelled(o->cancel_fd)) {
+        return -ECANCELED;
+    }
+    ret = rados_connect(rl->cluster);
+    if (ret < 0) {
+        g_warning("%s: cannot connect to the cluster as %s: %s%s", rl->be.name, name,
+                  g_strerror(-ret), ret == -ETIMEDOUT ? " (no monitor answered)"
+                  : ret == -EACCES || ret == -EPERM ? " (check the keyring and the client's caps)"
+                  : "");
+        rados_shutdown(rl->cluster);
+        rl->cluster = NULL;
+        return ret;
+    }
+    return 0;
+}
+
+/*
+ * Takes the exclusive lock of a writable image that has the feature, so
+ * that no other client writes beside us; -EBUSY if one already holds it.
+ */
+static int take_lock(struct rbd_lun *rl)
+{
+    uint64_t features = 0;
+    rbd_lock_mode_t mode;
+    char *owners[4];
+    size_t n = G_N_ELEMENTS(owners);
+    int ret;
+
+    if (rbd_get_features(rl->image, &features) < 0 ||
+        !(features & RBD_FEATURE_EXCLUSIVE_LOCK)) {
+        return 0;
+    }
+    ret = rbd_lock_get_owners(rl->image, &mode, owners, &n);
+    if (ret == 0 && n > 0) {
+        g_warning("%s: the image's exclusive lock is held by another client (%s): refusing a "
+                  "second writer; open it read-only (ro, or a snapshot), or disable the "
+                  "exclusive-lock feature for a shared disk (docs/rbd.md)", rl->be.name,
+                  owners[0]);
+        rbd_lock_get_owners_cleanup(owners, n);
+        return -EBUSY;
+    }
+    if (ret < 0 && ret != -ENOENT) {
+        g_warning("%s: cannot read the image's lock owners: %s", rl->be.name, g_strerror(-ret));
+        return ret;
+    }
+    /* Exclusive mode: librbd does not hand the lock over when another client asks. */
+    ret = rbd_lock_acquire(rl->image, RBD_LOCK_MODE_EXCLUSIVE);
+    if (ret < 0) {
+        g_warning("%s: cannot take the image's exclusive lock: %s%s", rl->be.name,
+                  g_strerror(-ret), ret == -EROFS || ret == -EBUSY
+                  ? " (another client took it meanwhile)" : "");
+        return ret == -EROFS ? -EBUSY : ret;
+    }
+    rl->locked = true;
+    return 0;
+}
+
+/* librbd's thread, on any header change: tell the owner when the size changed. */
+static void watch_cb(void *arg)
+{
+    struct rbd_lun *rl = arg;
+    void (*changed)(struct lun_backend *, void *) =
+        __atomic_load_n(&rl->be.changed, __ATOMIC_ACQUIRE);
+    uint64_t size = 0;
+
+    if (rbd_get_size(rl->image, &size) < 0 || size == backend_size(&rl->be)) {
+        return;
+    }
+    g_message("%s: the image is now %" PRIu64 " bytes (was %" PRIu64 ")", rl->be.name, size,
+              backend_size(&rl->be));
+    if (changed) {
+        changed(&rl->be, rl->be.changed_opaque);
+    }
+}
+
+static int read_geometry(struct rbd_lun *rl, const struct backend_rbd_opts *o)
+{
+    rbd_image_info_t st;
+    char id[64] = "";
+    uint64_t snap_id = 0;
+    int ret = rbd_stat(rl->image, &st, sizeof(st));
+
+    if (ret < 0) {
+        g_warning("%s: cannot stat the image: %s", rl->be.name, g_strerror(-ret));
+        return ret;
+    }
+    if (st.size < 512) {
+        g_warning("%s: the image is %" PRIu64 " bytes, less than one block", rl->be.name,
+                  st.size);
+        return -EINVAL;
+    }
+    ret = rbd_get_id(rl->image, id, sizeof(id));
+    if (ret < 0) {
+        /* Format 1 images have no id: their name stands in (stable, if not unique). */
+        g_strlcpy(id, o->image, sizeof(id));
+    }
+    if (o->snap) {
+        rbd_snap_get_id(rl->image, o->snap, &snap_id);
+    }
+    rl->be.block_size = 512;
+    rl->be.size = st.size - st.size % 512;
+    if (st.obj_size <= UINT32_MAX) {
+        rl->be.opt_granularity = (uint32_t)st.obj_size;
+    }
+    /* Pool id, image id and snapshot id: the same disk for every client, unique per cluster. */
+    if (snap_id) {
+        snprintf(rl->serial, sizeof(rl->serial), "%" PRId64 ".%s@%" PRIu64,
+                 rados_ioctx_get_id(rl->ioctx), id, snap_id);
+    } else {
+        snprintf(rl->serial, sizeof(rl->serial), "%" PRId64 ".%s",
+                 rados_ioctx_get_id(rl->ioctx), id);
+    }
+    rl->info.serial = rl->serial;
+    return 0;
+}
+
+/* librbd's cache (rbd_cache, on by default): FLUSH and FUA matter only with it. */
+static bool cache_on(struct rbd_lun *rl)
+{
+    char v[16] = "";
+
+    return rados_conf_get(rl->cluster, "rbd_cache", v, sizeof(v)) == 0 &&
+           (!strcmp(v, "true") || !strcmp(v, "1"));
+}
+
+int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out)
+{
+    struct rbd_lun *rl = g_new0(struct rbd_lun, 1);
+    int ret;
+
+    *out = NULL;
+    rl->spec = o->snap ? g_strdup_printf("%s/%s@%s", o->pool, o->image, o->snap)
+                       : g_strdup_printf("%s/%s", o->pool, o->image);
+    rl->be.ops = &rbd_be_ops;
+    rl->be.name = g_strdup_printf("rbd:%s", rl->spec);
+    rl->be.read_only = o->read_only || o->snap;
+    atomic_init(&rl->timeouts_since, 0);
+    atomic_init(&rl->unreachable_logged, false);
+    atomic_init(&rl->fenced, false);
+
+    ret = connect_cluster(rl, o);
+    if (ret < 0) {
+        goto fail;
+    }
+    ret = rados_ioctx_create(rl->cluster, o->pool, &rl->ioctx);
+    if (ret < 0) {
+        g_warning("%s: cannot open pool %s: %s", rl->be.name, o->pool, g_strerror(-ret));
+        rl->ioctx = NULL;
+        goto fail;
+    }
+    if (cancelled(o->cancel_fd)) {
+        ret = -ECANCELED;
+        goto fail;
+    }
+    ret = rl->be.read_only ? rbd_open_read_only(rl->ioctx, o->image, &rl->image, o->snap)
+                           : rbd_open(rl->ioctx, o->image, &rl->image, NULL);
+    if (ret < 0) {
+        g_warning("%s: cannot open the image%s: %s", rl->be.name,
+                  o->snap ? " snapshot" : "", g_strerror(-ret));
+        rl->image = NULL;
+        goto fail;
+    }
+    if (!rl->be.read_only && (ret = take_lock(rl)) < 0) {
+        goto fail;
+    }
+    ret = read_geometry(rl, o);
+    if (ret < 0) {
+        goto fail;
+    }
+    rl->be.can_discard = !rl->be.read_only;
+    /* librbd skips the parts of a discard that do not cover whole objects. */
+    rl->be.discard_zeroes = false;
+    rl->be.write_cache = cache_on(rl);
+    /* A snapshot never changes size. */
+    if (!o->snap) {
+        ret = rbd_update_watch(rl->image, &rl->watch_handle, watch_cb, rl);
+        if (ret < 0) {
+            g_warning("%s: cannot watch the image header (%s): a resize elsewhere will go "
+                      "unnoticed", rl->be.name, g_strerror(-ret));
+        } else {
+            rl->watching = true;
+        }
+    }
+    g_message("%s: %" PRIu64 " bytes, objects of %" PRIu32 " bytes, %s%s%s, serial %s",
+              rl->be.name, rl->be.size, rl->be.opt_granularity,
+              rl->be.read_only ? "read-only" : "read-write",
+              rl->locked ? ", exclusive lock held" : "",
+              rl->be.write_cache ? ", rbd cache on" : "", rl->serial);
+    *out = &rl->be;
+    return 0;
+
+fail:
+    rbd_be_close(&rl->be);
+    return ret;
+}
+
+int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+{
+    struct rbd_lun *rl = to_rl(be);
+    int ret;
+
+    if (size) {
+        ret = rbd_resize(rl->image, size);
+        if (ret < 0) {
+            g_warning("%s: cannot resize the image to %" PRIu64 ": %s", be->name, size,
+                      g_strerror(-ret));
+            return ret;
+        }
+    }
+    ret = rbd_get_size(rl->image, out);
+    if (ret < 0) {
+        g_warning("%s: cannot read the image's size: %s", be->name, g_strerror(-ret));
+    }
+    return ret;
+}
+
+void rbd_be_close(struct lun_backend *be)
+{
+    struct rbd_lun *rl = to_rl(be);
+
+    if (rl->watching) {
+        /* Waits for a watch callback under way: none runs after this. */
+        rbd_update_unwatch(rl->image, rl->watch_handle);
+    }
+    if (rl->image) {
+        if (rl->locked) {
+            rbd_lock_release(rl->image);
+        }
+        /* Waits for librbd's requests in flight (whose callbacks push to the threads). */
+        rbd_close(rl->image);
+    }
+    rbd_be_drain_threads(rl);
+    if (rl->ioctx) {
+        rados_ioctx_destroy(rl->ioctx);
+    }
+    if (rl->cluster) {
+        rados_shutdown(rl->cluster);
+    }
+    for (unsigned i = 0; i < RBD_MAX_THREADS; i++) {
+        if (rl->threads[i]) {
+            close(rl->threads[i]->efd);
+            g_free(rl->threads[i]);
+        }
+    }
+    g_free(rl->spec);
+    g_free(rl->be.name);
+    g_free(rl);
+}
