@@ -4,7 +4,8 @@
 # file and O_DIRECT loop-device LUNs; polling and interrupt modes; one and
 # two threads; with and without two nice'd busy loops), fio directly on the
 # host for the backend's own limit, and reads the guest comparison from
-# `make demo` (out/demo-results.txt).  Every configuration runs REPS times
+# `make demo` (out/demo-results.txt), and (g8) the side-by-side comparison
+# with SPDK's vhost of scripts/bench-peer.sh.  Every configuration runs REPS times
 # for RUNTIME seconds; the median run is reported.  Writes
 # docs/performance.md (figures, goal verdicts, exact commands, machine) and
 # keeps the raw JSON lines in out/bench/.  Not part of `make check`: it
@@ -25,7 +26,7 @@ case "$BUILD" in /*) ;; *) BUILD=$SRC/$BUILD ;; esac
 RUNTIME=${BENCH_RUNTIME:-5}
 REPS=${BENCH_REPS:-3}
 DOC=${BENCH_DOC:-$SRC/docs/performance.md}
-ONLY=${BENCH_ONLY:-g1 g2 g3 g4 g5 g6 g7}
+ONLY=${BENCH_ONLY:-g1 g2 g3 g4 g5 g6 g7 g8}
 OUT=$SRC/out/bench
 say() { echo "== $*" >&2; }
 want() { [[ " $ONLY " == *" $1 "* ]]; }
@@ -265,4 +266,8 @@ fi
 
 say "writing $DOC"
 python3 "$SRC/scripts/bench-report.py" "$OUT" "$DOC" "$RUNTIME" "$REPS"
+# g8, the SPDK peer (issue 16): its own section below the analysis marker.
+if want g8; then
+    BENCH_BUILD=$BUILD BENCH_DOC=$DOC bash "$SRC/scripts/bench-peer.sh"
+fi
 say "done: $DOC"

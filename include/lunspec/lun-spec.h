@@ -24,7 +24,7 @@
 enum lun_spec_kind {
     LUN_SPEC_FILE,      /* file:PATH[,ro][,direct][,block-size=N][,size=SIZE] */
     LUN_SPEC_RAM,       /* ram:SIZE[,ro][,block-size=N] */
-    LUN_SPEC_NULL,      /* null:SIZE[,ro][,block-size=N] */
+    LUN_SPEC_NULL,      /* null:SIZE[,ro][,block-size=N][,fill=zero|none] */
     LUN_SPEC_ISCSI,     /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN[,ro]
                            [,queue-depth=N][,sessions=N][,secret-file=PATH]
                            [,initiator-name=IQN][,login-timeout=SECONDS] */
@@ -43,6 +43,7 @@ struct lun_spec {
                                HOLD: the while= file */
     bool ro;
     bool direct;            /* FILE only */
+    bool null_no_fill;      /* NULL only: fill=none, reads leave the buffer untouched */
     uint32_t block_size;    /* 0: the backend's default */
     uint64_t size;          /* bytes; FILE: 0 means the file's size */
     unsigned iscsi_lun;     /* ISCSI: the remote LUN, the URL's last field

@@ -142,6 +142,8 @@ int backend_resize(struct lun_backend *be, uint64_t size);
  */
 int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+/* null: with fill=none: a READ completes without writing its buffer. */
+int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 /*
  * For tests (lib/scsi/backend-hold.c): RAM that holds every request
  * submitted while the file path exists, and completes what it holds once

@@ -51,6 +51,7 @@ int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lu
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
         ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out)
+              : s->null_no_fill       ? backend_null_nofill_new(s->size, bs, out)
                                       : backend_null_new(s->size, bs, out);
         if (ret == 0 && s->ro) {
             (*out)->read_only = true;

@@ -33,6 +33,7 @@ enum {
     OPT_CONF = 1 << 10,
     OPT_CLIENT_ID = 1 << 11,
     OPT_KEYRING = 1 << 12,
+    OPT_FILL = 1 << 13,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
@@ -60,6 +61,7 @@ static const struct {
     { "conf", OPT_CONF, true },
     { "id", OPT_CLIENT_ID, true },
     { "keyring", OPT_KEYRING, true },
+    { "fill", OPT_FILL, true },
 };
 
 static const struct {
@@ -69,7 +71,7 @@ static const struct {
 } lun_kinds[] = {
     { "file:", LUN_SPEC_FILE, OPT_RO | OPT_DIRECT | OPT_BLOCK_SIZE | OPT_SIZE },
     { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE },
-    { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE },
+    { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE | OPT_FILL },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
                                   OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT },
     { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING },
@@ -404,6 +406,13 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             *dst = g_strdup(val + 1);
             break;
         }
+        case OPT_FILL:
+            if (strcmp(val + 1, "zero") && strcmp(val + 1, "none")) {
+                return spec_error(errmsg, arg, out, "bad fill \"%s\" (expected zero or none)",
+                                  val + 1);
+            }
+            out->null_no_fill = !strcmp(val + 1, "none");
+            break;
         case OPT_WHILE:
             if (!val[1]) {
                 return spec_error(errmsg, arg, out, "option \"while\" needs a value");

@@ -3,7 +3,9 @@
  * mapping, so a large LUN costs only the pages actually written; discards
  * give pages back with MADV_DONTNEED (they read back as zeros).  null:
  * stores nothing, reads zeros and drops writes, for measuring the rest of
- * the stack.  Both complete every request inside submit(); concurrent
+ * the stack; its fill=none twin does not even write the zeros, like SPDK's
+ * null bdev and Linux's null_blk, so a comparison with them is like for
+ * like (the guest reads back its own buffer: nothing of the host leaks).  Both complete every request inside submit(); concurrent
  * requests to overlapping ranges race like they would on a real disk.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -78,6 +80,13 @@ static int null_submit(struct lun_backend *be, struct backend_io *io)
     return 0;
 }
 
+static int null_nofill_submit(struct lun_backend *be, struct backend_io *io)
+{
+    (void)be;
+    io->complete(io, 0);
+    return 0;
+}
+
 static void mem_close(struct lun_backend *be)
 {
     struct mem_backend *m = to_mem(be);
@@ -108,6 +117,13 @@ static int null_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
 static const struct backend_ops null_ops = {
     .name = "null",
     .submit = null_submit,
+    .resize = null_resize,
+    .close = mem_close,
+};
+
+static const struct backend_ops null_nofill_ops = {
+    .name = "null",
+    .submit = null_nofill_submit,
     .resize = null_resize,
     .close = mem_close,
 };
@@ -167,13 +183,24 @@ int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out
     return 0;
 }
 
-int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+static int null_new(const struct backend_ops *ops, uint64_t size, uint32_t block_size,
+                    struct lun_backend **out)
 {
     int ret = check_geometry("null", size, block_size);
 
     if (ret < 0) {
         return ret;
     }
-    *out = &mem_new(&null_ops, size, block_size)->be;
+    *out = &mem_new(ops, size, block_size)->be;
     return 0;
+}
+
+int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+{
+    return null_new(&null_ops, size, block_size, out);
+}
+
+int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+{
+    return null_new(&null_nofill_ops, size, block_size, out);
 }

@@ -3,7 +3,8 @@
  * backend_submit() (lib/scsi/backend.c) refuses a request outside the
  * LUN's geometry, a write to a read-only backend and a discard one cannot
  * do; ram and null (backend-mem.c) refuse a bad block size or size, and
- * ram costs only the pages written; the hold test backend
+ * ram costs only the pages written; null zero-fills what it reads unless
+ * it is fill=none, which leaves the buffer as it was; the hold test backend
  * (backend-hold.c) parks requests while its file exists and completes
  * them on their thread once it is gone, or when the thread detaches.  The
  * harness is scsi-disk-fixture.h.
@@ -205,6 +206,36 @@ static void test_backend_submit_checks_geometry(void)
     g_test_assert_expected_messages();
 }
 
+static void test_null_fill(void)
+{
+    struct lun_backend *be;
+    uint8_t buf[4096];
+    struct iovec iov = { buf, sizeof(buf) };
+    int ret = 1;
+    struct backend_io io = { .op = BACKEND_READ, .offset = 8192, .len = sizeof(buf),
+                             .iov = &iov, .iovcnt = 1, .complete = noop_complete,
+                             .opaque = &ret };
+
+    g_assert_cmpint(backend_null_new(MiB, 4096, &be), ==, 0);
+    memset(buf, 0xa5, sizeof(buf));
+    g_assert_cmpint(backend_submit(be, &io), ==, 0);
+    g_assert_cmpint(ret, ==, 0);
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        g_assert_cmpuint(buf[i], ==, 0);
+    }
+    backend_close(be);
+
+    g_assert_cmpint(backend_null_nofill_new(MiB, 4096, &be), ==, 0);
+    memset(buf, 0xa5, sizeof(buf));
+    ret = 1;
+    g_assert_cmpint(backend_submit(be, &io), ==, 0);
+    g_assert_cmpint(ret, ==, 0);
+    for (size_t i = 0; i < sizeof(buf); i++) {
+        g_assert_cmpuint(buf[i], ==, 0xa5);
+    }
+    backend_close(be);
+}
+
 static long rss_kib(void)
 {
     g_autofree char *status = NULL;
@@ -244,6 +275,7 @@ int main(int argc, char **argv)
 
     g_test_add_func("/scsi-disk/backend/geometry-checks", test_backend_submit_checks_geometry);
     g_test_add_func("/scsi-disk/backend/ram-sparse", test_ram_costs_only_written_pages);
+    g_test_add_func("/scsi-disk/backend/null-fill", test_null_fill);
     g_test_add_func("/scsi-disk/backend/hold-holds-while-its-file-exists",
                     test_hold_backend_holds_while_its_file_exists);
 

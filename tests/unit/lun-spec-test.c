@@ -103,12 +103,15 @@ static void test_ram_null_forms(void)
         uint64_t size;
         uint32_t block_size;
         bool ro;
+        bool no_fill;
     } cases[] = {
-        { "0=ram:64M", LUN_SPEC_RAM, 64ull << 20, 0, false },
-        { "0=ram:1g,block-size=4096", LUN_SPEC_RAM, 1ull << 30, 4096, false },
-        { "0=ram:4096,ro", LUN_SPEC_RAM, 4096, 0, true },
-        { "0=null:2T", LUN_SPEC_NULL, 2ull << 40, 0, false },
-        { "0=null:512k,ro,block-size=512", LUN_SPEC_NULL, 512 << 10, 512, true },
+        { "0=ram:64M", LUN_SPEC_RAM, 64ull << 20, 0, false, false },
+        { "0=ram:1g,block-size=4096", LUN_SPEC_RAM, 1ull << 30, 4096, false, false },
+        { "0=ram:4096,ro", LUN_SPEC_RAM, 4096, 0, true, false },
+        { "0=null:2T", LUN_SPEC_NULL, 2ull << 40, 0, false, false },
+        { "0=null:512k,ro,block-size=512", LUN_SPEC_NULL, 512 << 10, 512, true, false },
+        { "0=null:1G,fill=zero", LUN_SPEC_NULL, 1ull << 30, 0, false, false },
+        { "0=null:1G,fill=none,block-size=4096", LUN_SPEC_NULL, 1ull << 30, 4096, false, true },
     };
 
     for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -118,6 +121,7 @@ static void test_ram_null_forms(void)
         g_assert_cmpuint(s.size, ==, cases[i].size);
         g_assert_cmpuint(s.block_size, ==, cases[i].block_size);
         g_assert_cmpint(s.ro, ==, cases[i].ro);
+        g_assert_cmpint(s.null_no_fill, ==, cases[i].no_fill);
         g_assert_null(s.path);
         lun_spec_clear(&s);
     }
@@ -291,6 +295,11 @@ static void test_rejections(void)
         { "0=file:/x,=5", "empty option \"=5\"" },
         { "0=ram:1M,direct", "\"direct\" for ram:" },
         { "0=null:1M,size=2M", "\"size\" for null:" },
+        { "0=null:1M,fill=random", "bad fill \"random\"" },
+        { "0=null:1M,fill=", "bad fill \"\"" },
+        { "0=null:1M,fill", "\"fill\" needs a value" },
+        { "0=null:1M,fill=none,fill=zero", "\"fill\" given twice" },
+        { "0=ram:1M,fill=none", "\"fill\" for ram:" },
         { "0=iscsi://h/iqn/0,direct", "\"direct\" for iscsi://" },
         { "0=iscsi://h/iqn/0,queue-depth=0", "bad queue-depth \"0\"" },
         { "0=iscsi://h/iqn/0,queue-depth=1025", "bad queue-depth \"1025\"" },

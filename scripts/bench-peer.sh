@@ -1,0 +1,225 @@
+#!/bin/bash
+# The peer comparison of issue 16: vhost-scsi-target against SPDK's vhost
+# (../shared/peers/spdk/, built into /opt/peers/spdk), both driven by our
+# own vhost-scsi-bench, target pinned to CPU 0 and bench to CPU 1.  Each
+# configuration runs REPS rounds; a round runs both targets one after the
+# other, the order swapped every round, so drift of this machine's speed
+# falls on both alike; the table gives medians and the ratio ours/SPDK.
+# Like is compared with like: our null:...,fill=none against SPDK's null
+# bdev (neither touches read buffers), ram: against SPDK's malloc bdev
+# (both copy); our zero-filling null: default gets its own rows.
+# Writes the "SPDK peer" section of docs/performance.md (kept below the
+# analysis marker by make bench) and the raw JSON lines in out/bench-peer/.
+# Without an SPDK build the section says how to get one.  Asserts nothing.
+#
+# Environment: BENCH_BUILD (default build-bench), BENCH_RUNTIME (5),
+# BENCH_REPS (3), BENCH_DOC (docs/performance.md), SPDK_DIR
+# (/opt/peers/spdk), PEER_ONLY="row-name ..." to run a subset.
+#
+# SPDX-License-Identifier: GPL-2.0-or-later
+set -euo pipefail
+
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC"
+BUILD=${BENCH_BUILD:-build-bench}
+case "$BUILD" in /*) ;; *) BUILD=$SRC/$BUILD ;; esac
+RUNTIME=${BENCH_RUNTIME:-5}
+REPS=${BENCH_REPS:-3}
+DOC=${BENCH_DOC:-$SRC/docs/performance.md}
+SPDK=${SPDK_DIR:-/opt/peers/spdk}
+OUT=$SRC/out/bench-peer
+TARGET=$BUILD/tools/vhost-scsi-target
+BENCH=$BUILD/tools/vhost-scsi-bench
+say() { echo "== $*" >&2; }
+
+write_section() {  # write_section FILE: replaces the section in $DOC
+    python3 - "$DOC" "$1" <<'EOF'
+import re, sys
+doc, new = sys.argv[1], open(sys.argv[2]).read().rstrip("\n") + "\n"
+text = open(doc).read()
+head = "## SPDK peer (issue 16)"
+m = re.search(r"^" + re.escape(head) + r"\n.*?(?=^## |\Z)", text, re.S | re.M)
+if m:
+    text = text[:m.start()] + new + "\n" + text[m.end():]
+else:
+    text = text.rstrip("\n") + "\n\n" + new
+open(doc, "w").write(text)
+EOF
+}
+
+if [ ! -x "$SPDK/build/bin/vhost" ]; then
+    say "no SPDK build in $SPDK: writing how to get one"
+    cat >"$OUT.md" <<EOF
+## SPDK peer (issue 16)
+
+Not measured on this machine: there is no SPDK build in \`$SPDK\`.
+\`../shared/peers/spdk/build.sh\` builds SPDK v24.09's vhost there (about
+five minutes); \`bash scripts/bench-peer.sh\` (or \`make bench\`) then runs
+the comparison and writes this section.
+EOF
+    mkdir -p "$(dirname "$OUT")"
+    write_section "$OUT.md"
+    rm -f "$OUT.md"
+    exit 0
+fi
+for b in "$TARGET" "$BENCH"; do
+    [ -x "$b" ] || { echo "bench-peer: $b missing (build $BUILD first)" >&2; exit 1; }
+done
+
+rm -rf "$OUT"
+mkdir -p "$OUT"
+WORK=$(mktemp -d /tmp/bench-peer.XXXXXX)
+PID=""
+stop() {
+    if [ -n "$PID" ] && kill -0 "$PID" 2>/dev/null; then
+        kill -INT "$PID" 2>/dev/null || true
+        for _ in $(seq 100); do kill -0 "$PID" 2>/dev/null || break; sleep 0.05; done
+        kill -KILL "$PID" 2>/dev/null || true
+        wait "$PID" 2>/dev/null || true
+    fi
+    PID=""
+}
+trap 'stop; rm -rf "$WORK"' EXIT
+
+wait_socket() {  # wait_socket PATH: until it exists, or the process died
+    for _ in $(seq 400); do
+        [ -S "$1" ] && return 0
+        kill -0 "$PID" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "bench-peer: no socket $1" >&2
+    cat "$WORK/target.log" >&2
+    exit 1
+}
+
+# ours LUN POLL QUEUES: our target on CPU 0; sets PID and SOCK.
+ours() {
+    SOCK=$WORK/ours.sock
+    rm -f "$SOCK"
+    setsid taskset -c 0 "$TARGET" --socket-path "$SOCK" --lun "0=$1" --queues "$3" \
+        --threads 1 --poll "$2" >"$WORK/target.log" 2>&1 &
+    PID=$!
+    wait_socket "$SOCK"
+}
+
+# spdk BDEV: SPDK's vhost on CPU 0 (one reactor, no hugepages), one
+# controller with the bdev as target 0; sets PID and SOCK.
+spdk() {
+    local r="python3 $SPDK/scripts/rpc.py -s $WORK/spdk.sock"
+    rm -rf "$WORK/spdk"
+    mkdir -p "$WORK/spdk"
+    SOCK=$WORK/spdk/vhost.0
+    (cd "$SPDK" && LD_LIBRARY_PATH=build/lib exec setsid taskset -c 0 build/bin/vhost --no-huge \
+        -s 1024 -m 0x1 -u -S "$WORK/spdk" -r "$WORK/spdk.sock") >"$WORK/target.log" 2>&1 &
+    PID=$!
+    wait_socket "$WORK/spdk.sock"
+    case "$1" in
+        null) $r bdev_null_create Peer0 1024 512 >/dev/null ;;
+        malloc) $r bdev_malloc_create -b Peer0 64 512 >/dev/null ;;
+    esac
+    $r vhost_create_scsi_controller vhost.0 >/dev/null
+    $r vhost_scsi_controller_add_target vhost.0 0 Peer0 >/dev/null
+    wait_socket "$SOCK"
+}
+
+# bench NAME WHO REP "BENCH ARGS": one run on CPU 1, one JSON line.
+bench() {
+    local j
+    # shellcheck disable=SC2086
+    if ! j=$(setsid taskset -c 1 "$BENCH" --socket "$SOCK" --json -q --time "$RUNTIME" \
+        --pid "$PID" $4); then
+        echo "bench-peer: run failed: $1 ($2)" >&2
+        cat "$WORK/target.log" >&2
+        exit 1
+    fi
+    printf '%s\n' "${j%\}}"',"who":"'"$2"'","rep":'"$3"',"loadavg":'"$(cut -d' ' -f1 /proc/loadavg)"'}' \
+        >>"$OUT/$1.jsonl"
+}
+
+ROWS=()
+# row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS"
+row() {
+    local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 i
+    if [ -n "${PEER_ONLY:-}" ] && [[ " $PEER_ONLY " != *" $name "* ]]; then
+        return
+    fi
+    say "$name: $desc"
+    ROWS+=("$name")
+    printf '%s\t%s\t%s\t%s\n' "$desc" \
+        "taskset -c 0 vhost-scsi-target --socket-path S --lun 0=$lun --queues $queues --threads 1 --poll $poll" \
+        "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create Peer0 $([ "$bdev" = null ] && echo 1024 || echo 64) 512" \
+        "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs" >"$OUT/$name.desc"
+    for i in $(seq "$REPS"); do
+        for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours"); do
+            if [ "$who" = ours ]; then ours "$lun" "$poll" "$queues"; else spdk "$bdev"; fi
+            bench "$name" "$who" "$i" "$bargs --queues $queues"
+            stop
+        done
+    done
+}
+
+R="--rw randread --bs 4k"
+row null-qd32-poll "null, QD32, bench polls, target --poll on" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 32 --poll"
+row null-qd32-wait-pollon "null, QD32, bench waits, target --poll on" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 32"
+row null-qd32-wait-polloff "null, QD32, bench waits, target --poll off" \
+    "null:1G,fill=none" off 1 null "$R --iodepth 32"
+row null-qd32-wait-adaptive "null, QD32, bench waits, target --poll adaptive" \
+    "null:1G,fill=none" adaptive 1 null "$R --iodepth 32"
+row null-qd1-poll "null, QD1, bench polls, target --poll on" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 1 --poll"
+row null-qd1-wait-pollon "null, QD1, bench waits, target --poll on" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 1"
+row null-qd1-wait-polloff "null, QD1, bench waits, target --poll off" \
+    "null:1G,fill=none" off 1 null "$R --iodepth 1"
+row null-2q-qd64-poll "null, 2 queues x QD64, bench polls, target --poll on" \
+    "null:1G,fill=none" on 2 null "$R --iodepth 64 --poll"
+row zero-qd32-poll "null zero-filled (our default), QD32, bench polls, --poll on" \
+    "null:1G" on 1 null "$R --iodepth 32 --poll"
+row ram-qd32-poll "ram vs malloc, QD32, bench polls, target --poll on" \
+    "ram:64M" on 1 malloc "$R --iodepth 32 --poll"
+row ram-qd32-wait-pollon "ram vs malloc, QD32, bench waits, target --poll on" \
+    "ram:64M" on 1 malloc "$R --iodepth 32"
+row ram-qd1-poll "ram vs malloc, QD1, bench polls, target --poll on" \
+    "ram:64M" on 1 malloc "$R --iodepth 1 --poll"
+
+python3 - "$OUT" "$RUNTIME" "$REPS" "${ROWS[@]}" >"$WORK/section.md" <<'EOF'
+import datetime, json, os, platform, statistics, subprocess, sys
+out, runtime, reps, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+
+def med(runs, who, f):
+    v = [f(r) for r in runs if r["who"] == who]
+    return statistics.median(v) if v else 0.0
+
+def cores(r):  # the target's CPU use in cores: CPU time per I/O x IOPS
+    b = r.get("backend", {})
+    return (b.get("usr_us_per_io", 0) + b.get("sys_us_per_io", 0)) * r["iops"] / 1e6
+
+loads = [json.loads(l)["loadavg"] for n in rows for l in open(f"{out}/{n}.jsonl")] or [0]
+cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
+                     capture_output=True, text=True).stdout.strip()
+print("## SPDK peer (issue 16)\n")
+print(f"Written by `bash scripts/bench-peer.sh` on {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, "
+      f"{platform.node()}: {cpu}, {os.cpu_count()} CPUs, kernel {platform.release()}. "
+      f"{reps} rounds of {runtime} s per configuration; each round runs both targets, the "
+      "order swapped every round; medians.  Target on CPU 0, bench on CPU 1.  \"CPU\" is the "
+      "target's CPU time over the run in cores (SPDK's reactor polls: about 1.0 whatever "
+      "the load).  Load average at the start of the runs: "
+      f"{min(loads)} to {max(loads)}.\n")
+print("| configuration | ours (IOPS) | SPDK (IOPS) | ours/SPDK | ours CPU | SPDK CPU |")
+print("|---|---|---|---|---|---|")
+cmds = []
+for n in rows:
+    runs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
+    desc, ocmd, scmd, bcmd = open(f"{out}/{n}.desc").read().rstrip("\n").split("\t")
+    o, s = med(runs, "ours", lambda r: r["iops"]), med(runs, "spdk", lambda r: r["iops"])
+    oc, sc = med(runs, "ours", cores), med(runs, "spdk", cores)
+    fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
+    print(f"| {desc} | {fmt(o)} | {fmt(s)} | {o / s if s else 0:.2f} | {oc:.2f} | {sc:.2f} |")
+    cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
+print("\nCommands (S: the socket, PID: the target's pid):\n")
+print("\n".join(cmds))
+EOF
+write_section "$WORK/section.md"
+say "done: the SPDK peer section of $DOC"
