@@ -365,6 +365,33 @@ static uint64_t holder_key(struct scsi_pr *pr)
     return 0;
 }
 
+/*
+ * The preempter takes the reservation with the type it names (SPC-4
+ * 5.14.11.4.3 d); if that changed the type, the registrants that stay are
+ * told RESERVATIONS RELEASED (the reservation they shared is gone).
+ */
+static void take_over(struct scsi_pr *pr, const struct scsi_it_id *it, uint8_t type)
+{
+    uint8_t old = pr->type;
+
+    release(pr);
+    pr->reserved = true;
+    pr->type = type;
+    if (!all_registrants(type)) {
+        pr->holder = nexus_dup(it);
+    }
+    if (old == type) {
+        return;
+    }
+    for (guint i = 0; i < pr->regs->len; i++) {
+        struct pr_reg *r = &g_array_index(pr->regs, struct pr_reg, i);
+
+        if (!it_eq(&r->it, it)) {
+            owe_ua(pr, &r->it, UA_RES_RELEASED);
+        }
+    }
+}
+
 static enum scsi_pr_result do_preempt(struct scsi_pr *pr, const struct scsi_it_id *it,
                                       const struct scsi_pr_out *o, enum scsi_sc *sc,
                                       bool *preempted)
@@ -374,23 +401,13 @@ static enum scsi_pr_result do_preempt(struct scsi_pr *pr, const struct scsi_it_i
     if (pr->reserved && all_registrants(pr->type) && o->sa_key == 0) {
         /* SPC-4 5.14.11.4.4: everybody else goes; the preempter holds the new reservation. */
         n = preempt_regs(pr, it, 0, true);
-        release(pr);
-        pr->reserved = true;
-        pr->type = o->type;
-        if (!all_registrants(o->type)) {
-            pr->holder = nexus_dup(it);
-        }
+        take_over(pr, it, o->type);
     } else if (o->sa_key == 0) {
         return check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
     } else if (pr->reserved && !all_registrants(pr->type) && o->sa_key == holder_key(pr)) {
-        /* The holder is preempted: its reservation moves to the preempter, type and all. */
+        /* The holder is preempted: its reservation moves to the preempter. */
         n = preempt_regs(pr, it, o->sa_key, false);
-        release(pr);
-        pr->reserved = true;
-        pr->type = o->type;
-        if (!all_registrants(o->type)) {
-            pr->holder = nexus_dup(it);
-        }
+        take_over(pr, it, o->type);
     } else {
         /* Only registrations go; none with that key is a conflict. */
         n = preempt_regs(pr, it, o->sa_key, false);
@@ -586,9 +603,32 @@ GByteArray *scsi_pr_in(struct scsi_pr *pr, uint8_t sa)
 
 enum access { ACC_FREE, ACC_READ, ACC_WRITE };
 
-/* SPC-4 table 61 and SBC-3 table 13, as the columns of a non-holder read them. */
+/* Operation codes only the reservation rules need to name. */
+enum {
+    PRC_RECEIVE_DIAGNOSTIC = 0x1c,
+    PRC_PRE_FETCH_10 = 0x34,
+    PRC_READ_DEFECT_DATA_10 = 0x37,
+    PRC_READ_BUFFER = 0x3c,
+    PRC_READ_LONG_10 = 0x3e,
+    PRC_LOG_SENSE = 0x4d,
+    PRC_READ_ATTRIBUTE = 0x8c,
+    PRC_PRE_FETCH_16 = 0x90,
+    PRC_SECURITY_PROTOCOL_IN = 0xa2,
+    PRC_SERVICE_ACTION_IN_12 = 0xab,
+    PRC_VERIFY_12 = 0xaf,
+    PRC_READ_DEFECT_DATA_12 = 0xb7,
+};
+
+/*
+ * SPC-4 table 63 and SBC-3 table 13, as the columns of a non-holder read
+ * them: FREE runs under every type, READ under the Write Exclusive types
+ * (and for registrants of the RO/AR types), WRITE only for the holder and
+ * the registrants of the RO/AR types.
+ */
 static enum access classify(const uint8_t *cdb, unsigned len)
 {
+    uint8_t sa = len > 1 ? cdb[1] & 0x1f : 0;
+
     switch (cdb[0]) {
     case OP_INQUIRY:
     case OP_REPORT_LUNS:
@@ -597,11 +637,20 @@ static enum access classify(const uint8_t *cdb, unsigned len)
     case OP_PR_OUT:
     case OP_TEST_UNIT_READY:
     case OP_READ_CAPACITY_10:
-    case OP_MAINTENANCE_IN:
+    case PRC_LOG_SENSE:
         return ACC_FREE;
+    case OP_MAINTENANCE_IN:
+        /*
+         * REPORT SUPPORTED OPERATION CODES / TASK MANAGEMENT FUNCTIONS and
+         * MANAGEMENT PROTOCOL IN read; the REPORT TARGET PORT GROUPS,
+         * ALIASES, PRIORITY, TIMESTAMP and IDENTIFYING INFORMATION are free.
+         */
+        return sa == 0x0c || sa == 0x0d || sa == 0x10 ? ACC_READ : ACC_FREE;
+    case PRC_SERVICE_ACTION_IN_12:
+        return sa == 0x01 ? ACC_FREE : ACC_WRITE;    /* READ MEDIA SERIAL NUMBER */
     case OP_SERVICE_ACTION_IN_16:
         /* READ CAPACITY(16) is free; the other service actions (GET LBA STATUS) read. */
-        return len > 1 && (cdb[1] & 0x1f) == SAI_READ_CAPACITY_16 ? ACC_FREE : ACC_READ;
+        return sa == SAI_READ_CAPACITY_16 ? ACC_FREE : ACC_READ;
     case OP_PREVENT_ALLOW:
         return len > 4 && (cdb[4] & 0x03) == 0 ? ACC_FREE : ACC_WRITE;
     case OP_START_STOP_UNIT:
@@ -611,12 +660,22 @@ static enum access classify(const uint8_t *cdb, unsigned len)
     case OP_READ_12:
     case OP_READ_16:
     case OP_VERIFY_10:
+    case PRC_VERIFY_12:
     case OP_VERIFY_16:
     case OP_MODE_SENSE_6:
     case OP_MODE_SENSE_10:
+    case PRC_RECEIVE_DIAGNOSTIC:
+    case PRC_PRE_FETCH_10:
+    case PRC_PRE_FETCH_16:
+    case PRC_READ_DEFECT_DATA_10:
+    case PRC_READ_DEFECT_DATA_12:
+    case PRC_READ_BUFFER:
+    case PRC_READ_LONG_10:
+    case PRC_READ_ATTRIBUTE:
+    case PRC_SECURITY_PROTOCOL_IN:
         return ACC_READ;
     default:
-        /* Writes, cache flushes, MODE SELECT, and whatever we do not know. */
+        /* Writes, cache flushes, MODE/LOG SELECT, copies, and whatever we do not know. */
         return ACC_WRITE;
     }
 }

@@ -17,111 +17,7 @@
 #include "scsi-cmd.h"
 #include "scsi-disk.h"
 #include "scsi-disk-fixture.h"
-
-static const struct scsi_it_id A = { "iqn.2026-12.test:a", "ctrl", 1 };
-static const struct scsi_it_id B = { "iqn.2026-12.test:b", "ctrl", 1 };
-static const struct scsi_it_id C = { "naa.5001405000000003", "ctrl", 2 };
-
-/* One command from it, waited for. */
-static struct result run_as(struct scsi_lun *lun, const struct scsi_it_id *it,
-                            const uint8_t *cdb, unsigned len, const void *out,
-                            size_t out_len, void *in, size_t in_len)
-{
-    struct pending_cmd p;
-
-    memset(&p, 0, sizeof(p));
-    p.cmd = (struct scsi_cmd) { .cdb = cdb, .cdb_len = len, .complete = count_completion,
-                                .opaque = &p, .it = *it };
-    if (out) {
-        p.out = (struct iovec) { (void *)out, out_len };
-        p.cmd.data_out = &p.out;
-        p.cmd.data_out_cnt = 1;
-    }
-    if (in) {
-        p.in = (struct iovec) { in, in_len };
-        p.cmd.data_in = &p.in;
-        p.cmd.data_in_cnt = 1;
-    }
-    scsi_lun_exec(lun, &p.cmd);
-    g_assert_cmpint(p.completions, ==, 1);
-    return result_of(&p.cmd);
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-    for (int i = 7; i >= 0; i--, v >>= 8) {
-        p[i] = (uint8_t)v;
-    }
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-    uint64_t v = 0;
-
-    for (int i = 0; i < 8; i++) {
-        v = v << 8 | p[i];
-    }
-    return v;
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* PERSISTENT RESERVE OUT sa with type, keys and flags (byte 20): its status. */
-static struct result pr_out_flags(struct scsi_lun *lun, const struct scsi_it_id *it, uint8_t sa,
-                                  uint8_t type, uint64_t key, uint64_t sa_key, uint8_t flags)
-{
-    uint8_t cdb[10] = { 0x5f, sa, type, 0, 0, 0, 0, 0, 24, 0 };
-    uint8_t p[24] = { 0 };
-
-    put64(p, key);
-    put64(p + 8, sa_key);
-    p[20] = flags;
-    return run_as(lun, it, cdb, sizeof(cdb), p, sizeof(p), NULL, 0);
-}
-
-static uint8_t pr_out(struct scsi_lun *lun, const struct scsi_it_id *it, uint8_t sa,
-                      uint8_t type, uint64_t key, uint64_t sa_key)
-{
-    return pr_out_flags(lun, it, sa, type, key, sa_key, 0).status;
-}
-
-static struct result pr_in(struct scsi_lun *lun, const struct scsi_it_id *it, uint8_t sa,
-                           uint8_t *buf, uint16_t len)
-{
-    uint8_t cdb[10] = { 0x5e, sa, 0, 0, 0, 0, 0, (uint8_t)(len >> 8), (uint8_t)len, 0 };
-
-    memset(buf, 0xee, len);
-    return run_as(lun, it, cdb, sizeof(cdb), NULL, 0, buf, len);
-}
-
-static uint8_t read10(struct scsi_lun *lun, const struct scsi_it_id *it)
-{
-    uint8_t cdb[10] = { 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0 };
-    uint8_t buf[BS];
-
-    return run_as(lun, it, cdb, sizeof(cdb), NULL, 0, buf, sizeof(buf)).status;
-}
-
-static uint8_t write10(struct scsi_lun *lun, const struct scsi_it_id *it)
-{
-    uint8_t cdb[10] = { 0x2a, 0, 0, 0, 0, 0, 0, 0, 1, 0 };
-    uint8_t buf[BS] = { 0 };
-
-    return run_as(lun, it, cdb, sizeof(cdb), buf, sizeof(buf), NULL, 0).status;
-}
-
-static uint8_t tur(struct scsi_lun *lun, const struct scsi_it_id *it)
-{
-    uint8_t cdb[6] = { 0 };
-
-    return run_as(lun, it, cdb, sizeof(cdb), NULL, 0, NULL, 0).status;
-}
-
-#define GOOD SAM_STAT_GOOD
-#define CONFLICT SAM_STAT_RESERVATION_CONFLICT
+#include "scsi-pr-fixture.h"
 
 /* A fresh LUN, its POWER ON consumed by each of A, B and C. */
 static struct scsi_lun *pr_lun(void)
@@ -135,28 +31,28 @@ static void test_register_and_read_keys(void)
     uint8_t buf[64];
     struct result r;
 
-    r = pr_in(lun, &A, 0, buf, sizeof(buf));
+    r = pr_in(lun, &PR_A, 0, buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(get32(buf), ==, 0);          /* PRgeneration */
     g_assert_cmpuint(get32(buf + 4), ==, 0);      /* no keys */
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0, 0xb), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0, 0xb), ==, GOOD);
     /* REGISTER from an unregistered nexus with a non-zero key: conflict. */
-    g_assert_cmpuint(pr_out(lun, &C, 0, 0, 0x99, 0xc), ==, CONFLICT);
+    g_assert_cmpuint(pr_out(lun, &PR_C, 0, 0, 0x99, 0xc), ==, CONFLICT);
     /* A registered nexus must name its key to change it ... */
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0x1, 0xaa), ==, CONFLICT);
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0xa, 0xaa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0x1, 0xaa), ==, CONFLICT);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0xa, 0xaa), ==, GOOD);
     /* ... unless it registers and ignores the existing key. */
-    g_assert_cmpuint(pr_out(lun, &B, 6, 0, 0, 0xbb), ==, GOOD);
-    r = pr_in(lun, &A, 0, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_B, 6, 0, 0, 0xbb), ==, GOOD);
+    r = pr_in(lun, &PR_A, 0, buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(get32(buf), ==, 4);
     g_assert_cmpuint(get32(buf + 4), ==, 16);
     g_assert_cmpuint(get64(buf + 8), ==, 0xaa);
     g_assert_cmpuint(get64(buf + 16), ==, 0xbb);
     /* Key 0 unregisters. */
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0xaa, 0), ==, GOOD);
-    r = pr_in(lun, &A, 0, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0xaa, 0), ==, GOOD);
+    r = pr_in(lun, &PR_A, 0, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf + 4), ==, 8);
     g_assert_cmpuint(get64(buf + 8), ==, 0xbb);
     scsi_lun_free(lun);
@@ -181,20 +77,20 @@ static void test_access_by_type(void)
         struct scsi_lun *lun = pr_lun();
 
         g_test_message("type %u", types[i].type);
-        g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-        g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0, 0xb), ==, GOOD);
-        g_assert_cmpuint(pr_out(lun, &A, 1, types[i].type, 0xa, 0), ==, GOOD);
-        g_assert_cmpuint(read10(lun, &A), ==, GOOD);
-        g_assert_cmpuint(write10(lun, &A), ==, GOOD);
-        g_assert_cmpuint(read10(lun, &B), ==, types[i].reg_read ? GOOD : CONFLICT);
-        g_assert_cmpuint(write10(lun, &B), ==, types[i].reg_write ? GOOD : CONFLICT);
-        g_assert_cmpuint(read10(lun, &C), ==, types[i].other_read ? GOOD : CONFLICT);
-        g_assert_cmpuint(write10(lun, &C), ==, types[i].other_write ? GOOD : CONFLICT);
+        g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+        g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0, 0xb), ==, GOOD);
+        g_assert_cmpuint(pr_out(lun, &PR_A, 1, types[i].type, 0xa, 0), ==, GOOD);
+        g_assert_cmpuint(read10(lun, &PR_A), ==, GOOD);
+        g_assert_cmpuint(write10(lun, &PR_A), ==, GOOD);
+        g_assert_cmpuint(read10(lun, &PR_B), ==, types[i].reg_read ? GOOD : CONFLICT);
+        g_assert_cmpuint(write10(lun, &PR_B), ==, types[i].reg_write ? GOOD : CONFLICT);
+        g_assert_cmpuint(read10(lun, &PR_C), ==, types[i].other_read ? GOOD : CONFLICT);
+        g_assert_cmpuint(write10(lun, &PR_C), ==, types[i].other_write ? GOOD : CONFLICT);
         /* TEST UNIT READY passes every reservation (ALLOW COMMANDS 001b). */
-        g_assert_cmpuint(tur(lun, &C), ==, GOOD);
+        g_assert_cmpuint(tur(lun, &PR_C), ==, GOOD);
         /* Another reservation while one is held conflicts; the holder may repeat its own. */
-        g_assert_cmpuint(pr_out(lun, &B, 1, 1, 0xb, 0), ==, CONFLICT);
-        g_assert_cmpuint(pr_out(lun, &A, 1, types[i].type, 0xa, 0), ==, GOOD);
+        g_assert_cmpuint(pr_out(lun, &PR_B, 1, 1, 0xb, 0), ==, CONFLICT);
+        g_assert_cmpuint(pr_out(lun, &PR_A, 1, types[i].type, 0xa, 0), ==, GOOD);
         scsi_lun_free(lun);
     }
 }
@@ -204,13 +100,13 @@ static void test_reserve_needs_registration(void)
     struct scsi_lun *lun = pr_lun();
     struct result r;
 
-    g_assert_cmpuint(pr_out(lun, &C, 1, 1, 0, 0), ==, CONFLICT);
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &A, 1, 1, 0xb, 0), ==, CONFLICT);    /* wrong key */
+    g_assert_cmpuint(pr_out(lun, &PR_C, 1, 1, 0, 0), ==, CONFLICT);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 1, 0xb, 0), ==, CONFLICT);    /* wrong key */
     /* Type 2 does not exist; scope must be LU_SCOPE. */
-    r = pr_out_flags(lun, &A, 1, 2, 0xa, 0, 0);
+    r = pr_out_flags(lun, &PR_A, 1, 2, 0xa, 0, 0);
     assert_invalid_cdb(&r);
-    r = pr_out_flags(lun, &A, 1, 0x11, 0xa, 0, 0);
+    r = pr_out_flags(lun, &PR_A, 1, 0x11, 0xa, 0, 0);
     assert_invalid_cdb(&r);
     scsi_lun_free(lun);
 }
@@ -221,29 +117,29 @@ static void test_release_and_unit_attentions(void)
     struct result r;
     uint8_t buf[64];
 
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0, 0xb), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &A, 1, 5, 0xa, 0), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0, 0xb), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 5, 0xa, 0), ==, GOOD);
     /* RELEASE of another type is refused; by a non-holder it does nothing. */
-    r = pr_out_flags(lun, &A, 2, 1, 0xa, 0, 0);
+    r = pr_out_flags(lun, &PR_A, 2, 1, 0xa, 0, 0);
     assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, 0x2604);
-    g_assert_cmpuint(pr_out(lun, &B, 2, 5, 0xb, 0), ==, GOOD);
-    r = pr_in(lun, &A, 1, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_B, 2, 5, 0xb, 0), ==, GOOD);
+    r = pr_in(lun, &PR_A, 1, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf + 4), ==, 16);
     g_assert_cmpuint(get64(buf + 8), ==, 0xa);
     g_assert_cmpuint(buf[21], ==, 5);
-    g_assert_cmpuint(pr_out(lun, &A, 2, 5, 0xa, 0), ==, GOOD);
-    r = pr_in(lun, &A, 1, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 2, 5, 0xa, 0), ==, GOOD);
+    r = pr_in(lun, &PR_A, 1, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf + 4), ==, 0);
     /* B, a registrant, learns of it once (Registrants Only): RESERVATIONS RELEASED. */
     {
         uint8_t cdb[6] = { 0 };
 
-        r = run_as(lun, &B, cdb, 6, NULL, 0, NULL, 0);
+        r = run_as(lun, &PR_B, cdb, 6, NULL, 0, NULL, 0);
         assert_sense(&r, SCSI_SENSE_UNIT_ATTENTION, 0x2a04);
     }
-    g_assert_cmpuint(tur(lun, &B), ==, GOOD);
-    g_assert_cmpuint(tur(lun, &A), ==, GOOD);
+    g_assert_cmpuint(tur(lun, &PR_B), ==, GOOD);
+    g_assert_cmpuint(tur(lun, &PR_A), ==, GOOD);
     scsi_lun_free(lun);
 }
 
@@ -255,31 +151,31 @@ static void test_preempt_holder(void)
     struct result r;
     uint32_t gen;
 
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0, 0xb), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &A, 1, 5, 0xa, 0), ==, GOOD);
-    r = pr_in(lun, &B, 0, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0, 0xb), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 5, 0xa, 0), ==, GOOD);
+    r = pr_in(lun, &PR_B, 0, buf, sizeof(buf));
     gen = get32(buf);
     /* PREEMPT of a key nobody has: conflict; key 0 here: invalid field. */
-    g_assert_cmpuint(pr_out(lun, &B, 4, 5, 0xb, 0x77), ==, CONFLICT);
-    r = pr_out_flags(lun, &B, 4, 5, 0xb, 0, 0);
+    g_assert_cmpuint(pr_out(lun, &PR_B, 4, 5, 0xb, 0x77), ==, CONFLICT);
+    r = pr_out_flags(lun, &PR_B, 4, 5, 0xb, 0, 0);
     assert_invalid_param(&r);
-    g_assert_cmpuint(pr_out(lun, &B, 5, 5, 0xb, 0xa), ==, GOOD);     /* PREEMPT AND ABORT */
-    r = pr_in(lun, &B, 0, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_B, 5, 5, 0xb, 0xa), ==, GOOD);     /* PREEMPT AND ABORT */
+    r = pr_in(lun, &PR_B, 0, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf), ==, gen + 1);
     g_assert_cmpuint(get32(buf + 4), ==, 8);
     g_assert_cmpuint(get64(buf + 8), ==, 0xb);
-    r = pr_in(lun, &B, 1, buf, sizeof(buf));
+    r = pr_in(lun, &PR_B, 1, buf, sizeof(buf));
     g_assert_cmpuint(get64(buf + 8), ==, 0xb);                       /* B holds it now */
     {
         uint8_t cdb[6] = { 0 };
 
-        r = run_as(lun, &A, cdb, 6, NULL, 0, NULL, 0);
+        r = run_as(lun, &PR_A, cdb, 6, NULL, 0, NULL, 0);
         assert_sense(&r, SCSI_SENSE_UNIT_ATTENTION, 0x2a05);                 /* REGISTRATIONS PREEMPTED */
     }
-    g_assert_cmpuint(write10(lun, &A), ==, CONFLICT);
-    g_assert_cmpuint(write10(lun, &B), ==, GOOD);
-    g_assert_cmpuint(read10(lun, &A), ==, GOOD);                     /* WE-RO: reads shared */
+    g_assert_cmpuint(write10(lun, &PR_A), ==, CONFLICT);
+    g_assert_cmpuint(write10(lun, &PR_B), ==, GOOD);
+    g_assert_cmpuint(read10(lun, &PR_A), ==, GOOD);                     /* WE-RO: reads shared */
     scsi_lun_free(lun);
 }
 
@@ -289,22 +185,22 @@ static void test_clear(void)
     uint8_t buf[64];
     struct result r;
 
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0, 0xb), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &A, 1, 3, 0xa, 0), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &C, 3, 0, 0, 0), ==, CONFLICT);      /* not registered */
-    g_assert_cmpuint(pr_out(lun, &B, 3, 0, 0xb, 0), ==, GOOD);
-    r = pr_in(lun, &B, 0, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0, 0xb), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 3, 0xa, 0), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_C, 3, 0, 0, 0), ==, CONFLICT);      /* not registered */
+    g_assert_cmpuint(pr_out(lun, &PR_B, 3, 0, 0xb, 0), ==, GOOD);
+    r = pr_in(lun, &PR_B, 0, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf + 4), ==, 0);
-    r = pr_in(lun, &B, 1, buf, sizeof(buf));
+    r = pr_in(lun, &PR_B, 1, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf + 4), ==, 0);
     {
         uint8_t cdb[6] = { 0 };
 
-        r = run_as(lun, &A, cdb, 6, NULL, 0, NULL, 0);
+        r = run_as(lun, &PR_A, cdb, 6, NULL, 0, NULL, 0);
         assert_sense(&r, SCSI_SENSE_UNIT_ATTENTION, 0x2a03);                 /* RESERVATIONS PREEMPTED */
     }
-    g_assert_cmpuint(write10(lun, &C), ==, GOOD);
+    g_assert_cmpuint(write10(lun, &PR_C), ==, GOOD);
     scsi_lun_free(lun);
 }
 
@@ -314,18 +210,18 @@ static void test_all_registrants_goes_with_the_last(void)
     uint8_t buf[64];
     struct result r;
 
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0, 0xb), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &A, 1, 7, 0xa, 0), ==, GOOD);
-    r = pr_in(lun, &A, 1, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0, 0xb), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 7, 0xa, 0), ==, GOOD);
+    r = pr_in(lun, &PR_A, 1, buf, sizeof(buf));
     assert_good(&r);
     g_assert_cmpuint(get64(buf + 8), ==, 0);        /* no one key holds it */
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0xa, 0), ==, GOOD);
-    g_assert_cmpuint(write10(lun, &C), ==, CONFLICT);   /* B still holds it */
-    g_assert_cmpuint(pr_out(lun, &B, 0, 0, 0xb, 0), ==, GOOD);
-    r = pr_in(lun, &A, 1, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0xa, 0), ==, GOOD);
+    g_assert_cmpuint(write10(lun, &PR_C), ==, CONFLICT);   /* B still holds it */
+    g_assert_cmpuint(pr_out(lun, &PR_B, 0, 0, 0xb, 0), ==, GOOD);
+    r = pr_in(lun, &PR_A, 1, buf, sizeof(buf));
     g_assert_cmpuint(get32(buf + 4), ==, 0);
-    g_assert_cmpuint(write10(lun, &C), ==, GOOD);
+    g_assert_cmpuint(write10(lun, &PR_C), ==, GOOD);
     scsi_lun_free(lun);
 }
 
@@ -336,16 +232,16 @@ static void test_capabilities_and_full_status(void)
     struct result r;
     unsigned off, n;
 
-    r = pr_in(lun, &A, 2, buf, 8);
+    r = pr_in(lun, &PR_A, 2, buf, 8);
     assert_good(&r);
     g_assert_cmpuint(buf[1], ==, 8);
     g_assert_cmphex(buf[2] & 0x0d, ==, 0);      /* no SIP_C, ATP_C, PTPL_C */
     g_assert_cmphex(buf[4], ==, 0xea);
     g_assert_cmphex(buf[5], ==, 0x01);
-    g_assert_cmpuint(pr_out(lun, &A, 0, 0, 0, 0xa), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &C, 0, 0, 0, 0xc), ==, GOOD);
-    g_assert_cmpuint(pr_out(lun, &A, 1, 1, 0xa, 0), ==, GOOD);
-    r = pr_in(lun, &A, 3, buf, sizeof(buf));
+    g_assert_cmpuint(pr_out(lun, &PR_A, 0, 0, 0, 0xa), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_C, 0, 0, 0, 0xc), ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 1, 0xa, 0), ==, GOOD);
+    r = pr_in(lun, &PR_A, 3, buf, sizeof(buf));
     assert_good(&r);
     n = get32(buf + 4);
     /* A: holder, iSCSI TransportID; C: SAS TransportID of its naa. name, port 2. */
@@ -354,7 +250,7 @@ static void test_capabilities_and_full_status(void)
     g_assert_cmpuint(buf[8 + 13], ==, 1);
     g_assert_cmpuint(buf[8 + 19], ==, 1);
     g_assert_cmphex(buf[8 + 24], ==, 0x05);
-    g_assert_cmpstr((const char *)buf + 8 + 28, ==, A.initiator);
+    g_assert_cmpstr((const char *)buf + 8 + 28, ==, PR_A.initiator);
     off = 8 + 24 + get32(buf + 8 + 20);
     g_assert_cmpuint(get64(buf + off), ==, 0xc);
     g_assert_cmphex(buf[off + 12], ==, 0);
@@ -363,10 +259,10 @@ static void test_capabilities_and_full_status(void)
     g_assert_cmphex(get64(buf + off + 28), ==, 0x5001405000000003ull);
     g_assert_cmpuint(off + 24 + 24, ==, 8 + n);
     /* The allocation length truncates, the lengths stay whole. */
-    r = pr_in(lun, &A, 3, buf, 8);
+    r = pr_in(lun, &PR_A, 3, buf, 8);
     g_assert_cmpuint(get32(buf + 4), ==, n);
     /* Unknown service action. */
-    r = pr_in(lun, &A, 9, buf, 8);
+    r = pr_in(lun, &PR_A, 9, buf, 8);
     assert_invalid_cdb(&r);
     scsi_lun_free(lun);
 }
@@ -378,24 +274,24 @@ static void test_refusals(void)
     uint8_t p[24] = { 0 };
     struct result r;
 
-    r = run_as(lun, &A, cdb, sizeof(cdb), p, 16, NULL, 0);
+    r = run_as(lun, &PR_A, cdb, sizeof(cdb), p, 16, NULL, 0);
     assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, 0x1a00);          /* PARAMETER LIST LENGTH ERROR */
     for (unsigned bit = 0; bit < 4; bit++) {
         if (bit == 1) {
             continue;
         }
-        r = pr_out_flags(lun, &A, 0, 0, 0, 0xa, (uint8_t)(1u << bit));
+        r = pr_out_flags(lun, &PR_A, 0, 0, 0, 0xa, (uint8_t)(1u << bit));
         assert_invalid_param(&r);                           /* APTPL, ALL_TG_PT, SPEC_I_PT */
     }
-    r = pr_out_flags(lun, &A, 7, 0, 0, 0xa, 0);             /* REGISTER AND MOVE */
+    r = pr_out_flags(lun, &PR_A, 7, 0, 0, 0xa, 0);             /* REGISTER AND MOVE */
     assert_invalid_cdb(&r);
-    r = pr_out_flags(lun, &A, 0x1f, 0, 0, 0xa, 0);
+    r = pr_out_flags(lun, &PR_A, 0x1f, 0, 0, 0xa, 0);
     assert_invalid_cdb(&r);
     /* Nothing was registered by any of them. */
     {
         uint8_t buf[16];
 
-        r = pr_in(lun, &A, 0, buf, sizeof(buf));
+        r = pr_in(lun, &PR_A, 0, buf, sizeof(buf));
         g_assert_cmpuint(get32(buf + 4), ==, 0);
     }
     scsi_lun_free(lun);
