@@ -216,6 +216,33 @@ static void backend_changed(struct lun_backend *be, void *opaque)
     iothread_post(c->tgt->main, backend_changed_main, c);
 }
 
+/*
+ * Where a backend's LUN keeps its persistent reservations while APTPL is
+ * on: DIR/NAME.pr with --pr-dir, else FILE.pr beside a file: backend's
+ * regular file (a block device's directory, /dev, is no place for it);
+ * NULL: nowhere, APTPL refused.
+ */
+static char *pr_file_for(struct target *tgt, const char *name, const char *spec)
+{
+    struct lun_spec ls;
+    g_autofree char *ignored = NULL;
+    char *path = NULL;
+
+    if (tgt->opts && tgt->opts->pr_dir) {
+        g_autofree char *base = g_strdup_printf("%s.pr", name);
+
+        return g_build_filename(tgt->opts->pr_dir, g_strdelimit(base, "/", '_'), NULL);
+    }
+    if (target_backend_parse(spec, &ls, &ignored) < 0) {
+        return NULL;
+    }
+    if (ls.kind == LUN_SPEC_FILE && g_file_test(ls.path, G_FILE_TEST_IS_REGULAR)) {
+        path = g_strdup_printf("%s.pr", ls.path);
+    }
+    lun_spec_clear(&ls);
+    return path;
+}
+
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
                            bool implicit, struct lun_backend *be, struct target_backend **out,
                            char **err)
@@ -230,6 +257,15 @@ int target_backend_install(struct target *tgt, const char *name, const char *spe
     if (!lun) {
         *err = g_strdup_printf("%s: cannot serve it as a SCSI disk", shown);
         return -EINVAL;
+    }
+    {
+        g_autofree char *pr_path = pr_file_for(tgt, name, spec);
+        int ret = pr_path ? scsi_lun_set_pr_file(lun, pr_path, err) : 0;
+
+        if (ret < 0) {
+            scsi_lun_free(lun);
+            return ret;
+        }
     }
     /* Only a daemon already running has threads to attach to; at start they come later. */
     if (tgt->threads && attach_backend(tgt, be, &why) < 0) {

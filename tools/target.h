@@ -39,6 +39,7 @@ struct target_opts {
     unsigned message_timeout_ms;
     char *control_path;            /* --control: the JSON-RPC socket; NULL: none */
     char *config_path;             /* --config: loaded at start, config-save's default */
+    char *pr_dir;                  /* --pr-dir: the LUNs' APTPL state files; NULL: beside files */
     /*
      * Test hook, from VHOST_SCSI_TEST_FAULT=log-skip-data-in: dirty logging
      * leaves data-in buffers unmarked, so the migration tests can show that

@@ -907,7 +907,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
 {
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
-           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG };
+           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -925,6 +925,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "message-timeout-ms", required_argument, NULL, OPT_MSG_TIMEOUT },
         { "control", required_argument, NULL, OPT_CONTROL },
         { "config", required_argument, NULL, OPT_CONFIG },
+        { "pr-dir", required_argument, NULL, OPT_PR_DIR },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
@@ -1023,6 +1024,14 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         case OPT_CONFIG:
             g_free(o->config_path);
             o->config_path = g_strdup(optarg);
+            break;
+        case OPT_PR_DIR:
+            if (!g_file_test(optarg, G_FILE_TEST_IS_DIR)) {
+                fprintf(stderr, "vhost-scsi-target: --pr-dir %s is not a directory\n", optarg);
+                return -EINVAL;
+            }
+            g_free(o->pr_dir);
+            o->pr_dir = g_strdup(optarg);
             break;
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
@@ -1279,5 +1288,6 @@ out:
     g_free(opts.socket_group);
     g_free(opts.control_path);
     g_free(opts.config_path);
+    g_free(opts.pr_dir);
     return ret;
 }

@@ -112,6 +112,18 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
 void scsi_lun_free(struct scsi_lun *lun);
 struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
 /*
+ * Where the LUN keeps its persistent reservations while a guest has
+ * "activate persist through power loss" (APTPL) on: a state file, written
+ * atomically before each PERSISTENT RESERVE OUT that changes them
+ * completes, removed when APTPL is cleared.  What is saved there is
+ * restored now (no file: nothing).  Without a state file APTPL is refused
+ * (REPORT CAPABILITIES PTPL_C 0).  Before the LUN serves commands.  0, or
+ * -EINVAL (a corrupt or foreign file: the LUN must not be served without
+ * the fencing it records) / -EIO, with *err (g_free it) naming the LUN
+ * and the file.
+ */
+int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err);
+/*
  * Grows the LUN (backend_resize: size bytes, or 0 for what the device has
  * grown to) and raises CAPACITY DATA HAS CHANGED for every nexus.  Main
  * thread, with I/O running; a LUN never shrinks.

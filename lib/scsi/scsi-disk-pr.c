@@ -5,6 +5,7 @@
  * PREEMPT AND ABORT answers only once every command that was in flight on
  * the LUN has completed: backend I/O cannot be recalled, so this is how a
  * fenced node's queued writes are kept from landing after the fence.
+ * Also where a LUN is given its APTPL state file (scsi_lun_set_pr_file).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -83,7 +84,9 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (o.all_tg_pt) {
         return invalid_param(cmd, 20, 2);
     }
-    if (o.aptpl) {
+    /* APTPL only where the LUN has a state file; the register actions alone look at it. */
+    if (o.aptpl && (o.sa == PR_OUT_REGISTER || o.sa == PR_OUT_REGISTER_AND_IGNORE) &&
+        !scsi_pr_can_persist(lun->pr)) {
         return invalid_param(cmd, 20, 0);
     }
     switch (scsi_pr_out(lun->pr, cmd_it(cmd), &o, &sc, &preempted)) {
@@ -112,4 +115,9 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return EXEC_ASYNC;
     }
     return EXEC_DONE;
+}
+
+int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err)
+{
+    return scsi_pr_persist_at(lun->pr, path, lun->naa, err);
 }

@@ -6,16 +6,22 @@
  * controller keeps its initiator name.  State changes and the checks of
  * the data path take one mutex; the data path looks at it only while a
  * reservation or an owed unit attention exists (scsi_pr_restricts).
- * Not supported, and refused with INVALID FIELD as SPC-4 allows a device
- * server that reports so in REPORT CAPABILITIES: SPEC_I_PT, ALL_TG_PT,
- * APTPL (persistence through power loss), REGISTER AND MOVE and REPLACE
- * LOST RESERVATION.
+ With a state file (scsi_pr_persist_at), APTPL keeps the registrations
+ * and the reservation there (scsi-pr-file.c), rewritten under the lock
+ * before the command that changed them completes, so what a guest was
+ * told is what a restart finds; a change the file cannot take is undone
+ * and the command fails.  Not supported, and refused with INVALID FIELD
+ * as SPC-4 allows a device server that reports so in REPORT
+ * CAPABILITIES: SPEC_I_PT, ALL_TG_PT, REGISTER AND MOVE and REPLACE LOST
+ * RESERVATION.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
 #include <pthread.h>
 #include <string.h>
 
+#include "scsi-pr-file.h"
 #include "scsi-pr.h"
 
 struct pr_nexus {
@@ -52,6 +58,10 @@ struct scsi_pr {
     uint8_t type;
     struct pr_nexus holder;    /* unused for the all-registrants types */
     atomic_bool restricts;     /* reserved || uas->len */
+    /* Persistence through power loss (APTPL): where, for which LUN, and whether on. */
+    char *path;                /* NULL: APTPL refused (PTPL_C 0) */
+    uint64_t naa;
+    bool aptpl;
 };
 
 static bool it_eq(const struct pr_nexus *a, const struct scsi_it_id *b)
@@ -136,6 +146,7 @@ void scsi_pr_free(struct scsi_pr *pr)
     g_array_free(pr->uas, TRUE);
     nexus_clear(&pr->holder);
     pthread_mutex_destroy(&pr->lock);
+    g_free(pr->path);
     g_free(pr->name);
     g_free(pr);
 }
@@ -266,6 +277,170 @@ static unsigned preempt_regs(struct scsi_pr *pr, const struct scsi_it_id *it, ui
         }
     }
     return n;
+}
+
+/* ---- persistence through power loss (lock held) ------------------------ */
+
+/* The registrations, the reservation and PRgeneration, as the state file has them. */
+static void to_file_state(struct scsi_pr *pr, struct pr_file_state *fs)
+{
+    *fs = (struct pr_file_state) { .naa = pr->naa, .generation = pr->generation, .holder = -1,
+                                   .nregs = pr->regs->len };
+    fs->regs = g_new0(struct pr_file_reg, pr->regs->len);
+    for (guint i = 0; i < pr->regs->len; i++) {
+        struct pr_reg *r = &g_array_index(pr->regs, struct pr_reg, i);
+
+        fs->regs[i] = (struct pr_file_reg) { .initiator = g_strdup(r->it.initiator),
+                                             .target = g_strdup(r->it.target),
+                                             .rtpi = r->it.rtpi, .key = r->key };
+        if (pr->reserved && !all_registrants(pr->type) && nexus_eq(&r->it, &pr->holder)) {
+            fs->holder = (int)i;
+        }
+    }
+    fs->type = pr->reserved ? pr->type : 0;
+}
+
+/* Replaces the registrations and the reservation with fs's. */
+static void from_file_state(struct scsi_pr *pr, const struct pr_file_state *fs)
+{
+    while (pr->regs->len) {
+        remove_reg_at(pr, pr->regs->len - 1);
+    }
+    release(pr);
+    for (unsigned i = 0; i < fs->nregs; i++) {
+        struct pr_reg r = {
+            .it = { .initiator = g_strdup(fs->regs[i].initiator),
+                    .target = g_strdup(fs->regs[i].target), .rtpi = fs->regs[i].rtpi },
+            .key = fs->regs[i].key,
+        };
+
+        g_array_append_val(pr->regs, r);
+    }
+    pr->generation = fs->generation;
+    if (fs->type) {
+        pr->reserved = true;
+        pr->type = fs->type;
+        if (fs->holder >= 0) {
+            pr->holder = nexus_copy(&g_array_index(pr->regs, struct pr_reg, fs->holder).it);
+        }
+    }
+}
+
+/* What a failed save puts back: the state before the command, its owed unit attentions too. */
+struct pr_undo {
+    struct pr_file_state fs;
+    GArray *uas;
+    bool aptpl;
+};
+
+static void undo_take(struct scsi_pr *pr, struct pr_undo *u)
+{
+    to_file_state(pr, &u->fs);
+    u->aptpl = pr->aptpl;
+    u->uas = g_array_new(FALSE, TRUE, sizeof(struct pr_ua));
+    for (guint i = 0; i < pr->uas->len; i++) {
+        struct pr_ua *ua = &g_array_index(pr->uas, struct pr_ua, i);
+        struct pr_ua copy = { .it = nexus_copy(&ua->it), .mask = ua->mask };
+
+        g_array_append_val(u->uas, copy);
+    }
+}
+
+static void uas_free(GArray *uas)
+{
+    for (guint i = 0; i < uas->len; i++) {
+        nexus_clear(&g_array_index(uas, struct pr_ua, i).it);
+    }
+    g_array_free(uas, TRUE);
+}
+
+static void undo_apply(struct scsi_pr *pr, struct pr_undo *u)
+{
+    from_file_state(pr, &u->fs);
+    pr->aptpl = u->aptpl;
+    uas_free(pr->uas);
+    pr->uas = u->uas;
+    u->uas = NULL;
+}
+
+static void undo_drop(struct pr_undo *u)
+{
+    pr_file_state_clear(&u->fs);
+    if (u->uas) {
+        uas_free(u->uas);
+    }
+}
+
+/* Writes the state file (aptpl) or removes it (APTPL just cleared): 0 or -errno, logged. */
+static int save(struct scsi_pr *pr, bool was_on)
+{
+    g_autofree char *why = NULL;
+    int ret = 0;
+
+    if (pr->aptpl) {
+        struct pr_file_state fs;
+        size_t len;
+        g_autofree char *text = NULL;
+
+        to_file_state(pr, &fs);
+        text = pr_file_format(&fs, &len);
+        pr_file_state_clear(&fs);
+        ret = pr_file_write(pr->path, text, len, &why);
+    } else if (was_on) {
+        ret = pr_file_remove(pr->path, &why);
+    }
+    if (ret < 0) {
+        g_warning("%s: persistent reservations: %s; the command fails, the state is as before",
+                  pr->name, why);
+    }
+    return ret;
+}
+
+int scsi_pr_persist_at(struct scsi_pr *pr, const char *path, uint64_t naa, char **why)
+{
+    g_autoptr(GError) err = NULL;
+    g_autofree char *text = NULL;
+    struct pr_file_state fs = { .holder = -1 };
+    g_autofree char *bad = NULL;
+    gsize len;
+    int ret = 0;
+
+    pthread_mutex_lock(&pr->lock);
+    if (!g_file_get_contents(path, &text, &len, &err)) {
+        if (!g_error_matches(err, G_FILE_ERROR, G_FILE_ERROR_NOENT)) {
+            *why = g_strdup_printf("LUN %s: cannot read its reservations file: %s", pr->name,
+                                   err->message);
+            ret = -EIO;
+        }
+    } else if (pr_file_parse(text, len, naa, SCSI_PR_MAX_REGS, &fs, &bad) < 0) {
+        *why = g_strdup_printf("LUN %s: reservations file %s is refused: %s (move it away "
+                               "to start without its reservations)", pr->name, path, bad);
+        ret = -EINVAL;
+    } else {
+        from_file_state(pr, &fs);
+        pr->aptpl = true;
+        g_message("%s: %u registration(s)%s restored from %s (APTPL)", pr->name, fs.nregs,
+                  fs.type ? " and a reservation" : "", path);
+        pr_file_state_clear(&fs);
+    }
+    if (ret == 0) {
+        g_free(pr->path);
+        pr->path = g_strdup(path);
+        pr->naa = naa;
+    }
+    update_restricts(pr);
+    pthread_mutex_unlock(&pr->lock);
+    return ret;
+}
+
+bool scsi_pr_can_persist(struct scsi_pr *pr)
+{
+    bool yes;
+
+    pthread_mutex_lock(&pr->lock);
+    yes = pr->path != NULL;
+    pthread_mutex_unlock(&pr->lock);
+    return yes;
 }
 
 /* ---- PERSISTENT RESERVE OUT --------------------------------------------- */
@@ -420,37 +595,25 @@ static enum scsi_pr_result do_preempt(struct scsi_pr *pr, const struct scsi_it_i
     return SCSI_PR_GOOD;
 }
 
-enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
-                                const struct scsi_pr_out *o, enum scsi_sc *sc,
-                                bool *preempted)
+static enum scsi_pr_result run_out(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                   const struct scsi_pr_out *o, enum scsi_sc *sc,
+                                   bool *preempted)
 {
     enum scsi_pr_result res;
     struct pr_reg *r;
 
-    *preempted = false;
-    if (o->sa == PR_OUT_REGISTER_AND_MOVE || o->sa == PR_OUT_REPLACE_LOST || o->sa > 8) {
-        return check(sc, SCSI_SC_INVALID_FIELD_IN_CDB);
-    }
-    /* Capabilities we report as absent (REPORT CAPABILITIES): SIP_C, ATP_C, PTPL_C 0. */
-    if (o->spec_i_pt || o->all_tg_pt || o->aptpl) {
-        return check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
-    }
-    pthread_mutex_lock(&pr->lock);
     if (o->sa == PR_OUT_REGISTER || o->sa == PR_OUT_REGISTER_AND_IGNORE) {
-        res = do_register(pr, it, o, sc);
-        goto out;
+        return do_register(pr, it, o, sc);
     }
     /* Everything else needs the nexus registered, under the key it gives. */
     r = find_reg(pr, it);
     if (!r || r->key != o->key) {
-        res = SCSI_PR_RESULT_CONFLICT;
-        goto out;
+        return SCSI_PR_RESULT_CONFLICT;
     }
     /* LU_SCOPE only; RELEASE's type is checked against the reservation's. */
     if (o->sa != PR_OUT_CLEAR &&
         (o->scope != 0 || (o->sa != PR_OUT_RELEASE && !type_valid(o->type)))) {
-        res = check(sc, SCSI_SC_INVALID_FIELD_IN_CDB);
-        goto out;
+        return check(sc, SCSI_SC_INVALID_FIELD_IN_CDB);
     }
     switch (o->sa) {
     case PR_OUT_RESERVE:
@@ -469,6 +632,54 @@ enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
         }
         break;
     }
+    return res;
+}
+
+static bool sets_aptpl(uint8_t sa)
+{
+    return sa == PR_OUT_REGISTER || sa == PR_OUT_REGISTER_AND_IGNORE ||
+           sa == PR_OUT_REGISTER_AND_MOVE;
+}
+
+enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                const struct scsi_pr_out *o, enum scsi_sc *sc,
+                                bool *preempted)
+{
+    enum scsi_pr_result res;
+    struct pr_undo undo = { 0 };
+    bool was_on, persist;
+
+    *preempted = false;
+    if (o->sa == PR_OUT_REGISTER_AND_MOVE || o->sa == PR_OUT_REPLACE_LOST || o->sa > 8) {
+        return check(sc, SCSI_SC_INVALID_FIELD_IN_CDB);
+    }
+    /* Capabilities we report as absent (REPORT CAPABILITIES): SIP_C, ATP_C 0. */
+    if (o->spec_i_pt || o->all_tg_pt) {
+        return check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
+    }
+    pthread_mutex_lock(&pr->lock);
+    /* APTPL is the register service actions' to set or clear; the others ignore the bit. */
+    if (o->aptpl && sets_aptpl(o->sa) && !pr->path) {
+        res = check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
+        goto out;
+    }
+    was_on = pr->aptpl;
+    persist = pr->path && (was_on || (o->aptpl && sets_aptpl(o->sa)));
+    if (persist) {
+        undo_take(pr, &undo);
+    }
+    res = run_out(pr, it, o, sc, preempted);
+    if (persist && res == SCSI_PR_GOOD) {
+        if (sets_aptpl(o->sa)) {
+            pr->aptpl = o->aptpl;
+        }
+        if (save(pr, was_on) < 0) {
+            undo_apply(pr, &undo);
+            *preempted = false;
+            res = check(sc, SCSI_SC_INTERNAL_TARGET_FAILURE);
+        }
+    }
+    undo_drop(&undo);
 out:
     update_restricts(pr);
     pthread_mutex_unlock(&pr->lock);
@@ -563,8 +774,9 @@ GByteArray *scsi_pr_in(struct scsi_pr *pr, uint8_t sa)
         uint8_t c[8] = { 0 };
 
         st16(c, 8);
-        /* RLR_C, CRH, SIP_C, ATP_C, PTPL_C: 0 (no RESERVE(6)/RELEASE(6) either). */
-        c[3] = 0x80 | 0x10;        /* TMV; ALLOW COMMANDS 001b */
+        /* RLR_C, CRH, SIP_C, ATP_C: 0 (no RESERVE(6)/RELEASE(6) either). */
+        c[2] = pr->path ? 0x01 : 0;                /* PTPL_C: a state file to keep it in */
+        c[3] = 0x80 | 0x10 | (pr->aptpl ? 1 : 0);  /* TMV; ALLOW COMMANDS 001b; PTPL_A */
         c[4] = 0x80 | 0x40 | 0x20 | 0x08 | 0x02;   /* WR_EX_AR EX_AC_RO WR_EX_RO EX_AC WR_EX */
         c[5] = 0x01;               /* EX_AC_AR */
         g_byte_array_append(b, c, 8);

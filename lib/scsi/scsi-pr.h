@@ -62,6 +62,19 @@ struct scsi_pr *scsi_pr_new(const char *lun_name);
 void scsi_pr_free(struct scsi_pr *pr);
 
 /*
+ * Keeps the LUN's reservations in the state file path while APTPL is on,
+ * and restores those saved there (none when there is no file).  naa is
+ * the LUN's designator, which the file must name.  0, or -EINVAL for a
+ * file refused (corrupt, foreign, another format) or -EIO for one that
+ * cannot be read, with *why (g_free it) naming the LUN and the file; the
+ * state is then untouched and APTPL stays refused.
+ */
+int scsi_pr_persist_at(struct scsi_pr *pr, const char *path, uint64_t naa, char **why);
+
+/* Whether APTPL can be set (scsi_pr_persist_at succeeded). */
+bool scsi_pr_can_persist(struct scsi_pr *pr);
+
+/*
  * Whether the next command may be refused or owed a unit attention: one
  * relaxed load on the data path; registrations alone restrict nothing.
  */
@@ -97,7 +110,9 @@ enum scsi_pr_result {
     SCSI_PR_CHECK,             /* CHECK CONDITION with *sc */
 };
 /*
- * Runs o for it.  *preempted is set when PREEMPT AND ABORT removed other
+ * Runs o for it; with APTPL on, the state file has the outcome before
+ * this returns (or the command fails, INTERNAL TARGET FAILURE, with the
+ * state as before).  *preempted is set when PREEMPT AND ABORT removed other
  * nexuses' registrations: the caller completes the command only once the
  * LUN's commands in flight have (backend I/O cannot be recalled).
  */
