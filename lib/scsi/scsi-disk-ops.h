@@ -19,7 +19,7 @@ sd_exec_fn sd_exec_write_same, sd_exec_unmap;
 sd_exec_fn sd_exec_inquiry, sd_exec_read_capacity_10, sd_exec_read_capacity_16,
            sd_exec_request_sense;
 /* scsi-disk-pr.c */
-sd_exec_fn sd_exec_pr_in, sd_exec_pr_out;
+sd_exec_fn sd_exec_pr_in, sd_exec_pr_out, sd_exec_reserve_release;
 /* scsi-disk-mode.c */
 sd_exec_fn sd_exec_mode_sense, sd_exec_mode_select;
 

@@ -5,7 +5,8 @@
  * PREEMPT AND ABORT answers only once every command that was in flight on
  * the LUN has completed: backend I/O cannot be recalled, so this is how a
  * fenced node's queued writes are kept from landing after the fence.
- * Also where a LUN is given its APTPL state file (scsi_lun_set_pr_file).
+ * Also RESERVE/RELEASE(6)/(10), and where a LUN is given its APTPL state
+ * file (scsi_lun_set_pr_file).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -49,6 +50,55 @@ static void pr_abort_done(struct scsi_drain *d)
     sd_cmd_finish(cmd);
 }
 
+/* A REGISTER AND MOVE's parameter list: header, then one TransportID (at most this long). */
+#define MOVE_TID_MAX 256
+
+static bool register_action(uint8_t sa)
+{
+    return sa == PR_OUT_REGISTER || sa == PR_OUT_REGISTER_AND_IGNORE;
+}
+
+/*
+ * REGISTER AND MOVE's own parameter list (SPC-4 6.16.4): UNREG and APTPL
+ * in byte 17, the RELATIVE TARGET PORT IDENTIFIER, and the TransportID
+ * that names where the reservation goes.  0, or the refusal's EXEC_DONE.
+ */
+static bool decode_move(struct scsi_lun *lun, struct scsi_cmd *cmd, const uint8_t *p,
+                       uint32_t plen, struct scsi_pr_out *o, char **dest)
+{
+    uint32_t tid_len = ld32(p + 20);
+    uint8_t tid[MOVE_TID_MAX];
+    size_t bad;
+    int bad_bit;
+
+    o->aptpl = p[17] & 0x01;
+    o->unreg = p[17] & 0x02;
+    o->dest_rtpi = ld16(p + 18);
+    if (tid_len < 24 || tid_len > MOVE_TID_MAX || plen != PR_OUT_PARAM_LEN + tid_len) {
+        invalid_param(cmd, 20, -1);
+        return false;
+    }
+    if (o->sa_key == 0) {
+        invalid_param(cmd, 8, -1);
+        return false;
+    }
+    if (o->aptpl && !scsi_pr_can_persist(lun->pr)) {
+        invalid_param(cmd, 17, 0);
+        return false;
+    }
+    if (o->dest_rtpi == 0) {
+        invalid_param(cmd, 18, -1);
+        return false;
+    }
+    iov_to_buf(cmd->data_out, cmd->data_out_cnt, PR_OUT_PARAM_LEN, tid, tid_len);
+    if (scsi_pr_transport_id_parse(tid, tid_len, dest, &bad, &bad_bit) < 0) {
+        invalid_param(cmd, PR_OUT_PARAM_LEN + (unsigned)bad, bad_bit);
+        return false;
+    }
+    o->dest_initiator = *dest;
+    return true;
+}
+
 int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     const uint8_t *cdb = cmd->cdb;
@@ -58,14 +108,13 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
         .sa = cdb[1] & 0x1f, .scope = cdb[2] >> 4, .type = cdb[2] & 0x0f,
     };
     enum scsi_sc sc = SCSI_SC_INVALID_FIELD_IN_CDB;
+    g_autofree char *dest = NULL;
     bool preempted;
 
-    if (o.sa > PR_OUT_REPLACE_LOST || o.sa == PR_OUT_REGISTER_AND_MOVE ||
-        o.sa == PR_OUT_REPLACE_LOST) {
+    if (o.sa >= PR_OUT_REPLACE_LOST) {
         return invalid_cdb(cmd, 1, 4);
     }
-    /* Without SPEC_I_PT (not supported) the list is exactly 24 bytes. */
-    if (plen != PR_OUT_PARAM_LEN) {
+    if (plen < PR_OUT_PARAM_LEN) {
         return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
     }
     if (sd_data_out_size(cmd) < plen) {
@@ -75,25 +124,42 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
     cmd->data_out_xfer = plen;
     o.key = ld64(p);
     o.sa_key = ld64(p + 8);
-    o.spec_i_pt = p[20] & 0x08;
-    o.all_tg_pt = p[20] & 0x04;
-    o.aptpl = p[20] & 0x01;
-    if (o.spec_i_pt) {
-        return invalid_param(cmd, 20, 3);
-    }
-    if (o.all_tg_pt) {
-        return invalid_param(cmd, 20, 2);
-    }
-    /* APTPL only where the LUN has a state file; the register actions alone look at it. */
-    if (o.aptpl && (o.sa == PR_OUT_REGISTER || o.sa == PR_OUT_REGISTER_AND_IGNORE) &&
-        !scsi_pr_can_persist(lun->pr)) {
-        return invalid_param(cmd, 20, 0);
+    if (o.sa == PR_OUT_REGISTER_AND_MOVE) {
+        if (!decode_move(lun, cmd, p, plen, &o, &dest)) {
+            return EXEC_DONE;
+        }
+    } else {
+        o.spec_i_pt = p[20] & 0x08;
+        o.all_tg_pt = p[20] & 0x04;
+        o.aptpl = p[20] & 0x01;
+        /* SPEC_I_PT is not supported (SIP_C 0), and only REGISTER may set it anyway. */
+        if (o.spec_i_pt) {
+            return invalid_param(cmd, 20, 3);
+        }
+        /* Without SPEC_I_PT the list is exactly 24 bytes. */
+        if (plen != PR_OUT_PARAM_LEN) {
+            return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
+        }
+        /* ALL_TG_PT (ATP_C 0) and APTPL mean something to the register actions only. */
+        if (o.all_tg_pt && register_action(o.sa)) {
+            return invalid_param(cmd, 20, 2);
+        }
+        /* APTPL only where the LUN has a state file. */
+        if (o.aptpl && register_action(o.sa) && !scsi_pr_can_persist(lun->pr)) {
+            return invalid_param(cmd, 20, 0);
+        }
     }
     switch (scsi_pr_out(lun->pr, cmd_it(cmd), &o, &sc, &preempted)) {
     case SCSI_PR_RESULT_CONFLICT:
         cmd->status = SAM_STAT_RESERVATION_CONFLICT;
         return EXEC_DONE;
     case SCSI_PR_CHECK:
+        if (o.sa == PR_OUT_REGISTER_AND_MOVE && sc == SCSI_SC_INVALID_FIELD_IN_CDB) {
+            return invalid_cdb(cmd, 1, 4);    /* nothing to move */
+        }
+        if (o.sa == PR_OUT_REGISTER_AND_MOVE && sc == SCSI_SC_INVALID_FIELD_IN_PARAM_LIST) {
+            return invalid_param(cmd, PR_OUT_PARAM_LEN, -1);   /* a move to itself */
+        }
         if (sc == SCSI_SC_INVALID_FIELD_IN_CDB) {
             return invalid_cdb(cmd, 2, -1);   /* scope or type */
         }
@@ -114,6 +180,28 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
         scsi_lun_drain_async(lun, &a->drain);
         return EXEC_ASYNC;
     }
+    return EXEC_DONE;
+}
+
+/*
+ * RESERVE(6)/(10) and RELEASE(6)/(10) (SPC-2 7.21, 7.17): the whole LUN
+ * only; third-party and extent reservations are refused.
+ */
+int sd_exec_reserve_release(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    uint8_t op = cmd->cdb[0];
+    bool ten = op == PR_OP_RESERVE_10 || op == PR_OP_RELEASE_10;
+    bool reserve = op == PR_OP_RESERVE_6 || op == PR_OP_RESERVE_10;
+
+    /* (10): 3RDPTY (bit 4), LONGID (bit 1); (6): the obsolete third-party and extent bits. */
+    if (cmd->cdb[1] & (ten ? 0x12 : 0x1f)) {
+        return invalid_cdb(cmd, 1, ten ? ((cmd->cdb[1] & 0x10) ? 4 : 1) : -1);
+    }
+    if (scsi_pr_legacy(lun->pr, cmd_it(cmd), reserve) == SCSI_PR_RESULT_CONFLICT) {
+        cmd->status = SAM_STAT_RESERVATION_CONFLICT;
+        return EXEC_DONE;
+    }
+    cmd->status = SAM_STAT_GOOD;
     return EXEC_DONE;
 }
 

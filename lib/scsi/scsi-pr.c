@@ -12,12 +12,15 @@
  * told is what a restart finds; a change the file cannot take is undone
  * and the command fails.  Not supported, and refused with INVALID FIELD
  * as SPC-4 allows a device server that reports so in REPORT
- * CAPABILITIES: SPEC_I_PT, ALL_TG_PT, REGISTER AND MOVE and REPLACE LOST
- * RESERVATION.
+ * CAPABILITIES: SPEC_I_PT, ALL_TG_PT and REPLACE LOST RESERVATION.
+ * REGISTER AND MOVE moves a reservation to another initiator on the
+ * sender's target.  The SPC-2 RESERVE/RELEASE live here too, under the
+ * same lock, with the SPC-3 rules for their meeting persistent ones.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -57,7 +60,9 @@ struct scsi_pr {
     bool reserved;
     uint8_t type;
     struct pr_nexus holder;    /* unused for the all-registrants types */
-    atomic_bool restricts;     /* reserved || uas->len */
+    bool spc2_reserved;        /* RESERVE(6)/(10) by spc2_holder */
+    struct pr_nexus spc2_holder;
+    atomic_bool restricts;     /* reserved || spc2_reserved || uas->len */
     /* Persistence through power loss (APTPL): where, for which LUN, and whether on. */
     char *path;                /* NULL: APTPL refused (PTPL_C 0) */
     uint64_t naa;
@@ -115,7 +120,7 @@ static bool type_valid(uint8_t type)
 
 static void update_restricts(struct scsi_pr *pr)
 {
-    atomic_store_explicit(&pr->restricts, pr->reserved || pr->uas->len > 0,
+    atomic_store_explicit(&pr->restricts, pr->reserved || pr->spc2_reserved || pr->uas->len > 0,
                           memory_order_release);
 }
 
@@ -145,6 +150,7 @@ void scsi_pr_free(struct scsi_pr *pr)
     g_array_free(pr->regs, TRUE);
     g_array_free(pr->uas, TRUE);
     nexus_clear(&pr->holder);
+    nexus_clear(&pr->spc2_holder);
     pthread_mutex_destroy(&pr->lock);
     g_free(pr->path);
     g_free(pr->name);
@@ -595,6 +601,97 @@ static enum scsi_pr_result do_preempt(struct scsi_pr *pr, const struct scsi_it_i
     return SCSI_PR_GOOD;
 }
 
+/* SPC-4 5.14.8: REGISTER AND MOVE, by the holder of a one-holder reservation. */
+static enum scsi_pr_result do_move(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                   const struct scsi_pr_out *o, enum scsi_sc *sc)
+{
+    struct scsi_it_id dest = { .initiator = o->dest_initiator, .target = it->target,
+                               .rtpi = o->dest_rtpi };
+    struct pr_reg *r;
+
+    if (!dest.initiator) {
+        return check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
+    }
+    if (!pr->reserved) {
+        return check(sc, SCSI_SC_INVALID_FIELD_IN_CDB);
+    }
+    if (all_registrants(pr->type) || !it_eq(&pr->holder, it)) {
+        return SCSI_PR_RESULT_CONFLICT;
+    }
+    if (!strcmp(dest.initiator, it->initiator) && dest.rtpi == it->rtpi) {
+        return check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);    /* to itself */
+    }
+    r = find_reg(pr, &dest);
+    if (r) {
+        r->key = o->sa_key;
+    } else {
+        struct pr_reg fresh = { .it = nexus_dup(&dest), .key = o->sa_key };
+
+        if (pr->regs->len >= SCSI_PR_MAX_REGS) {
+            return check(sc, SCSI_SC_INSUFFICIENT_REG_RESOURCES);
+        }
+        g_array_append_val(pr->regs, fresh);
+    }
+    /* The same type and scope, another holder. */
+    nexus_clear(&pr->holder);
+    pr->holder = nexus_dup(&dest);
+    if (o->unreg) {
+        for (guint i = 0; i < pr->regs->len; i++) {
+            if (it_eq(&g_array_index(pr->regs, struct pr_reg, i).it, it)) {
+                remove_reg_at(pr, i);
+                break;
+            }
+        }
+    }
+    pr->generation++;
+    return SCSI_PR_GOOD;
+}
+
+/* ---- RESERVE / RELEASE (SPC-2) ------------------------------------------ */
+
+enum scsi_pr_result scsi_pr_legacy(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                   bool reserve)
+{
+    enum scsi_pr_result res = SCSI_PR_GOOD;
+
+    pthread_mutex_lock(&pr->lock);
+    if (pr->reserved || pr->regs->len) {
+        /* SPC-3 5.6.3: the holder and the RO/AR registrants change nothing; others conflict. */
+        bool exempt = is_holder(pr, it) ||
+                      (pr->reserved && (registrants_only(pr->type) ||
+                                        all_registrants(pr->type)) && find_reg(pr, it));
+
+        res = exempt ? SCSI_PR_GOOD : SCSI_PR_RESULT_CONFLICT;
+    } else if (reserve) {
+        if (pr->spc2_reserved && !it_eq(&pr->spc2_holder, it)) {
+            res = SCSI_PR_RESULT_CONFLICT;
+        } else if (!pr->spc2_reserved) {
+            pr->spc2_reserved = true;
+            pr->spc2_holder = nexus_dup(it);
+        }
+    } else if (pr->spc2_reserved && it_eq(&pr->spc2_holder, it)) {
+        pr->spc2_reserved = false;
+        nexus_clear(&pr->spc2_holder);
+    }
+    /* A RELEASE by anyone else releases nothing, and is GOOD (SPC-2 7.17). */
+    update_restricts(pr);
+    pthread_mutex_unlock(&pr->lock);
+    return res;
+}
+
+void scsi_pr_lun_reset(struct scsi_pr *pr)
+{
+    pthread_mutex_lock(&pr->lock);
+    if (pr->spc2_reserved) {
+        g_message("%s: LOGICAL UNIT RESET releases the reservation of %s", pr->name,
+                  pr->spc2_holder.initiator);
+        pr->spc2_reserved = false;
+        nexus_clear(&pr->spc2_holder);
+    }
+    update_restricts(pr);
+    pthread_mutex_unlock(&pr->lock);
+}
+
 static enum scsi_pr_result run_out(struct scsi_pr *pr, const struct scsi_it_id *it,
                                    const struct scsi_pr_out *o, enum scsi_sc *sc,
                                    bool *preempted)
@@ -609,6 +706,9 @@ static enum scsi_pr_result run_out(struct scsi_pr *pr, const struct scsi_it_id *
     r = find_reg(pr, it);
     if (!r || r->key != o->key) {
         return SCSI_PR_RESULT_CONFLICT;
+    }
+    if (o->sa == PR_OUT_REGISTER_AND_MOVE) {
+        return do_move(pr, it, o, sc);     /* SCOPE and TYPE ignored */
     }
     /* LU_SCOPE only; RELEASE's type is checked against the reservation's. */
     if (o->sa != PR_OUT_CLEAR &&
@@ -650,11 +750,15 @@ enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
     bool was_on, persist;
 
     *preempted = false;
-    if (o->sa == PR_OUT_REGISTER_AND_MOVE || o->sa == PR_OUT_REPLACE_LOST || o->sa > 8) {
+    if (o->sa == PR_OUT_REPLACE_LOST || o->sa > 8) {
         return check(sc, SCSI_SC_INVALID_FIELD_IN_CDB);
     }
-    /* Capabilities we report as absent (REPORT CAPABILITIES): SIP_C, ATP_C 0. */
-    if (o->spec_i_pt || o->all_tg_pt) {
+    /*
+     * Capabilities we report as absent (REPORT CAPABILITIES SIP_C, ATP_C 0);
+     * ALL_TG_PT means something to the two register actions only.
+     */
+    if (o->spec_i_pt || (o->all_tg_pt && (o->sa == PR_OUT_REGISTER ||
+                                          o->sa == PR_OUT_REGISTER_AND_IGNORE))) {
         return check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
     }
     pthread_mutex_lock(&pr->lock);
@@ -740,6 +844,64 @@ static void put_transport_id(GByteArray *b, const char *initiator)
     put_zero(b, (unsigned)(len - n));
 }
 
+int scsi_pr_transport_id_parse(const uint8_t *p, size_t len, char **name, size_t *bad,
+                               int *bad_bit)
+{
+    unsigned format, proto;
+
+    *bad_bit = -1;
+    if (len < 24) {
+        *bad = 0;
+        return -EINVAL;
+    }
+    format = p[0] >> 6;
+    proto = p[0] & 0x0f;
+    if (proto == 0x06 && format == 0) {
+        /* SAS: the address in bytes 4-11, the rest reserved. */
+        uint64_t a = 0;
+
+        for (int i = 4; i < 12; i++) {
+            a = a << 8 | p[i];
+        }
+        if (len != 24 || a == 0) {
+            *bad = len != 24 ? 0 : 4;
+            return -EINVAL;
+        }
+        *name = g_strdup_printf("naa.%016" PRIx64, a);
+        return 0;
+    }
+    if (proto == 0x05 && format <= 1) {
+        /* iSCSI: a NUL-terminated name (",i,0x" and an ISID after it in format 01b). */
+        size_t n = ld16(p + 2);
+        const char *s = (const char *)p + 4;
+        size_t slen;
+
+        if (n < 20 || n % 4 || n + 4 != len) {
+            *bad = 2;
+            return -EINVAL;
+        }
+        slen = strnlen(s, n);
+        if (slen == n || slen == 0 || slen > 223 || !g_utf8_validate(s, (gssize)slen, NULL)) {
+            *bad = 4;
+            return -EINVAL;
+        }
+        if (format == 1) {
+            const char *sep = g_strstr_len(s, (gssize)slen, ",i,0x");
+
+            if (!sep || sep == s) {
+                *bad = 4;
+                return -EINVAL;
+            }
+            slen = (size_t)(sep - s);
+        }
+        *name = g_strndup(s, slen);
+        return 0;
+    }
+    *bad = 0;
+    *bad_bit = proto == 0x05 || proto == 0x06 ? 7 : 3;   /* FORMAT CODE, else PROTOCOL IDENTIFIER */
+    return -EINVAL;
+}
+
 static bool reg_holds(struct scsi_pr *pr, const struct pr_reg *r)
 {
     return pr->reserved && (all_registrants(pr->type) || nexus_eq(&r->it, &pr->holder));
@@ -774,8 +936,8 @@ GByteArray *scsi_pr_in(struct scsi_pr *pr, uint8_t sa)
         uint8_t c[8] = { 0 };
 
         st16(c, 8);
-        /* RLR_C, CRH, SIP_C, ATP_C: 0 (no RESERVE(6)/RELEASE(6) either). */
-        c[2] = pr->path ? 0x01 : 0;                /* PTPL_C: a state file to keep it in */
+        /* CRH: RESERVE/RELEASE as SPC-3 5.6.3 says; RLR_C, SIP_C, ATP_C 0. */
+        c[2] = 0x10 | (pr->path ? 0x01 : 0);       /* PTPL_C: a state file to keep it in */
         c[3] = 0x80 | 0x10 | (pr->aptpl ? 1 : 0);  /* TMV; ALLOW COMMANDS 001b; PTPL_A */
         c[4] = 0x80 | 0x40 | 0x20 | 0x08 | 0x02;   /* WR_EX_AR EX_AC_RO WR_EX_RO EX_AC WR_EX */
         c[5] = 0x01;               /* EX_AC_AR */
@@ -850,6 +1012,10 @@ static enum access classify(const uint8_t *cdb, unsigned len)
     case OP_TEST_UNIT_READY:
     case OP_READ_CAPACITY_10:
     case PRC_LOG_SENSE:
+    case PR_OP_RESERVE_6:      /* these decide their own conflicts (scsi_pr_legacy) */
+    case PR_OP_RESERVE_10:
+    case PR_OP_RELEASE_6:
+    case PR_OP_RELEASE_10:
         return ACC_FREE;
     case OP_MAINTENANCE_IN:
         /*
@@ -908,6 +1074,36 @@ static bool conflicts(struct scsi_pr *pr, const struct scsi_it_id *it, enum acce
     return acc == ACC_WRITE || excl_access;
 }
 
+/*
+ * Under an SPC-2 reservation (SPC-2 5.5.1, 7.21): another nexus may run
+ * only what reports (INQUIRY, REPORT LUNS, REQUEST SENSE, LOG SENSE, READ
+ * MEDIA SERIAL NUMBER) and RELEASE, which does nothing for it; nobody may
+ * run PERSISTENT RESERVE IN or OUT.
+ */
+static bool spc2_conflicts(struct scsi_pr *pr, const struct scsi_it_id *it,
+                           const uint8_t *cdb, unsigned len)
+{
+    if (cdb[0] == OP_PR_IN || cdb[0] == OP_PR_OUT) {
+        return true;
+    }
+    if (it_eq(&pr->spc2_holder, it)) {
+        return false;
+    }
+    switch (cdb[0]) {
+    case OP_INQUIRY:
+    case OP_REPORT_LUNS:
+    case OP_REQUEST_SENSE:
+    case PRC_LOG_SENSE:
+    case PR_OP_RELEASE_6:
+    case PR_OP_RELEASE_10:
+        return false;
+    case PRC_SERVICE_ACTION_IN_12:
+        return !(len > 1 && (cdb[1] & 0x1f) == 0x01);
+    default:
+        return true;
+    }
+}
+
 enum scsi_pr_verdict scsi_pr_check(struct scsi_pr *pr, const struct scsi_it_id *it,
                                    const uint8_t *cdb, unsigned cdb_len, enum scsi_sc *ua)
 {
@@ -932,6 +1128,9 @@ enum scsi_pr_verdict scsi_pr_check(struct scsi_pr *pr, const struct scsi_it_id *
             v = SCSI_PR_UA;
             break;
         }
+    }
+    if (v == SCSI_PR_ALLOW && pr->spc2_reserved && spc2_conflicts(pr, it, cdb, cdb_len)) {
+        v = SCSI_PR_CONFLICT;
     }
     if (v == SCSI_PR_ALLOW && conflicts(pr, it, acc)) {
         v = SCSI_PR_CONFLICT;

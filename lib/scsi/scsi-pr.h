@@ -48,6 +48,14 @@ enum {
     PR_OUT_REPLACE_LOST = 8,
 };
 
+/* The SPC-2 reservation commands (obsolete in SPC-4, still sent by older cluster software). */
+enum {
+    PR_OP_RESERVE_6 = 0x16,
+    PR_OP_RELEASE_6 = 0x17,
+    PR_OP_RESERVE_10 = 0x56,
+    PR_OP_RELEASE_10 = 0x57,
+};
+
 /* PERSISTENT RESERVE IN service actions. */
 enum {
     PR_IN_READ_KEYS = 0,
@@ -102,7 +110,21 @@ struct scsi_pr_out {
     uint64_t key;              /* RESERVATION KEY */
     uint64_t sa_key;           /* SERVICE ACTION RESERVATION KEY */
     bool spec_i_pt, all_tg_pt, aptpl;
+    /* REGISTER AND MOVE: the nexus it moves to (on the sender's target) and UNREG. */
+    const char *dest_initiator;
+    uint16_t dest_rtpi;
+    bool unreg;
 };
+
+/*
+ * The initiator port name a TransportID (SPC-4 7.6.4) of len bytes names:
+ * iSCSI (protocol 5h, format 00b, or 01b whose ISID is ignored: a nexus is
+ * named by its initiator name) or SAS (6h, as "naa." and the address).
+ * 0 with *name (g_free it), or -EINVAL with *bad the offset of the field
+ * at fault and *bad_bit its bit (-1: the byte).
+ */
+int scsi_pr_transport_id_parse(const uint8_t *p, size_t len, char **name, size_t *bad,
+                               int *bad_bit);
 
 enum scsi_pr_result {
     SCSI_PR_GOOD,
@@ -126,6 +148,21 @@ enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
  * action.
  */
 GByteArray *scsi_pr_in(struct scsi_pr *pr, uint8_t sa);
+
+/*
+ * RESERVE(6)/(10) (reserve) or RELEASE(6)/(10) from it, with the SPC-3
+ * 5.6.3 exceptions (CRH 1): under a persistent reservation, or while any
+ * registration exists, the holder and (under the RO/AR types) registrants
+ * get GOOD with nothing changed and everyone else RESERVATION CONFLICT;
+ * otherwise the SPC-2 reservation of the whole LUN by one nexus, which
+ * every other nexus's commands conflict with (PERSISTENT RESERVE IN and
+ * OUT from anyone, as SPC-2 5.5.1 says).
+ */
+enum scsi_pr_result scsi_pr_legacy(struct scsi_pr *pr, const struct scsi_it_id *it,
+                                   bool reserve);
+
+/* A LOGICAL UNIT RESET: the SPC-2 reservation goes; persistent ones stay. */
+void scsi_pr_lun_reset(struct scsi_pr *pr);
 
 /* The current PRgeneration (tests, statistics). */
 uint32_t scsi_pr_generation(struct scsi_pr *pr);

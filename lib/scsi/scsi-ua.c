@@ -30,6 +30,9 @@ void scsi_lun_set_ua(struct scsi_lun *lun, enum scsi_ua ua)
     if ((unsigned)ua >= SCSI_UA_COUNT) {
         return;
     }
+    if (ua == SCSI_UA_LUN_RESET) {
+        scsi_pr_lun_reset(lun->pr);    /* a LOGICAL UNIT RESET ends SPC-2 reservations */
+    }
     /* The count first: a nexus that sees the new event sum finds it. */
     atomic_fetch_add(&lun->ua_gen[ua], 1);
     atomic_fetch_add(&lun->ua_events, 1);

@@ -6,7 +6,7 @@
  * of a holder and of registrants, the unit attentions owed to those a
  * change affected, PRgeneration, READ KEYS / READ RESERVATION / REPORT
  * CAPABILITIES / READ FULL STATUS, and the refusals (bad lengths,
- * unsupported SPEC_I_PT / ALL_TG_PT / APTPL, wrong keys).
+ * unsupported SPEC_I_PT / ALL_TG_PT, APTPL without a state file, wrong keys).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -283,7 +283,7 @@ static void test_refusals(void)
         r = pr_out_flags(lun, &PR_A, 0, 0, 0, 0xa, (uint8_t)(1u << bit));
         assert_invalid_param(&r);                           /* APTPL, ALL_TG_PT, SPEC_I_PT */
     }
-    r = pr_out_flags(lun, &PR_A, 7, 0, 0, 0xa, 0);             /* REGISTER AND MOVE */
+    r = pr_out_flags(lun, &PR_A, 8, 0, 0, 0xa, 0);             /* REPLACE LOST RESERVATION */
     assert_invalid_cdb(&r);
     r = pr_out_flags(lun, &PR_A, 0x1f, 0, 0, 0xa, 0);
     assert_invalid_cdb(&r);

@@ -120,3 +120,13 @@ void assert_owed(struct scsi_lun *lun, const struct scsi_it_id *it, unsigned cod
         assert_good(&r);
     }
 }
+
+void assert_param_field(const struct result *r, unsigned byte, int bit)
+{
+    struct sc_sense s = assert_sense(r, SCSI_SENSE_ILLEGAL_REQUEST, 0x2600);
+
+    g_assert_true(s.sksv);
+    g_assert_false(s.in_cdb);
+    g_assert_cmpuint(s.field, ==, byte);
+    g_assert_cmpint(s.bit_valid ? (int)s.bit : -1, ==, bit);
+}

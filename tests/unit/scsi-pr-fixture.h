@@ -49,6 +49,9 @@ uint8_t read10(struct scsi_lun *lun, const struct scsi_it_id *it);
 uint8_t write10(struct scsi_lun *lun, const struct scsi_it_id *it);
 uint8_t tur(struct scsi_lun *lun, const struct scsi_it_id *it);
 
+/* INVALID FIELD IN PARAMETER LIST pointing at byte (and bit, -1: none) of the list. */
+void assert_param_field(const struct result *r, unsigned byte, int bit);
+
 /* TEST UNIT READY as it: GOOD, or the unit attention it is owed (code ASC << 8 | ASCQ). */
 void assert_owed(struct scsi_lun *lun, const struct scsi_it_id *it, unsigned code);
 
