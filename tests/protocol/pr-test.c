@@ -15,7 +15,10 @@
  *    B writes;
  *  - without APTPL a restart finds no registration and no reservation;
  *  - a corrupt state file stops the daemon from starting, with a message
- *    naming the LUN and the file.
+ *    naming the LUN and the file;
+ *  - a ram LUN refuses APTPL (PTPL_C 0) unless --pr-dir gives it a
+ *    directory, where its state file then keeps the reservation across a
+ *    restart; --pr-dir must be a directory.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -27,6 +30,7 @@
 #include <unistd.h>
 
 #include <glib.h>
+#include <glib/gstdio.h>
 #include <json-glib/json-glib.h>
 
 #include "control-client.h"
@@ -49,6 +53,7 @@ struct cluster {
     struct pu_daemon d;
     char *img, *state, *ctl;
     char *lun_arg;
+    char *pr_dir;               /* --pr-dir, or NULL */
     int fd;                     /* control connection */
     struct vfe *a, *b, *c;
 };
@@ -78,7 +83,8 @@ static struct vfe *front_end_at(struct cluster *t, const char *name)
 /* Starts (or restarts) the daemon and connects A, B and C. */
 static void up(struct cluster *t)
 {
-    const char *args[] = { "--lun", t->lun_arg, "--control", t->ctl, "--queues", "1", NULL };
+    const char *args[] = { "--lun", t->lun_arg, "--control", t->ctl, "--queues", "1",
+                           t->pr_dir ? "--pr-dir" : NULL, t->pr_dir, NULL };
 
     pu_daemon_start(&t->d, args);
     t->fd = ctl_client_connect(t->ctl);
@@ -124,6 +130,7 @@ static void cluster_free(struct cluster *t)
     g_free(t->state);
     g_free(t->ctl);
     g_free(t->lun_arg);
+    g_free(t->pr_dir);
 }
 
 /* ---- commands ----------------------------------------------------------- */
@@ -379,6 +386,52 @@ static void test_corrupt_state_refused(void)
     cluster_free(&t);
 }
 
+static void test_pr_dir(void)
+{
+    struct cluster t;
+    uint8_t caps[8];
+    struct vfe_req r;
+    uint64_t key;
+    uint8_t type;
+
+    cluster_init(&t);
+    g_free(t.lun_arg);
+    t.lun_arg = g_strdup("0=ram:16M");
+    up(&t);
+    pr_in(t.c, 2, caps, sizeof(caps));
+    g_assert_cmpuint(caps[2] & 0x01, ==, 0);                  /* PTPL_C: nowhere to keep it */
+    r = pr_out(t.a, 0, 0, 0, KEY_A, APTPL);
+    g_assert_cmpuint(r.resp.status, ==, CHECK_CONDITION);
+    g_assert_cmphex(pu_sense_of(&r.resp).code, ==, 0x2600);
+    down(&t);
+
+    t.pr_dir = g_build_filename(t.d.dir, "pr", NULL);
+    g_assert_cmpint(g_mkdir(t.pr_dir, 0700), ==, 0);
+    up(&t);
+    register_and_reserve(&t, APTPL);
+    {
+        g_autofree char *state = g_build_filename(t.pr_dir, "lun0:0.pr", NULL);
+
+        g_assert_true(g_file_test(state, G_FILE_TEST_IS_REGULAR));
+    }
+    down(&t);
+    up(&t);
+    reservation(t.c, &key, &type);
+    g_assert_cmphex(key, ==, KEY_A);
+    g_assert_cmpuint(type, ==, WE_RO);
+    g_assert_cmpuint(write_status(t.c), ==, CONFLICT);
+    down(&t);
+    /* --pr-dir must name a directory. */
+    {
+        const char *args[] = { "--lun", t.lun_arg, "--pr-dir", t.img, NULL };
+        int status;
+
+        g_assert_false(pu_daemon_try_start(&t.d, args, &status));
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+    }
+    cluster_free(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -386,5 +439,6 @@ int main(int argc, char **argv)
     g_test_add_func("/pr/aptpl-survives-restart", test_aptpl_survives_restart);
     g_test_add_func("/pr/without-aptpl-gone", test_without_aptpl_gone);
     g_test_add_func("/pr/corrupt-state-refused", test_corrupt_state_refused);
+    g_test_add_func("/pr/pr-dir", test_pr_dir);
     return g_test_run();
 }
