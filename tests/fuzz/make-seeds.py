@@ -84,6 +84,11 @@ seeds = {
     "pr-reserve": cdb_seed(0, 24, 0, [0x5F, 1, 5, 0, 0, 0, 0, 0, 24, 0],
                            struct.pack(">QQ8x", 0xABCD, 0)),
     "pr-in-full-status": cdb_seed(0, 0, 1024, [0x5E, 3, 0, 0, 0, 0, 0, 4, 0, 0]),
+    # REGISTER AND MOVE to an iSCSI TransportID ("iqn.2026-12.fuzz:b"), port 1.
+    "pr-register-and-move": cdb_seed(0, 48, 0, [0x5F, 7, 0, 0, 0, 0, 0, 0, 48, 0],
+                                     struct.pack(">QQxBHI", 0xABCD, 0xBEEF, 0, 1, 24) +
+                                     b"\x05\x00\x00\x14" + b"iqn.2026-12.fuzz:b".ljust(20, b"\0")),
+    "reserve6": cdb_seed(0, 0, 0, [0x16, 0, 0, 0, 0, 0]),
 }
 for name, data in seeds.items():
     write("fuzz-scsi-cdb", name, data)
