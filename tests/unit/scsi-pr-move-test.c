@@ -7,11 +7,13 @@
  * (not the holder, no reservation, an all-registrants one, to itself) and
  * each malformed list field, refused with its field pointer.  SPEC_I_PT
  * and ALL_TG_PT are refused where SPC-4 gives them a meaning we do not
- * offer, and ignored where it gives them none.
+ * offer, and ignored where it gives them none; a move with APTPL is in
+ * the state file a restart reads.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <string.h>
+#include <unistd.h>
 
 #include <glib.h>
 
@@ -194,6 +196,33 @@ static void test_move_refused(void)
     scsi_lun_free(lun);
 }
 
+/* With APTPL in its byte 17, a move is kept in the state file like any change. */
+static void test_move_persisted(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("pr-move-XXXXXX", NULL);
+    g_autofree char *path = g_build_filename(dir, "lun.pr", NULL);
+    g_autofree char *err = NULL;
+    struct scsi_lun *lun = ram_lun();
+    uint8_t tid[256];
+    unsigned n = iscsi_tid(tid, E.initiator, 0);
+    struct result r;
+
+    g_assert_cmpint(scsi_lun_set_pr_file(lun, path, &err), ==, 0);
+    g_assert_cmpuint(pr_out_flags(lun, &PR_A, 0, 0, 0, 0xa, 0x01).status, ==, GOOD);
+    g_assert_cmpuint(pr_out(lun, &PR_A, 1, 5, 0xa, 0), ==, GOOD);
+    r = move(lun, &PR_A, 0xa, 0xe, 0x03, 1, tid, n, n);       /* UNREG, APTPL */
+    assert_good(&r);
+    scsi_lun_free(lun);
+    lun = ram_lun();
+    g_assert_cmpint(scsi_lun_set_pr_file(lun, path, &err), ==, 0);
+    assert_holder(lun, 0xe, 5);
+    g_assert_cmpuint(write10(lun, &E), ==, GOOD);
+    g_assert_cmpuint(write10(lun, &PR_A), ==, CONFLICT);      /* it left */
+    scsi_lun_free(lun);
+    g_assert_cmpint(unlink(path), ==, 0);
+    g_assert_cmpint(rmdir(dir), ==, 0);
+}
+
 static void test_flags(void)
 {
     struct scsi_lun *lun = ram_lun();
@@ -225,6 +254,7 @@ int main(int argc, char **argv)
     g_test_add_func("/pr-move/iscsi", test_move_iscsi);
     g_test_add_func("/pr-move/sas", test_move_sas);
     g_test_add_func("/pr-move/refused", test_move_refused);
+    g_test_add_func("/pr-move/persisted", test_move_persisted);
     g_test_add_func("/pr-move/flags", test_flags);
     return g_test_run();
 }
