@@ -48,8 +48,9 @@ static const char usage_text[] =
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
     "  controller add NAME SOCKET [--queues N] [--allow-uid UID]...\n"
-    "                 [--allow-gid GID]... [--socket-group GROUP]\n"
-    "                               a per-VM controller listening on SOCKET\n"
+    "                 [--allow-gid GID]... [--socket-group GROUP] [--initiator NAME]\n"
+    "                               a per-VM controller listening on SOCKET (NAME: the\n"
+    "                               initiator port its VM has for reservations)\n"
     "  controller remove NAME       (refused while it has LUNs or connections)\n"
     "  controller list              the controllers, their LUN and connection counts\n"
     "  qos set BACKEND [--iops N] [--bandwidth SIZE]\n"
@@ -422,6 +423,8 @@ static int controller_cmd(const struct opts *o, int argc, char **argv)
             ok = add_id(p, "allow_gid", argv[i + 1]);
         } else if (!strcmp(argv[i], "--socket-group")) {
             json_object_set_string_member(json_node_get_object(p), "socket_group", argv[i + 1]);
+        } else if (!strcmp(argv[i], "--initiator")) {
+            json_object_set_string_member(json_node_get_object(p), "initiator", argv[i + 1]);
         } else {
             ok = false;
         }
