@@ -8,10 +8,13 @@
 #     moves PRgeneration to 2 and nothing else); then waits to be fenced (its
 #     key gone) and checks that its writes now fail (RESERVATION CONFLICT)
 #     while its reads still work.
+#   Every registration sets APTPL, so the state outlives the daemon.
 #   GUEST_ROLE=b: waits for that; unregistered, its write fails;
 #     registered (key b2), it writes and starts fio with verification, does
 #     PREEMPT AND ABORT of a's key while fio runs, and checks it holds the
 #     reservation and fio verified everything.
+#   GUEST_ROLE=restarted: node a again, booted after the daemon restarted:
+#     b's reservation is still there, a's write still conflicts.
 # Prints one TAP line per check; the exit status is the number of failures.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -99,14 +102,15 @@ a_is_ready() { reserved_by $KEY_A && grep -q 'generation=0x2,' /tmp/res.out; }
 
 case "$ROLE" in
 a)
-    check "REGISTER key $KEY_A" sg_persist --out --register --param-sark=$KEY_A "$disk"
+    check "REGISTER key $KEY_A (APTPL)" \
+        sg_persist --out --register --param-aptpl --param-sark=$KEY_A "$disk"
     check "RESERVE Write Exclusive - Registrants Only" \
         sg_persist --out --reserve --param-rk=$KEY_A --prout-type=5 "$disk"
     check "READ RESERVATION shows ours" reserved_by $KEY_A
     check "the holder writes" write_block 10
     # PRgeneration 1 -> 2 with nothing else changed: B's signal to go on.
     check "REGISTER AND IGNORE EXISTING KEY (the same key): PRgeneration 2" \
-        sg_persist --out --register-ignore --param-sark=$KEY_A "$disk"
+        sg_persist --out --register-ignore --param-aptpl --param-sark=$KEY_A "$disk"
     if wait_for keys_lack $KEY_A; then
         pass "fenced: our key is gone (PREEMPT AND ABORT by the other node)"
     else
@@ -125,7 +129,8 @@ b)
         fail "the other node reserved within ${WAIT_S}s"
     fi
     conflicts "unregistered, our write gets RESERVATION CONFLICT" 20
-    check "REGISTER key $KEY_B" sg_persist --out --register --param-sark=$KEY_B "$disk"
+    check "REGISTER key $KEY_B (APTPL)" \
+        sg_persist --out --register --param-aptpl --param-sark=$KEY_B "$disk"
     check "a registrant writes under Registrants Only" write_block 20
     # fio writes and verifies 16 MiB at 8 MiB throughout the fence.
     fio --name=verify --filename="$disk" --direct=1 --ioengine=libaio --iodepth=8 \
@@ -144,6 +149,12 @@ b)
         fail "fio through the fence"
         diag /tmp/fio.out
     fi
+    ;;
+restarted)
+    check "after the restart b still holds the reservation (APTPL)" reserved_by $KEY_B
+    check "READ KEYS: only b's" keys_lack $KEY_A
+    conflicts "our write still gets RESERVATION CONFLICT" 12
+    check "reads work" read_block 12
     ;;
 esac
 exit "$FAILED"

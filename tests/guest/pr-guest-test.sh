@@ -6,8 +6,9 @@
 # registers and reserves Write Exclusive - Registrants Only; B, unregistered,
 # gets RESERVATION CONFLICT, registers, writes, and fences A with PREEMPT AND
 # ABORT while fio with verification runs on B; A's writes then conflict.  The
-# guests wait for each other through the reservation state itself.  Prints
-# TAP; exits non-zero on failure.
+# guests wait for each other through the reservation state itself.  Their
+# registrations set APTPL: the daemon is restarted and node A booted again,
+# and B's reservation is still there.  Prints TAP; exits non-zero on failure.
 #
 # Usage: tests/guest/pr-guest-test.sh [options]
 #   --build-dir DIR     meson build dir (default $BUILD_DIR or build)
@@ -42,14 +43,17 @@ TARGET=$BUILD_DIR/tools/vhost-scsi-target
 CTL_TOOL=$BUILD_DIR/tools/vhost-scsi-ctl
 SOCK=$WORK/vhost-scsi.sock SOCK2=$WORK/vm2.sock CTL=$WORK/control.sock
 truncate -s "$LUN_BYTES" "$WORK/shared.img"
-"$TARGET" --socket-path "$SOCK" --control "$CTL" --lun "0=file:$WORK/shared.img" \
-    --queues 2 >"$WORK/target.log" 2>&1 &
-TARGET_PID=$!
-if wait_for_socket "$SOCK" "$TARGET_PID"; then
-    pass "target listening on $SOCK"
-else
-    fail "target listening"; sed 's/^/# target: /' "$WORK/target.log"; finish
-fi
+start_target() {  # start_target LOG
+    "$TARGET" --socket-path "$SOCK" --control "$CTL" --lun "0=file:$WORK/shared.img" \
+        --queues 2 >"$1" 2>&1 &
+    TARGET_PID=$!
+    if wait_for_socket "$SOCK" "$TARGET_PID"; then
+        pass "target listening on $SOCK"
+    else
+        fail "target listening"; sed 's/^/# target: /' "$1"; finish
+    fi
+}
+start_target "$WORK/target.log"
 ctl() {  # ctl DESC ARGS...
     desc=$1; shift
     if "$CTL_TOOL" target --control "$CTL" "$@" >"$WORK/ctl.out" 2>&1; then
@@ -72,23 +76,43 @@ wait "$QEMU_A"; rc_a=$?
 QEMU_A=""
 wait "$QEMU_B"; rc_b=$?
 QEMU_B=""
-for g in a b; do
-    eval rc=\$rc_$g
-    relay_guest_tap "$WORK/guest-$g.log" "node $g" " * - "
-    case "$rc" in
-    0) pass "node $g finished, all its checks passed" ;;
-    124|125) fail "node $g did not finish (run-qemu status $rc)"
-             tr -d '\r' <"$WORK/guest-$g.log" | tail -n 30 | sed "s/^/# console $g: /" ;;
-    *) fail "node $g reported failures (GUEST-EXIT: $rc)" ;;
+relay() {  # relay LOG LABEL RC
+    relay_guest_tap "$1" "$2" " * - "
+    case "$3" in
+    0) pass "$2 finished, all its checks passed" ;;
+    124|125) fail "$2 did not finish (run-qemu status $3)"
+             tr -d '\r' <"$1" | tail -n 30 | sed "s/^/# console: /" ;;
+    *) fail "$2 reported failures (GUEST-EXIT: $3)" ;;
     esac
-done
+}
+relay "$WORK/guest-a.log" "node a" "$rc_a"
+relay "$WORK/guest-b.log" "node b" "$rc_b"
 if grep -q "PREEMPT AND ABORT by iqn.2026-12.test:node-b" "$WORK/target.log"; then
     pass "the target held the fence until the LUN's commands in flight completed (its log)"
 else
     fail "the target logged the PREEMPT AND ABORT"
 fi
 
+if [ -f "$WORK/shared.img.pr" ]; then
+    pass "the LUN's state file is beside its file (APTPL)"
+else
+    fail "the LUN's state file $WORK/shared.img.pr exists"
+fi
 target_stop_checked "$TARGET_PID" "$WORK/target.log"
+
+start_target "$WORK/target2.log"
+if grep -q "restored from $WORK/shared.img.pr" "$WORK/target2.log"; then
+    pass "the restarted target restored the reservations"
+else
+    fail "the restarted target restored the reservations"; sed 's/^/# target: /' "$WORK/target2.log"
+fi
+"$HERE/run-qemu.sh" --initrd "$INITRD" --log "$WORK/guest-a2.log" --timeout 300 \
+    --append "guest.role=restarted" ${CONSOLE[@]+"${CONSOLE[@]}"} --vhost-user-scsi "$SOCK" &
+QEMU_A=$!
+wait "$QEMU_A"; rc=$?
+QEMU_A=""
+relay "$WORK/guest-a2.log" "node a after the restart" "$rc"
+target_stop_checked "$TARGET_PID" "$WORK/target2.log"
 TARGET_PID=""
 [ "$FAILED" = 0 ] || KEEP=1
 finish
