@@ -3,7 +3,7 @@
 # (--build-dir, --keep, --console, -h), TAP numbering (pass/fail/skip/note/
 # finish), the work directory that is removed on exit unless kept, the kernel
 # modules an initramfs needs for LIO, the initramfs build step, waiting for
-# the target's socket and relaying a kernel guest's TAP lines.  It sets SRC
+# the target's socket, relaying a guest's TAP lines and its run's status.  It sets SRC
 # (the source tree), BUILD_DIR (from the environment, default build), KEEP=0,
 # CONSOLE=() and the TAP counters; the sourcing script sets HERE.
 #
@@ -114,6 +114,17 @@ relay_guest_tap() {
         "# "*) echo "$line" ;;
         esac
     done < <(tr -d '\r' <"$1")
+}
+
+# guest_run_status WHO RC LOG: one TAP line for run-qemu.sh's status RC of
+# the guest WHO names, with the tail of its console LOG when it hung.
+guest_run_status() {
+    case "$2" in
+    0) pass "$1 finished, all its checks passed" ;;
+    124|125) fail "$1 did not finish (run-qemu status $2)"
+             tr -d '\r' <"$3" | tail -n 30 | sed 's/^/# console: /' ;;
+    *) fail "$1 reported failures (GUEST-EXIT: $2)" ;;
+    esac
 }
 
 # relay_kernel_guest LOG RC: relays a kernel guest script's "ok - ..." lines,

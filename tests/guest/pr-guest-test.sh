@@ -78,12 +78,7 @@ wait "$QEMU_B"; rc_b=$?
 QEMU_B=""
 relay() {  # relay LOG LABEL RC
     relay_guest_tap "$1" "$2" " * - "
-    case "$3" in
-    0) pass "$2 finished, all its checks passed" ;;
-    124|125) fail "$2 did not finish (run-qemu status $3)"
-             tr -d '\r' <"$1" | tail -n 30 | sed "s/^/# console: /" ;;
-    *) fail "$2 reported failures (GUEST-EXIT: $3)" ;;
-    esac
+    guest_run_status "$2" "$3" "$1"
 }
 relay "$WORK/guest-a.log" "node a" "$rc_a"
 relay "$WORK/guest-b.log" "node b" "$rc_b"

@@ -67,12 +67,7 @@ guest_work_dir vhost-user-guest
 # shows the log tail when the guest did not finish.
 relay_guest() {  # relay_guest LOG PHASE RC
     relay_guest_tap "$1" "guest$2" " * - "
-    case "$3" in
-    0) pass "guest phase $2 finished, all its checks passed" ;;
-    124|125) fail "guest phase $2 did not finish (run-qemu status $3)"
-             tr -d '\r' <"$1" | tail -n 30 | sed 's/^/# console: /' ;;
-    *) fail "guest phase $2 reported failures (GUEST-EXIT: $3)" ;;
-    esac
+    guest_run_status "guest phase $2" "$3" "$1"
 }
 
 # --- image --------------------------------------------------------------------
