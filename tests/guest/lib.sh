@@ -3,9 +3,10 @@
 # (--build-dir, --keep, --console, -h), TAP numbering (pass/fail/skip/note/
 # finish), the work directory that is removed on exit unless kept, the kernel
 # modules an initramfs needs for LIO, the initramfs build step, waiting for
-# the target's socket, relaying a guest's TAP lines and its run's status.  It sets SRC
-# (the source tree), BUILD_DIR (from the environment, default build), KEEP=0,
-# CONSOLE=() and the TAP counters; the sourcing script sets HERE.
+# the target's socket, relaying a guest's TAP lines and its run's status.
+# It sets SRC (the source tree), BUILD_DIR (from the environment, default
+# build), KEEP=0, CONSOLE=() and the TAP counters; the sourcing script sets
+# HERE.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
