@@ -98,7 +98,7 @@ struct scsi_cmd {
     struct scsi_lun *lun;
     struct scsi_cmd *qos_next;        /* waiting for a rate limit (scsi-qos.c) */
     struct backend_io bio;
-    uint64_t priv[8];
+    uint64_t priv[12];
     struct iovec iov_slice[8];
 };
 
@@ -137,7 +137,7 @@ unsigned scsi_lun_inflight(struct scsi_lun *lun);
 /*
  * Statistics: every command the LUN executes is counted, when it
  * completes, as a read (READ 6/10/12/16), a write (WRITE and WRITE AND
- * VERIFY 6/10/12/16) or other (everything else, including commands
+ * VERIFY 6/10/12/16, COMPARE AND WRITE) or other (everything else, including commands
  * refused before they ran), with the bytes it moved (data_in_xfer +
  * data_out_xfer), its latency from start_ns to completion, and as an
  * error if its status was not GOOD (a unit attention is not an error: it
@@ -178,7 +178,8 @@ static inline enum io_class scsi_cdb_class(const uint8_t *cdb, unsigned cdb_len)
     case 0x08: case 0x28: case 0xa8: case 0x88:   /* READ (6), (10), (12), (16) */
         return IO_READ;
     case 0x0a: case 0x2a: case 0xaa: case 0x8a:   /* WRITE (6), (10), (12), (16) */
-    case 0x2e: case 0x8e:                         /* WRITE AND VERIFY (10), (16) */
+    case 0x2e: case 0xae: case 0x8e:              /* WRITE AND VERIFY (10), (12), (16) */
+    case 0x89:                                    /* COMPARE AND WRITE */
         return IO_WRITE;
     default:
         return IO_OTHER;

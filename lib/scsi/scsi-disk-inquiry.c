@@ -82,6 +82,7 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         uint32_t max_xfer = sd_max_xfer_bytes(lun) / lun->bs;
 
         b[4] = 0x01;        /* WSNZ: WRITE SAME needs a non-zero length */
+        b[5] = (uint8_t)sd_max_caw_blocks(lun);   /* MAXIMUM COMPARE AND WRITE LENGTH */
         /* A granularity beyond 16 bits of blocks cannot be said: say one block. */
         st16(b + 6, be->opt_granularity / lun->bs > 1 && be->opt_granularity / lun->bs <= 0xffff
                     ? (uint16_t)(be->opt_granularity / lun->bs) : 1);
