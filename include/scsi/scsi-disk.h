@@ -24,6 +24,7 @@
 /* SAM status codes */
 #define SAM_STAT_GOOD                 0x00
 #define SAM_STAT_CHECK_CONDITION      0x02
+#define SAM_STAT_CONDITION_MET        0x04   /* PRE-FETCH: the range is in the cache */
 #define SAM_STAT_BUSY                 0x08
 #define SAM_STAT_RESERVATION_CONFLICT 0x18
 #define SAM_STAT_TASK_SET_FULL        0x28
@@ -186,10 +187,10 @@ static inline enum io_class scsi_cdb_class(const uint8_t *cdb, unsigned cdb_len)
     }
 }
 
-/* Whether a completed command counts as an error (as above). */
+/* Whether a completed command counts as an error (as above; CONDITION MET is a success). */
 static inline bool scsi_cmd_is_error(const struct scsi_cmd *cmd)
 {
-    return cmd->status != SAM_STAT_GOOD &&
+    return cmd->status != SAM_STAT_GOOD && cmd->status != SAM_STAT_CONDITION_MET &&
            !(cmd->status == SAM_STAT_CHECK_CONDITION && cmd->sense_len > 2 &&
              (cmd->sense[2] & 0x0f) == SENSE_UNIT_ATTENTION);
 }

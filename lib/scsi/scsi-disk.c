@@ -78,8 +78,12 @@ static const struct op_desc sd_op_table[256] = {
       { 0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
     [OP_VERIFY_10] = { OP_VERIFY_10, false, 0, 10, 0, sd_exec_verify,
       { 0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+    [OP_PRE_FETCH_10] = { OP_PRE_FETCH_10, false, 0, 10, F_STRICT, sd_exec_pre_fetch,
+      { 0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_SYNC_CACHE_10] = { OP_SYNC_CACHE_10, false, 0, 10, 0, sd_exec_sync_cache,
       { 0x35, 0, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+    [OP_READ_DEFECT_DATA_10] = { OP_READ_DEFECT_DATA_10, false, 0, 10, F_STRICT,
+      sd_exec_read_defect_data, { 0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_WRITE_SAME_10] = { OP_WRITE_SAME_10, false, 0, 10, 0, sd_exec_write_same,
       { 0x41, 0xfe, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
     [OP_UNMAP] = { OP_UNMAP, false, 0, 10, F_DISCARD, sd_exec_unmap,
@@ -108,6 +112,9 @@ static const struct op_desc sd_op_table[256] = {
     [OP_VERIFY_16] = { OP_VERIFY_16, false, 0, 16, 0, sd_exec_verify,
       { 0x8f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_PRE_FETCH_16] = { OP_PRE_FETCH_16, false, 0, 16, F_STRICT, sd_exec_pre_fetch,
+      { 0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_SYNC_CACHE_16] = { OP_SYNC_CACHE_16, false, 0, 16, 0, sd_exec_sync_cache,
       { 0x91, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
@@ -122,6 +129,20 @@ static const struct op_desc sd_op_table[256] = {
       { 0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_WRITE_12] = { OP_WRITE_12, false, 0, 12, 0, sd_exec_write,
       { 0xaa, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_WRITE_VERIFY_12] = { OP_WRITE_VERIFY_12, false, 0, 12, F_STRICT, sd_exec_write_verify,
+      { 0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_VERIFY_12] = { OP_VERIFY_12, false, 0, 12, F_STRICT, sd_exec_verify,
+      { 0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_READ_DEFECT_DATA_12] = { OP_READ_DEFECT_DATA_12, false, 0, 12, F_STRICT,
+      sd_exec_read_defect_data,
+      { 0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+};
+
+/* Further service actions of the opcodes above that have them (the table holds one each). */
+static const struct op_desc sd_sa_table[] = {
+    { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT, sd_exec_get_lba_status,
+      { 0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
 };
 
 static bool sd_opcode_has_sa(uint8_t opcode)
@@ -138,7 +159,15 @@ static const struct op_desc *sd_find_op(uint8_t opcode, uint16_t sa)
 {
     const struct op_desc *d = &sd_op_table[opcode];
 
-    if (!d->fn || (d->has_sa && d->sa != sa)) {
+    if (!d->fn) {
+        return NULL;
+    }
+    if (d->has_sa && d->sa != sa) {
+        for (unsigned i = 0; i < G_N_ELEMENTS(sd_sa_table); i++) {
+            if (sd_sa_table[i].opcode == opcode && sd_sa_table[i].sa == sa) {
+                return &sd_sa_table[i];
+            }
+        }
         return NULL;
     }
     return d;
@@ -169,8 +198,9 @@ static int exec_rsoc(struct scsi_lun *lun, struct scsi_cmd *cmd)
 
     if (options == 0) {
         p += 4;
-        for (unsigned i = 0; i < G_N_ELEMENTS(sd_op_table); i++) {
-            d = &sd_op_table[i];
+        for (unsigned i = 0; i < G_N_ELEMENTS(sd_op_table) + G_N_ELEMENTS(sd_sa_table); i++) {
+            d = i < G_N_ELEMENTS(sd_op_table) ? &sd_op_table[i]
+                                              : &sd_sa_table[i - G_N_ELEMENTS(sd_op_table)];
             if (!d->fn || !sd_op_supported(lun, d)) {
                 continue;
             }

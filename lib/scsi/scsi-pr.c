@@ -611,7 +611,12 @@ static enum access classify(const uint8_t *cdb, unsigned len)
     case OP_READ_12:
     case OP_READ_16:
     case OP_VERIFY_10:
+    case OP_VERIFY_12:
     case OP_VERIFY_16:
+    case OP_PRE_FETCH_10:
+    case OP_PRE_FETCH_16:
+    case OP_READ_DEFECT_DATA_10:
+    case OP_READ_DEFECT_DATA_12:
     case OP_MODE_SENSE_6:
     case OP_MODE_SENSE_10:
         return ACC_READ;
