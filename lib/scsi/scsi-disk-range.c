@@ -14,15 +14,26 @@
  * mutex-protected list of held ranges and a FIFO of waiters, and waits
  * until the fast-path writes that were already in flight have left and no
  * overlapping range is held.  Counting then checking on one side and
- * raising then summing on the other are both sequentially consistent, so
- * one of the two always sees the other.  A waiter never blocks its
+ * raising then summing on the other must be ordered so that one of the
+ * two always sees the other (Dekker).  The fence that needs is paid by the
+ * rare side: the exclusive taker calls membarrier(2), which makes every
+ * running thread of the process execute a full barrier, so a write's
+ * count is a plain store (its thread is its counter's only writer, as
+ * io-stats.h relies on too) followed by a compiler barrier, the asymmetric
+ * fence of liburcu and folly.  Without membarrier, and for the shared
+ * counter of commands with no thread, both sides use sequentially
+ * consistent read-modify-writes instead.  A waiter never blocks its
  * thread: it is queued and continued (posted to its thread) when the
  * release that frees its range comes.  Waiting is FIFO among overlapping
  * ranges, so a stream of writes cannot starve a COMPARE AND WRITE.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
+#include <linux/membarrier.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "scsi-disk-int.h"
 
@@ -39,7 +50,8 @@ struct range_slot {
 struct sd_range_lock {
     /* Exclusive takers holding or waiting; read by every write, written rarely. */
     atomic_uint excl;
-    uint8_t pad[60];
+    bool asym;                  /* membarrier registered: the fast path has no fence */
+    uint8_t pad[59];
     struct range_slot fast[RANGE_SLOTS];
     pthread_mutex_t lock;       /* the lists below */
     struct sd_range *held;      /* ranges taken the slow way */
@@ -56,6 +68,11 @@ int sd_range_init(struct scsi_lun *lun)
         atomic_init(&rl->fast[i].n, 0);
     }
     pthread_mutex_init(&rl->lock, NULL);
+    /* Per process, idempotent; kernels before 4.14 (or a filter) refuse it. */
+    rl->asym = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    if (!rl->asym) {
+        g_debug("%s: no membarrier(2): writes pay a fence for the range lock", lun->name);
+    }
     lun->wlock = rl;
     return 0;
 }
@@ -154,10 +171,25 @@ static void run_granted(struct sd_range *run)
     }
 }
 
+/* Adds d to slot's count and returns whether an exclusive taker exists. */
+static bool fast_add(struct sd_range_lock *rl, unsigned slot, int64_t d)
+{
+    if (slot && rl->asym) {
+        _Atomic uint64_t *n = &rl->fast[slot].n;
+
+        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + (uint64_t)d,
+                              memory_order_relaxed);
+        /* The other half of the fence is the exclusive taker's membarrier. */
+        atomic_signal_fence(memory_order_seq_cst);
+        return atomic_load_explicit(&rl->excl, memory_order_relaxed) != 0;
+    }
+    atomic_fetch_add(&rl->fast[slot].n, (uint64_t)d);
+    return atomic_load(&rl->excl) != 0;
+}
+
 static void fast_put(struct sd_range_lock *rl, unsigned slot)
 {
-    atomic_fetch_sub(&rl->fast[slot].n, 1);
-    if (atomic_load(&rl->excl)) {
+    if (fast_add(rl, slot, -1)) {
         struct sd_range *run = NULL;
 
         /* An exclusive waiter may have been waiting for this one. */
@@ -185,16 +217,17 @@ bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uin
     r->next = NULL;
     r->slot = (uint16_t)(slot < RANGE_SLOTS ? slot : 0);
     if (!excl) {
-        atomic_fetch_add(&rl->fast[r->slot].n, 1);
-        if (!atomic_load(&rl->excl)) {
+        if (!fast_add(rl, r->slot, 1)) {
             r->state = RANGE_FAST;
             return true;
         }
         fast_put(rl, r->slot);   /* an exclusive taker exists: the slow way */
     }
     pthread_mutex_lock(&rl->lock);
-    if (excl) {
-        atomic_fetch_add(&rl->excl, 1);
+    if (excl && atomic_fetch_add(&rl->excl, 1) == 0 && rl->asym &&
+        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) < 0) {
+        /* Registered, so this cannot fail; if it did, the counts could not be trusted. */
+        g_error("%s: membarrier: %s", lun->name, g_strerror(errno));
     }
     now = grantable(rl, r, NULL);
     if (now) {
