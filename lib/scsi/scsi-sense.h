@@ -44,6 +44,7 @@ enum {
     OP_READ_16 = 0x88,
     OP_COMPARE_AND_WRITE = 0x89,
     OP_WRITE_16 = 0x8a,
+    OP_ORWRITE_16 = 0x8b,
     OP_WRITE_VERIFY_16 = 0x8e,
     OP_VERIFY_16 = 0x8f,
     OP_PRE_FETCH_16 = 0x90,

@@ -11,6 +11,9 @@
  * backend only after it, a COMPARE AND WRITE waits for a write in flight
  * to its blocks, writes elsewhere are not held up, and two racing on one
  * block are serialised, so the second compares against the first's data.
+ * ORWRITE (16) ORs the data-out into the blocks, across more than one
+ * bounce chunk, with the same refusals, and under the same exclusive
+ * range: it waits for a COMPARE AND WRITE on its blocks.
  * The harness is scsi-disk-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -395,6 +398,86 @@ static void test_counted_as_write(void)
     scsi_lun_free(lun);
 }
 
+/* ---- ORWRITE (16) ------------------------------------------------------ */
+
+static void test_orwrite(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    uint32_t n = 3 * 1024 * 1024 / BS;      /* three 1 MiB bounce chunks */
+    g_autofree uint8_t *a = g_malloc(n * BS), *b = g_malloc(n * BS), *rd = g_malloc(n * BS);
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned len;
+    struct result r;
+
+    fill_pattern(a, n * BS, 30);
+    fill_pattern(b, n * BS, 31);
+    r = RUN_OUT(lun, scsi_cdb_write16(100, n * BS, BS, 0, 0, 0, 0, 0), a, n * BS);
+    assert_good(&r);
+    r = RUN_OUT(lun, scsi_cdb_orwrite(100, n * BS, BS, 0, 0, 0, 0, 0), b, n * BS);
+    assert_good(&r);
+    g_assert_cmpuint(r.out_xfer, ==, (uint64_t)n * BS);
+    r = RUN_IN(lun, scsi_cdb_read16(100, n * BS, BS, 0, 0, 0, 0, 0), rd, n * BS);
+    assert_good(&r);
+    for (uint64_t i = 0; i < (uint64_t)n * BS; i++) {
+        if (rd[i] != (a[i] | b[i])) {
+            g_error("byte %" G_GUINT64_FORMAT ": %02x, not %02x | %02x", i, rd[i], a[i], b[i]);
+        }
+    }
+
+    /* Zero blocks: nothing; past the end; short data-out; ORPROTECT; reserved bit 2. */
+    r = RUN(lun, scsi_cdb_orwrite(0, 0, BS, 0, 0, 0, 0, 0));
+    assert_good(&r);
+    r = RUN_OUT(lun, scsi_cdb_orwrite(8 * MiB / BS - 1, 2 * BS, BS, 0, 0, 0, 0, 0), b, 2 * BS);
+    assert_lba_out_of_range(&r);
+    len = sc_cdb(scsi_cdb_orwrite(0, 2 * BS, BS, 0, 0, 0, 0, 0), cdb);
+    r = run_cdb(lun, cdb, len, b, BS, NULL, 0);
+    assert_field(&r, true, 10, 7);
+    cdb[1] = 0x20;
+    r = run_cdb(lun, cdb, len, b, 2 * BS, NULL, 0);
+    assert_field(&r, true, 1, 7);
+    cdb[1] = 0x04;
+    r = run_cdb(lun, cdb, len, b, 2 * BS, NULL, 0);
+    assert_field(&r, true, 1, 2);
+    scsi_lun_free(lun);
+
+    struct lun_backend *be;
+
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    be->read_only = true;
+    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    r = RUN_OUT(lun, scsi_cdb_orwrite(0, BS, BS, 0, 0, 0, 0, 0), b, BS);
+    assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
+    scsi_lun_free(lun);
+}
+
+/* ORWRITE's read and write are one step under the lock: a COMPARE AND WRITE's write cannot split them. */
+static void test_orwrite_waits_for_caw(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun = spy_lun(false, &s);
+    uint8_t a[BS], b[BS], o[BS], rd[BS];
+    struct caw_cmd c;
+    struct pending_cmd po;
+
+    memset(a, 0x01, sizeof(a));
+    memset(b, 0x02, sizeof(b));
+    memset(o, 0x40, sizeof(o));
+    write_blocks(lun, 70, 1, a);
+    s->defer = true;
+    start_caw(&c, lun, 70, a, b);
+    start(&po, lun, scsi_cdb_orwrite(70, BS, BS, 0, 0, 0, 0, 0), o, BS, NULL, 0);
+    g_assert_cmpuint(pending(s), ==, 1);                  /* only the CAW's read */
+    s->defer = false;
+    while (spy_run_pending(s)) {
+    }
+    g_assert_cmpint(c.p.completions, ==, 1);
+    g_assert_cmpint(po.completions, ==, 1);
+    read_blocks(lun, 70, 1, rd);
+    g_assert_cmphex(rd[0], ==, 0x42);                     /* CAW's data, then the OR */
+    g_assert_cmphex(rd[BS - 1], ==, 0x42);
+    scsi_lun_free(lun);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -410,6 +493,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/range-lock/write-waits-for-caw", test_write_waits_for_caw);
     g_test_add_func("/scsi-disk/range-lock/caw-waits-for-write", test_caw_waits_for_write);
     g_test_add_func("/scsi-disk/range-lock/racing-caws-serialise", test_racing_caws_serialise);
+    g_test_add_func("/scsi-disk/orwrite/ors", test_orwrite);
+    g_test_add_func("/scsi-disk/range-lock/orwrite-waits-for-caw", test_orwrite_waits_for_caw);
 
     return g_test_run();
 }

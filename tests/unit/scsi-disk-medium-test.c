@@ -320,6 +320,7 @@ static void test_geometry(void)
 
 static const struct { uint8_t op; uint16_t sa; bool has_sa; unsigned len; } new_cmds[] = {
     { SCSI_OPCODE_COMPARE_AND_WRITE, 0, false, 16 },
+    { SCSI_OPCODE_ORWRITE, 0, false, 16 },
     { SCSI_OPCODE_PREFETCH10, 0, false, 10 },
     { SCSI_OPCODE_PREFETCH16, 0, false, 16 },
     { SCSI_OPCODE_READ_DEFECT_DATA10, 0, false, 10 },
