@@ -80,6 +80,23 @@ struct backend_ops {
      * *out.  Main thread, with I/O running: backend_resize publishes it.
      */
     int (*resize)(struct lun_backend *be, uint64_t size, uint64_t *out);
+    /*
+     * Optional: starts reading [offset, offset + len) into the cache the
+     * backend has (the page cache) and returns 0, or -errno (-EOPNOTSUPP:
+     * no cache, e.g. O_DIRECT).  Called on an I/O thread: it must not wait
+     * for the read itself (PRE-FETCH).  Without it the LUN has no cache.
+     */
+    int (*prefetch)(struct lun_backend *be, uint64_t offset, uint64_t len);
+    /*
+     * Optional: whether the bytes at offset are mapped (hold data) or
+     * deallocated (read as zeros when discard_zeroes, else undefined), in
+     * *mapped, and in *run for how many bytes from offset that holds, a
+     * multiple of the block size from 1 block to len (len whole blocks).
+     * Called on an I/O thread, so cheap (a SEEK_DATA/SEEK_HOLE, a bitmap);
+     * -errno on failure.  Without it every block is mapped (GET LBA STATUS).
+     */
+    int (*block_status)(struct lun_backend *be, uint64_t offset, uint64_t len, bool *mapped,
+                        uint64_t *run);
     void (*close)(struct lun_backend *be);   /* frees be */
 };
 
@@ -104,6 +121,18 @@ struct lun_backend {
      * GRANULARITY so initiators align to it; 0: one block.
      */
     uint32_t opt_granularity;
+    /*
+     * The device's physical block in bytes, a power-of-two multiple of
+     * block_size (512-byte logical blocks on a 4 KiB-sector disk); 0: one
+     * block.  Reported in READ CAPACITY (16) so initiators align to it.
+     */
+    uint32_t phys_block_size;
+    /*
+     * The unit in which discards free space, in bytes (a file system's
+     * block for hole punching); 0: 4 KiB.  Block Limits' OPTIMAL UNMAP
+     * GRANULARITY, aligned at LBA 0.
+     */
+    uint32_t discard_granularity;
     /*
      * Set by the backend's owner, optional: called from any thread (a
      * library's own included) when the device changed size underneath (an

@@ -24,6 +24,7 @@
 /* SAM status codes */
 #define SAM_STAT_GOOD                 0x00
 #define SAM_STAT_CHECK_CONDITION      0x02
+#define SAM_STAT_CONDITION_MET        0x04   /* PRE-FETCH: the range is in the cache */
 #define SAM_STAT_BUSY                 0x08
 #define SAM_STAT_RESERVATION_CONFLICT 0x18
 #define SAM_STAT_TASK_SET_FULL        0x28
@@ -98,7 +99,7 @@ struct scsi_cmd {
     struct scsi_lun *lun;
     struct scsi_cmd *qos_next;        /* waiting for a rate limit (scsi-qos.c) */
     struct backend_io bio;
-    uint64_t priv[8];
+    uint64_t priv[12];
     struct iovec iov_slice[8];
 };
 
@@ -149,7 +150,7 @@ unsigned scsi_lun_inflight(struct scsi_lun *lun);
 /*
  * Statistics: every command the LUN executes is counted, when it
  * completes, as a read (READ 6/10/12/16), a write (WRITE and WRITE AND
- * VERIFY 6/10/12/16) or other (everything else, including commands
+ * VERIFY 6/10/12/16, COMPARE AND WRITE, ORWRITE) or other (everything else, including commands
  * refused before they ran), with the bytes it moved (data_in_xfer +
  * data_out_xfer), its latency from start_ns to completion, and as an
  * error if its status was not GOOD (a unit attention is not an error: it
@@ -190,17 +191,18 @@ static inline enum io_class scsi_cdb_class(const uint8_t *cdb, unsigned cdb_len)
     case 0x08: case 0x28: case 0xa8: case 0x88:   /* READ (6), (10), (12), (16) */
         return IO_READ;
     case 0x0a: case 0x2a: case 0xaa: case 0x8a:   /* WRITE (6), (10), (12), (16) */
-    case 0x2e: case 0x8e:                         /* WRITE AND VERIFY (10), (16) */
+    case 0x2e: case 0xae: case 0x8e:              /* WRITE AND VERIFY (10), (12), (16) */
+    case 0x89: case 0x8b:                         /* COMPARE AND WRITE, ORWRITE (16) */
         return IO_WRITE;
     default:
         return IO_OTHER;
     }
 }
 
-/* Whether a completed command counts as an error (as above). */
+/* Whether a completed command counts as an error (as above; CONDITION MET is a success). */
 static inline bool scsi_cmd_is_error(const struct scsi_cmd *cmd)
 {
-    return cmd->status != SAM_STAT_GOOD &&
+    return cmd->status != SAM_STAT_GOOD && cmd->status != SAM_STAT_CONDITION_MET &&
            !(cmd->status == SAM_STAT_CHECK_CONDITION && cmd->sense_len > 2 &&
              (cmd->sense[2] & 0x0f) == SENSE_UNIT_ATTENTION);
 }

@@ -17,6 +17,7 @@ struct backend_file_opts {
     bool direct;             /* O_DIRECT */
     uint32_t block_size;     /* 0: 512 (or the device's logical block size) */
     uint64_t size;           /* 0: the file's or device's size */
+    uint32_t phys_block_size; /* 0: a block device's own (BLKPBSZGET), else one block */
 };
 int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out);
 

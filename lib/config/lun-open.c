@@ -44,6 +44,7 @@ int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lu
             .direct = s->direct,
             .block_size = s->block_size,
             .size = s->size,
+            .phys_block_size = s->phys_block_size,
         };
         return backend_file_open(&fo, out);
     case LUN_SPEC_HOLD:
@@ -55,6 +56,9 @@ int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lu
                                       : backend_null_new(s->size, bs, out);
         if (ret == 0 && s->ro) {
             (*out)->read_only = true;
+        }
+        if (ret == 0) {
+            (*out)->phys_block_size = s->phys_block_size;
         }
         return ret;
     case LUN_SPEC_ISCSI: {

@@ -34,6 +34,7 @@ enum {
     OPT_CLIENT_ID = 1 << 11,
     OPT_KEYRING = 1 << 12,
     OPT_FILL = 1 << 13,
+    OPT_PHYS_BLOCK_SIZE = 1 << 14,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
@@ -62,6 +63,7 @@ static const struct {
     { "id", OPT_CLIENT_ID, true },
     { "keyring", OPT_KEYRING, true },
     { "fill", OPT_FILL, true },
+    { "physical-block-size", OPT_PHYS_BLOCK_SIZE, true },
 };
 
 static const struct {
@@ -69,9 +71,10 @@ static const struct {
     enum lun_spec_kind kind;
     unsigned allowed;
 } lun_kinds[] = {
-    { "file:", LUN_SPEC_FILE, OPT_RO | OPT_DIRECT | OPT_BLOCK_SIZE | OPT_SIZE },
-    { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE },
-    { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE | OPT_FILL },
+    { "file:", LUN_SPEC_FILE, OPT_RO | OPT_DIRECT | OPT_BLOCK_SIZE | OPT_SIZE |
+                              OPT_PHYS_BLOCK_SIZE },
+    { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE | OPT_PHYS_BLOCK_SIZE },
+    { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE | OPT_FILL | OPT_PHYS_BLOCK_SIZE },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
                                   OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT },
     { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING },
@@ -352,6 +355,18 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             out->block_size = bs;
             break;
         }
+        case OPT_PHYS_BLOCK_SIZE: {
+            uint64_t pbs;
+
+            /* READ CAPACITY (16) says it as a power of two of blocks, up to 2^15. */
+            if (size_parse(val + 1, &pbs) < 0 || pbs < 512 || pbs > (1u << 24) ||
+                (pbs & (pbs - 1))) {
+                return spec_error(errmsg, arg, out, "bad physical block size \"%s\" "
+                                  "(expected a power of two from 512 to 16M)", val + 1);
+            }
+            out->phys_block_size = (uint32_t)pbs;
+            break;
+        }
         case OPT_SIZE:
             if (size_parse(val + 1, &out->size) < 0 || out->size == 0) {
                 return spec_error(errmsg, arg, out, "bad size \"%s\" (expected bytes "
@@ -426,6 +441,12 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         return spec_error(errmsg, arg, out, "hold: needs while=PATH");
     }
 
+    if (out->phys_block_size &&
+        out->phys_block_size < (out->block_size ? out->block_size : 512)) {
+        return spec_error(errmsg, arg, out, "physical block size %" PRIu32 " is smaller than "
+                          "the block size %" PRIu32, out->phys_block_size,
+                          out->block_size ? out->block_size : 512);
+    }
     if (out->size) {
         uint32_t bs = out->block_size ? out->block_size : 512;
 

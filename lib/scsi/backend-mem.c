@@ -1,7 +1,10 @@
 /*
  * Memory backends.  ram: keeps the blocks in an anonymous MAP_NORESERVE
  * mapping, so a large LUN costs only the pages actually written; discards
- * give pages back with MADV_DONTNEED (they read back as zeros).  null:
+ * give pages back with MADV_DONTNEED (they read back as zeros).  A bitmap
+ * of the 4 KiB pages written since they were last given back is ram's map
+ * of mapped and deallocated blocks (GET LBA STATUS); a write sets bits only
+ * where they are clear, so rewriting costs a load per page.  null:
  * stores nothing, reads zeros and drops writes, for measuring the rest of
  * the stack; its fill=none twin does not even write the zeros, like SPDK's
  * null bdev and Linux's null_blk, so a comparison with them is like for
@@ -12,6 +15,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -21,10 +25,38 @@
 #include "backend.h"
 #include "iov.h"
 
+/* The unit of ram's allocation map: a page on every Linux this runs on. */
+#define MAP_UNIT 4096u
+
 struct mem_backend {
     struct lun_backend be;
     uint8_t *base;      /* NULL for null: */
+    _Atomic uint64_t *map;   /* ram: a bit per MAP_UNIT, set while it holds data */
 };
+
+static void map_set(struct mem_backend *m, uint64_t off, uint64_t len)
+{
+    for (uint64_t u = off / MAP_UNIT; u <= (off + len - 1) / MAP_UNIT; u++) {
+        uint64_t bit = 1ull << (u % 64);
+
+        if (!(atomic_load_explicit(&m->map[u / 64], memory_order_relaxed) & bit)) {
+            atomic_fetch_or(&m->map[u / 64], bit);
+        }
+    }
+}
+
+/* Clears the units wholly inside [off, off + len): those were given back. */
+static void map_clear(struct mem_backend *m, uint64_t off, uint64_t len)
+{
+    for (uint64_t u = (off + MAP_UNIT - 1) / MAP_UNIT; (u + 1) * MAP_UNIT <= off + len; u++) {
+        atomic_fetch_and(&m->map[u / 64], ~(1ull << (u % 64)));
+    }
+}
+
+static bool map_get(struct mem_backend *m, uint64_t u)
+{
+    return atomic_load_explicit(&m->map[u / 64], memory_order_relaxed) & (1ull << (u % 64));
+}
 
 static struct mem_backend *to_mem(struct lun_backend *be)
 {
@@ -58,11 +90,15 @@ static int ram_submit(struct lun_backend *be, struct backend_io *io)
         iov_from_buf(io->iov, io->iovcnt, 0, m->base + io->offset, io->len);
         break;
     case BACKEND_WRITE:
+        if (io->len) {
+            map_set(m, io->offset, io->len);
+        }
         iov_to_buf(io->iov, io->iovcnt, 0, m->base + io->offset, io->len);
         break;
     case BACKEND_DISCARD:
     case BACKEND_WRITE_ZEROES:
         ram_zero(m, io->offset, io->len);
+        map_clear(m, io->offset, io->len);
         break;
     case BACKEND_FLUSH:
         break;
@@ -87,6 +123,28 @@ static int null_nofill_submit(struct lun_backend *be, struct backend_io *io)
     return 0;
 }
 
+/* The blocks are in memory already: nothing to fetch. */
+static int mem_prefetch(struct lun_backend *be, uint64_t offset, uint64_t len)
+{
+    return 0;
+}
+
+static int ram_block_status(struct lun_backend *be, uint64_t offset, uint64_t len,
+                            bool *mapped, uint64_t *run)
+{
+    struct mem_backend *m = to_mem(be);
+    uint64_t u = offset / MAP_UNIT, end = offset + len, next;
+    bool state = map_get(m, u);
+
+    /* Past the first unit, whole units only; a block shares its unit's state. */
+    for (next = (u + 1) * MAP_UNIT; next < end && map_get(m, next / MAP_UNIT) == state;
+         next += MAP_UNIT) {
+    }
+    *mapped = state;
+    *run = MIN(next, end) - offset;
+    return 0;
+}
+
 static void mem_close(struct lun_backend *be)
 {
     struct mem_backend *m = to_mem(be);
@@ -94,6 +152,7 @@ static void mem_close(struct lun_backend *be)
     if (m->base) {
         munmap(m->base, be->size);
     }
+    g_free(m->map);
     g_free(be->name);
     g_free(m);
 }
@@ -101,6 +160,8 @@ static void mem_close(struct lun_backend *be)
 static const struct backend_ops ram_ops = {
     .name = "ram",
     .submit = ram_submit,
+    .prefetch = mem_prefetch,
+    .block_status = ram_block_status,
     .close = mem_close,
 };
 
@@ -118,6 +179,7 @@ static const struct backend_ops null_ops = {
     .name = "null",
     .submit = null_submit,
     .resize = null_resize,
+    .prefetch = mem_prefetch,
     .close = mem_close,
 };
 
@@ -125,6 +187,7 @@ static const struct backend_ops null_nofill_ops = {
     .name = "null",
     .submit = null_nofill_submit,
     .resize = null_resize,
+    .prefetch = mem_prefetch,
     .close = mem_close,
 };
 
@@ -179,6 +242,7 @@ int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out
     }
     m = mem_new(&ram_ops, size, block_size);
     m->base = base;
+    m->map = g_new0(_Atomic uint64_t, (size + 64 * MAP_UNIT - 1) / (64 * MAP_UNIT));
     *out = &m->be;
     return 0;
 }

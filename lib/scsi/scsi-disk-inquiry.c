@@ -82,6 +82,7 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         uint32_t max_xfer = sd_max_xfer_bytes(lun) / lun->bs;
 
         b[4] = 0x01;        /* WSNZ: WRITE SAME needs a non-zero length */
+        b[5] = (uint8_t)sd_max_caw_blocks(lun);   /* MAXIMUM COMPARE AND WRITE LENGTH */
         /* A granularity beyond 16 bits of blocks cannot be said: say one block. */
         st16(b + 6, be->opt_granularity / lun->bs > 1 && be->opt_granularity / lun->bs <= 0xffff
                     ? (uint16_t)(be->opt_granularity / lun->bs) : 1);
@@ -90,7 +91,10 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         if (be->can_discard) {
             st32(b + 20, MAX_UNMAP_LBAS);
             st32(b + 24, MAX_UNMAP_DESCS);
-            st32(b + 28, MAX(4096u / lun->bs, 1u));
+            /* OPTIMAL UNMAP GRANULARITY, and UGAVALID with the alignment at LBA 0. */
+            st32(b + 28, MAX((be->discard_granularity ? be->discard_granularity : 4096u) /
+                             lun->bs, 1u));
+            st32(b + 32, 0x80000000u);
         }
         st64(b + 36, MAX_WRITE_SAME_LBAS);
         len = 64;
@@ -152,12 +156,28 @@ int sd_exec_read_capacity_10(struct scsi_lun *lun, struct scsi_cmd *cmd)
     return sd_reply(cmd, b, sizeof(b), sizeof(b));
 }
 
+/* log2 of physical per logical blocks, when the backend has a larger physical block. */
+static uint8_t sd_phys_block_exponent(const struct scsi_lun *lun)
+{
+    uint32_t pbs = lun->be->phys_block_size;
+    uint8_t e = 0;
+
+    if (pbs <= lun->bs || pbs % lun->bs) {
+        return 0;
+    }
+    while (e < 15 && (uint64_t)lun->bs << (e + 1) <= pbs) {
+        e++;
+    }
+    return e;
+}
+
 int sd_exec_read_capacity_16(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     uint8_t b[32] = { 0 };
 
     st64(b, sd_nb_blocks(lun) - 1);
     st32(b + 8, lun->bs);
+    b[13] = sd_phys_block_exponent(lun);   /* LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT */
     if (lun->be->can_discard) {
         b[14] = 0x80 | (lun->be->discard_zeroes ? 0x40 : 0);  /* LBPME, LBPRZ */
     }

@@ -35,6 +35,8 @@
 #define MAX_UNMAP_LBAS 0x400000u
 #define MAX_UNMAP_DESCS 128u
 #define MAX_WRITE_SAME_LBAS 0x400000u
+/* COMPARE AND WRITE: one byte in the CDB and Block Limits; both halves bounce. */
+#define MAX_CAW_BLOCKS 255u
 
 /* Large enough for any reply built on the stack (VPD pages, mode data). */
 #define REPLY_MAX 512
@@ -49,6 +51,7 @@ struct sd_bucket {
 /* Rate-limit state per I/O thread id (commands on threads past it are not limited). */
 #define SD_QOS_SLOTS 257u
 struct sd_qos_slot;
+struct sd_range_lock;
 
 struct scsi_lun {
     struct lun_backend *be;
@@ -79,6 +82,7 @@ struct scsi_lun {
     atomic_bool qos_on;    /* a rate limit is set: the one load the data path pays */
     struct sd_bucket qos_io, qos_bytes;
     struct sd_qos_slot *_Atomic qos_slot[SD_QOS_SLOTS];
+    struct sd_range_lock *wlock;   /* the write range lock (scsi-disk-range.c) */
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
     pthread_mutex_t lock;  /* mode page updates and the drain lists */
@@ -112,6 +116,12 @@ static inline uint32_t sd_chunk_bytes(const struct scsi_lun *lun)
     return MIN(CHUNK_BYTES, sd_max_xfer_bytes(lun));
 }
 
+/* The longest COMPARE AND WRITE: its read and its write are one request each. */
+static inline uint32_t sd_max_caw_blocks(const struct scsi_lun *lun)
+{
+    return MIN(MAX_CAW_BLOCKS, sd_max_xfer_bytes(lun) / lun->bs);
+}
+
 static inline size_t sd_data_in_size(const struct scsi_cmd *cmd)
 {
     return cmd->data_in ? iov_size(cmd->data_in, cmd->data_in_cnt) : 0;
@@ -141,6 +151,40 @@ void sd_inflight_put(struct scsi_lun *lun, unsigned slot);
 void sd_cmd_leave_epoch(struct scsi_cmd *cmd);
 /* Blocks until every command in flight has completed (scsi_lun_free only). */
 void sd_drain_sync(struct scsi_lun *lun);
+
+/* ---- scsi-disk-range.c: the write range lock --------------------------- */
+
+/*
+ * What a command holds of the LUN's block range lock: every command that
+ * writes takes its LBA range, shared, and COMPARE AND WRITE exclusively,
+ * so that nothing writes its blocks between its read and its write.
+ * Kept in the command's private area (scsi-disk-io.c).
+ */
+typedef void sd_range_go_fn(struct scsi_lun *lun, struct scsi_cmd *cmd);
+struct sd_range {
+    uint64_t lba, n;
+    struct sd_range *next;     /* in the held or the waiting list */
+    struct sd_range *run_next; /* granted by one release, to be continued */
+    struct scsi_cmd *cmd;
+    sd_range_go_fn *go;        /* continues the command once it holds the range */
+    uint16_t slot;             /* fast-path counter it counts in */
+    uint8_t excl;
+    uint8_t state;             /* enum in scsi-disk-range.c; 0: holds nothing */
+};
+
+int sd_range_init(struct scsi_lun *lun);
+void sd_range_free(struct scsi_lun *lun);
+/*
+ * Takes [lba, lba + n) for cmd, shared or exclusive.  True: held now.
+ * False: cmd waits, and go(lun, cmd) runs on cmd's thread (posted there;
+ * inside a later release when the command has no thread) once it holds it.
+ */
+bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uint64_t n,
+                   bool excl, sd_range_go_fn *go);
+/* Gives back what cmd holds (sd_cmd_finish does, before completing it). */
+void sd_range_unlock(struct scsi_lun *lun, struct scsi_cmd *cmd);
+/* The command's record (its private area, scsi-disk-io.c). */
+struct sd_range *sd_cmd_range(struct scsi_cmd *cmd);
 
 /* ---- scsi-qos.c: rate limits ------------------------------------------- */
 
@@ -208,6 +252,15 @@ int sd_submit_single(struct scsi_lun *lun, struct scsi_cmd *cmd);
 /* Multi-request commands: the op belongs to cmd and is freed with it. */
 struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step);
 int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st);
+/*
+ * Writing commands start under the range lock: these take [lba, lba + n)
+ * (shared, or exclusive for COMPARE AND WRITE) and then submit or start,
+ * now or once the range is theirs.  EXEC_DONE or EXEC_ASYNC as above.
+ */
+int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba,
+                           uint64_t n);
+int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,
+                      uint64_t lba, uint64_t n, bool excl);
 void sd_op_bio_done(struct backend_io *io, int ret);
 /* Sets the sense for a failed backend request; returns STEP_DONE. */
 int sd_step_fail(struct scsi_lun *lun, struct scsi_cmd *cmd, int ret);

@@ -27,12 +27,18 @@ struct cmd_priv {
     struct iovec *heap_iov;  /* slice that did not fit cmd->iov_slice */
     unsigned epoch;          /* the drain epoch slot the command joined */
     enum io_class cls;       /* what the statistics count it as */
+    struct sd_range range;   /* what it holds of the write range lock */
 };
 G_STATIC_ASSERT(sizeof(struct cmd_priv) <= sizeof(((struct scsi_cmd *)0)->priv));
 
 static struct cmd_priv *cmd_priv(struct scsi_cmd *cmd)
 {
     return (struct cmd_priv *)(void *)cmd->priv;
+}
+
+struct sd_range *sd_cmd_range(struct scsi_cmd *cmd)
+{
+    return &cmd_priv(cmd)->range;
 }
 
 /*
@@ -139,6 +145,10 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
     unsigned epoch = p->epoch;
     uint64_t now = iothread_now_after_ns(cmd->thread, cmd->start_ns);
 
+    /* Released before complete(): a waiter may start while cmd is freed. */
+    if (p->range.state) {
+        sd_range_unlock(lun, cmd);
+    }
     g_free(p->heap_iov);
     p->heap_iov = NULL;
     if (p->op) {
@@ -274,6 +284,22 @@ int sd_submit_single(struct scsi_lun *lun, struct scsi_cmd *cmd)
     return EXEC_ASYNC;
 }
 
+static void single_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    if (sd_submit_single(lun, cmd) == EXEC_DONE) {
+        sd_cmd_finish(cmd);
+    }
+}
+
+int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba,
+                           uint64_t n)
+{
+    if (!sd_range_lock(lun, cmd, lba, n, false, single_go)) {
+        return EXEC_ASYNC;
+    }
+    return sd_submit_single(lun, cmd);
+}
+
 /* ---- step engine ------------------------------------------------------- */
 
 /*
@@ -329,6 +355,21 @@ struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step)
 int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st)
 {
     op_run(lun, cmd, st, 0);
+    return EXEC_ASYNC;
+}
+
+static void op_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    op_run(lun, cmd, cmd_priv(cmd)->op, 0);
+}
+
+int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,
+                      uint64_t lba, uint64_t n, bool excl)
+{
+    g_assert(cmd_priv(cmd)->op == st);
+    if (sd_range_lock(lun, cmd, lba, n, excl, op_go)) {
+        op_run(lun, cmd, st, 0);
+    }
     return EXEC_ASYNC;
 }
 

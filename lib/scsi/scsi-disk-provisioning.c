@@ -136,7 +136,7 @@ int sd_exec_write_same(struct scsi_lun *lun, struct scsi_cmd *cmd)
     } else {
         ws_setup_replicate(lun, st);
     }
-    return sd_op_start(lun, cmd, st);
+    return sd_op_start_range(lun, cmd, st, lba, n, false);
 }
 
 /* ---- UNMAP ------------------------------------------------------------- */
@@ -163,7 +163,7 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     const uint8_t *cdb = cmd->cdb;
     unsigned plen = ld16(cdb + 7), dl, bd_dl, count;
-    uint64_t total = 0;
+    uint64_t total = 0, first = UINT64_MAX, end = 0;
     g_autofree uint8_t *p = NULL;
     struct op_state *st;
 
@@ -211,11 +211,19 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
             return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
         }
         total += n;
+        if (n) {
+            first = MIN(first, lba);
+            end = MAX(end, lba + n);
+        }
         st->unmap[2 * i] = lba;
         st->unmap[2 * i + 1] = n;
     }
     if (total > MAX_UNMAP_LBAS) {
         return invalid_param(cmd, 8 + 8, 7);
     }
-    return sd_op_start(lun, cmd, st);
+    if (first == UINT64_MAX) {
+        return sd_op_start(lun, cmd, st);   /* nothing to unmap */
+    }
+    /* One range from the first block to the last: UNMAP is rare, lists short. */
+    return sd_op_start_range(lun, cmd, st, first, end - first, false);
 }

@@ -49,7 +49,7 @@ static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool 
                  write ? cmd->data_out_cnt : cmd->data_in_cnt, avail, bytes) < 0) {
         return invalid_cdb(cmd, len_byte, 7);
     }
-    return sd_submit_single(lun, cmd);
+    return write ? sd_submit_single_range(lun, cmd, lba, n) : sd_submit_single(lun, cmd);
 }
 
 int sd_exec_read(struct scsi_lun *lun, struct scsi_cmd *cmd)
@@ -103,11 +103,10 @@ static int verify_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_sta
                 while (st->buf[off + i] == want[i]) {
                     i++;
                 }
-                sd_set_sense(cmd, SCSI_SC_MISCOMPARE_DURING_VERIFY);
-                cmd->sense[0] |= 0x80;      /* VALID: INFORMATION is set */
                 /* INFORMATION: offset of the first mismatching byte in the data-out. */
-                st32(cmd->sense + 3, (uint32_t)MIN(st->block ? i : st->done_bytes + off + i,
-                                                   UINT32_MAX));
+                sd_set_sense_info(cmd, SCSI_SC_MISCOMPARE_DURING_VERIFY,
+                                  (uint32_t)MIN(st->block ? i : st->done_bytes + off + i,
+                                                UINT32_MAX));
                 cmd->data_out_xfer = st->block ? lun->bs : st->done_bytes + len;
                 return STEP_DONE;
             }

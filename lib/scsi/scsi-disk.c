@@ -28,6 +28,12 @@ static int exec_good(struct scsi_lun *lun, struct scsi_cmd *cmd)
 /* A command table entry, also what REPORT SUPPORTED OPERATION CODES reports. */
 #define F_UA_PASS  0x01   /* executes despite a pending unit attention */
 #define F_DISCARD  0x02   /* supported only if the backend can discard */
+/*
+ * Any CDB bit outside the usage data, but in the control byte, is refused
+ * with a field pointer to it (SPC-4 leaves checking reserved bits to the
+ * device server; the commands added since this flag came check theirs).
+ */
+#define F_STRICT   0x04
 
 struct op_desc {
     uint8_t opcode;
@@ -76,8 +82,12 @@ static const struct op_desc sd_op_table[256] = {
       { 0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
     [OP_VERIFY_10] = { OP_VERIFY_10, false, 0, 10, 0, sd_exec_verify,
       { 0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+    [OP_PRE_FETCH_10] = { OP_PRE_FETCH_10, false, 0, 10, F_STRICT, sd_exec_pre_fetch,
+      { 0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_SYNC_CACHE_10] = { OP_SYNC_CACHE_10, false, 0, 10, 0, sd_exec_sync_cache,
       { 0x35, 0, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+    [OP_READ_DEFECT_DATA_10] = { OP_READ_DEFECT_DATA_10, false, 0, 10, F_STRICT,
+      sd_exec_read_defect_data, { 0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_WRITE_SAME_10] = { OP_WRITE_SAME_10, false, 0, 10, 0, sd_exec_write_same,
       { 0x41, 0xfe, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
     [OP_UNMAP] = { OP_UNMAP, false, 0, 10, F_DISCARD, sd_exec_unmap,
@@ -97,15 +107,25 @@ static const struct op_desc sd_op_table[256] = {
     [OP_READ_16] = { OP_READ_16, false, 0, 16, 0, sd_exec_read,
       { 0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_COMPARE_AND_WRITE] = { OP_COMPARE_AND_WRITE, false, 0, 16, F_STRICT,
+      sd_exec_compare_and_write,
+      { 0x89, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0, 0, 0, 0xff, 0x1f, 0x04 } },
     [OP_WRITE_16] = { OP_WRITE_16, false, 0, 16, 0, sd_exec_write,
       { 0x8a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_ORWRITE_16] = { OP_ORWRITE_16, false, 0, 16, F_STRICT, sd_exec_orwrite,
+      { 0x8b, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_WRITE_VERIFY_16] = { OP_WRITE_VERIFY_16, false, 0, 16, 0, sd_exec_write_verify,
       { 0x8e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_VERIFY_16] = { OP_VERIFY_16, false, 0, 16, 0, sd_exec_verify,
       { 0x8f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_PRE_FETCH_16] = { OP_PRE_FETCH_16, false, 0, 16, F_STRICT, sd_exec_pre_fetch,
+      { 0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_SYNC_CACHE_16] = { OP_SYNC_CACHE_16, false, 0, 16, 0, sd_exec_sync_cache,
       { 0x91, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
@@ -120,6 +140,20 @@ static const struct op_desc sd_op_table[256] = {
       { 0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_WRITE_12] = { OP_WRITE_12, false, 0, 12, 0, sd_exec_write,
       { 0xaa, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_WRITE_VERIFY_12] = { OP_WRITE_VERIFY_12, false, 0, 12, F_STRICT, sd_exec_write_verify,
+      { 0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_VERIFY_12] = { OP_VERIFY_12, false, 0, 12, F_STRICT, sd_exec_verify,
+      { 0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_READ_DEFECT_DATA_12] = { OP_READ_DEFECT_DATA_12, false, 0, 12, F_STRICT,
+      sd_exec_read_defect_data,
+      { 0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+};
+
+/* Further service actions of the opcodes above that have them (the table holds one each). */
+static const struct op_desc sd_sa_table[] = {
+    { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT, sd_exec_get_lba_status,
+      { 0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
 };
 
 static bool sd_opcode_has_sa(uint8_t opcode)
@@ -136,7 +170,15 @@ static const struct op_desc *sd_find_op(uint8_t opcode, uint16_t sa)
 {
     const struct op_desc *d = &sd_op_table[opcode];
 
-    if (!d->fn || (d->has_sa && d->sa != sa)) {
+    if (!d->fn) {
+        return NULL;
+    }
+    if (d->has_sa && d->sa != sa) {
+        for (unsigned i = 0; i < G_N_ELEMENTS(sd_sa_table); i++) {
+            if (sd_sa_table[i].opcode == opcode && sd_sa_table[i].sa == sa) {
+                return &sd_sa_table[i];
+            }
+        }
         return NULL;
     }
     return d;
@@ -167,8 +209,9 @@ static int exec_rsoc(struct scsi_lun *lun, struct scsi_cmd *cmd)
 
     if (options == 0) {
         p += 4;
-        for (unsigned i = 0; i < G_N_ELEMENTS(sd_op_table); i++) {
-            d = &sd_op_table[i];
+        for (unsigned i = 0; i < G_N_ELEMENTS(sd_op_table) + G_N_ELEMENTS(sd_sa_table); i++) {
+            d = i < G_N_ELEMENTS(sd_op_table) ? &sd_op_table[i]
+                                              : &sd_sa_table[i - G_N_ELEMENTS(sd_op_table)];
             if (!d->fn || !sd_op_supported(lun, d)) {
                 continue;
             }
@@ -278,6 +321,16 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (cmd->cdb[d->cdb_len - 1] & 0x04) {
         return invalid_cdb(cmd, d->cdb_len - 1, 2);   /* NACA: not supported */
     }
+    if (d->flags & F_STRICT) {
+        /* Byte 0 is the opcode, the last the control byte (checked above). */
+        for (unsigned i = 1; i + 1 < d->cdb_len; i++) {
+            uint8_t bad = cmd->cdb[i] & ~d->usage[i];
+
+            if (bad) {
+                return invalid_cdb(cmd, i, 31 - __builtin_clz(bad));
+            }
+        }
+    }
     return d->fn(lun, cmd);
 }
 
@@ -380,6 +433,7 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     scsi_ua_init(&lun->own_ua, lun);
     io_stats_init(&lun->stats);
     sd_qos_init(lun);
+    sd_range_init(lun);
 
     copy_ascii(lun->vendor, "VHOSTSCS", sizeof(lun->vendor) - 1);
     if (be->ops && be->ops->passthrough_inquiry) {
@@ -430,6 +484,7 @@ void scsi_lun_free(struct scsi_lun *lun)
     pthread_cond_destroy(&lun->drain_cond);
     io_stats_destroy(&lun->stats);
     sd_qos_free(lun);
+    sd_range_free(lun);
     g_free(lun->name);
     g_free(lun);
 }

@@ -977,20 +977,15 @@ GByteArray *scsi_pr_in(struct scsi_pr *pr, uint8_t sa)
 
 enum access { ACC_FREE, ACC_READ, ACC_WRITE };
 
-/* Operation codes only the reservation rules need to name. */
+/* Operation codes only the reservation rules need to name (the rest: scsi-sense.h). */
 enum {
     PRC_RECEIVE_DIAGNOSTIC = 0x1c,
-    PRC_PRE_FETCH_10 = 0x34,
-    PRC_READ_DEFECT_DATA_10 = 0x37,
     PRC_READ_BUFFER = 0x3c,
     PRC_READ_LONG_10 = 0x3e,
     PRC_LOG_SENSE = 0x4d,
     PRC_READ_ATTRIBUTE = 0x8c,
-    PRC_PRE_FETCH_16 = 0x90,
     PRC_SECURITY_PROTOCOL_IN = 0xa2,
     PRC_SERVICE_ACTION_IN_12 = 0xab,
-    PRC_VERIFY_12 = 0xaf,
-    PRC_READ_DEFECT_DATA_12 = 0xb7,
 };
 
 /*
@@ -1038,15 +1033,15 @@ static enum access classify(const uint8_t *cdb, unsigned len)
     case OP_READ_12:
     case OP_READ_16:
     case OP_VERIFY_10:
-    case PRC_VERIFY_12:
+    case OP_VERIFY_12:
     case OP_VERIFY_16:
+    case OP_PRE_FETCH_10:
+    case OP_PRE_FETCH_16:
+    case OP_READ_DEFECT_DATA_10:
+    case OP_READ_DEFECT_DATA_12:
     case OP_MODE_SENSE_6:
     case OP_MODE_SENSE_10:
     case PRC_RECEIVE_DIAGNOSTIC:
-    case PRC_PRE_FETCH_10:
-    case PRC_PRE_FETCH_16:
-    case PRC_READ_DEFECT_DATA_10:
-    case PRC_READ_DEFECT_DATA_12:
     case PRC_READ_BUFFER:
     case PRC_READ_LONG_10:
     case PRC_READ_ATTRIBUTE:

@@ -113,6 +113,13 @@ int sd_field_error(struct scsi_cmd *cmd, bool in_cdb, unsigned byte, int bit)
     return EXEC_DONE;
 }
 
+void sd_set_sense_info(struct scsi_cmd *cmd, enum scsi_sc sc, uint32_t info)
+{
+    sd_set_sense(cmd, sc);
+    cmd->sense[0] |= 0x80;      /* VALID: INFORMATION is set */
+    st32(cmd->sense + 3, info);
+}
+
 int sd_sense_done(struct scsi_cmd *cmd, enum scsi_sc sc)
 {
     sd_set_sense(cmd, sc);
@@ -142,6 +149,8 @@ void sd_decode_lba_len(const uint8_t *cdb, uint64_t *lba, uint32_t *n, unsigned 
         break;
     case OP_READ_12:
     case OP_WRITE_12:
+    case OP_WRITE_VERIFY_12:
+    case OP_VERIFY_12:
         *lba = ld32(cdb + 2);
         *n = ld32(cdb + 6);
         *len_byte = 6;
@@ -152,6 +161,7 @@ void sd_decode_lba_len(const uint8_t *cdb, uint64_t *lba, uint32_t *n, unsigned 
     case OP_VERIFY_16:
     case OP_SYNC_CACHE_16:
     case OP_WRITE_SAME_16:
+    case OP_PRE_FETCH_16:
         *lba = ld64(cdb + 2);
         *n = ld32(cdb + 10);
         *len_byte = 10;

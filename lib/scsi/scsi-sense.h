@@ -32,7 +32,9 @@ enum {
     OP_WRITE_10 = 0x2a,
     OP_WRITE_VERIFY_10 = 0x2e,
     OP_VERIFY_10 = 0x2f,
+    OP_PRE_FETCH_10 = 0x34,
     OP_SYNC_CACHE_10 = 0x35,
+    OP_READ_DEFECT_DATA_10 = 0x37,
     OP_WRITE_SAME_10 = 0x41,
     OP_UNMAP = 0x42,
     OP_MODE_SELECT_10 = 0x55,
@@ -40,9 +42,12 @@ enum {
     OP_PR_IN = 0x5e,
     OP_PR_OUT = 0x5f,
     OP_READ_16 = 0x88,
+    OP_COMPARE_AND_WRITE = 0x89,
     OP_WRITE_16 = 0x8a,
+    OP_ORWRITE_16 = 0x8b,
     OP_WRITE_VERIFY_16 = 0x8e,
     OP_VERIFY_16 = 0x8f,
+    OP_PRE_FETCH_16 = 0x90,
     OP_SYNC_CACHE_16 = 0x91,
     OP_WRITE_SAME_16 = 0x93,
     OP_SERVICE_ACTION_IN_16 = 0x9e,
@@ -50,8 +55,12 @@ enum {
     OP_MAINTENANCE_IN = 0xa3,
     OP_READ_12 = 0xa8,
     OP_WRITE_12 = 0xaa,
+    OP_WRITE_VERIFY_12 = 0xae,
+    OP_VERIFY_12 = 0xaf,
+    OP_READ_DEFECT_DATA_12 = 0xb7,
 };
 #define SAI_READ_CAPACITY_16 0x10
+#define SAI_GET_LBA_STATUS 0x12
 #define MI_REPORT_SUPPORTED_OPCODES 0x0c
 
 /* Sense data sizes: fixed format, 10 additional bytes. */
@@ -126,6 +135,8 @@ void sd_fill_fixed_sense(uint8_t *s, enum scsi_sc sc);
 void sd_sense_asc(enum scsi_sc sc, uint8_t *asc, uint8_t *ascq);
 /* Sets cmd's sense to sc and its status to CHECK CONDITION. */
 void sd_set_sense(struct scsi_cmd *cmd, enum scsi_sc sc);
+/* sd_set_sense() with the INFORMATION field set (and VALID): a miscompare's offset. */
+void sd_set_sense_info(struct scsi_cmd *cmd, enum scsi_sc sc, uint32_t info);
 /* sd_set_sense() for a handler's answer; returns EXEC_DONE. */
 int sd_sense_done(struct scsi_cmd *cmd, enum scsi_sc sc);
 /*

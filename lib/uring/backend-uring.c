@@ -553,10 +553,68 @@ static int file_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
     return 0;
 }
 
+/*
+ * PRE-FETCH: POSIX_FADV_WILLNEED starts readahead into the page cache and
+ * returns without waiting for it.  With O_DIRECT there is no cache to fill.
+ */
+static int file_prefetch(struct lun_backend *be, uint64_t offset, uint64_t len)
+{
+    struct file_backend *fb = container_of(be, struct file_backend, be);
+
+    if (fb->direct) {
+        return -EOPNOTSUPP;
+    }
+    return -posix_fadvise(fb->fd, (off_t)offset, (off_t)len, POSIX_FADV_WILLNEED);
+}
+
+/*
+ * GET LBA STATUS: SEEK_DATA / SEEK_HOLE on a regular file.  A hole's
+ * edges are rounded inwards to whole blocks, so a block with any data in
+ * it is reported mapped.  A block device has no holes we can see.
+ */
+static int file_block_status(struct lun_backend *be, uint64_t offset, uint64_t len,
+                             bool *mapped, uint64_t *run)
+{
+    struct file_backend *fb = container_of(be, struct file_backend, be);
+    uint64_t bs = be->block_size, end = offset + len;
+    off_t data, hole;
+
+    if (fb->is_blockdev) {
+        return -EOPNOTSUPP;
+    }
+    data = lseek(fb->fd, (off_t)offset, SEEK_DATA);
+    if (data < 0 && errno != ENXIO) {
+        return -errno;
+    }
+    /* ENXIO: no data from offset to the end of the file. */
+    if (data < 0 || (uint64_t)data > offset) {
+        uint64_t hole_end = data < 0 ? end : MIN((uint64_t)data / bs * bs, end);
+
+        if (hole_end > offset) {
+            *mapped = false;
+            *run = hole_end - offset;
+            return 0;
+        }
+        data = (off_t)offset;   /* data within the first block: it is mapped */
+    }
+    hole = lseek(fb->fd, (off_t)offset, SEEK_HOLE);
+    if (hole < 0) {
+        return -errno;
+    }
+    *mapped = true;
+    *run = MIN(((uint64_t)hole + bs - 1) / bs * bs, end) - offset;
+    if (*run == 0) {
+        *run = MIN(bs, len);
+    }
+    return 0;
+}
+
 static const struct backend_ops file_backend_ops = {
     .name = "file",
     .submit = file_submit,
     .resize = file_resize,
+    .prefetch = file_prefetch,
+    .block_status = file_block_status,
     .close = file_close,
 };
 
@@ -735,12 +793,27 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
     fb->be.block_size = block_size;
     fb->be.read_only = o->read_only;
     fb->be.write_cache = true;
+    fb->be.phys_block_size = o->phys_block_size;
     if (blockdev) {
         char buf[64];
+        unsigned int pbs = 0;
+
+        /* A 512e disk: 512-byte logical blocks in 4 KiB sectors. */
+        if (!o->phys_block_size && ioctl(fd, BLKPBSZGET, &pbs) == 0 && pbs > block_size) {
+            fb->be.phys_block_size = pbs;
+        }
 
         if (!o->read_only && blockdev_queue_attr(st.st_rdev, "discard_max_bytes",
                                                  buf, sizeof(buf))) {
             fb->be.can_discard = g_ascii_strtoull(buf, NULL, 10) > 0;
+        }
+        if (fb->be.can_discard &&
+            blockdev_queue_attr(st.st_rdev, "discard_granularity", buf, sizeof(buf))) {
+            uint64_t g = g_ascii_strtoull(buf, NULL, 10);
+
+            if (g >= block_size && g <= (1u << 30) && !(g & (g - 1))) {
+                fb->be.discard_granularity = (uint32_t)g;
+            }
         }
         /* Without O_DIRECT the page cache is a volatile cache anyway. */
         if (o->direct && blockdev_queue_attr(st.st_rdev, "write_cache", buf, sizeof(buf))) {
@@ -753,6 +826,11 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
          */
         fb->be.can_discard = fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                                        phys_size, block_size) == 0;
+        /* Holes are punched in the file system's blocks. */
+        if (st.st_blksize >= (blksize_t)block_size && st.st_blksize <= (1 << 20) &&
+            !(st.st_blksize & (st.st_blksize - 1))) {
+            fb->be.discard_granularity = (uint32_t)st.st_blksize;
+        }
         if (!fb->be.can_discard) {
             flag_set(&fb->no_punch_hole);
         }

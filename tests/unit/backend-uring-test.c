@@ -491,6 +491,49 @@ static void test_discard_reads_zeros(struct fixture *f, const void *data)
     g_assert_cmpmem(back + 196608, 65536, buf + 196608, 65536);
 }
 
+/*
+ * GET LBA STATUS's view of a sparse file: the hole before a write, the
+ * written blocks, the hole after; and discards are counted in the file
+ * system's blocks.  PRE-FETCH: readahead without O_DIRECT, no cache with.
+ */
+static void test_block_status_and_prefetch(struct fixture *f, const void *data)
+{
+    size_t len = 64 * 1024;
+    g_autofree uint8_t *buf = g_malloc(len);
+    struct stat st;
+    bool mapped;
+    uint64_t run;
+
+    g_assert_cmpint(open_file(f, false, false, 4096, 0), ==, 0);
+    g_assert_cmpint(stat(f->path, &st), ==, 0);
+    g_assert_cmpuint(f->be->discard_granularity, ==, st.st_blksize);
+    fill_pattern(buf, len, 6);
+    g_assert_cmpint(do_rw(f, BACKEND_WRITE, 256 * 1024, buf, len, false), ==, 0);
+    g_assert_cmpint(do_io(f, BACKEND_FLUSH, 0, NULL, 0, 0, false), ==, 0);
+
+    g_assert_cmpint(f->be->ops->block_status(f->be, 0, FILE_SIZE, &mapped, &run), ==, 0);
+    g_assert_false(mapped);
+    g_assert_cmpuint(run, ==, 256 * 1024);
+    g_assert_cmpint(f->be->ops->block_status(f->be, 256 * 1024, FILE_SIZE - 256 * 1024, &mapped,
+                                             &run), ==, 0);
+    g_assert_true(mapped);
+    g_assert_cmpuint(run, ==, len);
+    /* Asked for less than the run: at most what was asked. */
+    g_assert_cmpint(f->be->ops->block_status(f->be, 260 * 1024, 4096, &mapped, &run), ==, 0);
+    g_assert_true(mapped);
+    g_assert_cmpuint(run, ==, 4096);
+    g_assert_cmpint(f->be->ops->block_status(f->be, 320 * 1024, FILE_SIZE - 320 * 1024, &mapped,
+                                             &run), ==, 0);
+    g_assert_false(mapped);
+    g_assert_cmpuint(run, ==, FILE_SIZE - 320 * 1024);
+
+    g_assert_cmpint(f->be->ops->prefetch(f->be, 0, FILE_SIZE), ==, 0);
+    f->be->ops->close(f->be);
+    f->be = NULL;
+    g_assert_cmpint(open_file(f, false, true, 4096, 0), ==, 0);
+    g_assert_cmpint(f->be->ops->prefetch(f->be, 0, FILE_SIZE), ==, -EOPNOTSUPP);
+}
+
 static void write_zeroes_check(struct fixture *f)
 {
     size_t len = 3 * 1024 * 1024 / 2;     /* more than the 1 MiB zero buffer */
@@ -714,6 +757,7 @@ int main(int argc, char **argv)
     add("open/rejects", test_open_rejects, false);
     add("open/extends-writable-file", test_open_extends_writable_file, false);
     add("open/read-only-file-needs-ro", test_read_only_file_needs_ro, false);
+    add("block-status-and-prefetch", test_block_status_and_prefetch, false);
     for (int async = 0; async <= 1; async++) {
         add("rw/scattered", test_rw_scattered, async);
         add("rw/more-than-iov-max", test_rw_more_than_iov_max, async);

@@ -87,6 +87,13 @@ static void test_file_forms(void)
     s = parse_ok("0=file:x,block-size=4K");
     g_assert_cmpuint(s.block_size, ==, 4096);
     lun_spec_clear(&s);
+    /* 512-byte blocks on 4 KiB physical ones (for ram: and null: too). */
+    s = parse_ok("0=file:x,physical-block-size=4k");
+    g_assert_cmpuint(s.phys_block_size, ==, 4096);
+    lun_spec_clear(&s);
+    s = parse_ok("0=ram:1M,block-size=4096,physical-block-size=64K");
+    g_assert_cmpuint(s.phys_block_size, ==, 65536);
+    lun_spec_clear(&s);
 
     /* ",," is a comma in the path; "=" and ":" are ordinary there. */
     s = parse_ok("0=file:/a,,b=c:d,,,ro");
@@ -290,6 +297,10 @@ static void test_rejections(void)
         { "0=file:/x,block-size", "\"block-size\" needs a value" },
         { "0=file:/x,block-size=1024", "\"1024\"" },
         { "0=file:/x,block-size=4k2", "\"4k2\"" },
+        { "0=file:/x,physical-block-size=3000", "bad physical block size \"3000\"" },
+        { "0=file:/x,physical-block-size=256", "bad physical block size \"256\"" },
+        { "0=null:1M,block-size=4096,physical-block-size=512", "is smaller than" },
+        { "0=iscsi://h/iqn/0,physical-block-size=4096", "\"physical-block-size\" for iscsi://" },
         { "0=file:/x,", "empty option \"\"" },
         { "0=file:/x,,", NULL },    /* path "/x," with no options: accepted */
         { "0=file:/x,=5", "empty option \"=5\"" },

@@ -116,6 +116,21 @@ void assert_invalid_cdb(const struct result *r)
     assert_sense(r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB);
 }
 
+void assert_field(const struct result *r, bool in_cdb, unsigned byte, int bit)
+{
+    struct sc_sense s = assert_sense(r, SCSI_SENSE_ILLEGAL_REQUEST,
+                                     in_cdb ? SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB
+                                            : SCSI_SENSE_ASCQ_INVALID_FIELD_IN_PARAMETER_LIST);
+
+    g_assert_true(s.sksv);
+    g_assert_cmpint(s.in_cdb, ==, in_cdb);
+    g_assert_cmpuint(s.field, ==, byte);
+    g_assert_cmpint(s.bit_valid, ==, bit >= 0);
+    if (bit >= 0) {
+        g_assert_cmpuint(s.bit, ==, (unsigned)bit);
+    }
+}
+
 void assert_lba_out_of_range(const struct result *r)
 {
     assert_sense(r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_LBA_OUT_OF_RANGE);

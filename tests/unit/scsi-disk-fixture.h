@@ -109,6 +109,12 @@ struct sc_sense assert_sense(const struct result *r, unsigned key, unsigned code
 /* ILLEGAL REQUEST, INVALID FIELD IN CDB: the most common refusal. */
 void assert_invalid_cdb(const struct result *r);
 
+/*
+ * INVALID FIELD IN CDB (in_cdb) or IN PARAMETER LIST whose field pointer
+ * (SKSV) names byte and, with bit >= 0, that bit of it.
+ */
+void assert_field(const struct result *r, bool in_cdb, unsigned byte, int bit);
+
 /* ILLEGAL REQUEST, LOGICAL BLOCK ADDRESS OUT OF RANGE. */
 void assert_lba_out_of_range(const struct result *r);
 
