@@ -128,9 +128,12 @@ void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaqu
  * caller).  Work runs in the order it was posted, and in order with
  * run_sync work queued from other threads: such a run_sync issued after a
  * post returns after the posted fn has run.  Work still queued when t is
- * freed runs in iothread_free().
+ * freed runs in iothread_free().  Work t posts to itself from its queued
+ * work runs in the next loop iteration, after the pollers and fd handlers,
+ * so a long job that continues itself this way yields the thread.
  * For completions handed back to the thread that asked (a task management
- * function waiting for I/O); allocates a small record per call.
+ * function waiting for I/O, the next chunk of a long command); allocates a
+ * small record per call.
  */
 void iothread_post(struct iothread *t, void (*fn)(void *opaque), void *opaque);
 

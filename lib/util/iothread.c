@@ -497,16 +497,27 @@ int iothread_submit(struct iothread *t)
     return ret;
 }
 
-/* Returns true if it ran anything. */
-static bool run_sync_queue(struct iothread *t)
+/*
+ * Runs the queued work; returns true if it ran anything.  With bounded set
+ * (the loop's own pass) it runs only what was queued when it began: work
+ * posted meanwhile (a long command continuing itself) waits for the next
+ * iteration, so the pollers and fd handlers get their turn in between.
+ * Unbounded (the loop ending, free) it runs until the queue is empty.
+ */
+static bool run_sync_queue(struct iothread *t, bool bounded)
 {
     bool ran = false;
+    unsigned budget = atomic_load_explicit(&t->sync_pending, memory_order_acquire);
 
-    if (!atomic_load_explicit(&t->sync_pending, memory_order_acquire)) {
+    if (!budget) {
         return false;
     }
-    for (;;) {
+    for (;; budget--) {
         struct sync_req *r;
+
+        if (bounded && budget == 0) {
+            return ran;
+        }
 
         pthread_mutex_lock(&t->sync_lock);
         r = g_queue_pop_head(&t->sync_queue);
@@ -640,7 +651,7 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
 static bool end_iteration(struct iothread *t)
 {
     /* First: work handed over by run_sync may queue SQEs or used entries. */
-    bool ran_sync = run_sync_queue(t);
+    bool ran_sync = run_sync_queue(t, true);
     if (t->has_ring) {
         iothread_submit(t);
         reap_cqes(t);
@@ -727,7 +738,7 @@ void iothread_run(struct iothread *t)
     if (t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len) {
         set_notify_all(t, true, NULL);
     }
-    run_sync_queue(t);
+    run_sync_queue(t, false);
     t->running = false;
 }
 
@@ -784,7 +795,7 @@ void iothread_free(struct iothread *t)
      * run it here, so that what it owns is released rather than leaked.
      */
     if (t->handlers) {
-        run_sync_queue(t);
+        run_sync_queue(t, false);
     }
     if (t->has_ring) {
         io_uring_queue_exit(&t->ring);

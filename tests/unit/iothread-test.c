@@ -2,7 +2,8 @@
  * Specification of the I/O thread loop (lib/util/iothread.c): work handed
  * over with run_sync runs on the thread, work handed over with post runs
  * there later, in order, without the poster waiting (and runs at free at
- * the latest), fd handlers and io_uring completions are dispatched there,
+ * the latest; posted by the thread's own queued work, in the next
+ * iteration, after the fd handlers), fd handlers and io_uring completions are dispatched there,
  * flush hooks run once per batch, adaptive polling re-arms
  * notifications and sleeps when idle, and timers fire on the thread in
  * deadline order, not before their deadline, unless cancelled.
@@ -292,6 +293,75 @@ static void test_post_to_itself_runs_later(void)
     post_probe_clear(&pp);
 }
 
+/*
+ * A job that continues itself by posting to its own thread yields it: an
+ * fd handler that is always ready runs between any two of its steps.
+ */
+#define YIELD_STEPS 5
+struct yielder {
+    struct iothread *t;
+    int efd;
+    unsigned handler_runs;          /* on the thread only */
+    unsigned seen[YIELD_STEPS];     /* handler_runs at each step */
+    atomic_uint steps;
+};
+
+static void ready_handler(void *opaque, uint32_t events)
+{
+    struct yielder *y = opaque;
+
+    y->handler_runs++;
+}
+
+static void yield_step(void *opaque)
+{
+    struct yielder *y = opaque;
+    unsigned i = atomic_load(&y->steps);
+
+    y->seen[i] = y->handler_runs;
+    atomic_store(&y->steps, i + 1);
+    if (i + 1 < YIELD_STEPS) {
+        iothread_post(y->t, yield_step, y);
+    }
+}
+
+static void add_ready_fd(void *opaque)
+{
+    struct yielder *y = opaque;
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(y->efd, &one, sizeof(one)), ==, sizeof(one));
+    g_assert_cmpint(iothread_add_fd(y->t, y->efd, EPOLLIN, ready_handler, y), ==, 0);
+    iothread_post(y->t, yield_step, y);
+}
+
+static void del_ready_fd(void *opaque)
+{
+    struct yielder *y = opaque;
+
+    iothread_del_fd(y->t, y->efd);
+}
+
+static void test_post_to_itself_yields_to_fd_handlers(void)
+{
+    struct yielder y = { .t = iothread_new("t-yield", 1, 0), .efd = eventfd(0, EFD_NONBLOCK) };
+    gint64 deadline = g_get_monotonic_time() + GATE_TIMEOUT_US;
+
+    g_assert_cmpint(y.efd, >=, 0);
+    g_assert_cmpint(iothread_start(y.t), ==, 0);
+    iothread_run_sync(y.t, add_ready_fd, &y);
+    while (atomic_load(&y.steps) < YIELD_STEPS) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    iothread_run_sync(y.t, del_ready_fd, &y);
+    for (unsigned i = 1; i < YIELD_STEPS; i++) {
+        g_assert_cmpuint(y.seen[i], >, y.seen[i - 1]);
+    }
+    iothread_free(y.t);
+    close(y.efd);
+}
+
 static void block_until_gate(void *opaque)
 {
     struct post_probe *pp = opaque;
@@ -455,6 +525,8 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/post/runs-on-the-thread-in-order",
                     test_post_runs_on_the_thread_in_order);
     g_test_add_func("/iothread/post/to-itself-runs-later", test_post_to_itself_runs_later);
+    g_test_add_func("/iothread/post/to-itself-yields-to-fd-handlers",
+                    test_post_to_itself_yields_to_fd_handlers);
     g_test_add_func("/iothread/post/does-not-wait-for-a-busy-thread",
                     test_post_does_not_wait_for_a_busy_thread);
     g_test_add_func("/iothread/post/to-a-stopped-thread-runs-at-free",
