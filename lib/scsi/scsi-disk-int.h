@@ -19,6 +19,7 @@
 
 #include <glib.h>
 
+#include "iothread.h"
 #include "iov.h"
 #include "scsi-disk.h"
 #include "scsi-pr.h"
@@ -30,7 +31,7 @@
  * and VERIFY bounce through buffers of at most one chunk.  The UNMAP and
  * WRITE SAME caps (1M blocks) bound the work one command asks for, and
  * that work goes to the backend a range chunk at a time (at most 64k
- * blocks and 32 MiB per request), the I/O thread yielded between chunks
+ * blocks and 1 MiB per request), the I/O thread yielded between chunks
  * that completed inside submit() (scsi-disk-io.c), so one guest's command
  * does not hold a thread other queues share.
  */
@@ -41,7 +42,7 @@
 #define MAX_UNMAP_DESCS 128u
 #define MAX_WRITE_SAME_LBAS 0x100000u
 #define RANGE_CHUNK_BLOCKS 0x10000u
-#define RANGE_CHUNK_BYTES (32u << 20)
+#define RANGE_CHUNK_BYTES (1u << 20)
 
 /* Large enough for any reply built on the stack (VPD pages, mode data). */
 #define REPLY_MAX 512
@@ -183,6 +184,8 @@ typedef int op_step_fn(struct scsi_lun *lun, struct scsi_cmd *cmd,
 
 struct op_state {
     op_step_fn *step;
+    struct scsi_cmd *cmd;
+    struct iothread_task task;   /* the next request, deferred (scsi-disk-io.c) */
     atomic_int phase;
     int last_ret;
     int state;             /* step-function specific */

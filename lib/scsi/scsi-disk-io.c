@@ -306,10 +306,10 @@ static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
                    bool ran_inline);
 
 /* The next request of a command that yielded its thread (op_run). */
-static void op_submit_later(void *opaque)
+static void op_submit_later(struct iothread_task *task)
 {
-    struct scsi_cmd *cmd = opaque;
-    struct op_state *st = cmd_priv(cmd)->op;
+    struct op_state *st = (struct op_state *)((char *)task - offsetof(struct op_state, task));
+    struct scsi_cmd *cmd = st->cmd;
     int ret;
 
     if (!op_submit(cmd->lun, cmd, st, &ret)) {
@@ -321,10 +321,12 @@ static void op_submit_later(void *opaque)
  * Runs steps until one is left pending in the backend or the command is
  * done.  A synchronous completion is noticed through the phase flag and the
  * loop continues here instead of recursing from the callback.  After one,
- * the next request is posted to the command's I/O thread rather than
- * submitted here: a backend that works inside submit() (ram, BLKDISCARD)
- * would otherwise hold the thread for the whole command (a WRITE SAME of
- * a million blocks), and the other queues it serves wait meanwhile.
+ * the next request is deferred to a later iteration of the command's I/O
+ * thread rather than submitted here (iothread_defer, a few pieces per
+ * iteration whatever the number of such commands): a backend that works
+ * inside submit() (ram, BLKDISCARD) would otherwise hold the thread for
+ * the whole command (a WRITE SAME of a million blocks), and the other
+ * queues it serves would wait meanwhile.
  */
 static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret,
                    bool ran_inline)
@@ -335,7 +337,8 @@ static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
             return;
         }
         if (ran_inline && cmd->thread) {
-            iothread_post(cmd->thread, op_submit_later, cmd);
+            st->task.fn = op_submit_later;
+            iothread_defer(cmd->thread, &st->task);
             return;
         }
         if (op_submit(lun, cmd, st, &ret)) {
@@ -363,6 +366,7 @@ struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step)
     struct op_state *st = g_new0(struct op_state, 1);
 
     st->step = step;
+    st->cmd = cmd;
     cmd_priv(cmd)->op = st;
     return st;
 }
