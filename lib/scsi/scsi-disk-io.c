@@ -336,7 +336,8 @@ static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
             sd_cmd_finish(cmd);
             return;
         }
-        if (ran_inline && cmd->thread) {
+        /* Deferred only on its own thread (a backend completing elsewhere goes on here). */
+        if (ran_inline && cmd->thread && iothread_is_current(cmd->thread)) {
             st->task.fn = op_submit_later;
             iothread_defer(cmd->thread, &st->task);
             return;
