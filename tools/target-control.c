@@ -720,6 +720,7 @@ int target_control_start(struct target *tgt)
     struct ctl_server_config cfg = {
         .name = tgt->opts->control_path, .main = tgt->main, .methods = methods,
         .nmethods = G_N_ELEMENTS(methods), .opaque = tgt,
+        .max_request = tgt->opts->control_max_request,
     };
 
     tgt->ctl = ctl_server_new(&cfg, tgt->opts->control_path);

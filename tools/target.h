@@ -37,6 +37,9 @@ struct target_opts {
     unsigned max_conns;
     unsigned max_conns_per_uid;    /* 0: max_conns */
     unsigned message_timeout_ms;
+    unsigned max_mem_regions;      /* per connection (GET_MAX_MEM_SLOTS) */
+    unsigned max_inflight;         /* per request queue */
+    unsigned control_max_request;  /* bytes per control request line */
     char *control_path;            /* --control: the JSON-RPC socket; NULL: none */
     char *config_path;             /* --config: loaded at start, config-save's default */
     char *pr_dir;                  /* --pr-dir: the LUNs' APTPL state files; NULL: beside files */

@@ -89,7 +89,15 @@ static uint64_t hist_pct(const struct hist *h, double pct)
 
 /* ---- options --------------------------------------------------------- */
 
-enum rw_mode { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_RW };
+/*
+ * RW_HOSTILE: the most expensive commands a guest can send, in turn: WRITE
+ * SAME of a pattern and of zeros (UNMAP) over as much of the LUN as the
+ * daemon takes in one command (1M blocks), an UNMAP of as much, and a
+ * READ and a WRITE of --bs: the load of a hostile neighbour
+ * (scripts/neighbour-bench.sh), not a figure of its own.
+ */
+enum rw_mode { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_RW, RW_HOSTILE };
+#define HOSTILE_MAX_BLOCKS 0x100000u
 
 struct opts {
     char *socket;
@@ -213,6 +221,7 @@ struct bench {
     uint8_t lun[8];
     uint32_t block_size;
     uint64_t num_blocks;
+    unsigned hostile_next;       /* RW_HOSTILE: which command comes next */
     uint32_t io_blocks;
     uint64_t io_slots;           /* distinct bs-aligned positions */
 
@@ -293,6 +302,12 @@ static void put_be64(uint8_t *p, uint64_t v)
     }
 }
 
+static void put_be16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)(v >> 8);
+    p[1] = (uint8_t)v;
+}
+
 static void put_be32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) {
@@ -333,8 +348,48 @@ static void build_rw(struct io *io, uint64_t lba, uint32_t blocks, bool write)
     put_be64(&io->req.cdb[2], lba);
     put_be32(&io->req.cdb[10], blocks);
     io->req.data_in = !write;
+    io->req.data_len = blocks * io->b->block_size;
     io->lba = lba;
     io->is_write = write;
+}
+
+/* The next of the hostile commands (RW_HOSTILE), from LBA 0. */
+static void build_hostile(struct bench *b, struct io *io)
+{
+    uint64_t n = MIN(b->num_blocks, HOSTILE_MAX_BLOCKS);
+    uint8_t *cdb = io->req.cdb;
+
+    unsigned k = b->hostile_next++ % 5;
+
+    memset(cdb, 0, sizeof(io->req.cdb));
+    io->lba = 0;
+    io->is_write = true;
+    io->req.data_in = false;
+    switch (k) {
+    case 0:     /* WRITE SAME(16) of a pattern block */
+    case 1:     /* WRITE SAME(16), UNMAP, of zeros (NDOB: no data-out) */
+        cdb[0] = SCSI_OPCODE_WRITE_SAME16;
+        cdb[1] = k == 0 ? 0 : 0x08 | 0x01;
+        put_be32(&cdb[10], (uint32_t)n);
+        io->req.data_len = k == 0 ? b->block_size : 0;
+        memset(io->req.data, 0x5a, io->req.data_len);
+        break;
+    case 2: {   /* UNMAP of one descriptor */
+        uint8_t *p = io->req.data;
+
+        cdb[0] = SCSI_OPCODE_UNMAP;
+        put_be16(&cdb[7], 24);
+        memset(p, 0, 24);
+        put_be16(p, 22);
+        put_be16(p + 2, 16);
+        put_be32(p + 16, (uint32_t)n);
+        io->req.data_len = 24;
+        break;
+    }
+    default:
+        build_rw(io, 0, b->io_blocks, k == 4);
+        break;
+    }
 }
 
 static bool pick_next(struct bench *b, struct io *io)
@@ -366,6 +421,11 @@ static bool pick_next(struct bench *b, struct io *io)
                 (o->mode == RW_RW && (int)(xorshift(&b->rng) % 100) >= o->rwmix);
     }
     uint64_t lba = slot * b->io_blocks;
+    if (o->mode == RW_HOSTILE && !o->verify) {
+        build_hostile(b, io);
+        io->req.tag = ++b->tag;
+        return true;
+    }
     build_rw(io, lba, b->io_blocks, write);
     if (write && o->verify) {
         fill_pattern(io->req.data, lba * b->block_size, o->bs);
@@ -607,7 +667,8 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         { "kernel", 0, 0, G_OPTION_ARG_STRING, &o->kernel,
           "kernel /dev/vhost-scsi target (TPGT 1)", "WWPN[,TPGT]" },
         { "rw", 0, 0, G_OPTION_ARG_STRING, &o->rw,
-          "read|write|randread|randwrite|rw (default randread)", "MODE" },
+          "read|write|randread|randwrite|rw|hostile (default randread; hostile: WRITE SAME, "
+          "UNMAP of up to 1M blocks and --bs READ/WRITE in turn)", "MODE" },
         { "rwmixread", 0, 0, G_OPTION_ARG_INT, &o->rwmix, "read % for --rw rw (50)", "PCT" },
         { "bs", 0, 0, G_OPTION_ARG_STRING, &o->bs_str, "block size, e.g. 4k (default 4k)", "SIZE" },
         { "iodepth", 0, 0, G_OPTION_ARG_INT, &o->iodepth, "requests in flight per queue (16)", "N" },
@@ -652,7 +713,7 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         fprintf(stderr, "vhost-scsi-bench: give exactly one of --socket and --kernel\n");
         return -EINVAL;
     }
-    static const char *modes[] = { "read", "write", "randread", "randwrite", "rw" };
+    static const char *modes[] = { "read", "write", "randread", "randwrite", "rw", "hostile" };
     o->mode = RW_RANDREAD;
     if (o->rw) {
         unsigned i;

@@ -44,6 +44,8 @@
 #define DEFAULT_LUN "0=ram:1G"
 #define DEFAULT_MAX_CONNECTIONS 128
 #define DEFAULT_MESSAGE_TIMEOUT_MS 5000
+/* QEMU's largest ring (1024): no QEMU guest meets it, a hostile ring of 32768 does. */
+#define DEFAULT_MAX_INFLIGHT 1024
 
 /* Out of fds (or memory) for a new connection: try again after this long. */
 #define ACCEPT_BACKOFF_MS 100
@@ -422,6 +424,7 @@ static void accept_cb(void *opaque, uint32_t events)
     vcfg.threads = tgt->threads;
     vcfg.nthreads = tgt->nthreads;
     vcfg.num_request_queues = ctrl->queues;
+    vcfg.max_inflight = tgt->opts->max_inflight;
     vcfg.queue_broken = conn_queue_broken;
     vcfg.opaque = c;
     vcfg.stats = &ctrl->stats;
@@ -432,6 +435,7 @@ static void accept_cb(void *opaque, uint32_t events)
     cfg.num_queues = VSCSI_FIRST_REQ_QUEUE + ctrl->queues;
     cfg.features = vscsi_dev_features();
     cfg.message_timeout_ms = tgt->opts->message_timeout_ms;
+    cfg.max_mem_slots = tgt->opts->max_mem_regions;
     cfg.test_log_skip_data_in = tgt->opts->fault_log_skip_data_in;
     cfg.ops = &conn_ops;
     cfg.opaque = c;
@@ -877,6 +881,10 @@ static void usage(FILE *f)
 "  --allow-gid GID       accept only peers with this gid (repeatable)\n"
 "  --max-connections N   front-ends connected at once (default %u); more are refused\n"
 "  --max-connections-per-uid N  the same per peer uid (default: --max-connections)\n"
+"  --max-mem-regions N   memory regions per connection (1..%u, default %u): the\n"
+"                        slots GET_MAX_MEM_SLOTS announces; a table beyond is refused\n"
+"  --max-inflight N      requests in flight per request queue (1..32768, default\n"
+"                        %u); the rest of a fuller ring waits in the ring\n"
 "  --config FILE         load the backends and LUNs FILE holds (config-save\n"
 "                        writes it; docs/control.md); --lun adds to them\n"
 "  --control PATH        serve the JSON-RPC control socket at PATH (mode 0600;\n"
@@ -884,9 +892,14 @@ static void usage(FILE *f)
 "  --message-timeout-ms N  a vhost-user message must arrive whole, and a reply\n"
 "                        be read, within N ms, else the connection is dropped\n"
 "                        (default %u)\n"
+"  --control-max-request BYTES  longest control request line (256..16777216,\n"
+"                        default %u); a longer one is answered with an error\n"
+"                        and its client closed\n"
 "  --print-capabilities  print the back-end capabilities as JSON and exit\n"
 "  -v, --verbose         log debug messages\n"
-"  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, DEFAULT_MESSAGE_TIMEOUT_MS);
+"  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, GUEST_MEM_MAX_REGIONS,
+            GUEST_MEM_MAX_REGIONS, DEFAULT_MAX_INFLIGHT, DEFAULT_MESSAGE_TIMEOUT_MS,
+            CTL_MAX_REQUEST);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -907,7 +920,8 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
 {
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
-           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR };
+           OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR,
+           OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -923,6 +937,9 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "max-connections", required_argument, NULL, OPT_MAX_CONNS },
         { "max-connections-per-uid", required_argument, NULL, OPT_MAX_CONNS_UID },
         { "message-timeout-ms", required_argument, NULL, OPT_MSG_TIMEOUT },
+        { "max-mem-regions", required_argument, NULL, OPT_MAX_MEM_REGIONS },
+        { "max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT },
+        { "control-max-request", required_argument, NULL, OPT_CONTROL_MAX_REQUEST },
         { "control", required_argument, NULL, OPT_CONTROL },
         { "config", required_argument, NULL, OPT_CONFIG },
         { "pr-dir", required_argument, NULL, OPT_PR_DIR },
@@ -1014,6 +1031,26 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         case OPT_MSG_TIMEOUT:
             if (parse_uint(optarg, 1, 600000, &o->message_timeout_ms) < 0) {
                 fprintf(stderr, "vhost-scsi-target: --message-timeout-ms must be 1..600000\n");
+                return -EINVAL;
+            }
+            break;
+        case OPT_MAX_MEM_REGIONS:
+            if (parse_uint(optarg, 1, GUEST_MEM_MAX_REGIONS, &o->max_mem_regions) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --max-mem-regions must be 1..%u\n",
+                        GUEST_MEM_MAX_REGIONS);
+                return -EINVAL;
+            }
+            break;
+        case OPT_MAX_INFLIGHT:
+            if (parse_uint(optarg, 1, 32768, &o->max_inflight) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --max-inflight must be 1..32768\n");
+                return -EINVAL;
+            }
+            break;
+        case OPT_CONTROL_MAX_REQUEST:
+            if (parse_uint(optarg, 256, 1u << 24, &o->control_max_request) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --control-max-request must be "
+                        "256..16777216\n");
                 return -EINVAL;
             }
             break;
@@ -1124,7 +1161,10 @@ int main(int argc, char **argv)
     struct target_opts opts = { .listen_fd = -1, .queues = 4,
                                 .poll = IOTHREAD_POLL_OFF,
                                 .max_conns = DEFAULT_MAX_CONNECTIONS,
-                                .message_timeout_ms = DEFAULT_MESSAGE_TIMEOUT_MS };
+                                .message_timeout_ms = DEFAULT_MESSAGE_TIMEOUT_MS,
+                                .max_mem_regions = GUEST_MEM_MAX_REGIONS,
+                                .max_inflight = DEFAULT_MAX_INFLIGHT,
+                                .control_max_request = CTL_MAX_REQUEST };
     struct target tgt = { .opts = &opts, .signal_fd = -1, .timer_fd = -1 };
     const char *path;
     sigset_t mask;

@@ -33,7 +33,7 @@
 #define CTL_E_FAILED           -32000   /* data.errno says which errno */
 
 /* Limits on what a client may send. */
-#define CTL_MAX_REQUEST   (1u << 20)    /* bytes per line */
+#define CTL_MAX_REQUEST   (1u << 20)    /* bytes per line, unless configured */
 #define CTL_MAX_CLIENTS   16
 #define CTL_MAX_CALLS     64            /* in flight per client */
 #define CTL_MAX_OUTPUT    (8u << 20)    /* unread responses before the client is dropped */
@@ -55,6 +55,7 @@ struct ctl_server_config {
     const struct ctl_method *methods;
     unsigned nmethods;
     void *opaque;                      /* passed to every method */
+    size_t max_request;                /* bytes per line; 0: CTL_MAX_REQUEST */
 };
 
 /*

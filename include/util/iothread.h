@@ -61,6 +61,23 @@ struct iothread_timer {
     struct iothread_timer *next;
 };
 
+/*
+ * A piece of long work deferred to a later iteration of its own thread's
+ * loop (the next chunk of a command of many): each iteration runs at most
+ * IOTHREAD_DEFER_PER_ITERATION of them, in order, after the fd handlers,
+ * pollers and queued work, so however many such jobs a thread carries it
+ * serves its queues between every few pieces, and a loop with tasks left
+ * does not sleep.  Embed it, set fn; queue it only from the thread itself
+ * (iothread_defer); it is the thread's until fn runs.  Tasks still queued
+ * when the loop ends run before iothread_run returns (or in
+ * iothread_free), so what they own is completed, not leaked.
+ */
+#define IOTHREAD_DEFER_PER_ITERATION 1
+struct iothread_task {
+    void (*fn)(struct iothread_task *task);
+    struct iothread_task *next;     /* private to iothread.c */
+};
+
 struct iothread_stats {
     uint64_t wakeups;       /* returns from epoll_wait that found events */
     uint64_t loops;         /* loop iterations */
@@ -128,11 +145,17 @@ void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaqu
  * caller).  Work runs in the order it was posted, and in order with
  * run_sync work queued from other threads: such a run_sync issued after a
  * post returns after the posted fn has run.  Work still queued when t is
- * freed runs in iothread_free().
+ * freed runs in iothread_free().  Work t posts to itself from its queued
+ * work runs in the next loop iteration, after the pollers and fd handlers,
+ * so a long job that continues itself this way yields the thread.
  * For completions handed back to the thread that asked (a task management
- * function waiting for I/O); allocates a small record per call.
+ * function waiting for I/O, the next chunk of a long command); allocates a
+ * small record per call.
  */
 void iothread_post(struct iothread *t, void (*fn)(void *opaque), void *opaque);
+
+/* Queues task to run in a later iteration of t's loop, from t itself. */
+void iothread_defer(struct iothread *t, struct iothread_task *task);
 
 /*
  * Returns an SQE of this thread's ring (submitting first if the ring is

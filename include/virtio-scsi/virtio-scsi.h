@@ -30,6 +30,13 @@ struct vscsi_dev_config {
     unsigned nthreads;
     unsigned num_request_queues;
     /*
+     * Requests one request queue has in flight at most (0: as many as its
+     * ring holds): the pool of request slots is this big, and the rest of
+     * a fuller ring waits there until slots come back, so what one
+     * front-end holds of the daemon is bounded whatever its ring sizes.
+     */
+    unsigned max_inflight;
+    /*
      * The controller's statistics (NULL: none), kept across its
      * connections, so owned by the caller and outliving the device: every
      * request is counted as scsi_lun_stats counts a command, from the time

@@ -36,6 +36,7 @@ struct ctl_server {
     const struct ctl_method *methods;
     unsigned nmethods;
     void *opaque;
+    size_t max_request;
     int fd;
     GList *clients;
     unsigned nclients;
@@ -277,6 +278,16 @@ out:
     json_node_unref(root);
 }
 
+/* The line under way is past the limit: say so, once, and close after the answer. */
+static void request_too_long(struct ctl_client *c)
+{
+    g_message("%s: %s: request longer than %zu bytes; closing the client", c->s->name, c->name,
+              c->s->max_request);
+    send_error(c, NULL, CTL_E_INVALID_REQUEST, 0, "request too long");
+    c->closing = true;
+    client_flush(c);
+}
+
 static void client_read(struct ctl_client *c)
 {
     uint8_t buf[16384];
@@ -300,21 +311,13 @@ static void client_read(struct ctl_client *c)
             uint8_t *nl = c->in->len ? memchr(c->in->data, '\n', c->in->len) : NULL;
             size_t len;
 
-            if (!nl) {
-                if (c->in->len > CTL_MAX_REQUEST) {
-                    send_error(c, NULL, CTL_E_INVALID_REQUEST, 0, "request too long");
-                    c->closing = true;
-                    client_flush(c);
-                    return;
-                }
-                break;
-            }
-            len = (size_t)(nl - c->in->data);
-            if (len > CTL_MAX_REQUEST) {
-                send_error(c, NULL, CTL_E_INVALID_REQUEST, 0, "request too long");
-                c->closing = true;
-                client_flush(c);
+            len = nl ? (size_t)(nl - c->in->data) : c->in->len;
+            if (len > c->s->max_request) {
+                request_too_long(c);
                 return;
+            }
+            if (!nl) {
+                break;
             }
             if (len && c->in->data[len - 1] == '\r') {
                 len--;
@@ -491,6 +494,7 @@ struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const cha
     s->methods = cfg->methods;
     s->nmethods = cfg->nmethods;
     s->opaque = cfg->opaque;
+    s->max_request = cfg->max_request ? cfg->max_request : CTL_MAX_REQUEST;
     s->fd = fd;
     if (iothread_add_fd(s->main, fd, EPOLLIN, accept_cb, s) < 0) {
         g_warning("%s: cannot watch the socket", path);

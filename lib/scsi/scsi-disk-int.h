@@ -19,6 +19,7 @@
 
 #include <glib.h>
 
+#include "iothread.h"
 #include "iov.h"
 #include "scsi-disk.h"
 #include "scsi-pr.h"
@@ -27,14 +28,21 @@
 /*
  * Limits advertised in the Block Limits VPD page and enforced here.  The
  * transfer cap bounds what one command can pin of guest memory; WRITE SAME
- * and VERIFY bounce through buffers of at most one chunk.
+ * and VERIFY bounce through buffers of at most one chunk.  The UNMAP and
+ * WRITE SAME caps (1M blocks) bound the work one command asks for, and
+ * that work goes to the backend a range chunk at a time (at most 64k
+ * blocks and 1 MiB per request), the I/O thread yielded between chunks
+ * that completed inside submit() (scsi-disk-io.c), so one guest's command
+ * does not hold a thread other queues share.
  */
 #define MAX_XFER_BYTES (32u << 20)
 #define OPT_XFER_BYTES (1u << 20)
 #define CHUNK_BYTES (1u << 20)
-#define MAX_UNMAP_LBAS 0x400000u
+#define MAX_UNMAP_LBAS 0x100000u
 #define MAX_UNMAP_DESCS 128u
-#define MAX_WRITE_SAME_LBAS 0x400000u
+#define MAX_WRITE_SAME_LBAS 0x100000u
+#define RANGE_CHUNK_BLOCKS 0x10000u
+#define RANGE_CHUNK_BYTES (1u << 20)
 /* COMPARE AND WRITE: one byte in the CDB and Block Limits; both halves bounce. */
 #define MAX_CAW_BLOCKS 255u
 
@@ -120,6 +128,12 @@ static inline uint32_t sd_chunk_bytes(const struct scsi_lun *lun)
 static inline uint32_t sd_max_caw_blocks(const struct scsi_lun *lun)
 {
     return MIN(MAX_CAW_BLOCKS, sd_max_xfer_bytes(lun) / lun->bs);
+}
+
+/* The most blocks one DISCARD or WRITE ZEROES request covers. */
+static inline uint32_t sd_range_chunk_blocks(const struct scsi_lun *lun)
+{
+    return MIN(RANGE_CHUNK_BLOCKS, MAX(RANGE_CHUNK_BYTES / lun->bs, 1u));
 }
 
 static inline size_t sd_data_in_size(const struct scsi_cmd *cmd)
@@ -214,6 +228,8 @@ typedef int op_step_fn(struct scsi_lun *lun, struct scsi_cmd *cmd,
 
 struct op_state {
     op_step_fn *step;
+    struct scsi_cmd *cmd;
+    struct iothread_task task;   /* the next request, deferred (scsi-disk-io.c) */
     atomic_int phase;
     int last_ret;
     int state;             /* step-function specific */
@@ -226,7 +242,7 @@ struct op_state {
     uint64_t chunk_blocks;
     struct iovec iov;
     uint64_t *unmap;       /* UNMAP: lba, count pairs */
-    unsigned idx, count;
+    unsigned idx, count;   /* UNMAP: the next pair, how many */
     bool fua;
     bool flush_after;
 };

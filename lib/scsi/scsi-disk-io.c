@@ -303,30 +303,75 @@ int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t 
 /* ---- step engine ------------------------------------------------------- */
 
 /*
+ * Submits the request the step prepared.  Returns true if it is left
+ * pending in the backend (the callback continues the command); false if
+ * it already completed, its result in *ret.
+ */
+static bool op_submit(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int *ret)
+{
+    int expected = PHASE_SUBMITTING;
+    int r;
+
+    cmd->bio.complete = sd_op_bio_done;
+    cmd->bio.opaque = cmd;
+    cmd->bio.thread = cmd->thread;
+    atomic_store(&st->phase, PHASE_SUBMITTING);
+    r = backend_submit(lun->be, &cmd->bio);
+    if (r < 0) {
+        *ret = r;       /* complete() will not run: the step sees the error */
+        return false;
+    }
+    if (atomic_compare_exchange_strong(&st->phase, &expected, PHASE_WAITING)) {
+        return true;
+    }
+    *ret = st->last_ret;
+    return false;
+}
+
+static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret,
+                   bool ran_inline);
+
+/* The next request of a command that yielded its thread (op_run). */
+static void op_submit_later(struct iothread_task *task)
+{
+    struct op_state *st = (struct op_state *)((char *)task - offsetof(struct op_state, task));
+    struct scsi_cmd *cmd = st->cmd;
+    int ret;
+
+    if (!op_submit(cmd->lun, cmd, st, &ret)) {
+        op_run(cmd->lun, cmd, st, ret, true);
+    }
+}
+
+/*
  * Runs steps until one is left pending in the backend or the command is
  * done.  A synchronous completion is noticed through the phase flag and the
- * loop continues here instead of recursing from the callback.
+ * loop continues here instead of recursing from the callback.  After one,
+ * the next request is deferred to a later iteration of the command's I/O
+ * thread rather than submitted here (iothread_defer, a few pieces per
+ * iteration whatever the number of such commands): a backend that works
+ * inside submit() (ram, BLKDISCARD) would otherwise hold the thread for
+ * the whole command (a WRITE SAME of a million blocks), and the other
+ * queues it serves would wait meanwhile.
  */
-static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret)
+static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret,
+                   bool ran_inline)
 {
     for (;;) {
         if (st->step(lun, cmd, st, ret) == STEP_DONE) {
             sd_cmd_finish(cmd);
             return;
         }
-        cmd->bio.complete = sd_op_bio_done;
-        cmd->bio.opaque = cmd;
-        cmd->bio.thread = cmd->thread;
-        atomic_store(&st->phase, PHASE_SUBMITTING);
-        ret = backend_submit(lun->be, &cmd->bio);
-        if (ret < 0) {
-            continue;   /* complete() will not run: the step sees the error */
+        /* Deferred only on its own thread (a backend completing elsewhere goes on here). */
+        if (ran_inline && cmd->thread && iothread_is_current(cmd->thread)) {
+            st->task.fn = op_submit_later;
+            iothread_defer(cmd->thread, &st->task);
+            return;
         }
-        int expected = PHASE_SUBMITTING;
-        if (atomic_compare_exchange_strong(&st->phase, &expected, PHASE_WAITING)) {
+        if (op_submit(lun, cmd, st, &ret)) {
             return;     /* the callback continues the command */
         }
-        ret = st->last_ret;
+        ran_inline = true;
     }
 }
 
@@ -340,7 +385,7 @@ void sd_op_bio_done(struct backend_io *io, int ret)
     if (atomic_compare_exchange_strong(&st->phase, &expected, PHASE_DONE_SYNC)) {
         return;         /* still inside backend_submit(): op_run continues */
     }
-    op_run(cmd->lun, cmd, st, ret);
+    op_run(cmd->lun, cmd, st, ret, false);
 }
 
 struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step)
@@ -348,13 +393,14 @@ struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step)
     struct op_state *st = g_new0(struct op_state, 1);
 
     st->step = step;
+    st->cmd = cmd;
     cmd_priv(cmd)->op = st;
     return st;
 }
 
 int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st)
 {
-    op_run(lun, cmd, st, 0);
+    op_run(lun, cmd, st, 0, false);
     return EXEC_ASYNC;
 }
 

@@ -1,8 +1,9 @@
 /*
- * The provisioning command family: WRITE SAME (zeros become one backend
+ * The provisioning command family: WRITE SAME (zeros become backend
  * WRITE ZEROES, which may deallocate; other data is replicated through a
  * bounded buffer) and UNMAP (a parameter list of ranges discarded one
- * backend request at a time).  The parameter list is untrusted and checked
+ * backend request at a time), both capped at 1M blocks and cut into range
+ * chunks (scsi-disk-int.h) so one command's work is bounded per request.  The parameter list is untrusted and checked
  * here in full before any range is touched.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -30,20 +31,27 @@ static int ws_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
 {
     switch (st->state) {
     case WS_ZEROES:
+        /* A range chunk at a time (sd_range_chunk_blocks). */
+        st->chunk_blocks = MIN(st->remaining, sd_range_chunk_blocks(lun));
         sd_bio_init(lun, cmd, BACKEND_WRITE_ZEROES, st->lba * lun->bs,
-                 st->remaining * lun->bs, sd_op_bio_done);
+                 st->chunk_blocks * lun->bs, sd_op_bio_done);
         st->state = WS_ZEROES_SENT;
         return STEP_SUBMIT;
     case WS_ZEROES_SENT:
         if (ret == -EOPNOTSUPP || ret == -ENOTSUP) {
-            /* The backend cannot zero ranges: write the zeros out instead. */
+            /* The backend cannot zero ranges: write the rest of the zeros out. */
             ws_setup_replicate(lun, st);
             break;
         }
         if (ret < 0) {
             return sd_step_fail(lun, cmd, ret);
         }
-        st->remaining = 0;
+        st->lba += st->chunk_blocks;
+        st->remaining -= st->chunk_blocks;
+        if (st->remaining) {
+            st->state = WS_ZEROES;
+            return ws_step(lun, cmd, st, 0);
+        }
         if (st->flush_after) {
             sd_bio_init(lun, cmd, BACKEND_FLUSH, 0, 0, sd_op_bio_done);
             st->state = WS_FLUSH_SENT;
@@ -127,7 +135,7 @@ int sd_exec_write_same(struct scsi_lun *lun, struct scsi_cmd *cmd)
         cmd->data_out_xfer = lun->bs;
     }
     /*
-     * Zeros (with or without UNMAP) become one WRITE ZEROES, which may
+     * Zeros (with or without UNMAP) become WRITE ZEROES, which may
      * deallocate; anything else is replicated through a bounded buffer.
      */
     if (all_zero(st->block, lun->bs)) {
@@ -141,21 +149,30 @@ int sd_exec_write_same(struct scsi_lun *lun, struct scsi_cmd *cmd)
 
 /* ---- UNMAP ------------------------------------------------------------- */
 
+/*
+ * One request per range chunk: st->lba and st->remaining are what is left
+ * of the descriptor being worked on, st->idx the next descriptor.
+ */
 static int unmap_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret)
 {
+    uint64_t n;
+
     if (ret < 0) {
         return sd_step_fail(lun, cmd, ret);
     }
-    while (st->idx < st->count && st->unmap[2 * st->idx + 1] == 0) {
+    while (st->remaining == 0) {
+        if (st->idx == st->count) {
+            cmd->status = SAM_STAT_GOOD;
+            return STEP_DONE;
+        }
+        st->lba = st->unmap[2 * st->idx];
+        st->remaining = st->unmap[2 * st->idx + 1];
         st->idx++;
     }
-    if (st->idx == st->count) {
-        cmd->status = SAM_STAT_GOOD;
-        return STEP_DONE;
-    }
-    sd_bio_init(lun, cmd, BACKEND_DISCARD, st->unmap[2 * st->idx] * lun->bs,
-             st->unmap[2 * st->idx + 1] * lun->bs, sd_op_bio_done);
-    st->idx++;
+    n = MIN(st->remaining, sd_range_chunk_blocks(lun));
+    sd_bio_init(lun, cmd, BACKEND_DISCARD, st->lba * lun->bs, n * lun->bs, sd_op_bio_done);
+    st->lba += n;
+    st->remaining -= n;
     return STEP_SUBMIT;
 }
 
@@ -211,15 +228,16 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
             return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
         }
         total += n;
+        if (total > MAX_UNMAP_LBAS) {
+            /* The field pointer names the descriptor that crossed the cap. */
+            return invalid_param(cmd, 8 + 16 * i + 8, 7);
+        }
         if (n) {
             first = MIN(first, lba);
             end = MAX(end, lba + n);
         }
         st->unmap[2 * i] = lba;
         st->unmap[2 * i + 1] = n;
-    }
-    if (total > MAX_UNMAP_LBAS) {
-        return invalid_param(cmd, 8 + 8, 7);
     }
     if (first == UINT64_MAX) {
         return sd_op_start(lun, cmd, st);   /* nothing to unmap */

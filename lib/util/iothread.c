@@ -12,6 +12,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -90,6 +91,8 @@ struct iothread {
     pthread_mutex_t sync_lock;
     pthread_cond_t sync_cond;
     GQueue sync_queue;        /* struct sync_req *, run_sync and post alike, FIFO */
+    struct iothread_task *defer_head;    /* iothread_defer, FIFO, own thread only */
+    struct iothread_task **defer_tail;
     /*
      * Requests in sync_queue: lets a polling loop look without taking the
      * lock on every iteration.  Raised after the push, so a loop that
@@ -251,6 +254,7 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
     pthread_mutex_init(&t->sync_lock, NULL);
     pthread_cond_init(&t->sync_cond, NULL);
     g_queue_init(&t->sync_queue);
+    t->defer_tail = &t->defer_head;
     t->poll_ns = 50000;
 
     t->wake_handler = (struct fd_handler){ .fd = t->wake_fd, .cb = wake_cb, .opaque = t };
@@ -497,16 +501,27 @@ int iothread_submit(struct iothread *t)
     return ret;
 }
 
-/* Returns true if it ran anything. */
-static bool run_sync_queue(struct iothread *t)
+/*
+ * Runs the queued work; returns true if it ran anything.  With bounded set
+ * (the loop's own pass) it runs only what was queued when it began: work
+ * posted meanwhile (a long command continuing itself) waits for the next
+ * iteration, so the pollers and fd handlers get their turn in between.
+ * Unbounded (the loop ending, free) it runs until the queue is empty.
+ */
+static bool run_sync_queue(struct iothread *t, bool bounded)
 {
     bool ran = false;
+    unsigned budget = atomic_load_explicit(&t->sync_pending, memory_order_acquire);
 
-    if (!atomic_load_explicit(&t->sync_pending, memory_order_acquire)) {
+    if (!budget) {
         return false;
     }
-    for (;;) {
+    for (;; budget--) {
         struct sync_req *r;
+
+        if (bounded && budget == 0) {
+            return ran;
+        }
 
         pthread_mutex_lock(&t->sync_lock);
         r = g_queue_pop_head(&t->sync_queue);
@@ -528,6 +543,40 @@ static bool run_sync_queue(struct iothread *t)
         pthread_cond_broadcast(&t->sync_cond);
         pthread_mutex_unlock(&t->sync_lock);
     }
+}
+
+void iothread_defer(struct iothread *t, struct iothread_task *task)
+{
+    task->next = NULL;
+    *t->defer_tail = task;
+    t->defer_tail = &task->next;
+}
+
+/* Runs at most budget deferred tasks (tasks they defer go to the back); true if any ran. */
+static bool run_deferred(struct iothread *t, unsigned budget)
+{
+    bool ran = false;
+
+    while (budget-- && t->defer_head) {
+        struct iothread_task *task = t->defer_head;
+
+        t->defer_head = task->next;
+        if (!t->defer_head) {
+            t->defer_tail = &t->defer_head;
+        }
+        ran = true;
+        task->fn(task);
+    }
+    return ran;
+}
+
+/* At the loop's end: everything queued, and what that queues, until nothing is left. */
+static void run_all_left(struct iothread *t)
+{
+    do {
+        run_sync_queue(t, false);
+        run_deferred(t, UINT_MAX);
+    } while (t->defer_head || atomic_load(&t->sync_pending));
 }
 
 static void sync_queue_push(struct iothread *t, struct sync_req *r)
@@ -640,7 +689,10 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
 static bool end_iteration(struct iothread *t)
 {
     /* First: work handed over by run_sync may queue SQEs or used entries. */
-    bool ran_sync = run_sync_queue(t);
+    bool ran_sync = run_sync_queue(t, true);
+    if (t->defer_head) {
+        run_deferred(t, IOTHREAD_DEFER_PER_ITERATION);
+    }
     if (t->has_ring) {
         iothread_submit(t);
         reap_cqes(t);
@@ -669,7 +721,8 @@ void iothread_run(struct iothread *t)
         t->stats.loops++;
         t->now_cache = 0;
         if (!polling) {
-            dispatch_epoll(t, -1);
+            /* Deferred tasks left: look at the fds without sleeping. */
+            dispatch_epoll(t, t->defer_head ? 0 : -1);
             end_iteration(t);
             continue;
         }
@@ -701,7 +754,7 @@ void iothread_run(struct iothread *t)
         if (t->poll_mode != IOTHREAD_POLL_ADAPTIVE) {
             continue;
         }
-        if (work) {
+        if (work || t->defer_head) {
             last_work = now_ns();
         } else if (now_ns() - last_work > t->poll_ns) {
             bool pending = false;
@@ -727,7 +780,7 @@ void iothread_run(struct iothread *t)
     if (t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len) {
         set_notify_all(t, true, NULL);
     }
-    run_sync_queue(t);
+    run_all_left(t);
     t->running = false;
 }
 
@@ -784,7 +837,7 @@ void iothread_free(struct iothread *t)
      * run it here, so that what it owns is released rather than leaked.
      */
     if (t->handlers) {
-        run_sync_queue(t);
+        run_all_left(t);
     }
     if (t->has_ring) {
         io_uring_queue_exit(&t->ring);

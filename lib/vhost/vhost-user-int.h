@@ -105,6 +105,7 @@ struct vu_dev {
     void *opaque;
     unsigned num_queues;
     unsigned max_mem_slots;
+    bool mem_limit_logged;       /* a table beyond max_mem_slots was refused */
     uint64_t offered_features;
     uint64_t features;           /* acked by SET_FEATURES */
     uint64_t offered_protocol;

@@ -52,6 +52,23 @@ static int check_region_fd(struct vu_dev *dev, int fd, const struct vhost_user_m
     return 0;
 }
 
+/*
+ * A table of more regions than the slots we announce is refused; a
+ * warning the first time per connection (a peer that keeps asking does
+ * not flood the log), the rest at debug level.
+ */
+static void vu_mem_limit_refused(struct vu_dev *dev, const char *what, unsigned want)
+{
+    if (!dev->mem_limit_logged) {
+        g_warning("%s: %s refused: %u memory regions, more than the %u slots we announced "
+                  "(GET_MAX_MEM_SLOTS); further refusals are not logged", dev->name, what, want,
+                  dev->max_mem_slots);
+        dev->mem_limit_logged = true;
+    } else {
+        g_debug("%s: %s refused: %u regions", dev->name, what, want);
+    }
+}
+
 int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
 {
     const struct vhost_user_memory *m = &msg->p.memory;
@@ -61,6 +78,10 @@ int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
         g_warning("%s: SET_MEM_TABLE with %u regions carries only %u fds", dev->name,
                   m->nregions, msg->nfds);
         return -EINVAL;
+    }
+    if (m->nregions > dev->max_mem_slots) {
+        vu_mem_limit_refused(dev, "SET_MEM_TABLE", m->nregions);
+        return -ENOSPC;
     }
     /* Map everything first, so a bad table leaves the old one in place. */
     table = g_new(struct guest_mem, 1);
@@ -121,8 +142,7 @@ int vu_handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
         }
     }
     if (!replaces && dev->mem.nregions >= dev->max_mem_slots) {
-        g_warning("%s: ADD_MEM_REG beyond the %u memory slots we announced", dev->name,
-                  dev->max_mem_slots);
+        vu_mem_limit_refused(dev, "ADD_MEM_REG", dev->mem.nregions + 1);
         close(fd);
         return -ENOSPC;
     }

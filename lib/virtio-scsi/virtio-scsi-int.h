@@ -100,7 +100,9 @@ struct vscsi_queue {
     int poller;
     int flush;
     unsigned max_sg;
-    struct vscsi_req *reqs;
+    struct vscsi_req *reqs;   /* the pool: the ring's size or the in-flight limit */
+    unsigned nreqs;
+    bool limit_logged;        /* the in-flight limit was reached (said once per start) */
     struct vscsi_req *free_list;
     struct iovec *iov_mem;
     unsigned inflight;
@@ -136,6 +138,7 @@ struct vscsi_dev {
     struct iothread **threads;
     unsigned nthreads;
     unsigned nq;              /* 2 + request queues */
+    unsigned max_inflight;    /* per request queue; 0: the ring's size */
     void (*queue_broken)(void *opaque, unsigned idx);
     void *opaque;
     struct vscsi_queue *queues;

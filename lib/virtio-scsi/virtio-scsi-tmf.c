@@ -116,7 +116,7 @@ static void tmf_wait_register(void *opaque)
     if (!q->running || !q->reqs) {
         return;
     }
-    for (unsigned i = 0; i < q->vq->num; i++) {
+    for (unsigned i = 0; i < q->nreqs; i++) {
         if (tmf_matches(&w->tmf->m, &q->reqs[i])) {
             w->left++;
         }
@@ -152,7 +152,7 @@ static void query_task_on_thread(void *opaque)
     if (!q->running || !q->reqs) {
         return;
     }
-    for (unsigned i = 0; i < q->vq->num && !qt->found; i++) {
+    for (unsigned i = 0; i < q->nreqs && !qt->found; i++) {
         qt->found = tmf_matches(qt->m, &q->reqs[i]);
     }
 }

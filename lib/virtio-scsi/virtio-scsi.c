@@ -291,6 +291,12 @@ static bool queue_drain_avail(struct vscsi_queue *q)
 
         if (!r) {
             q->starved = vq_has_avail(q->vq);
+            if (q->starved && q->nreqs < q->vq->num && !q->limit_logged) {
+                /* Normal for a deep queue: said once per queue start, not per request. */
+                g_message("%s: %u requests in flight, the per-queue limit; the rest wait in "
+                          "the ring", q->name, q->nreqs);
+                q->limit_logged = true;
+            }
             break;
         }
         ret = vq_pop(q->vq, &r->elem, r->iov, q->max_sg);
@@ -501,12 +507,17 @@ static int req_queue_start(struct vscsi_queue *q, struct virtqueue *vq)
     unsigned num = vq->num;
 
     q->vq = vq;
+    unsigned slots = q->dev->max_inflight && q->dev->max_inflight < num ?
+                     q->dev->max_inflight : num;
+
     q->max_sg = MIN(num + 2, VSCSI_MAX_SG);
     /* calloc'd: slots the ring never fills are never touched, never resident. */
-    q->reqs = g_new0(struct vscsi_req, num);
-    q->iov_mem = g_new0(struct iovec, (size_t)num * q->max_sg * 2);
+    q->reqs = g_new0(struct vscsi_req, slots);
+    q->nreqs = slots;
+    q->limit_logged = false;
+    q->iov_mem = g_new0(struct iovec, (size_t)slots * q->max_sg * 2);
     q->free_list = NULL;
-    for (unsigned i = num; i-- > 0;) {
+    for (unsigned i = slots; i-- > 0;) {
         struct vscsi_req *r = &q->reqs[i];
 
         r->q = q;
@@ -680,6 +691,7 @@ struct vscsi_dev *vscsi_dev_new(const struct vscsi_dev_config *cfg)
     dev->threads = cfg->threads;
     dev->nthreads = cfg->nthreads;
     dev->nq = VSCSI_FIRST_REQ_QUEUE + cfg->num_request_queues;
+    dev->max_inflight = cfg->max_inflight;
     dev->queue_broken = cfg->queue_broken;
     dev->opaque = cfg->opaque;
     dev->stats = cfg->stats;

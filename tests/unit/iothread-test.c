@@ -2,7 +2,9 @@
  * Specification of the I/O thread loop (lib/util/iothread.c): work handed
  * over with run_sync runs on the thread, work handed over with post runs
  * there later, in order, without the poster waiting (and runs at free at
- * the latest), fd handlers and io_uring completions are dispatched there,
+ * the latest; posted by the thread's own queued work, in the next
+ * iteration, after the fd handlers; deferred tasks a few per iteration,
+ * all of them before the loop returns), fd handlers and io_uring completions are dispatched there,
  * flush hooks run once per batch, adaptive polling re-arms
  * notifications and sleeps when idle, and timers fire on the thread in
  * deadline order, not before their deadline, unless cancelled.
@@ -292,6 +294,170 @@ static void test_post_to_itself_runs_later(void)
     post_probe_clear(&pp);
 }
 
+/*
+ * A job that continues itself by posting to its own thread yields it: an
+ * fd handler that is always ready runs between any two of its steps.
+ */
+#define YIELD_STEPS 5
+struct yielder {
+    struct iothread *t;
+    int efd;
+    unsigned handler_runs;          /* on the thread only */
+    unsigned seen[YIELD_STEPS];     /* handler_runs at each step */
+    atomic_uint steps;
+};
+
+static void ready_handler(void *opaque, uint32_t events)
+{
+    struct yielder *y = opaque;
+
+    y->handler_runs++;
+}
+
+static void yield_step(void *opaque)
+{
+    struct yielder *y = opaque;
+    unsigned i = atomic_load(&y->steps);
+
+    y->seen[i] = y->handler_runs;
+    atomic_store(&y->steps, i + 1);
+    if (i + 1 < YIELD_STEPS) {
+        iothread_post(y->t, yield_step, y);
+    }
+}
+
+static void add_ready_fd(void *opaque)
+{
+    struct yielder *y = opaque;
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(y->efd, &one, sizeof(one)), ==, sizeof(one));
+    g_assert_cmpint(iothread_add_fd(y->t, y->efd, EPOLLIN, ready_handler, y), ==, 0);
+    iothread_post(y->t, yield_step, y);
+}
+
+static void del_ready_fd(void *opaque)
+{
+    struct yielder *y = opaque;
+
+    iothread_del_fd(y->t, y->efd);
+}
+
+static void test_post_to_itself_yields_to_fd_handlers(void)
+{
+    struct yielder y = { .t = iothread_new("t-yield", 1, 0), .efd = eventfd(0, EFD_NONBLOCK) };
+    gint64 deadline = g_get_monotonic_time() + GATE_TIMEOUT_US;
+
+    g_assert_cmpint(y.efd, >=, 0);
+    g_assert_cmpint(iothread_start(y.t), ==, 0);
+    iothread_run_sync(y.t, add_ready_fd, &y);
+    while (atomic_load(&y.steps) < YIELD_STEPS) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    iothread_run_sync(y.t, del_ready_fd, &y);
+    for (unsigned i = 1; i < YIELD_STEPS; i++) {
+        g_assert_cmpuint(y.seen[i], >, y.seen[i - 1]);
+    }
+    iothread_free(y.t);
+    close(y.efd);
+}
+
+/*
+ * Deferred tasks: however many a thread has, each iteration runs at most
+ * IOTHREAD_DEFER_PER_ITERATION of them, and an always-ready fd handler
+ * runs between those batches; tasks left at the end of the loop run
+ * before it returns.
+ */
+#define DEFER_JOBS 6
+#define DEFER_PIECES 4
+struct defer_job {
+    struct iothread_task task;
+    struct deferrer *dr;
+    unsigned pieces;
+};
+struct deferrer {
+    struct yielder y;               /* the ready fd and its handler's count */
+    struct defer_job jobs[DEFER_JOBS];
+    unsigned seen[DEFER_JOBS * DEFER_PIECES];   /* handler runs at each piece */
+    unsigned n;
+    atomic_uint done;
+};
+
+static void defer_piece(struct iothread_task *task)
+{
+    struct defer_job *j = (struct defer_job *)task;
+    struct deferrer *dr = j->dr;
+
+    dr->seen[dr->n++] = dr->y.handler_runs;
+    if (++j->pieces < DEFER_PIECES) {
+        iothread_defer(dr->y.t, &j->task);
+    } else {
+        atomic_fetch_add(&dr->done, 1);
+    }
+}
+
+static void defer_all(void *opaque)
+{
+    struct deferrer *dr = opaque;
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(dr->y.efd, &one, sizeof(one)), ==, sizeof(one));
+    g_assert_cmpint(iothread_add_fd(dr->y.t, dr->y.efd, EPOLLIN, ready_handler, &dr->y), ==, 0);
+    for (unsigned i = 0; i < DEFER_JOBS; i++) {
+        dr->jobs[i] = (struct defer_job){ .task.fn = defer_piece, .dr = dr };
+        iothread_defer(dr->y.t, &dr->jobs[i].task);
+    }
+}
+
+static void test_defer_runs_a_few_per_iteration(void)
+{
+    struct deferrer dr = { .y = { .t = iothread_new("t-defer", 1, 0),
+                                  .efd = eventfd(0, EFD_NONBLOCK) } };
+    gint64 deadline = g_get_monotonic_time() + GATE_TIMEOUT_US;
+    unsigned same = 1;
+
+    g_assert_cmpint(dr.y.efd, >=, 0);
+    g_assert_cmpint(iothread_start(dr.y.t), ==, 0);
+    iothread_run_sync(dr.y.t, defer_all, &dr);
+    while (atomic_load(&dr.done) < DEFER_JOBS) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    iothread_run_sync(dr.y.t, del_ready_fd, &dr.y);
+    g_assert_cmpuint(dr.n, ==, DEFER_JOBS * DEFER_PIECES);
+    for (unsigned i = 1; i < dr.n; i++) {
+        g_assert_cmpuint(dr.seen[i], >=, dr.seen[i - 1]);
+        same = dr.seen[i] == dr.seen[i - 1] ? same + 1 : 1;
+        g_assert_cmpuint(same, <=, IOTHREAD_DEFER_PER_ITERATION);
+    }
+    iothread_free(dr.y.t);
+    close(dr.y.efd);
+}
+
+/* Deferred work left when the loop is told to quit still runs, with what it defers. */
+static void defer_and_quit(void *opaque)
+{
+    struct deferrer *dr = opaque;
+
+    for (unsigned i = 0; i < DEFER_JOBS; i++) {
+        dr->jobs[i] = (struct defer_job){ .task.fn = defer_piece, .dr = dr };
+        iothread_defer(dr->y.t, &dr->jobs[i].task);
+    }
+    iothread_quit(dr->y.t);
+}
+
+static void test_defer_left_at_quit_runs(void)
+{
+    struct deferrer dr = { .y = { .t = iothread_new("t-defer-quit", 1, 0) } };
+
+    g_assert_cmpint(iothread_start(dr.y.t), ==, 0);
+    iothread_post(dr.y.t, defer_and_quit, &dr);
+    iothread_free(dr.y.t);
+    g_assert_cmpuint(atomic_load(&dr.done), ==, DEFER_JOBS);
+    g_assert_cmpuint(dr.n, ==, DEFER_JOBS * DEFER_PIECES);
+}
+
 static void block_until_gate(void *opaque)
 {
     struct post_probe *pp = opaque;
@@ -455,6 +621,10 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/post/runs-on-the-thread-in-order",
                     test_post_runs_on_the_thread_in_order);
     g_test_add_func("/iothread/post/to-itself-runs-later", test_post_to_itself_runs_later);
+    g_test_add_func("/iothread/post/to-itself-yields-to-fd-handlers",
+                    test_post_to_itself_yields_to_fd_handlers);
+    g_test_add_func("/iothread/defer/a-few-per-iteration", test_defer_runs_a_few_per_iteration);
+    g_test_add_func("/iothread/defer/left-at-quit-runs", test_defer_left_at_quit_runs);
     g_test_add_func("/iothread/post/does-not-wait-for-a-busy-thread",
                     test_post_does_not_wait_for_a_busy_thread);
     g_test_add_func("/iothread/post/to-a-stopped-thread-runs-at-free",

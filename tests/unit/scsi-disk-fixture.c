@@ -207,6 +207,8 @@ static int spy_submit(struct lun_backend *be, struct backend_io *io)
     s->ops[io->op]++;
     if (io->op == BACKEND_READ || io->op == BACKEND_WRITE) {
         s->max_len = MAX(s->max_len, io->len);
+    } else if (io->op == BACKEND_DISCARD || io->op == BACKEND_WRITE_ZEROES) {
+        s->max_range_len = MAX(s->max_range_len, io->len);
     }
     if (io->op == BACKEND_WRITE) {
         if (io->fua) {
@@ -277,9 +279,15 @@ static const struct backend_ops spy_ops = { .name = "spy", .submit = spy_submit,
 
 struct scsi_lun *spy_lun_with(bool write_cache, uint32_t max_transfer, struct spy **out)
 {
+    return spy_lun_sized(8 * MiB, write_cache, max_transfer, out);
+}
+
+struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_transfer,
+                               struct spy **out)
+{
     struct spy *s = g_new0(struct spy, 1);
 
-    g_assert_cmpint(backend_ram_new(8 * MiB, 512, &s->inner), ==, 0);
+    g_assert_cmpint(backend_ram_new(size, 512, &s->inner), ==, 0);
     s->be = *s->inner;
     s->be.ops = &spy_ops;
     s->be.name = g_strdup("spy");

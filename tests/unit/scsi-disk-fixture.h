@@ -156,6 +156,7 @@ struct spy {
     uint8_t fail_status;    /* with -EREMOTEIO: a status instead of sense */
     bool defer;
     uint64_t max_len;       /* largest READ/WRITE submitted */
+    uint64_t max_range_len; /* largest DISCARD/WRITE ZEROES submitted */
     GQueue pending;
     unsigned ops[5];
     unsigned fua_writes, plain_writes;
@@ -178,6 +179,10 @@ void spy_run_newest(struct spy *s);
  * transfer (0: no limit) are given; *out is the spy, freed with the LUN.
  */
 struct scsi_lun *spy_lun_with(bool write_cache, uint32_t max_transfer, struct spy **out);
+
+/* spy_lun_with() over size bytes of ram (MAP_NORESERVE: only what is written costs). */
+struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_transfer,
+                               struct spy **out);
 
 /* spy_lun_with() without a transfer limit. */
 struct scsi_lun *spy_lun(bool write_cache, struct spy **out);

@@ -7,7 +7,11 @@
  * checks its whole parameter list first (its lengths, the advertised
  * limits, ranges past the end or wrapping), ignores a trailing partial
  * descriptor, discards the ranges, which read back as zeros, and is not
- * supported on a backend that cannot discard.  The harness is
+ * supported on a backend that cannot discard.  One command's work is
+ * bounded: at most 1M blocks (Block Limits says so, and one more is
+ * refused with a field pointer), sent to the backend in chunks of at most
+ * 64k blocks, and on an I/O thread the thread is yielded between chunks
+ * a backend completed inside submit().  The harness is
  * scsi-disk-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -17,6 +21,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "iothread.h"
 #include "scsi-cmd.h"
 #include "scsi-disk.h"
 #include "scsi-disk-fixture.h"
@@ -269,6 +274,193 @@ static void test_unmap_unsupported_without_discard(void)
     scsi_lun_free(lun);
 }
 
+/* ---- the work of one command is bounded --------------------------------- */
+
+/* At most 1M blocks per UNMAP or WRITE SAME, 128 UNMAP descriptors. */
+#define WORK_CAP_BLOCKS 0x100000u
+#define WORK_CAP_DESCS 128u
+/* At most 64k blocks and 1 MiB per backend range request. */
+#define RANGE_REQUEST_BYTES (1u * MiB)
+
+static void test_block_limits_bound_one_command(void)
+{
+    struct scsi_lun *lun = null_lun(1ULL << 40, 512);
+    uint8_t vpd_b0[64];
+    uint32_t max_ws, max_lbas, max_descs;
+    struct scsi_inquiry_block_limits *bl;
+    struct sc_datain dd;
+    struct sc_sense sn;
+    struct result r;
+
+    bl = VPD_LIMITS(lun, vpd_b0, &dd);
+    max_ws = (uint32_t)bl->max_ws_len;
+    max_lbas = bl->max_unmap;
+    max_descs = bl->max_unmap_bdc;
+    sc_datain_free(&dd);
+    g_assert_cmpuint(max_ws, >, 0);
+    g_assert_cmpuint(max_ws, <=, WORK_CAP_BLOCKS);
+    g_assert_cmpuint(max_lbas, >, 0);
+    g_assert_cmpuint(max_lbas, <=, WORK_CAP_BLOCKS);
+    g_assert_cmpuint(max_descs, >, 0);
+    g_assert_cmpuint(max_descs, <=, WORK_CAP_DESCS);
+
+    /* WRITE SAME at the advertised maximum runs; one block more is refused. */
+    r = write_same16(lun, true, false, 0, max_ws, NULL, 0);
+    assert_good(&r);
+    r = write_same16(lun, true, false, 0, max_ws + 1, NULL, 0);
+    sn = assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB);
+    g_assert_true(sn.sksv && sn.in_cdb);
+    g_assert_cmpuint(sn.field, ==, 10);          /* NUMBER OF LOGICAL BLOCKS */
+
+    /*
+     * UNMAP: the field pointer names the NUMBER OF LOGICAL BLOCKS of the
+     * descriptor that takes the total past the maximum (the second here).
+     */
+    const uint64_t over[3][2] = { { 0, max_lbas - 1 }, { max_lbas, 2 }, { 2ULL * max_lbas, 1 } };
+    uint8_t list[8 + 16 * 3];
+    size_t plen = unmap_list(list, over, 3);
+    r = unmap(lun, list, plen, plen);
+    sn = assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST,
+                      SCSI_SENSE_ASCQ_INVALID_FIELD_IN_PARAMETER_LIST);
+    g_assert_true(sn.sksv && !sn.in_cdb);
+    g_assert_cmpuint(sn.field, ==, 8 + 16 + 8);
+    const uint64_t at_cap[2][2] = { { 0, max_lbas - 1 }, { max_lbas, 1 } };
+    plen = unmap_list(list, at_cap, 2);
+    r = unmap(lun, list, plen, plen);
+    assert_good(&r);
+    scsi_lun_free(lun);
+}
+
+/* A large UNMAP or zeroing WRITE SAME reaches the backend in range chunks. */
+static void test_large_ranges_go_in_chunks(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun = spy_lun_sized(1ULL << 30, false, 0, &s);
+    uint8_t blk[512], rd[3 * 512];
+    struct result r;
+
+    /* 1M blocks of zeros: requests of 1 MiB each. */
+    r = write_same16(lun, true, false, 0, WORK_CAP_BLOCKS, NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->ops[BACKEND_WRITE_ZEROES], ==, WORK_CAP_BLOCKS / (RANGE_REQUEST_BYTES / 512));
+    g_assert_cmpuint(s->max_range_len, ==, RANGE_REQUEST_BYTES);
+
+    /* UNMAP of 100000 + 5 + 0 blocks: the first range in 1 MiB pieces, one for the second. */
+    fill_pattern(blk, sizeof(blk), 3);
+    for (uint64_t lba = 99999; lba <= 100000; lba++) {
+        r = RUN_OUT(lun, scsi_cdb_write16(lba, BS, BS, 0, 0, 0, 0, 0), blk, sizeof(blk));
+        assert_good(&r);
+    }
+    s->max_range_len = 0;
+    const uint64_t d[3][2] = { { 0, 100000 }, { 200000, 5 }, { 300000, 0 } };
+    uint8_t list[8 + 16 * 3];
+    size_t plen = unmap_list(list, d, 3);
+    r = unmap(lun, list, plen, plen);
+    assert_good(&r);
+    const unsigned per_request = RANGE_REQUEST_BYTES / 512;
+    g_assert_cmpuint(s->ops[BACKEND_DISCARD], ==, (100000 + per_request - 1) / per_request + 1);
+    g_assert_cmpuint(s->max_range_len, ==, RANGE_REQUEST_BYTES);
+    read_blocks(lun, 99999, 2, rd);
+    g_assert_cmphex(rd[0], ==, 0);                               /* the range's last block */
+    g_assert_true(memcmp(rd + 512, blk, 512) == 0);              /* its neighbour kept */
+    scsi_lun_free(lun);
+}
+
+/*
+ * On an I/O thread, a backend that completes inside submit() does not
+ * hold the thread for the whole command: work the thread was given while
+ * the command ran (a probe it posted itself, as a virtqueue's next
+ * request would arrive) runs before the command completes, with only a
+ * few of its chunks done.
+ */
+struct yield_probe {
+    struct scsi_lun *lun;
+    struct spy *spy;
+    struct iothread *t;
+    struct pending_cmd p;
+    uint8_t list[8 + 16];
+    enum backend_op op;
+    int completions_at_probe;
+    unsigned chunks_at_probe;
+    bool done;                      /* read on the thread only */
+};
+
+static void probe_between_chunks(void *opaque)
+{
+    struct yield_probe *y = opaque;
+
+    y->completions_at_probe = y->p.completions;
+    y->chunks_at_probe = y->spy->ops[y->op];
+}
+
+static void start_large_on_thread(void *opaque)
+{
+    struct yield_probe *y = opaque;
+    struct scsi_task *task;
+    unsigned n;
+
+    if (y->op == BACKEND_WRITE_ZEROES) {
+        task = scsi_cdb_writesame16(0, 0, 1, 0, 0, WORK_CAP_BLOCKS, 0);
+    } else {
+        const uint64_t d[1][2] = { { 0, WORK_CAP_BLOCKS } };
+        size_t plen = unmap_list(y->list, d, 1);
+
+        task = scsi_cdb_unmap(0, 0, (uint16_t)plen);
+        y->p.out = (struct iovec){ y->list, plen };
+    }
+    n = sc_cdb(task, y->p.cdb);
+    /* As start() does, but on this thread like the daemon's (scsi_cmd.thread). */
+    y->p.cmd = (struct scsi_cmd){ .cdb = y->p.cdb, .cdb_len = n, .thread = y->t,
+                                  .complete = count_completion, .opaque = &y->p };
+    if (y->p.out.iov_len) {
+        y->p.cmd.data_out = &y->p.out;
+        y->p.cmd.data_out_cnt = 1;
+    }
+    scsi_lun_exec(y->lun, &y->p.cmd);
+    iothread_post(y->t, probe_between_chunks, y);
+}
+
+static void read_done(void *opaque)
+{
+    struct yield_probe *y = opaque;
+
+    y->done = y->p.completions > 0;
+}
+
+static void large_command_yields(enum backend_op op)
+{
+    struct yield_probe y = { .op = op };
+    gint64 deadline = g_get_monotonic_time() + DRAIN_TIMEOUT_US;
+    const unsigned chunks = WORK_CAP_BLOCKS / (RANGE_REQUEST_BYTES / 512);
+
+    y.lun = spy_lun_sized(1ULL << 30, false, 0, &y.spy);
+    y.t = iothread_new("t-yield", 1, 0);
+    g_assert_cmpint(iothread_start(y.t), ==, 0);
+    iothread_run_sync(y.t, start_large_on_thread, &y);
+    while (iothread_run_sync(y.t, read_done, &y), !y.done) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    g_assert_cmpint(y.completions_at_probe, ==, 0);
+    g_assert_cmpuint(y.chunks_at_probe, <, chunks);
+    g_assert_cmpint(y.p.completions, ==, 1);
+    struct result r = result_of(&y.p.cmd);
+    assert_good(&r);
+    g_assert_cmpuint(y.spy->ops[op], ==, chunks);
+    iothread_free(y.t);
+    scsi_lun_free(y.lun);
+}
+
+static void test_write_same_yields_the_thread(void)
+{
+    large_command_yields(BACKEND_WRITE_ZEROES);
+}
+
+static void test_unmap_yields_the_thread(void)
+{
+    large_command_yields(BACKEND_DISCARD);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -281,6 +473,10 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/unmap/limits", test_unmap_limits);
     g_test_add_func("/scsi-disk/unmap/partial-descriptor", test_unmap_partial_descriptor_ignored);
     g_test_add_func("/scsi-disk/unmap/unsupported", test_unmap_unsupported_without_discard);
+    g_test_add_func("/scsi-disk/work-bound/block-limits", test_block_limits_bound_one_command);
+    g_test_add_func("/scsi-disk/work-bound/chunks", test_large_ranges_go_in_chunks);
+    g_test_add_func("/scsi-disk/work-bound/write-same-yields", test_write_same_yields_the_thread);
+    g_test_add_func("/scsi-disk/work-bound/unmap-yields", test_unmap_yields_the_thread);
 
     return g_test_run();
 }
