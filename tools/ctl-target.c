@@ -19,6 +19,7 @@
 
 #include "control-client.h"
 #include "ctl-target.h"
+#include "json-member.h"
 #include "size.h"
 
 #define EXIT_USAGE 2
@@ -48,8 +49,10 @@ static const char usage_text[] =
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
     "  controller add NAME SOCKET [--queues N] [--allow-uid UID]...\n"
-    "                 [--allow-gid GID]... [--socket-group GROUP]\n"
-    "                               a per-VM controller listening on SOCKET\n"
+    "                 [--allow-gid GID]... [--socket-group GROUP] [--initiator IQN]\n"
+    "                               a per-VM controller listening on SOCKET; IQN:\n"
+    "                               the initiator name persistent reservations\n"
+    "                               see (default iqn.2026-12.org.vhost-scsi:NAME)\n"
     "  controller remove NAME       (refused while it has LUNs or connections)\n"
     "  controller list              the controllers, their LUN and connection counts\n"
     "  qos set BACKEND [--iops N] [--bandwidth SIZE]\n"
@@ -125,7 +128,7 @@ static void print_lun(JsonObject *o)
 
 static void print_backend(JsonObject *o)
 {
-    JsonArray *at = json_object_get_array_member(o, "mapped_at");
+    JsonArray *at = json_array_member_or_null(o, "mapped_at");
 
     printf("%-12s ", json_object_get_string_member(o, "name"));
     print_device(o);
@@ -138,7 +141,7 @@ static void print_backend(JsonObject *o)
     }
     printf("%s", at && json_array_get_length(at) ? "" : " nowhere");
     {
-        JsonObject *q = json_object_get_object_member(o, "qos");
+        JsonObject *q = json_object_member_or_null(o, "qos");
         gint64 iops = q ? json_object_get_int_member_with_default(q, "iops", 0) : 0;
         gint64 bw = q ? json_object_get_int_member_with_default(q, "bandwidth", 0) : 0;
 
@@ -152,7 +155,7 @@ static void print_backend(JsonObject *o)
 
 static void print_connection(JsonObject *o)
 {
-    JsonArray *qs = json_object_get_array_member(o, "queues");
+    JsonArray *qs = json_array_member_or_null(o, "queues");
 
     printf("%-8s pid %-7" G_GINT64_FORMAT " uid %-6" G_GINT64_FORMAT " %-10s in flight:",
            json_object_get_string_member(o, "name"), json_object_get_int_member(o, "pid"),
@@ -247,9 +250,9 @@ static void print_element(JsonNode *n)
 /* One class of an object's interval: rates, errors and latency quantiles. */
 static void print_class(const char *cls, JsonObject *total, JsonObject *interval)
 {
-    JsonObject *t = json_object_get_object_member(total, cls);
-    JsonObject *i = json_object_get_object_member(interval, cls);
-    JsonObject *lat = i ? json_object_get_object_member(i, "latency_us") : NULL;
+    JsonObject *t = json_object_member_or_null(total, cls);
+    JsonObject *i = json_object_member_or_null(interval, cls);
+    JsonObject *lat = json_object_member_or_null(i, "latency_us");
 
     if (!t || !i || !lat) {
         return;
@@ -267,12 +270,12 @@ static void print_class(const char *cls, JsonObject *total, JsonObject *interval
 
 static void print_stats_list(JsonObject *r, const char *member, const char *kind)
 {
-    JsonArray *a = json_object_get_array_member(r, member);
+    JsonArray *a = json_array_member_or_null(r, member);
 
     for (guint k = 0; a && k < json_array_get_length(a); k++) {
         JsonObject *o = json_array_get_object_element(a, k);
-        JsonObject *total = o ? json_object_get_object_member(o, "total") : NULL;
-        JsonObject *interval = o ? json_object_get_object_member(o, "interval") : NULL;
+        JsonObject *total = json_object_member_or_null(o, "total");
+        JsonObject *interval = json_object_member_or_null(o, "interval");
 
         if (!total || !interval) {
             continue;
@@ -422,6 +425,8 @@ static int controller_cmd(const struct opts *o, int argc, char **argv)
             ok = add_id(p, "allow_gid", argv[i + 1]);
         } else if (!strcmp(argv[i], "--socket-group")) {
             json_object_set_string_member(json_node_get_object(p), "socket_group", argv[i + 1]);
+        } else if (!strcmp(argv[i], "--initiator")) {
+            json_object_set_string_member(json_node_get_object(p), "initiator", argv[i + 1]);
         } else {
             ok = false;
         }
