@@ -395,48 +395,78 @@ static bool add_id(JsonNode *p, const char *key, const char *arg)
     return true;
 }
 
+/* controller add NAME SOCKET [OPTIONS]: getopt_long over the words after "controller". */
+static int controller_add(const struct opts *o, int argc, char **argv)
+{
+    enum { OPT_QUEUES = 256, OPT_UID, OPT_GID, OPT_GROUP, OPT_INITIATOR };
+    static const struct option longopts[] = {
+        { "queues", required_argument, NULL, OPT_QUEUES },
+        { "allow-uid", required_argument, NULL, OPT_UID },
+        { "allow-gid", required_argument, NULL, OPT_GID },
+        { "socket-group", required_argument, NULL, OPT_GROUP },
+        { "initiator", required_argument, NULL, OPT_INITIATOR },
+        { 0 }
+    };
+    g_autoptr(JsonNode) p = json_node_new(JSON_NODE_OBJECT);
+    JsonObject *obj = json_object_new();
+    int c;
+
+    json_node_take_object(p, obj);
+    /* 0: glibc starts over, permuting (the caller's getopt stopped at the command). */
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        guint64 v;
+        bool ok = true;
+
+        switch (c) {
+        case OPT_QUEUES:
+            ok = g_ascii_string_to_unsigned(optarg, 10, 1, 1024, &v, NULL);
+            if (ok) {
+                json_object_set_int_member(obj, "queues", (gint64)v);
+            }
+            break;
+        case OPT_UID:
+            ok = add_id(p, "allow_uid", optarg);
+            break;
+        case OPT_GID:
+            ok = add_id(p, "allow_gid", optarg);
+            break;
+        case OPT_GROUP:
+            json_object_set_string_member(obj, "socket_group", optarg);
+            break;
+        case OPT_INITIATOR:
+            json_object_set_string_member(obj, "initiator", optarg);
+            break;
+        default:
+            ok = false;
+        }
+        if (!ok) {
+            return usage("controller add: bad option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2) {
+        return usage("%s", "controller add: expected NAME SOCKET [OPTIONS]");
+    }
+    json_object_set_string_member(obj, "name", argv[optind]);
+    json_object_set_string_member(obj, "socket", argv[optind + 1]);
+    return run(o, "controller-add", g_steal_pointer(&p), "added");
+}
+
 static int controller_cmd(const struct opts *o, int argc, char **argv)
 {
-    JsonNode *p;
-
     if (argc == 1 && !strcmp(argv[0], "list")) {
         return run(o, "controller-list", NULL, "");
     }
     if (argc == 2 && !strcmp(argv[0], "remove")) {
         return run(o, "controller-remove", name_params(argv[1]), "removed");
     }
-    if (argc < 3 || argc % 2 == 0 || strcmp(argv[0], "add")) {
+    if (argc < 3 || strcmp(argv[0], "add")) {
         return usage("unknown controller command '%s'", argc ? argv[0] : "");
     }
-    p = name_params(argv[1]);
-    json_object_set_string_member(json_node_get_object(p), "socket", argv[2]);
-    for (int i = 3; i + 1 < argc; i += 2) {
-        guint64 v;
-        bool ok = true;
-
-        if (!strcmp(argv[i], "--queues")) {
-            ok = g_ascii_string_to_unsigned(argv[i + 1], 10, 1, 1024, &v, NULL);
-            if (ok) {
-                json_object_set_int_member(json_node_get_object(p), "queues", (gint64)v);
-            }
-        } else if (!strcmp(argv[i], "--allow-uid")) {
-            ok = add_id(p, "allow_uid", argv[i + 1]);
-        } else if (!strcmp(argv[i], "--allow-gid")) {
-            ok = add_id(p, "allow_gid", argv[i + 1]);
-        } else if (!strcmp(argv[i], "--socket-group")) {
-            json_object_set_string_member(json_node_get_object(p), "socket_group", argv[i + 1]);
-        } else if (!strcmp(argv[i], "--initiator")) {
-            json_object_set_string_member(json_node_get_object(p), "initiator", argv[i + 1]);
-        } else {
-            ok = false;
-        }
-        if (!ok) {
-            json_node_unref(p);
-            return usage("controller add: bad option '%s'", argv[i]);
-        }
-    }
-    return run(o, "controller-add", p, "added");
+    return controller_add(o, argc, argv);
 }
+
 
 static int stats_cmd(const struct opts *o, int argc, char **argv)
 {

@@ -908,8 +908,9 @@ static void test_ctl_client(void)
     removed = tool(&t, 0, (const char *const[]){ "controller", "remove", "vm2", NULL });
     g_assert_false(g_file_test(t.sock2, G_FILE_TEST_EXISTS));
     /* --initiator names the controller's initiator port; a bad one is the daemon's refusal. */
-    g_free(tool(&t, 0, (const char *const[]){ "controller", "add", "vm4", sock4, "--initiator",
-                                              "iqn.2026-12.com.example:vm4", NULL }));
+    g_free(tool(&t, 0, (const char *const[]){ "controller", "add", "vm4", sock4, "--queues=1",
+                                              "--initiator", "iqn.2026-12.com.example:vm4",
+                                              NULL }));
     g_assert_cmpstr(initiator_of(t.fd, "vm4"), ==, "iqn.2026-12.com.example:vm4");
     g_free(tool(&t, 1, (const char *const[]){ "controller", "add", "vm5", sock5, "--initiator",
                                               "iqn bad", NULL }));
@@ -918,6 +919,10 @@ static void test_ctl_client(void)
     g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock", "--queues",
                                               "zero", NULL }));
     g_free(tool(&t, 2, (const char *const[]){ "qos", "set", "lun0:0", "--iops", NULL }));
+    g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock", "--bogus", "1",
+                                              NULL }));
+    g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock",
+                                              "--initiator", NULL }));
     stop(&t);
 }
 
