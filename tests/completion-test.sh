@@ -105,11 +105,13 @@ expect "$T: --lun ID= offers every kind of lib/lunspec" \
     "$(with_prefix 0= "$(spec_kinds)")" $T --lun 0=
 expect "$T: --lun as bash splits it (0 = r) offers ram: and rbd: for the last piece" \
     "ram: rbd:" $T --lun 0 = r
-for kind in file: iscsi:// rbd: ram:; do
-    base=${kind}x
-    [ $kind = iscsi:// ] && base=iscsi://h/iqn.2026-12.org.x:d/1
-    [ $kind = rbd: ] && base=rbd:pool/img
-    [ $kind = ram: ] && base=ram:1G
+for kind in $(spec_kinds); do
+    case $kind in
+    iscsi://) base=iscsi://h/iqn.2026-12.org.x:d/1 ;;
+    rbd:) base=rbd:pool/img ;;
+    file:) base=file:/x ;;
+    *) base=${kind}1G ;;
+    esac
     expect "$T: after '$kind...,' the options lib/lunspec allows $kind" \
         "$(with_prefix "1=$base," "$(spec_opts $kind)")" $T --lun "1=$base,"
 done
@@ -118,6 +120,8 @@ expect "$T: --lun ID=file: completes the path (directories with a slash)" \
     "1=file:$WORK/d/ 1=file:$WORK/disk.img 1=file:$WORK/dump.bin" $T --lun "1=file:$WORK/d"
 expect "$T: an rbd: keyring= value completes to files" "1=rbd:p/i,keyring=$WORK/disk.img" \
     $T --lun "1=rbd:p/i,keyring=$WORK/dis"
+expect "$T: null:'s fill= offers zero and none" "1=null:1G,fill=none 1=null:1G,fill=zero" \
+    $T --lun "1=null:1G,fill="
 expect "$T: --config completes to files" "$WORK/disk.img" $T --config "$WORK/dis"
 expect "$C: the first word is lio or target" "lio target" $C ''
 expect "$C lio: the commands of 'lio --help'" \

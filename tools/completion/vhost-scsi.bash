@@ -64,7 +64,8 @@ _vhost_scsi_kind_opts()
 {
     case $1 in
     file:) echo 'ro direct block-size= size=' ;;
-    ram: | null:) echo 'ro block-size=' ;;
+    ram:) echo 'ro block-size=' ;;
+    null:) echo 'ro block-size= fill=' ;;
     iscsi://) echo 'ro queue-depth= sessions= secret-file= initiator-name= login-timeout=' ;;
     rbd:) echo 'ro conf= id= keyring=' ;;
     hold:) echo 'block-size= while=' ;;
@@ -93,6 +94,9 @@ _vhost_scsi_spec()
         return ;;
     block-size=*)
         printf '%s\n' "${spec%,*},block-size=512" "${spec%,*},block-size=4096"
+        return ;;
+    fill=*)
+        printf '%s\n' "${spec%,*},fill=zero" "${spec%,*},fill=none"
         return ;;
     *=*) return ;;
     esac
