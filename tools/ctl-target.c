@@ -19,6 +19,7 @@
 
 #include "control-client.h"
 #include "ctl-target.h"
+#include "json-member.h"
 #include "size.h"
 
 #define EXIT_USAGE 2
@@ -48,9 +49,10 @@ static const char usage_text[] =
     "  backend list                 the backends and where they are mapped\n"
     "  connection list              the front-ends connected, their queues\n"
     "  controller add NAME SOCKET [--queues N] [--allow-uid UID]...\n"
-    "                 [--allow-gid GID]... [--socket-group GROUP] [--initiator NAME]\n"
-    "                               a per-VM controller listening on SOCKET (NAME: the\n"
-    "                               initiator port its VM has for reservations)\n"
+    "                 [--allow-gid GID]... [--socket-group GROUP] [--initiator IQN]\n"
+    "                               a per-VM controller listening on SOCKET; IQN:\n"
+    "                               the initiator name persistent reservations\n"
+    "                               see (default iqn.2026-12.org.vhost-scsi:NAME)\n"
     "  controller remove NAME       (refused while it has LUNs or connections)\n"
     "  controller list              the controllers, their LUN and connection counts\n"
     "  qos set BACKEND [--iops N] [--bandwidth SIZE]\n"
@@ -126,7 +128,7 @@ static void print_lun(JsonObject *o)
 
 static void print_backend(JsonObject *o)
 {
-    JsonArray *at = json_object_get_array_member(o, "mapped_at");
+    JsonArray *at = json_array_member_or_null(o, "mapped_at");
 
     printf("%-12s ", json_object_get_string_member(o, "name"));
     print_device(o);
@@ -139,7 +141,7 @@ static void print_backend(JsonObject *o)
     }
     printf("%s", at && json_array_get_length(at) ? "" : " nowhere");
     {
-        JsonObject *q = json_object_get_object_member(o, "qos");
+        JsonObject *q = json_object_member_or_null(o, "qos");
         gint64 iops = q ? json_object_get_int_member_with_default(q, "iops", 0) : 0;
         gint64 bw = q ? json_object_get_int_member_with_default(q, "bandwidth", 0) : 0;
 
@@ -153,7 +155,7 @@ static void print_backend(JsonObject *o)
 
 static void print_connection(JsonObject *o)
 {
-    JsonArray *qs = json_object_get_array_member(o, "queues");
+    JsonArray *qs = json_array_member_or_null(o, "queues");
 
     printf("%-8s pid %-7" G_GINT64_FORMAT " uid %-6" G_GINT64_FORMAT " %-10s in flight:",
            json_object_get_string_member(o, "name"), json_object_get_int_member(o, "pid"),
@@ -248,9 +250,9 @@ static void print_element(JsonNode *n)
 /* One class of an object's interval: rates, errors and latency quantiles. */
 static void print_class(const char *cls, JsonObject *total, JsonObject *interval)
 {
-    JsonObject *t = json_object_get_object_member(total, cls);
-    JsonObject *i = json_object_get_object_member(interval, cls);
-    JsonObject *lat = i ? json_object_get_object_member(i, "latency_us") : NULL;
+    JsonObject *t = json_object_member_or_null(total, cls);
+    JsonObject *i = json_object_member_or_null(interval, cls);
+    JsonObject *lat = json_object_member_or_null(i, "latency_us");
 
     if (!t || !i || !lat) {
         return;
@@ -268,12 +270,12 @@ static void print_class(const char *cls, JsonObject *total, JsonObject *interval
 
 static void print_stats_list(JsonObject *r, const char *member, const char *kind)
 {
-    JsonArray *a = json_object_get_array_member(r, member);
+    JsonArray *a = json_array_member_or_null(r, member);
 
     for (guint k = 0; a && k < json_array_get_length(a); k++) {
         JsonObject *o = json_array_get_object_element(a, k);
-        JsonObject *total = o ? json_object_get_object_member(o, "total") : NULL;
-        JsonObject *interval = o ? json_object_get_object_member(o, "interval") : NULL;
+        JsonObject *total = json_object_member_or_null(o, "total");
+        JsonObject *interval = json_object_member_or_null(o, "interval");
 
         if (!total || !interval) {
             continue;
@@ -393,48 +395,78 @@ static bool add_id(JsonNode *p, const char *key, const char *arg)
     return true;
 }
 
+/* controller add NAME SOCKET [OPTIONS]: getopt_long over the words after "controller". */
+static int controller_add(const struct opts *o, int argc, char **argv)
+{
+    enum { OPT_QUEUES = 256, OPT_UID, OPT_GID, OPT_GROUP, OPT_INITIATOR };
+    static const struct option longopts[] = {
+        { "queues", required_argument, NULL, OPT_QUEUES },
+        { "allow-uid", required_argument, NULL, OPT_UID },
+        { "allow-gid", required_argument, NULL, OPT_GID },
+        { "socket-group", required_argument, NULL, OPT_GROUP },
+        { "initiator", required_argument, NULL, OPT_INITIATOR },
+        { 0 }
+    };
+    g_autoptr(JsonNode) p = json_node_new(JSON_NODE_OBJECT);
+    JsonObject *obj = json_object_new();
+    int c;
+
+    json_node_take_object(p, obj);
+    /* 0: glibc starts over, permuting (the caller's getopt stopped at the command). */
+    optind = 0;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, ":", longopts, NULL)) != -1) {
+        guint64 v;
+        bool ok = true;
+
+        switch (c) {
+        case OPT_QUEUES:
+            ok = g_ascii_string_to_unsigned(optarg, 10, 1, 1024, &v, NULL);
+            if (ok) {
+                json_object_set_int_member(obj, "queues", (gint64)v);
+            }
+            break;
+        case OPT_UID:
+            ok = add_id(p, "allow_uid", optarg);
+            break;
+        case OPT_GID:
+            ok = add_id(p, "allow_gid", optarg);
+            break;
+        case OPT_GROUP:
+            json_object_set_string_member(obj, "socket_group", optarg);
+            break;
+        case OPT_INITIATOR:
+            json_object_set_string_member(obj, "initiator", optarg);
+            break;
+        default:
+            ok = false;
+        }
+        if (!ok) {
+            return usage("controller add: bad option '%s'", argv[optind - 1]);
+        }
+    }
+    if (argc - optind != 2) {
+        return usage("%s", "controller add: expected NAME SOCKET [OPTIONS]");
+    }
+    json_object_set_string_member(obj, "name", argv[optind]);
+    json_object_set_string_member(obj, "socket", argv[optind + 1]);
+    return run(o, "controller-add", g_steal_pointer(&p), "added");
+}
+
 static int controller_cmd(const struct opts *o, int argc, char **argv)
 {
-    JsonNode *p;
-
     if (argc == 1 && !strcmp(argv[0], "list")) {
         return run(o, "controller-list", NULL, "");
     }
     if (argc == 2 && !strcmp(argv[0], "remove")) {
         return run(o, "controller-remove", name_params(argv[1]), "removed");
     }
-    if (argc < 3 || argc % 2 == 0 || strcmp(argv[0], "add")) {
+    if (argc < 3 || strcmp(argv[0], "add")) {
         return usage("unknown controller command '%s'", argc ? argv[0] : "");
     }
-    p = name_params(argv[1]);
-    json_object_set_string_member(json_node_get_object(p), "socket", argv[2]);
-    for (int i = 3; i + 1 < argc; i += 2) {
-        guint64 v;
-        bool ok = true;
-
-        if (!strcmp(argv[i], "--queues")) {
-            ok = g_ascii_string_to_unsigned(argv[i + 1], 10, 1, 1024, &v, NULL);
-            if (ok) {
-                json_object_set_int_member(json_node_get_object(p), "queues", (gint64)v);
-            }
-        } else if (!strcmp(argv[i], "--allow-uid")) {
-            ok = add_id(p, "allow_uid", argv[i + 1]);
-        } else if (!strcmp(argv[i], "--allow-gid")) {
-            ok = add_id(p, "allow_gid", argv[i + 1]);
-        } else if (!strcmp(argv[i], "--socket-group")) {
-            json_object_set_string_member(json_node_get_object(p), "socket_group", argv[i + 1]);
-        } else if (!strcmp(argv[i], "--initiator")) {
-            json_object_set_string_member(json_node_get_object(p), "initiator", argv[i + 1]);
-        } else {
-            ok = false;
-        }
-        if (!ok) {
-            json_node_unref(p);
-            return usage("controller add: bad option '%s'", argv[i]);
-        }
-    }
-    return run(o, "controller-add", p, "added");
+    return controller_add(o, argc, argv);
 }
+
 
 static int stats_cmd(const struct opts *o, int argc, char **argv)
 {

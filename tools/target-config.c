@@ -27,6 +27,7 @@
 
 #include <glib.h>
 
+#include "json-member.h"
 #include "json-strict.h"
 #include "scsi-disk.h"
 #include "target.h"
@@ -40,7 +41,7 @@ static const struct json_limits config_limits = { .max_depth = 8, .max_members =
 /* An array of ids from o[key] (absent: empty); false if an element is not one. */
 static bool ids_of(JsonObject *o, const char *key, GArray *out)
 {
-    JsonArray *a = json_object_has_member(o, key) ? json_object_get_array_member(o, key) : NULL;
+    JsonArray *a = json_array_member_or_null(o, key);
 
     for (guint i = 0; a && i < json_array_get_length(a); i++) {
         JsonNode *n = json_array_get_element(a, i);
@@ -101,7 +102,7 @@ static int config_check(JsonNode *root, char **err)
             *err = g_strdup_printf("backends[%u]: %s", i, e);
             return -EINVAL;
         }
-        q = json_object_get_object_member(json_array_get_object_element(a, i), "qos");
+        q = json_object_member_or_null(json_array_get_object_element(a, i), "qos");
         if (q && (e = json_check_object(json_object_get_member(
                                             json_array_get_object_element(a, i), "qos"),
                                         qos_members, G_N_ELEMENTS(qos_members)))) {
@@ -130,6 +131,13 @@ static int config_check(JsonNode *root, char **err)
             !json_object_has_member(c, "socket")) {
             *err = g_strdup_printf("controllers[%u]: a controller other than \"default\" "
                                    "needs a socket", i);
+            return -EINVAL;
+        }
+        if (json_object_has_member(c, "initiator") &&
+            !target_initiator_ok(json_object_get_string_member(c, "initiator"))) {
+            *err = g_strdup_printf("controllers[%u]: initiator '%s': 1-%d of A-Z a-z 0-9 . - : _",
+                                   i, json_object_get_string_member(c, "initiator"),
+                                   TARGET_INITIATOR_MAX);
             return -EINVAL;
         }
         luns = json_object_get_array_member(c, "luns");
@@ -184,7 +192,7 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
         JsonObject *b = json_array_get_object_element(a, i);
         g_autofree char *e = NULL;
 
-        JsonObject *q = json_object_get_object_member(b, "qos");
+        JsonObject *q = json_object_member_or_null(b, "qos");
         struct target_backend *tb;
 
         ret = target_backend_add(tgt, json_object_get_string_member(b, "name"),
@@ -240,9 +248,10 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
                 *err = g_strdup_printf("%s: controllers[%u]: %s", file, i, e);
                 return ret;
             }
-            target_controller_set_initiator(ctrl, json_object_get_string_member_with_default(
-                                                      c, "initiator", NULL));
         }
+        /* The default controller's too: a reconnecting VM keeps its registrations. */
+        target_controller_set_initiator(ctrl, json_object_get_string_member_with_default(
+                                                  c, "initiator", NULL));
         for (guint j = 0; j < json_array_get_length(luns); j++) {
             JsonObject *l = json_array_get_object_element(luns, j);
             gint64 port = json_object_get_int_member(l, "target");

@@ -574,6 +574,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     g_autofree char *err = NULL;
     struct controller *ctrl;
+    const char *initiator;
     gint64 queues;
     int ret;
 
@@ -587,6 +588,12 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
                        tgt->opts->queues);
         return;
     }
+    initiator = json_object_get_string_member_with_default(params, "initiator", NULL);
+    if (initiator && !target_initiator_ok(initiator)) {
+        ctl_call_error(call, CTL_E_INVALID_PARAMS, 0, "initiator '%s': 1-%d of A-Z a-z 0-9 . - : _",
+                       initiator, TARGET_INITIATOR_MAX);
+        return;
+    }
     ret = target_controller_add(tgt, json_object_get_string_member(params, "name"),
                                 json_object_get_string_member(params, "socket"), -1,
                                 json_object_get_string_member_with_default(params, "socket_group",
@@ -596,8 +603,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
         fail(call, "controller-add", ret, err);
         return;
     }
-    target_controller_set_initiator(ctrl, json_object_get_string_member_with_default(
-                                              params, "initiator", NULL));
+    target_controller_set_initiator(ctrl, initiator);
     ctl_call_reply(call, controller_json(ctrl));
 }
 

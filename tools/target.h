@@ -136,6 +136,9 @@ int target_attach_backends(struct target *tgt, bool attach);
 struct target_backend *target_backend_find(struct target *tgt, const char *name);
 /* A backend's or controller's name: 1-64 of A-Z a-z 0-9 . _ : - / */
 bool target_name_ok(const char *name);
+/* An initiator port name a controller may be given: 1..223 of A-Z a-z 0-9 . - : _ */
+#define TARGET_INITIATOR_MAX 223
+bool target_initiator_ok(const char *name);
 /* The backend whose LUN lun is. */
 struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun);
 

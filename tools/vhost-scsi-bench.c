@@ -11,7 +11,9 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,8 +99,12 @@ static uint64_t hist_pct(const struct hist *h, double pct)
  * (scripts/neighbour-bench.sh), not a figure of its own.
  */
 enum rw_mode { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_RW, RW_HOSTILE };
+/* --rw's values, by enum rw_mode. */
+static const char *const rw_mode_names[] = { "read", "write", "randread", "randwrite", "rw",
+                                             "hostile" };
 #define HOSTILE_MAX_BLOCKS 0x100000u
 
+/* The strings point into argv. */
 struct opts {
     char *socket;
     char *kernel;        /* WWPN[,tpgt] */
@@ -660,66 +666,169 @@ out:
     return r;
 }
 
+/*
+ * The options, as getopt_long's table and the --help text both come from
+ * (the same style as vhost-scsi-target and vhost-scsi-ctl, so --help, the
+ * errors and the bash completion agree).
+ */
+enum {
+    OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
+    OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
+    OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG,
+};
+
+static const struct bench_option {
+    const char *name;
+    int id;             /* getopt_long's val: OPT_* or the short option */
+    const char *arg;    /* the value's name in --help; NULL: takes none */
+    const char *help;
+} bench_options[] = {
+    { "socket", OPT_SOCKET, "PATH", "vhost-user socket" },
+    { "kernel", OPT_KERNEL, "WWPN[,TPGT]", "kernel /dev/vhost-scsi target (TPGT 1)" },
+    { "rw", OPT_RW, "MODE", "read|write|randread|randwrite|rw|hostile (default randread; "
+      "hostile: WRITE SAME, UNMAP of up to 1M blocks and --bs READ/WRITE in turn)" },
+    { "rwmixread", OPT_RWMIX, "PCT", "read % for --rw rw (50)" },
+    { "bs", OPT_BS, "SIZE", "block size, e.g. 4k (default 4k)" },
+    { "iodepth", OPT_IODEPTH, "N", "requests in flight per queue (16)" },
+    { "queues", OPT_QUEUES, "N", "request queues (1)" },
+    { "first-queue", OPT_FIRST_QUEUE, "N", "use request queues N..N+queues-1 only (several "
+      "bench processes on one target, one queue each)" },
+    { "time", OPT_TIME, "SECS", "run time in seconds (10)" },
+    { "ios", OPT_IOS, "N", "stop after N I/Os" },
+    { "lun", OPT_LUN, "T:L", "target:lun (0:0; with --kernel TPGT:0)" },
+    { "pid", OPT_PID, "PID", "back-end pid for CPU accounting" },
+    { "json", OPT_JSON, NULL, "print the result as JSON" },
+    { "verify", OPT_VERIFY, NULL, "write a pattern, read it back and compare" },
+    { "quiet", 'q', NULL, "no progress line" },
+    { "no-event-idx", OPT_NO_EVENT_IDX, NULL, "do not negotiate VIRTIO_RING_F_EVENT_IDX" },
+    { "indirect", OPT_INDIRECT, NULL, "use indirect descriptors" },
+    { "poll", OPT_POLL, NULL, "busy-poll the used rings: no call signals, no waiting "
+      "(takes a core)" },
+    { "queue-size", OPT_QUEUE_SIZE, "N", "ring entries (auto)" },
+    { "dirty-log", OPT_DIRTY_LOG, NULL, "run with dirty logging on, as during a live "
+      "migration (vhost-user)" },
+    { "help", 'h', NULL, "this text" },
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "Usage: vhost-scsi-bench --socket PATH | --kernel WWPN[,TPGT] [OPTIONS]\n"
+               "A vhost-scsi load generator: plays the guest of a vhost-scsi back-end.\n\n");
+    for (size_t i = 0; i < G_N_ELEMENTS(bench_options); i++) {
+        const struct bench_option *b = &bench_options[i];
+        g_autofree char *head = g_strdup_printf("%s--%s%s%s", b->id < 256 ? "-q, " : "",
+                                                b->name, b->arg ? " " : "", b->arg ? b->arg : "");
+
+        if (b->id == 'h') {
+            g_free(head);
+            head = g_strdup("-h, --help");
+        }
+        fprintf(f, "  %-24s %s\n", head, b->help);
+    }
+}
+
+/* An integer option's value in [min, max]; false (said) if it is not one. */
+static bool int_arg(const char *name, const char *s, gint64 min, gint64 max, gint64 *out)
+{
+    if (!g_ascii_string_to_signed(s, 10, min, max, out, NULL)) {
+        fprintf(stderr, "vhost-scsi-bench: --%s '%s': expected a whole number\n", name, s);
+        return false;
+    }
+    return true;
+}
+
 static int parse_opts(int argc, char **argv, struct opts *o)
 {
-    GOptionEntry entries[] = {
-        { "socket", 0, 0, G_OPTION_ARG_FILENAME, &o->socket, "vhost-user socket", "PATH" },
-        { "kernel", 0, 0, G_OPTION_ARG_STRING, &o->kernel,
-          "kernel /dev/vhost-scsi target (TPGT 1)", "WWPN[,TPGT]" },
-        { "rw", 0, 0, G_OPTION_ARG_STRING, &o->rw,
-          "read|write|randread|randwrite|rw|hostile (default randread; hostile: WRITE SAME, "
-          "UNMAP of up to 1M blocks and --bs READ/WRITE in turn)", "MODE" },
-        { "rwmixread", 0, 0, G_OPTION_ARG_INT, &o->rwmix, "read % for --rw rw (50)", "PCT" },
-        { "bs", 0, 0, G_OPTION_ARG_STRING, &o->bs_str, "block size, e.g. 4k (default 4k)", "SIZE" },
-        { "iodepth", 0, 0, G_OPTION_ARG_INT, &o->iodepth, "requests in flight per queue (16)", "N" },
-        { "queues", 0, 0, G_OPTION_ARG_INT, &o->queues, "request queues (1)", "N" },
-        { "first-queue", 0, 0, G_OPTION_ARG_INT, &o->first_queue,
-          "use request queues N..N+queues-1 only (several bench processes on one "
-          "target, one queue each)", "N" },
-        { "time", 0, 0, G_OPTION_ARG_INT, &o->time_s, "run time in seconds (10)", "SECS" },
-        { "ios", 0, 0, G_OPTION_ARG_INT64, &o->ios, "stop after N I/Os", "N" },
-        { "lun", 0, 0, G_OPTION_ARG_STRING, &o->lun_str,
-          "target:lun (0:0; with --kernel TPGT:0)", "T:L" },
-        { "pid", 0, 0, G_OPTION_ARG_INT, &o->pid, "back-end pid for CPU accounting", "PID" },
-        { "json", 0, 0, G_OPTION_ARG_NONE, &o->json, "print the result as JSON", NULL },
-        { "verify", 0, 0, G_OPTION_ARG_NONE, &o->verify,
-          "write a pattern, read it back and compare", NULL },
-        { "quiet", 'q', 0, G_OPTION_ARG_NONE, &o->quiet, "no progress line", NULL },
-        { "no-event-idx", 0, 0, G_OPTION_ARG_NONE, &o->no_event_idx,
-          "do not negotiate VIRTIO_RING_F_EVENT_IDX", NULL },
-        { "indirect", 0, 0, G_OPTION_ARG_NONE, &o->indirect, "use indirect descriptors", NULL },
-        { "poll", 0, 0, G_OPTION_ARG_NONE, &o->poll,
-          "busy-poll the used rings: no call signals, no waiting (takes a core)", NULL },
-        { "queue-size", 0, 0, G_OPTION_ARG_INT, &o->queue_size, "ring entries (auto)", "N" },
-        { "dirty-log", 0, 0, G_OPTION_ARG_NONE, &o->dirty_log,
-          "run with dirty logging on, as during a live migration (vhost-user)", NULL },
-        { NULL }
-    };
-    GOptionContext *ctx = g_option_context_new("- vhost-scsi load generator");
-    g_option_context_add_main_entries(ctx, entries, NULL);
-    GError *err = NULL;
+    struct option longopts[G_N_ELEMENTS(bench_options) + 1] = { { 0 } };
+    int c, idx;
+
+    for (size_t i = 0; i < G_N_ELEMENTS(bench_options); i++) {
+        longopts[i] = (struct option){ bench_options[i].name,
+                                       bench_options[i].arg ? required_argument : no_argument,
+                                       NULL, bench_options[i].id };
+    }
     o->iodepth = 16;
     o->queues = 1;
     o->time_s = 10;
     o->rwmix = 50;
-    bool ok = g_option_context_parse(ctx, &argc, &argv, &err);
-    g_option_context_free(ctx);
-    if (!ok) {
-        fprintf(stderr, "vhost-scsi-bench: %s\n", err->message);
-        g_error_free(err);
+    while ((c = getopt_long(argc, argv, "qh", longopts, &idx)) != -1) {
+        const char *name = c >= 256 ? longopts[idx].name : "";
+        gint64 v;
+
+        switch (c) {
+        case OPT_SOCKET:
+            o->socket = optarg;
+            break;
+        case OPT_KERNEL:
+            o->kernel = optarg;
+            break;
+        case OPT_RW:
+            o->rw = optarg;
+            break;
+        case OPT_BS:
+            o->bs_str = optarg;
+            break;
+        case OPT_LUN:
+            o->lun_str = optarg;
+            break;
+        case OPT_RWMIX: case OPT_IODEPTH: case OPT_QUEUES: case OPT_FIRST_QUEUE: case OPT_TIME:
+        case OPT_PID: case OPT_QUEUE_SIZE:
+            if (!int_arg(name, optarg, INT_MIN, INT_MAX, &v)) {
+                return -EINVAL;
+            }
+            *(c == OPT_RWMIX ? &o->rwmix : c == OPT_IODEPTH ? &o->iodepth :
+              c == OPT_QUEUES ? &o->queues : c == OPT_FIRST_QUEUE ? &o->first_queue :
+              c == OPT_TIME ? &o->time_s : c == OPT_PID ? &o->pid : &o->queue_size) = (int)v;
+            break;
+        case OPT_IOS:
+            if (!int_arg(name, optarg, G_MININT64, G_MAXINT64, &o->ios)) {
+                return -EINVAL;
+            }
+            break;
+        case OPT_JSON:
+            o->json = TRUE;
+            break;
+        case OPT_VERIFY:
+            o->verify = TRUE;
+            break;
+        case 'q':
+            o->quiet = TRUE;
+            break;
+        case OPT_NO_EVENT_IDX:
+            o->no_event_idx = TRUE;
+            break;
+        case OPT_INDIRECT:
+            o->indirect = TRUE;
+            break;
+        case OPT_POLL:
+            o->poll = TRUE;
+            break;
+        case OPT_DIRTY_LOG:
+            o->dirty_log = TRUE;
+            break;
+        case 'h':
+            usage(stdout);
+            exit(0);
+        default:
+            /* getopt_long said what was wrong. */
+            fprintf(stderr, "(vhost-scsi-bench --help for usage)\n");
+            return -EINVAL;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "vhost-scsi-bench: unexpected argument '%s'\n", argv[optind]);
         return -EINVAL;
     }
     if (!!o->socket == !!o->kernel) {
         fprintf(stderr, "vhost-scsi-bench: give exactly one of --socket and --kernel\n");
         return -EINVAL;
     }
-    static const char *modes[] = { "read", "write", "randread", "randwrite", "rw", "hostile" };
     o->mode = RW_RANDREAD;
     if (o->rw) {
         unsigned i;
-        for (i = 0; i < G_N_ELEMENTS(modes) && strcmp(o->rw, modes[i]); i++) {
+        for (i = 0; i < G_N_ELEMENTS(rw_mode_names) && strcmp(o->rw, rw_mode_names[i]); i++) {
         }
-        if (i == G_N_ELEMENTS(modes)) {
+        if (i == G_N_ELEMENTS(rw_mode_names)) {
             fprintf(stderr, "vhost-scsi-bench: unknown --rw %s\n", o->rw);
             return -EINVAL;
         }
@@ -788,7 +897,6 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
     double usr = have_cpu ? (double)(p1->utime - p0->utime) / tck * 1e6 / n : 0;
     double sys = have_cpu ? (double)(p1->stime - p0->stime) / tck * 1e6 / n : 0;
     double csw = have_cpu ? (double)(p1->vcsw + p1->nvcsw - p0->vcsw - p0->nvcsw) / n : 0;
-    static const char *modes[] = { "read", "write", "randread", "randwrite", "rw" };
 
     if (o->json) {
         g_autoptr(JsonBuilder) jb = json_builder_new();
@@ -798,7 +906,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
 
         json_builder_begin_object(jb);
         json_add_string(jb, "transport", o->socket ? "vhost-user" : "vhost-kernel");
-        json_add_string(jb, "rw", o->verify ? "verify" : modes[o->mode]);
+        json_add_string(jb, "rw", o->verify ? "verify" : rw_mode_names[o->mode]);
         json_add_int(jb, "bs", o->bs);
         json_add_int(jb, "iodepth", o->iodepth);
         json_add_int(jb, "queues", o->queues);
@@ -839,7 +947,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         return;
     }
     printf("%s %s bs=%u iodepth=%d queues=%d: %" PRIu64 " I/Os in %.2f s\n",
-           o->socket ? "vhost-user" : "vhost-kernel", o->verify ? "verify" : modes[o->mode],
+           o->socket ? "vhost-user" : "vhost-kernel", o->verify ? "verify" : rw_mode_names[o->mode],
            o->bs, o->iodepth, o->queues, b->done, secs);
     printf("  IOPS %.0f  bandwidth %.2f MB/s\n", iops, mbs);
     printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", p50, p99, p999, lmax);
@@ -906,25 +1014,13 @@ static int run_loop(struct bench *b, uint64_t t_end_ns)
     return 0;
 }
 
-/* The strings GOption allocated. */
-static void opts_clear(struct opts *o)
-{
-    g_free(o->socket);
-    g_free(o->kernel);
-    g_free(o->rw);
-    g_free(o->bs_str);
-    g_free(o->lun_str);
-}
-
 static int run(struct opts *po);
 
 int main(int argc, char **argv)
 {
     struct opts o = { 0 };
-    int ret = parse_opts(argc, argv, &o) < 0 ? 2 : run(&o);
 
-    opts_clear(&o);
-    return ret;
+    return parse_opts(argc, argv, &o) < 0 ? 2 : run(&o);
 }
 
 static int run(struct opts *po)

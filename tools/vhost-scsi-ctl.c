@@ -11,6 +11,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,63 +112,79 @@ static bool parse_uint(const char *s, unsigned max, unsigned *out)
     return true;
 }
 
-/* Options may come anywhere; "--opt=value" and "--opt value" both work. */
+/*
+ * getopt_long, as vhost-scsi-target and `vhost-scsi-ctl target` parse
+ * theirs: options may come anywhere among the words (GNU permutation),
+ * "--opt=value" and "--opt value" both work.  argv[0] is "lio".
+ */
 static int parse_args(struct ctl *c, int argc, char **argv)
 {
-    for (int i = 0; i < argc; i++) {
-        char *a = argv[i];
-        const char *val = NULL;
-        g_autofree char *name = NULL;
-        if (a[0] != '-' || !strcmp(a, "-")) {
-            if (c->npos == G_N_ELEMENTS(c->pos)) {
-                return usage_error("too many arguments at '%s'", a);
-            }
-            c->pos[c->npos++] = a;
-            continue;
-        }
-        char *eq = strchr(a, '=');
-        name = eq ? g_strndup(a, eq - a) : g_strdup(a);
-        if (eq) {
-            val = eq + 1;
-        }
-        bool takes = !strcmp(name, "--configfs") || !strcmp(name, "--tpgt") ||
-                     !strcmp(name, "--nexus") || !strcmp(name, "--bus") ||
-                     !strcmp(name, "--num-queues");
-        if (takes && !val) {
-            if (i + 1 >= argc) {
-                return usage_error("option %s needs a value", name);
-            }
-            val = argv[++i];
-        } else if (!takes && val) {
-            return usage_error("option %s takes no value", name);
-        }
-        if (!strcmp(name, "--configfs")) {
-            c->configfs = val;
-        } else if (!strcmp(name, "--tpgt")) {
-            if (!parse_uint(val, LIO_TPGT_MAX, &c->tpgt)) {
-                return usage_error("--tpgt '%s': expected 0..255", val);
+    enum { OPT_CONFIGFS = 256, OPT_TPGT, OPT_NEXUS, OPT_BUS, OPT_NUM_QUEUES, OPT_JSON, OPT_FORCE };
+    static const struct option longopts[] = {
+        { "configfs", required_argument, NULL, OPT_CONFIGFS },
+        { "tpgt", required_argument, NULL, OPT_TPGT },
+        { "nexus", required_argument, NULL, OPT_NEXUS },
+        { "bus", required_argument, NULL, OPT_BUS },
+        { "num-queues", required_argument, NULL, OPT_NUM_QUEUES },
+        { "json", no_argument, NULL, OPT_JSON },
+        { "force", no_argument, NULL, OPT_FORCE },
+        { "verbose", no_argument, NULL, 'v' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 }
+    };
+    int opt;
+
+    optind = 0;     /* glibc: a fresh start, permuting */
+    opterr = 0;     /* our messages, naming the tool and the option as given */
+    while ((opt = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
+        g_autofree char *given = g_strndup(argv[optind - 1], strcspn(argv[optind - 1], "="));
+
+        switch (opt) {
+        case OPT_CONFIGFS:
+            c->configfs = optarg;
+            break;
+        case OPT_TPGT:
+            if (!parse_uint(optarg, LIO_TPGT_MAX, &c->tpgt)) {
+                return usage_error("--tpgt '%s': expected 0..255", optarg);
             }
             c->tpgt_set = true;
-        } else if (!strcmp(name, "--nexus")) {
-            c->nexus = val;
-        } else if (!strcmp(name, "--bus")) {
-            c->bus = val;
-        } else if (!strcmp(name, "--num-queues")) {
-            if (!parse_uint(val, 1024, &c->num_queues) || !c->num_queues) {
-                return usage_error("--num-queues '%s': expected 1..1024", val);
+            break;
+        case OPT_NEXUS:
+            c->nexus = optarg;
+            break;
+        case OPT_BUS:
+            c->bus = optarg;
+            break;
+        case OPT_NUM_QUEUES:
+            if (!parse_uint(optarg, 1024, &c->num_queues) || !c->num_queues) {
+                return usage_error("--num-queues '%s': expected 1..1024", optarg);
             }
-        } else if (!strcmp(name, "--json")) {
+            break;
+        case OPT_JSON:
             c->json = true;
-        } else if (!strcmp(name, "--force")) {
+            break;
+        case OPT_FORCE:
             c->force = true;
-        } else if (!strcmp(name, "-v") || !strcmp(name, "--verbose")) {
+            break;
+        case 'v':
             c->verbose = true;
-        } else if (!strcmp(name, "-h") || !strcmp(name, "--help")) {
+            break;
+        case 'h':
             fputs(usage_text, stdout);
             exit(0);
-        } else {
-            return usage_error("unknown option %s", name);
+        case ':':
+            return usage_error("option %s needs a value", given);
+        default:
+            /* A known option given a value it does not take, or an unknown one. */
+            return usage_error(optopt && strchr(argv[optind - 1], '=') ?
+                               "option %s takes no value" : "unknown option %s", given);
         }
+    }
+    for (; optind < argc; optind++) {
+        if (c->npos == G_N_ELEMENTS(c->pos)) {
+            return usage_error("too many arguments at '%s'", argv[optind]);
+        }
+        c->pos[c->npos++] = argv[optind];
     }
     return 0;
 }
@@ -318,7 +335,7 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "lio")) {
         return usage_error("unknown command '%s' ('lio' or 'target')", argv[1]);
     }
-    int ret = parse_args(&c, argc - 2, argv + 2);
+    int ret = parse_args(&c, argc - 1, argv + 1);
     if (ret) {
         return ret;
     }

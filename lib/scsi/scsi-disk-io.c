@@ -406,7 +406,7 @@ int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st)
 
 static void op_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
-    op_run(lun, cmd, cmd_priv(cmd)->op, 0);
+    op_run(lun, cmd, cmd_priv(cmd)->op, 0, false);
 }
 
 int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,
@@ -414,7 +414,7 @@ int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_stat
 {
     g_assert(cmd_priv(cmd)->op == st);
     if (sd_range_lock(lun, cmd, lba, n, excl, op_go)) {
-        op_run(lun, cmd, st, 0);
+        op_run(lun, cmd, st, 0, false);
     }
     return EXEC_ASYNC;
 }

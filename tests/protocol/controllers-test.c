@@ -24,6 +24,10 @@
  *  - config-save, then a daemon started with --config on that file, brings
  *    both controllers back with their sockets (and socket group), queues,
  *    allowed peers and mappings, and the data on them.
+ *  - controller-add refuses an initiator name that is empty, longer than
+ *    223 characters or holds anything but A-Z a-z 0-9 . - : _; a config
+ *    file gives the default controller its initiator, and a file without
+ *    the optional members loads without a warning.
  *  - vhost-scsi-ctl target mirrors the methods: controller add/list/remove
  *    and lun commands with --controller act on that controller, a refusal
  *    exits 1 with the daemon's message, a usage error exits 2.
@@ -191,6 +195,25 @@ static char *controller_words(int fd)
     }
     json_node_unref(r);
     return g_string_free(s, FALSE);
+}
+
+/* The initiator name controller-list gives controller name (static: the last answer's). */
+static const char *initiator_of(int fd, const char *name)
+{
+    static char *last;
+    JsonNode *r = pu_ctl_ok(fd, "controller-list", NULL);
+    JsonArray *a = json_node_get_array(r);
+
+    g_clear_pointer(&last, g_free);
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonObject *o = json_array_get_object_element(a, i);
+
+        if (!strcmp(json_object_get_string_member(o, "name"), name)) {
+            last = g_strdup(json_object_get_string_member_with_default(o, "initiator", ""));
+        }
+    }
+    json_node_unref(r);
+    return last;
 }
 
 /* lun-list as "controller/T:L=backend" words. */
@@ -659,6 +682,20 @@ static void test_bad_input(void)
                               jarr1(pu_jint(-1)), NULL), CTL_E_INVALID_PARAMS, "allow_gid[0]");
     add_refused(t.fd, pu_jobj("name", pu_jstr("vm3"), "socket", pu_jstr(sock3), "luns",
                               pu_jint(1), NULL), CTL_E_INVALID_PARAMS, "\"luns\"");
+    /* Initiator names: 1-223 of A-Z a-z 0-9 . - : _ (an iSCSI name's bound). */
+    {
+        g_autofree char *long_iqn = g_strnfill(224, 'a');
+        const char *bad[] = { "", "iqn.2026-12.org:vm 3", "iqn/vm3", "iqn.x,y", long_iqn };
+
+        for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+            add_refused(t.fd, pu_jobj("name", pu_jstr("vm3"), "socket", pu_jstr(sock3),
+                                      "initiator", pu_jstr(bad[i]), NULL),
+                        CTL_E_INVALID_PARAMS, "initiator");
+        }
+        add_refused(t.fd, pu_jobj("name", pu_jstr("vm3"), "socket", pu_jstr(sock3),
+                                  "initiator", pu_jint(1), NULL),
+                    CTL_E_INVALID_PARAMS, "\"initiator\"");
+    }
     g_assert_cmpint(stat(sock3, &st), ==, -1);
 
     /* Nothing was added, and both controllers go on serving. */
@@ -767,6 +804,59 @@ static void test_config_save_and_restart(void)
     stop(&t);
 }
 
+/*
+ * A configuration file written by hand, without the optional members
+ * (no qos, no implicit, no socket): the default controller takes its
+ * initiator from it, the daemon logs no json-glib CRITICAL for what is
+ * absent, and a file with a bad initiator name is refused at start.
+ */
+static void test_config_default_initiator(void)
+{
+    struct pu_daemon d;
+    g_autofree char *conf = NULL, *ctl = NULL, *bad = NULL, *log = NULL;
+    static const char good_json[] =
+        "{\"version\": 1, \"backends\": [{\"name\": \"disk\", \"spec\": \"ram:4M\"}],"
+        " \"controllers\": [{\"name\": \"default\", \"initiator\": \"iqn.2026-12.com.example:vm1\","
+        " \"luns\": [{\"target\": 0, \"lun\": 0, \"backend\": \"disk\"}]}]}";
+    static const char bad_json[] =
+        "{\"version\": 1, \"backends\": [],"
+        " \"controllers\": [{\"name\": \"default\", \"initiator\": \"iqn.2026-12 vm1\","
+        " \"luns\": []}]}";
+    int fd, status;
+
+    pu_daemon_init(&d);
+    d.capture_log = true;
+    conf = g_build_filename(d.dir, "target.json", NULL);
+    ctl = g_build_filename(d.dir, "control.sock", NULL);
+    g_assert_true(g_file_set_contents(conf, good_json, -1, NULL));
+    {
+        const char *args[] = { "--config", conf, "--control", ctl, NULL };
+
+        pu_daemon_start(&d, args);
+    }
+    fd = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpstr(initiator_of(fd, "default"), ==, "iqn.2026-12.com.example:vm1");
+    close(fd);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    log = pu_daemon_log_read(&d, 0, 1 << 20);
+    if (strstr(log, "CRITICAL") || strstr(log, "WARNING")) {
+        g_error("the daemon warned about a configuration without optional members:\n%s", log);
+    }
+
+    bad = g_build_filename(d.dir, "bad.json", NULL);
+    g_assert_true(g_file_set_contents(bad, bad_json, -1, NULL));
+    {
+        const char *args[] = { "--config", bad, NULL };
+        size_t from = pu_daemon_log_size(&d);
+
+        g_assert_false(pu_daemon_try_start(&d, args, &status));
+        g_assert_true(WIFEXITED(status) && WEXITSTATUS(status) != 0);
+        g_assert_cmpuint(pu_daemon_log_count(&d, from, "initiator 'iqn.2026-12 vm1'"), ==, 1);
+    }
+    pu_daemon_cleanup(&d);
+}
+
 static char *tool(struct two *t, int want_code, const char *const *args)
 {
     int code;
@@ -785,12 +875,15 @@ static void test_ctl_client(void)
     struct two t;
     g_autofree char *added = NULL, *list = NULL, *luns = NULL, *words = NULL, *removed = NULL;
     g_autofree char *refused = NULL, *bad = NULL, *json = NULL;
+    g_autofree char *sock4 = NULL, *sock5 = NULL;
 
     if (!g_getenv("VHOST_SCSI_CTL")) {
         g_test_skip("VHOST_SCSI_CTL is not set (run through meson test)");
         return;
     }
     start(&t, "0=ram:8M");
+    sock4 = g_build_filename(t.d.dir, "vm4.sock", NULL);
+    sock5 = g_build_filename(t.d.dir, "vm5.sock", NULL);
     added = tool(&t, 0, (const char *const[]){ "controller", "add", "vm2", t.sock2, "--queues",
                                                 "1", "--allow-uid", "0", NULL });
     g_assert_nonnull(strstr(added, "vm2"));
@@ -814,10 +907,22 @@ static void test_ctl_client(void)
                                               NULL }));
     removed = tool(&t, 0, (const char *const[]){ "controller", "remove", "vm2", NULL });
     g_assert_false(g_file_test(t.sock2, G_FILE_TEST_EXISTS));
+    /* --initiator names the controller's initiator port; a bad one is the daemon's refusal. */
+    g_free(tool(&t, 0, (const char *const[]){ "controller", "add", "vm4", sock4, "--queues=1",
+                                              "--initiator", "iqn.2026-12.com.example:vm4",
+                                              NULL }));
+    g_assert_cmpstr(initiator_of(t.fd, "vm4"), ==, "iqn.2026-12.com.example:vm4");
+    g_free(tool(&t, 1, (const char *const[]){ "controller", "add", "vm5", sock5, "--initiator",
+                                              "iqn bad", NULL }));
+    g_assert_false(g_file_test(sock5, G_FILE_TEST_EXISTS));
     bad = tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", NULL });
     g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock", "--queues",
                                               "zero", NULL }));
     g_free(tool(&t, 2, (const char *const[]){ "qos", "set", "lun0:0", "--iops", NULL }));
+    g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock", "--bogus", "1",
+                                              NULL }));
+    g_free(tool(&t, 2, (const char *const[]){ "controller", "add", "vm3", "x.sock",
+                                              "--initiator", NULL }));
     stop(&t);
 }
 
@@ -832,5 +937,6 @@ int main(int argc, char **argv)
     g_test_add_func("/controllers/bad-input", test_bad_input);
     g_test_add_func("/controllers/config-save-and-restart", test_config_save_and_restart);
     g_test_add_func("/controllers/ctl-client", test_ctl_client);
+    g_test_add_func("/controllers/config-default-initiator", test_config_default_initiator);
     return g_test_run();
 }

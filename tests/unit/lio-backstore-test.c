@@ -244,6 +244,52 @@ static void test_ctl_lun_add_refuses_what_lio_cannot_express(struct fx *f, gcons
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
 }
 
+/*
+ * vhost-scsi-ctl lio parses with getopt_long: an option before or after
+ * the words means the same, "--opt=value" and "--opt value" alike; a usage
+ * error exits 2 naming the option, and the targets stay as they were.
+ */
+static void test_ctl_options_anywhere_and_usage_errors(struct fx *f, gconstpointer d)
+{
+    static const struct {
+        const char *args[4];
+        const char *says;
+    } bad[] = {
+        { { "list", "--bogus" }, "unknown option --bogus" },
+        { { "--bogus=1", "list" }, "unknown option --bogus" },
+        { { "list", "--tpgt" }, "option --tpgt needs a value" },
+        { { "--json=yes", "list" }, "option --json takes no value" },
+        { { "--tpgt", "256", "list" }, "--tpgt '256': expected 0..255" },
+        { { "-x", "list" }, "unknown option -x" },
+    };
+
+    if (!ctl_available()) {
+        return;
+    }
+    g_autofree char *out = NULL, *err = NULL, *out2 = NULL, *err2 = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 2, NULL), ==, 0);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 2, 0, "ram:1M"), ==, 0);
+    /* The flag after the command, or before it: the same answer. */
+    g_assert_cmpint(run_ctl(f, &out, &err, "list", "--json", NULL), ==, 0);
+    g_assert_cmpint(run_ctl(f, &out2, &err2, "--json", "list", NULL), ==, 0);
+    g_assert_cmpstr(out, ==, out2);
+    g_assert_nonnull(strstr(out, WWPN));
+    g_assert_nonnull(strstr(out, "\"tpgt\""));
+    for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
+        g_autofree char *o = NULL, *e = NULL;
+        g_assert_cmpint(run_ctl(f, &o, &e, bad[i].args[0], bad[i].args[1], bad[i].args[2],
+                                bad[i].args[3], NULL), ==, 2);
+        if (!strstr(e, bad[i].says)) {
+            g_error("%s %s: \"%s\" does not say \"%s\"", bad[i].args[0], bad[i].args[1], e,
+                    bad[i].says);
+        }
+    }
+    /* Nothing changed: the same listing. */
+    g_autofree char *out3 = NULL, *err3 = NULL;
+    g_assert_cmpint(run_ctl(f, &out3, &err3, "list", "--json", NULL), ==, 0);
+    g_assert_cmpstr(out3, ==, out);
+}
+
 /* --------------------------------------------------------------- rollback */
 
 static int add_lun0(struct fx *f, gconstpointer spec)
@@ -303,5 +349,6 @@ int main(int argc, char **argv)
         test_lun_specs_lio_cannot_express_are_refused);
     ADD("/lio/ctl/lun-add-refuses-what-lio-cannot-express",
         test_ctl_lun_add_refuses_what_lio_cannot_express);
+    ADD("/lio/ctl/options-anywhere-and-usage-errors", test_ctl_options_anywhere_and_usage_errors);
     return g_test_run();
 }
