@@ -210,13 +210,8 @@ bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uin
     bool now;
 
     g_assert(r->state == RANGE_NONE);
-    r->lba = lba;
-    r->n = n;
-    r->cmd = cmd;
-    r->go = go;
-    r->excl = excl;
-    r->next = NULL;
     r->slot = (uint16_t)(slot < RANGE_SLOTS ? slot : 0);
+    /* The fast path records only what its release needs. */
     if (!excl) {
         if (!fast_add(rl, r->slot, 1)) {
             r->state = RANGE_FAST;
@@ -224,6 +219,12 @@ bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uin
         }
         fast_put(rl, r->slot);   /* an exclusive taker exists: the slow way */
     }
+    r->lba = lba;
+    r->n = n;
+    r->cmd = cmd;
+    r->go = go;
+    r->excl = excl;
+    r->next = NULL;
     pthread_mutex_lock(&rl->lock);
     if (excl && atomic_fetch_add(&rl->excl, 1) == 0 && rl->asym &&
         syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) < 0) {
