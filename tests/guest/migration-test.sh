@@ -87,7 +87,7 @@ note "QEMU: $("${QEMU:-qemu-system-x86_64}" --version | head -n 1); load: $(cut 
 host_fio() {
     local desc=$1 file=$2 rc errs
     shift 2
-    fio --filename="$file" --ioengine=psync --verify=crc32c \
+    fio --filename="$file" --ioengine=psync --verify=crc32c --verify_state_save=0 \
         --output-format=terse --terse-version=3 "$@" >"$WORK/host-fio.out" 2>&1
     rc=$? errs=$(grep -c 'verify: bad\|verify failed' "$WORK/host-fio.out")
     if [ "$rc" = 0 ] && [ "$errs" = 0 ]; then pass "$desc"
