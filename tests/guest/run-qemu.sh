@@ -19,6 +19,10 @@
 #   --qemu BIN           QEMU binary (default: $QEMU or qemu-system-x86_64;
 #                        $QEMU_DATADIR, if set, is passed as -L)
 #   --grace SECS         time allowed from GUEST-EXIT to power-off (20)
+#   --qmp PATH           a QMP monitor on unix socket PATH (tests/guest/qmp.py)
+#   --incoming URI       wait for a migration on URI (tcp:127.0.0.1:PORT), as
+#                        the destination of a QEMU started with the same
+#                        options; its console log continues the source's
 # Everything after `--` is passed to QEMU unchanged (e.g. a virtio-scsi-pci
 # with scsi-hd disks to compare against QEMU's own device model).
 #
@@ -27,7 +31,7 @@ set -euo pipefail
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-INITRD="" LOG="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
+INITRD="" LOG="" QMP="" INCOMING="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
 QEMU_BIN=${QEMU:-qemu-system-x86_64}
 SOCKS=()
 EXTRA=()
@@ -45,6 +49,8 @@ while [ $# -gt 0 ]; do
     --console) CONSOLE=1; shift ;;
     --qemu) QEMU_BIN=$2; shift 2 ;;
     --grace) GRACE=$2; shift 2 ;;
+    --qmp) QMP=$2; shift 2 ;;
+    --incoming) INCOMING=$2; shift 2 ;;
     --) shift; EXTRA=("$@"); break ;;
     -h|--help) usage ;;
     *) echo "run-qemu: unknown option $1" >&2; usage ;;
@@ -68,6 +74,8 @@ for s in ${SOCKS[@]+"${SOCKS[@]}"}; do
            -device "vhost-user-scsi-pci,id=vscsi$i,chardev=vus$i,num_queues=$NUMQ")
     i=$((i + 1))
 done
+[ -z "$QMP" ] || args+=(-qmp "unix:$QMP,server=on,wait=off")
+[ -z "$INCOMING" ] || args+=(-incoming "$INCOMING")
 args+=(${EXTRA[@]+"${EXTRA[@]}"})
 # A QEMU unpacked outside /usr (scripts/qemu-7.2.sh --env) names its firmware dir.
 [ -z "${QEMU_DATADIR:-}" ] || args=(-L "$QEMU_DATADIR" "${args[@]}")
