@@ -716,13 +716,12 @@ static void usage(FILE *f)
                "A vhost-scsi load generator: plays the guest of a vhost-scsi back-end.\n\n");
     for (size_t i = 0; i < G_N_ELEMENTS(bench_options); i++) {
         const struct bench_option *b = &bench_options[i];
-        g_autofree char *head = g_strdup_printf("%s--%s%s%s", b->id < 256 ? "-q, " : "",
-                                                b->name, b->arg ? " " : "", b->arg ? b->arg : "");
+        /* Entries with a short option have it as their id (-q, -h). */
+        g_autofree char *opt = b->id < 256 ? g_strdup_printf("-%c, --%s", b->id, b->name)
+                                           : g_strdup_printf("--%s", b->name);
+        g_autofree char *head = g_strdup_printf("%s%s%s", opt, b->arg ? " " : "",
+                                                b->arg ? b->arg : "");
 
-        if (b->id == 'h') {
-            g_free(head);
-            head = g_strdup("-h, --help");
-        }
         fprintf(f, "  %-24s %s\n", head, b->help);
     }
 }

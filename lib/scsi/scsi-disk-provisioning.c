@@ -239,7 +239,7 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
         st->unmap[2 * i] = lba;
         st->unmap[2 * i + 1] = n;
     }
-    if (first == UINT64_MAX) {
+    if (total == 0) {
         return sd_op_start(lun, cmd, st);   /* nothing to unmap */
     }
     /* One range from the first block to the last: UNMAP is rare, lists short. */

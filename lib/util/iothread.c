@@ -552,11 +552,9 @@ void iothread_defer(struct iothread *t, struct iothread_task *task)
     t->defer_tail = &task->next;
 }
 
-/* Runs at most budget deferred tasks (tasks they defer go to the back); true if any ran. */
-static bool run_deferred(struct iothread *t, unsigned budget)
+/* Runs at most budget deferred tasks (tasks they defer go to the back). */
+static void run_deferred(struct iothread *t, unsigned budget)
 {
-    bool ran = false;
-
     while (budget-- && t->defer_head) {
         struct iothread_task *task = t->defer_head;
 
@@ -564,10 +562,8 @@ static bool run_deferred(struct iothread *t, unsigned budget)
         if (!t->defer_head) {
             t->defer_tail = &t->defer_head;
         }
-        ran = true;
         task->fn(task);
     }
-    return ran;
 }
 
 /* At the loop's end: everything queued, and what that queues, until nothing is left. */
