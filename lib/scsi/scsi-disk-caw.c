@@ -49,11 +49,8 @@ static int caw_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state 
     case CAW_COMPARE:
         cmd->data_out_xfer = 2 * len;
         if (memcmp(st->buf, st->expect, len) != 0) {
-            uint32_t i = 0;
+            uint32_t i = (uint32_t)sd_first_difference(st->buf, st->expect, len);
 
-            while (st->buf[i] == st->expect[i]) {
-                i++;
-            }
             /* INFORMATION: the offset in the data-out of the first byte that differed. */
             sd_set_sense_info(cmd, SCSI_SC_MISCOMPARE_DURING_VERIFY, i);
             return STEP_DONE;

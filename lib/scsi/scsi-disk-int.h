@@ -136,6 +136,20 @@ static inline uint32_t sd_range_chunk_blocks(const struct scsi_lun *lun)
     return MIN(RANGE_CHUNK_BLOCKS, MAX(RANGE_CHUNK_BYTES / lun->bs, 1u));
 }
 
+/*
+ * The offset of the first byte where a and b differ (len if none): the
+ * INFORMATION of a MISCOMPARE, found after memcmp() said they differ.
+ */
+static inline size_t sd_first_difference(const uint8_t *a, const uint8_t *b, size_t len)
+{
+    size_t i = 0;
+
+    while (i < len && a[i] == b[i]) {
+        i++;
+    }
+    return i;
+}
+
 static inline size_t sd_data_in_size(const struct scsi_cmd *cmd)
 {
     return cmd->data_in ? iov_size(cmd->data_in, cmd->data_in_cnt) : 0;

@@ -98,11 +98,8 @@ static int verify_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_sta
                 want = st->expect + off;
             }
             if (memcmp(st->buf + off, want, lun->bs) != 0) {
-                uint64_t i = 0;
+                uint64_t i = sd_first_difference(st->buf + off, want, lun->bs);
 
-                while (st->buf[off + i] == want[i]) {
-                    i++;
-                }
                 /* INFORMATION: offset of the first mismatching byte in the data-out. */
                 sd_set_sense_info(cmd, SCSI_SC_MISCOMPARE_DURING_VERIFY,
                                   (uint32_t)MIN(st->block ? i : st->done_bytes + off + i,
