@@ -39,6 +39,7 @@
 #define SENSE_ILLEGAL_REQUEST 0x5
 #define SENSE_UNIT_ATTENTION  0x6
 #define SENSE_DATA_PROTECT    0x7
+#define SENSE_COPY_ABORTED    0xa
 #define SENSE_ABORTED_COMMAND 0xb
 #define SENSE_MISCOMPARE      0xe
 
@@ -78,6 +79,17 @@ struct scsi_cmd {
     struct scsi_ua_state *ua;
     /* Who sends it, for reservations; all NULL: the LUN's own nexus (set by scsi_nexus_exec). */
     struct scsi_it_id it;
+    /*
+     * The other LUNs the sending nexus reaches, for EXTENDED COPY's copy
+     * targets: finds one by its NAA designator (VPD 83h, scsi_lun_naa) and
+     * gives the relative target port it is reached on in *rtpi.  Set by
+     * scsi_nexus_exec to the nexus's table; NULL: the command reaches its
+     * own LUN only.  Valid only during scsi_lun_exec's dispatch (the table
+     * is freed after a grace period): a LUN found must be counted in
+     * flight before the dispatch returns to stay alive.
+     */
+    struct scsi_lun *(*find_lun)(const void *ctx, uint64_t naa, uint16_t *rtpi);
+    const void *find_ctx;
     void (*complete)(struct scsi_cmd *cmd);
     void *opaque;
     /*
@@ -131,6 +143,8 @@ int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err);
  */
 int scsi_lun_resize(struct scsi_lun *lun, uint64_t size);
 const char *scsi_lun_name(const struct scsi_lun *lun);
+/* The LUN's 64-bit NAA designator, as its VPD page 83h reports it. */
+uint64_t scsi_lun_naa(const struct scsi_lun *lun);
 
 /*
  * Executes a command.  complete() is called exactly once, possibly before

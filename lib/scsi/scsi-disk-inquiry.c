@@ -30,6 +30,7 @@ static size_t std_inquiry(const struct scsi_lun *lun, uint8_t *b)
     b[2] = 0x06;            /* SPC-4 */
     b[3] = 0x02;            /* response data format 2 */
     b[4] = 74 - 5;
+    b[5] = 0x08;            /* 3PC: EXTENDED COPY (scsi-disk-xcopy.c) */
     b[7] = 0x02;            /* CMDQUE */
     pad_copy(b + 8, lun->vendor, 8);
     pad_copy(b + 16, lun->product, 16);
@@ -40,7 +41,61 @@ static size_t std_inquiry(const struct scsi_lun *lun, uint8_t *b)
     return 74;
 }
 
-static const uint8_t vpd_pages[] = { 0x00, 0x80, 0x83, 0xb0, 0xb1, 0xb2 };
+static const uint8_t vpd_pages[] = { 0x00, 0x80, 0x83, 0x8f, 0xb0, 0xb1, 0xb2 };
+
+/* A third-party copy descriptor's header; returns where its parameters start. */
+static uint8_t *tpc_desc(uint8_t *d, uint16_t type, uint16_t len)
+{
+    st16(d, type);
+    st16(d + 2, len);       /* after these 4 bytes; every descriptor is whole 4-byte words */
+    return d + 4;
+}
+
+/*
+ * Third-party Copy (SPC-4 7.8.17): what scsi-disk-xcopy.c does and the
+ * limits it enforces.  Returns the page's end.
+ */
+static uint8_t *vpd_third_party_copy(const struct scsi_lun *lun, uint8_t *d)
+{
+    uint8_t *q;
+
+    /* Supported Commands: EXTENDED COPY (LID1), RECEIVE COPY RESULTS' two service actions. */
+    q = tpc_desc(d, 0x0001, 8);
+    q[0] = 7;               /* COMMANDS SUPPORTED LIST LENGTH */
+    q[1] = OP_EXTENDED_COPY;
+    q[2] = 1;
+    q[3] = XCOPY_SA_LID1;
+    q[4] = OP_RECEIVE_COPY_RESULTS;
+    q[5] = 2;
+    q[6] = RCR_SA_COPY_STATUS;
+    q[7] = RCR_SA_OPERATING_PARAMETERS;
+    d = q + 8;
+    /* Parameter Data. */
+    q = tpc_desc(d, 0x0004, 28);
+    st16(q + 4, XCOPY_MAX_CSCDS);
+    st16(q + 6, XCOPY_MAX_SEGMENTS);
+    st32(q + 8, XCOPY_MAX_DESC_LIST);
+    st32(q + 12, 0);        /* MAXIMUM INLINE DATA LENGTH */
+    d = q + 28;
+    /* Supported Descriptors: the block-to-block segment, the identification CSCD. */
+    q = tpc_desc(d, 0x0008, 4);
+    q[0] = 2;
+    q[1] = XCOPY_SEG_BLOCK_TO_BLOCK;
+    q[2] = XCOPY_CSCD_ID_DESC;
+    d = q + 4;
+    /* Supported CSCD Descriptor IDs: none of the special ones, only list indexes. */
+    q = tpc_desc(d, 0x000c, 4);
+    st16(q, 0);
+    d = q + 4;
+    /* General Copy Operations: copies at once, MAXIMUM SEGMENT LENGTH, granularity. */
+    q = tpc_desc(d, 0x8001, 32);
+    st32(q, XCOPY_MAX_COPIES);        /* TOTAL CONCURRENT COPIES */
+    st32(q + 4, XCOPY_MAX_COPIES);    /* MAXIMUM IDENTIFIED CONCURRENT COPIES */
+    st32(q + 8, XCOPY_MAX_SEGMENT_BYTES);
+    q[12] = (uint8_t)__builtin_ctz(lun->bs);   /* DATA SEGMENT GRANULARITY */
+    q[13] = 0;                                  /* INLINE DATA GRANULARITY */
+    return q + 32;
+}
 
 /* Fills a VPD page into b (REPLY_MAX bytes); returns its length or 0 if unknown. */
 static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
@@ -78,6 +133,9 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         len = (size_t)(d - b);
         break;
     }
+    case 0x8f:
+        len = (size_t)(vpd_third_party_copy(lun, b + 4) - b);
+        break;
     case 0xb0: {
         uint32_t max_xfer = sd_max_xfer_bytes(lun) / lun->bs;
 

@@ -46,6 +46,26 @@
 /* COMPARE AND WRITE: one byte in the CDB and Block Limits; both halves bounce. */
 #define MAX_CAW_BLOCKS 255u
 
+/*
+ * EXTENDED COPY (scsi-disk-xcopy.c), as the Third-party Copy VPD page and
+ * RECEIVE COPY RESULTS' OPERATING PARAMETERS report it: at most 8 copy
+ * target (CSCD) descriptors of 32 bytes and 8 block-to-block segment
+ * descriptors of 28, each segment at most 32 MiB, so one command moves at
+ * most 256 MiB, in chunks of at most CHUNK_BYTES; no inline data.  At most
+ * 16 copies run at once on one LUN, and as many results are held for
+ * RECEIVE COPY RESULTS.
+ */
+#define XCOPY_MAX_CSCDS 8u
+#define XCOPY_MAX_SEGMENTS 8u
+#define XCOPY_CSCD_LEN 32u
+#define XCOPY_SEGMENT_LEN 28u
+#define XCOPY_MAX_DESC_LIST (XCOPY_MAX_CSCDS * XCOPY_CSCD_LEN + \
+                             XCOPY_MAX_SEGMENTS * XCOPY_SEGMENT_LEN)
+#define XCOPY_MAX_SEGMENT_BYTES (32u << 20)
+#define XCOPY_MAX_COPIES 16u
+#define XCOPY_CSCD_ID_DESC 0xe4      /* identification descriptor CSCD descriptor */
+#define XCOPY_SEG_BLOCK_TO_BLOCK 0x02
+
 /* Large enough for any reply built on the stack (VPD pages, mode data). */
 #define REPLY_MAX 512
 
@@ -60,6 +80,7 @@ struct sd_bucket {
 #define SD_QOS_SLOTS 257u
 struct sd_qos_slot;
 struct sd_range_lock;
+struct sd_copy_result;
 
 struct scsi_lun {
     struct lun_backend *be;
@@ -91,9 +112,11 @@ struct scsi_lun {
     struct sd_bucket qos_io, qos_bytes;
     struct sd_qos_slot *_Atomic qos_slot[SD_QOS_SLOTS];
     struct sd_range_lock *wlock;   /* the write range lock (scsi-disk-range.c) */
+    /* EXTENDED COPY's running and held copies (scsi-disk-xcopy.c), under lock; NULL: none yet. */
+    struct sd_copy_result *copies;
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
-    pthread_mutex_t lock;  /* mode page updates and the drain lists */
+    pthread_mutex_t lock;  /* mode page updates, the drain lists, copies */
     pthread_cond_t drain_cond;     /* scsi_lun_free's own wait */
     struct scsi_drain *draining;   /* waiting for the closed epoch to empty */
     struct scsi_drain *next_drain; /* came meanwhile: wait for the epoch after */
@@ -233,8 +256,13 @@ void sd_qos_free(struct scsi_lun *lun);
  * Multi-request command state.  The step function prepares cmd->bio and
  * returns STEP_SUBMIT, or sets the command's result and returns STEP_DONE.
  * It sees the previous request's result in ret (0 on the first call).
+ * STEP_RANGE asks for [range_lba, range_lba + range_n) of range_lun's
+ * write range lock, shared, and the step is called again with ret 0 once
+ * the command holds it (now, or continued on its thread when it is
+ * granted); the step gives it back with sd_op_range_unlock, or the
+ * command's end does.  A command holds one range at a time.
  */
-enum { STEP_DONE, STEP_SUBMIT };
+enum { STEP_DONE, STEP_SUBMIT, STEP_RANGE };
 
 struct op_state;
 typedef int op_step_fn(struct scsi_lun *lun, struct scsi_cmd *cmd,
@@ -259,6 +287,16 @@ struct op_state {
     unsigned idx, count;   /* UNMAP: the next pair, how many */
     bool fua;
     bool flush_after;
+    /*
+     * Where the step's request goes: another LUN's backend (EXTENDED COPY's
+     * copy targets); NULL: the command's own LUN's.
+     */
+    struct lun_backend *be;
+    struct scsi_lun *range_lun;     /* STEP_RANGE: whose range; set while held */
+    uint64_t range_lba, range_n;
+    /* A family's own state, and what frees it (before complete(); cmd's result is set). */
+    void *ext;
+    void (*ext_free)(struct scsi_cmd *cmd, void *ext);
 };
 
 /* Resets the command's results and counts it in flight on lun, as cls. */
@@ -292,6 +330,8 @@ int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t 
 int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,
                       uint64_t lba, uint64_t n, bool excl);
 void sd_op_bio_done(struct backend_io *io, int ret);
+/* Gives back the range a STEP_RANGE took. */
+void sd_op_range_unlock(struct scsi_cmd *cmd, struct op_state *st);
 /* Sets the sense for a failed backend request; returns STEP_DONE. */
 int sd_step_fail(struct scsi_lun *lun, struct scsi_cmd *cmd, int ret);
 /* Finishes the command after a backend FLUSH (asynchronously). */

@@ -130,8 +130,11 @@ void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls)
     cmd_priv(cmd)->cls = cls;
 }
 
-static void op_free(struct op_state *st)
+static void op_free(struct scsi_cmd *cmd, struct op_state *st)
 {
+    if (st->ext_free) {
+        st->ext_free(cmd, st->ext);
+    }
     g_free(st->buf);
     g_free(st->block);
     g_free(st->expect);
@@ -147,12 +150,12 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
 
     /* Released before complete(): a waiter may start while cmd is freed. */
     if (p->range.state) {
-        sd_range_unlock(lun, cmd);
+        sd_range_unlock(p->op && p->op->range_lun ? p->op->range_lun : lun, cmd);
     }
     g_free(p->heap_iov);
     p->heap_iov = NULL;
     if (p->op) {
-        op_free(p->op);
+        op_free(cmd, p->op);
         p->op = NULL;
     }
     cmd->done_ns = now;
@@ -316,7 +319,7 @@ static bool op_submit(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_stat
     cmd->bio.opaque = cmd;
     cmd->bio.thread = cmd->thread;
     atomic_store(&st->phase, PHASE_SUBMITTING);
-    r = backend_submit(lun->be, &cmd->bio);
+    r = backend_submit(st->be ? st->be : lun->be, &cmd->bio);
     if (r < 0) {
         *ret = r;       /* complete() will not run: the step sees the error */
         return false;
@@ -330,6 +333,7 @@ static bool op_submit(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_stat
 
 static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret,
                    bool ran_inline);
+static void op_go(struct scsi_lun *lun, struct scsi_cmd *cmd);
 
 /* The next request of a command that yielded its thread (op_run). */
 static void op_submit_later(struct iothread_task *task)
@@ -358,9 +362,19 @@ static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
                    bool ran_inline)
 {
     for (;;) {
-        if (st->step(lun, cmd, st, ret) == STEP_DONE) {
+        int next = st->step(lun, cmd, st, ret);
+
+        if (next == STEP_DONE) {
             sd_cmd_finish(cmd);
             return;
+        }
+        if (next == STEP_RANGE) {
+            /* Held now: the step goes on here; else op_go continues it once granted. */
+            if (!sd_range_lock(st->range_lun, cmd, st->range_lba, st->range_n, false, op_go)) {
+                return;
+            }
+            ret = 0;
+            continue;
         }
         /* Deferred only on its own thread (a backend completing elsewhere goes on here). */
         if (ran_inline && cmd->thread && iothread_is_current(cmd->thread)) {
@@ -407,6 +421,12 @@ int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st)
 static void op_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     op_run(lun, cmd, cmd_priv(cmd)->op, 0, false);
+}
+
+void sd_op_range_unlock(struct scsi_cmd *cmd, struct op_state *st)
+{
+    sd_range_unlock(st->range_lun, cmd);
+    st->range_lun = NULL;
 }
 
 int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,

@@ -24,6 +24,10 @@ sd_exec_fn sd_exec_inquiry, sd_exec_read_capacity_10, sd_exec_read_capacity_16,
            sd_exec_request_sense;
 /* scsi-disk-pr.c */
 sd_exec_fn sd_exec_pr_in, sd_exec_pr_out, sd_exec_reserve_release;
+/* scsi-disk-xcopy.c */
+sd_exec_fn sd_exec_extended_copy, sd_exec_receive_copy_results;
+/* Frees the held copy results of a LUN being freed (its life cycle, scsi-disk.c). */
+void sd_xcopy_free(struct scsi_lun *lun);
 /* scsi-disk-mode.c */
 sd_exec_fn sd_exec_mode_sense, sd_exec_mode_select;
 

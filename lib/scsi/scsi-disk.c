@@ -4,7 +4,8 @@
  * (which REPORT SUPPORTED OPERATION CODES describes), and the dispatch that
  * checks what every command shares (CDB length, NACA, a pending unit
  * attention) and hands the command to its family: scsi-disk-rw.c,
- * scsi-disk-provisioning.c, scsi-disk-inquiry.c, scsi-disk-mode.c.  Those
+ * scsi-disk-provisioning.c, scsi-disk-inquiry.c, scsi-disk-mode.c,
+ * scsi-disk-xcopy.c and the others of scsi-disk-ops.h.  Those
  * call only down, into the I/O engine, drain accounting, unit attentions
  * and sense helpers of scsi-disk-int.h, never each other or this file.
  *
@@ -104,6 +105,12 @@ static const struct op_desc sd_op_table[256] = {
                    { 0x5e, 0x1f, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x04 } },
     [OP_PR_OUT] = { OP_PR_OUT, false, 0, 10, 0, sd_exec_pr_out,
                     { 0x5f, 0x1f, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x04 } },
+    [OP_EXTENDED_COPY] = { OP_EXTENDED_COPY, true, XCOPY_SA_LID1, 16, F_STRICT,
+      sd_exec_extended_copy,
+      { 0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    [OP_RECEIVE_COPY_RESULTS] = { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_COPY_STATUS, 16,
+      F_STRICT, sd_exec_receive_copy_results,
+      { 0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_READ_16] = { OP_READ_16, false, 0, 16, 0, sd_exec_read,
       { 0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
@@ -154,11 +161,15 @@ static const struct op_desc sd_sa_table[] = {
     { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT, sd_exec_get_lba_status,
       { 0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_OPERATING_PARAMETERS, 16, F_STRICT,
+      sd_exec_receive_copy_results,
+      { 0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
 };
 
 static bool sd_opcode_has_sa(uint8_t opcode)
 {
-    return opcode == OP_SERVICE_ACTION_IN_16 || opcode == OP_MAINTENANCE_IN;
+    return opcode == OP_SERVICE_ACTION_IN_16 || opcode == OP_MAINTENANCE_IN ||
+           opcode == OP_EXTENDED_COPY || opcode == OP_RECEIVE_COPY_RESULTS;
 }
 
 static bool sd_op_supported(const struct scsi_lun *lun, const struct op_desc *d)
@@ -485,6 +496,7 @@ void scsi_lun_free(struct scsi_lun *lun)
     io_stats_destroy(&lun->stats);
     sd_qos_free(lun);
     sd_range_free(lun);
+    sd_xcopy_free(lun);
     g_free(lun->name);
     g_free(lun);
 }
@@ -515,4 +527,9 @@ struct lun_backend *scsi_lun_backend(struct scsi_lun *lun)
 const char *scsi_lun_name(const struct scsi_lun *lun)
 {
     return lun->name;
+}
+
+uint64_t scsi_lun_naa(const struct scsi_lun *lun)
+{
+    return lun->naa;
 }

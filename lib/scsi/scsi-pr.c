@@ -1099,11 +1099,32 @@ static bool spc2_conflicts(struct scsi_pr *pr, const struct scsi_it_id *it,
     }
 }
 
+/* Either kind of reservation refuses cdb from it (under pr->lock). */
+static bool refused(struct scsi_pr *pr, const struct scsi_it_id *it, const uint8_t *cdb,
+                    unsigned cdb_len)
+{
+    return (pr->spc2_reserved && spc2_conflicts(pr, it, cdb, cdb_len)) ||
+           conflicts(pr, it, classify(cdb, cdb_len));
+}
+
+bool scsi_pr_conflicts(struct scsi_pr *pr, const struct scsi_it_id *it, const uint8_t *cdb,
+                       unsigned cdb_len)
+{
+    bool no;
+
+    if (!scsi_pr_restricts(pr)) {
+        return false;
+    }
+    pthread_mutex_lock(&pr->lock);
+    no = refused(pr, it, cdb, cdb_len);
+    pthread_mutex_unlock(&pr->lock);
+    return no;
+}
+
 enum scsi_pr_verdict scsi_pr_check(struct scsi_pr *pr, const struct scsi_it_id *it,
                                    const uint8_t *cdb, unsigned cdb_len, enum scsi_sc *ua)
 {
     enum scsi_pr_verdict v = SCSI_PR_ALLOW;
-    enum access acc = classify(cdb, cdb_len);
     bool ua_pass = cdb[0] == OP_INQUIRY || cdb[0] == OP_REPORT_LUNS ||
                    cdb[0] == OP_REQUEST_SENSE;
 
@@ -1124,10 +1145,7 @@ enum scsi_pr_verdict scsi_pr_check(struct scsi_pr *pr, const struct scsi_it_id *
             break;
         }
     }
-    if (v == SCSI_PR_ALLOW && pr->spc2_reserved && spc2_conflicts(pr, it, cdb, cdb_len)) {
-        v = SCSI_PR_CONFLICT;
-    }
-    if (v == SCSI_PR_ALLOW && conflicts(pr, it, acc)) {
+    if (v == SCSI_PR_ALLOW && refused(pr, it, cdb, cdb_len)) {
         v = SCSI_PR_CONFLICT;
     }
     update_restricts(pr);

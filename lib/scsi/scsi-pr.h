@@ -104,6 +104,15 @@ enum scsi_pr_verdict {
 enum scsi_pr_verdict scsi_pr_check(struct scsi_pr *pr, const struct scsi_it_id *it,
                                    const uint8_t *cdb, unsigned cdb_len, enum scsi_sc *ua);
 
+/*
+ * Whether cdb from it conflicts with the current reservation, as
+ * scsi_pr_check decides, without charging a unit attention: for a command
+ * a LUN's device server runs on another LUN on the nexus's behalf (the
+ * READs and WRITEs of an EXTENDED COPY on its copy targets).
+ */
+bool scsi_pr_conflicts(struct scsi_pr *pr, const struct scsi_it_id *it, const uint8_t *cdb,
+                       unsigned cdb_len);
+
 /* A decoded PERSISTENT RESERVE OUT. */
 struct scsi_pr_out {
     uint8_t sa, scope, type;

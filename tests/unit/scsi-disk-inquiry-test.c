@@ -42,6 +42,7 @@ static void test_inquiry_standard(void)
     g_assert_cmpint(inq->version, ==, 0x06);                  /* SPC-4 */
     g_assert_cmpint(inq->response_data_format, ==, 2);
     g_assert_true(inq->cmdque);
+    g_assert_true(inq->threepc);                              /* EXTENDED COPY */
     g_assert_cmpstr(inq->vendor_identification, ==, "VHOSTSCS");
     g_assert_cmpstr(inq->product_identification, ==, "RAM DISK        ");
     sc_datain_free(&d);
@@ -73,7 +74,9 @@ static void test_inquiry_vpd_supported_pages(void)
     struct scsi_lun *lun = ram_lun();
     static const uint8_t want[] = {
         SCSI_INQUIRY_PAGECODE_SUPPORTED_VPD_PAGES, SCSI_INQUIRY_PAGECODE_UNIT_SERIAL_NUMBER,
-        SCSI_INQUIRY_PAGECODE_DEVICE_IDENTIFICATION, SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS,
+        SCSI_INQUIRY_PAGECODE_DEVICE_IDENTIFICATION,
+        0x8f,   /* Third-party Copy, which libiscsi has no name for */
+        SCSI_INQUIRY_PAGECODE_BLOCK_LIMITS,
         SCSI_INQUIRY_PAGECODE_BLOCK_DEVICE_CHARACTERISTICS,
         SCSI_INQUIRY_PAGECODE_LOGICAL_BLOCK_PROVISIONING,
     };
