@@ -231,7 +231,8 @@ static int xcopy_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_stat
     struct xc_segment *s = &x->seg[MIN(x->cur, XCOPY_MAX_SEGMENTS - 1)];
 
     if (ret < 0) {
-        return sd_step_fail(lun, cmd, ret);   /* a held range is given back at the end */
+        /* Logged with the copy target that failed; a held range is given back at the end. */
+        return sd_step_fail(st->state == XC_READ_DONE ? s->src : s->dst, cmd, ret);
     }
     switch (st->state) {
     case XC_NEXT:
