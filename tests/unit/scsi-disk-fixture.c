@@ -21,9 +21,8 @@ void count_completion(struct scsi_cmd *cmd)
     p->completions++;
 }
 
-void start_cdb(struct pending_cmd *p, struct scsi_lun *lun, struct scsi_ua_state *ua,
-               const uint8_t *cdb, unsigned cdb_len, const void *out, size_t out_len,
-               void *in, size_t in_len)
+void prepare_cdb(struct pending_cmd *p, struct scsi_ua_state *ua, const uint8_t *cdb,
+                 unsigned cdb_len, const void *out, size_t out_len, void *in, size_t in_len)
 {
     p->cmd = (struct scsi_cmd){ .ua = ua, .cdb = cdb, .cdb_len = cdb_len,
                                 .complete = count_completion, .opaque = p };
@@ -38,6 +37,13 @@ void start_cdb(struct pending_cmd *p, struct scsi_lun *lun, struct scsi_ua_state
         p->cmd.data_in = &p->in;
         p->cmd.data_in_cnt = 1;
     }
+}
+
+void start_cdb(struct pending_cmd *p, struct scsi_lun *lun, struct scsi_ua_state *ua,
+               const uint8_t *cdb, unsigned cdb_len, const void *out, size_t out_len,
+               void *in, size_t in_len)
+{
+    prepare_cdb(p, ua, cdb, cdb_len, out, out_len, in, in_len);
     scsi_lun_exec(lun, &p->cmd);
 }
 

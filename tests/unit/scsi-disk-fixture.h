@@ -66,6 +66,13 @@ struct pending_cmd {
 void count_completion(struct scsi_cmd *cmd);
 
 /*
+ * Fills p for cdb (which must stay valid until completion) through nexus
+ * ua, completed by count_completion: for a caller that executes it itself.
+ */
+void prepare_cdb(struct pending_cmd *p, struct scsi_ua_state *ua, const uint8_t *cdb,
+                 unsigned cdb_len, const void *out, size_t out_len, void *in, size_t in_len);
+
+/*
  * Starts cdb (which must stay valid until completion) through nexus ua
  * (NULL: the LUN's own); the caller checks p->completions.
  */

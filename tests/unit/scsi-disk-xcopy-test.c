@@ -53,20 +53,8 @@ static void nx_start(struct pending_cmd *p, struct scsi_nexus *nx, unsigned port
                      const uint8_t *cdb, unsigned len, const void *out, size_t out_len,
                      void *in, size_t in_len)
 {
-    memset(p, 0, sizeof(*p));
     memcpy(p->cdb, cdb, len);
-    p->cmd = (struct scsi_cmd){ .cdb = p->cdb, .cdb_len = len, .complete = count_completion,
-                                .opaque = p };
-    if (out) {
-        p->out = (struct iovec){ (void *)out, out_len };
-        p->cmd.data_out = &p->out;
-        p->cmd.data_out_cnt = 1;
-    }
-    if (in) {
-        p->in = (struct iovec){ in, in_len };
-        p->cmd.data_in = &p->in;
-        p->cmd.data_in_cnt = 1;
-    }
+    prepare_cdb(p, NULL, p->cdb, len, out, out_len, in, in_len);
     g_assert_cmpint(scsi_nexus_exec(nx, port, lun, false, &p->cmd), ==, 0);
 }
 
