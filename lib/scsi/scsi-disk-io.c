@@ -4,8 +4,9 @@
  * finishes), mapping data buffers onto a backend request, one-request
  * commands, and the step engine for commands needing several requests
  * (WRITE SAME replication, VERIFY with compare, UNMAP lists, a flush after
- * a cache change), which tolerates backends completing inside
- * backend_submit() without recursing.  Backend errors become sense data
+ * a cache change, EXTENDED COPY's chunks on other LUNs' backends, each
+ * write under a range of the write range lock taken mid-command), which
+ * tolerates backends completing inside backend_submit() without recursing.  Backend errors become sense data
  * here, once.  Calls only the drain accounting and sense helpers below it.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later

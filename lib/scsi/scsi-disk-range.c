@@ -2,7 +2,8 @@
  * The write range lock of one LUN, which makes COMPARE AND WRITE atomic
  * against every other write to its blocks, from any I/O thread and any
  * front-end.  Every writing command (WRITE, WRITE AND VERIFY, WRITE SAME,
- * UNMAP) takes its LBA range shared; COMPARE AND WRITE (and ORWRITE, the
+ * UNMAP, and EXTENDED COPY for each chunk it writes to a destination LUN)
+ * takes its LBA range shared; COMPARE AND WRITE (and ORWRITE, the
  * other read-modify-write) takes its range exclusively, from before its
  * read until its write has completed.
  * Writes do not exclude each other (SBC leaves overlapping writes in
