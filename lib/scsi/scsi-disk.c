@@ -161,9 +161,10 @@ static const struct op_desc sd_sa_table[] = {
     { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT, sd_exec_get_lba_status,
       { 0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    /* The LIST IDENTIFIER names no copy here: taken, and ignored, rather than refused. */
     { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_OPERATING_PARAMETERS, 16, F_STRICT,
       sd_exec_receive_copy_results,
-      { 0x84, 0x03, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+      { 0x84, 0x03, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
 };
 
 static bool sd_opcode_has_sa(uint8_t opcode)

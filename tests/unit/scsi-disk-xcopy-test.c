@@ -738,7 +738,7 @@ static void test_operating_parameters(void)
     struct sc_datain d;
 
     rig_init(&g, false);
-    r = rcr(g.nx, 0, 1, SCSI_COPY_RESULTS_OP_PARAMS, 0, b, sizeof(b));
+    r = rcr(g.nx, 0, 1, SCSI_COPY_RESULTS_OP_PARAMS, 3, b, sizeof(b));   /* any list id */
     assert_good(&r);
     g_assert_cmpuint(r.in_xfer, ==, 46);
     op = decoded(&d, &r, b);
@@ -1008,6 +1008,25 @@ static void test_report_supported_opcodes(void)
         g_assert_cmpuint(scsi_get_uint16(b + 2), ==, 16);
         g_assert_cmphex(b[4], ==, want[i].op);
         g_assert_cmphex(b[5], ==, want[i].sa);
+    }
+    /* And in the list of all commands, each with its service action. */
+    {
+        uint8_t b[4096];
+        struct result r = RUN_IN(lun, scsi_cdb_report_supported_opcodes(0, 0, 0, 0, sizeof(b)),
+                                 b, sizeof(b));
+        unsigned found = 0;
+
+        assert_good(&r);
+        for (uint32_t at = 4; at + 8 <= 4 + scsi_get_uint32(b); at += 8) {
+            for (unsigned i = 0; i < G_N_ELEMENTS(want); i++) {
+                if (b[at] == want[i].op && scsi_get_uint16(b + at + 2) == want[i].sa) {
+                    g_assert_cmphex(b[at + 5] & 0x01, ==, 0x01);   /* SERVACTV */
+                    g_assert_cmpuint(scsi_get_uint16(b + at + 6), ==, 16);
+                    found++;
+                }
+            }
+        }
+        g_assert_cmpuint(found, ==, G_N_ELEMENTS(want));
     }
     scsi_lun_free(lun);
 }
