@@ -42,16 +42,17 @@ enum { CR_FREE, CR_RUNNING, CR_GOOD, CR_ERROR };
 
 /*
  * One copy known to the copy manager LUN: running, or done and held for
- * RECEIVE COPY RESULTS (SPC-4: per I_T nexus and LIST IDENTIFIER).  NRCR
- * copies take a slot while they run (it bounds the copies at once) and
- * are never found by RECEIVE COPY RESULTS.
+ * RECEIVE COPY RESULTS (SPC-4: per I_T nexus and LIST IDENTIFIER).  A
+ * copy whose LIST ID USAGE is not 00b (hold: 10b discard, SPC-3's NRCR;
+ * 11b the identifier unused) takes a slot while it runs (it bounds the
+ * copies at once) and is never found by RECEIVE COPY RESULTS.
  */
 struct sd_copy_result {
     char *initiator, *target;  /* the nexus, as reservations know it */
     uint16_t rtpi;
     uint8_t list_id;
     uint8_t state;
-    bool held;                 /* NRCR 0: kept after completion */
+    bool held;                 /* LIST ID USAGE 00b: kept after completion */
     uint16_t segments;         /* SEGMENTS PROCESSED */
     uint64_t bytes;            /* TRANSFER COUNT, in bytes */
     uint64_t age;              /* when it started: the oldest done one is reused */
@@ -447,8 +448,11 @@ int sd_exec_extended_copy(struct scsi_lun *lun, struct scsi_cmd *cmd)
     cscd_len = ld16(hdr + 2);
     seg_len = ld32(hdr + 8);
     inline_len = ld32(hdr + 12);
-    if (hdr[1] & 0xc8) {
+    if (hdr[1] & 0xc0) {
         return invalid_param(cmd, 1, 7);        /* reserved bits */
+    }
+    if ((hdr[1] & 0x18) == 0x08) {
+        return invalid_param(cmd, 1, 4);        /* LIST ID USAGE 01b is reserved */
     }
     for (unsigned i = 4; i < 8; i++) {
         if (hdr[i]) {
@@ -514,7 +518,7 @@ int sd_exec_extended_copy(struct scsi_lun *lun, struct scsi_cmd *cmd)
         at += XCOPY_SEGMENT_LEN;
     }
     pthread_mutex_lock(&lun->lock);
-    x->slot = result_take(lun, &cmd->it, p[0], !(p[1] & 0x10), &sc);
+    x->slot = result_take(lun, &cmd->it, p[0], (p[1] & 0x18) == 0, &sc);
     pthread_mutex_unlock(&lun->lock);
     if (x->slot < 0) {
         return sd_sense_done(cmd, sc);

@@ -176,7 +176,7 @@ static void rig_free(struct rig *g)
 /* ---- the parameter list ---------------------------------------------------- */
 
 struct plist {
-    uint8_t list_id, flags;      /* byte 1: NRCR 0x10 */
+    uint8_t list_id, flags;      /* byte 1: LIST ID USAGE 10b (discard) 0x10, 11b 0x18 */
     uint8_t cscd[12][32];
     unsigned ncscd;
     uint8_t seg[12][28];
@@ -393,7 +393,7 @@ static void test_list_lengths(void)
     assert_field(&r, false, 12, 7);
     /* Reserved bits of the header, with field pointers. */
     build(&l, b);
-    b[1] = 0x08;
+    b[1] = 0x40;
     r = nx_task(g.nx, 0, 0, scsi_cdb_extended_copy((int)len), b, len, NULL, 0);
     assert_field(&r, false, 1, 7);
     build(&l, b);
@@ -710,13 +710,19 @@ static void test_copy_status(void)
     r = xcopy(g.nx, 0, 0, &l);
     assert_good(&r);
     assert_copy_status(g.nx, 0, 0, 42, 0x01, 1, 8 * BS);
-    /* NRCR: nothing held. */
+    /* LIST ID USAGE 10b (discard; SPC-3's NRCR) and 11b (no identifier): nothing held. */
     l.list_id = 43;
-    l.flags = 0x10;
+    for (uint8_t usage = 0x10; usage <= 0x18; usage += 0x08) {
+        l.flags = usage;
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_good(&r);
+        r = rcr(g.nx, 0, 0, SCSI_COPY_RESULTS_COPY_STATUS, 43, b, sizeof(b));
+        assert_field(&r, true, 2, 7);
+    }
+    /* 01b is reserved. */
+    l.flags = 0x08;
     r = xcopy(g.nx, 0, 0, &l);
-    assert_good(&r);
-    r = rcr(g.nx, 0, 0, SCSI_COPY_RESULTS_COPY_STATUS, 43, b, sizeof(b));
-    assert_field(&r, true, 2, 7);
+    assert_field(&r, false, 1, 4);
     /* Unsupported service actions (RECEIVE DATA, FAILED SEGMENT DETAILS). */
     r = rcr(g.nx, 0, 0, SCSI_COPY_RESULTS_RECEIVE_DATA, 42, b, sizeof(b));
     assert_field(&r, true, 1, 4);
