@@ -138,6 +138,43 @@ read_marker() {
 # Sector count completed on DEV so far (reads + writes), from /sys/block/X/stat.
 io_done() { awk '{ print $1 + $5 }' "/sys/block/$1/stat"; }
 
+# The sgN name of LUN $1 (sg_xcopy wants the SCSI generic devices).
+sg_of_lun() {
+    for d in /sys/class/scsi_disk/*:*:*:"$1"/device/scsi_generic/*; do
+        [ -e "$d" ] && basename "$d" && return
+    done
+}
+
+# EXTENDED COPY with sg_xcopy: 1 MiB near the end of LUN 0 (past what fio
+# and the marker touch) to near the end of LUN 1, moved by the target
+# itself, then read back through the page cache dropped.  Only where the
+# device reports 3PC (QEMU's own scsi-hd does not) and both LUNs have one
+# block size (sg_xcopy copies in one).
+xcopy_check() {
+    bs=$GUEST_LUN0_BS
+    desc="sg_xcopy (EXTENDED COPY) 1 MiB lun0 -> lun1, read back"
+    if ! grep -q '3PC=1' /tmp/inq.0; then
+        pass "$desc # SKIP the device does not report 3PC"; return
+    fi
+    if [ "$bs" != "$GUEST_LUN1_BS" ]; then
+        pass "$desc # SKIP the LUNs' block sizes differ"; return
+    fi
+    src=$((GUEST_LUN0_BYTES / 1048576 - 4)) dst=$((GUEST_LUN1_BYTES / 1048576 - 4))
+    sg0=$(sg_of_lun 0) sg1=$(sg_of_lun 1)
+    if dd if=/dev/urandom of=/tmp/xc bs=1048576 count=1 2>/dev/null &&
+       dd if=/tmp/xc of="/dev/$D0" bs=1048576 seek=$src conv=fsync 2>/dev/null &&
+       [ -c "/dev/$sg0" ] && [ -c "/dev/$sg1" ] &&
+       sg_xcopy if="/dev/$sg0" of="/dev/$sg1" bs="$bs" skip=$((src * 1048576 / bs)) \
+           seek=$((dst * 1048576 / bs)) count=$((1048576 / bs)) >/tmp/xcopy.out 2>&1 &&
+       sync && echo 3 >/proc/sys/vm/drop_caches &&
+       dd if="/dev/$D1" bs=1048576 skip=$dst count=1 2>/dev/null | cmp -s - /tmp/xc; then
+        pass "$desc"
+    else
+        fail "$desc"
+        diag /tmp/xcopy.out
+    fi
+}
+
 vdev_of() {  # the virtioN device that hosts DEV
     p=$(readlink -f "/sys/block/$1/device")
     while [ "$p" != / ]; do
@@ -227,6 +264,7 @@ if [ -n "$D0" ] && [ -n "$D1" ]; then
     else
         pass "lun0 and lun1 report different device identifiers"
     fi
+    xcopy_check
 fi
 
 for lun in 0 1; do

@@ -73,7 +73,7 @@ relay_guest() {  # relay_guest LOG PHASE RC
 # --- image --------------------------------------------------------------------
 IMG_DIR=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}
 INITRD=$IMG_DIR/scsi-checks.cpio
-guest_initramfs "$INITRD" --init-script "$HERE/guest-scsi-checks.sh"
+guest_initramfs "$INITRD" --init-script "$HERE/guest-scsi-checks.sh" --bin sg_xcopy
 
 # --- back-end -----------------------------------------------------------------
 DISK0=$WORK/lun0.img
