@@ -58,6 +58,34 @@ struct.pack_into("<QIHH", ram, 0x4010, GPA + 0x3300, 4096, 2, 0)
 struct.pack_into("<HHHH", ram, 256, 0, 2, 0, 2)
 write("fuzz-virtqueue", "two-chains", bytes([4, 3, 0, 0, 62]) + bytes(ram[:0x4100]))
 
+# The NAA designator the SCSI layer derives for the fuzzer's LUN "fuzz-ram"
+# (lib/scsi/scsi-disk.c: FNV-1a of vendor, product and the serial, itself
+# FNV-1a of the name), so that an EXTENDED COPY seed names a LUN it reaches.
+def fnv1a(h, s):
+    for c in s.encode():
+        h = ((h ^ c) * 0x100000001b3) & (2**64 - 1)
+    return h
+
+
+def fuzz_ram_naa():
+    basis = 0xcbf29ce484222325
+    serial = "VHS%013x" % (fnv1a(basis, "fuzz-ram") & (2**52 - 1))
+    h = fnv1a(fnv1a(fnv1a(basis, "VHOSTSCS"), "RAM DISK"), serial)
+    return 5 << 60 | (h & (2**60 - 1))
+
+
+# An EXTENDED COPY (LID1) parameter list: E4h descriptors of 512-byte LUNs,
+# block-to-block segments (src, dst, blocks, src lba, dst lba).
+def xcopy_list(list_id, naas, segs):
+    p = struct.pack(">BBHIII", list_id, 0, 32 * len(naas), 0, 28 * len(segs), 0)
+    for naa in naas:
+        p += bytes([0xE4, 0, 0, 0, 1, 3, 0, 8]) + struct.pack(">Q", naa) + b"\0" * 13 + \
+            bytes([0, 2, 0])
+    for src, dst, n, slba, dlba in segs:
+        p += struct.pack(">BBHHH2xHQQ", 2, 0, 0x18, src, dst, n, slba, dlba)
+    return p
+
+
 # SCSI CDBs: lun selector, out_len, in_len, split, cdb_len, cdb (32), data.
 def cdb_seed(lun, out_len, in_len, cdb, data=b""):
     c = bytes(cdb) + b"\x00" * (32 - len(cdb))
@@ -89,6 +117,11 @@ seeds = {
                                      struct.pack(">QQxBHI", 0xABCD, 0xBEEF, 0, 1, 24) +
                                      b"\x05\x00\x00\x14" + b"iqn.2026-12.fuzz:b".ljust(20, b"\0")),
     "reserve6": cdb_seed(0, 0, 0, [0x16, 0, 0, 0, 0, 0]),
+    # EXTENDED COPY within the ram LUN (its own NAA twice), 8 blocks 0 -> 16, list id 1.
+    "xcopy": cdb_seed(0, 108, 0, [0x83] + [0] * 12 + [108, 0, 0],
+                      xcopy_list(1, [fuzz_ram_naa(), fuzz_ram_naa()], [(0, 1, 8, 0, 16)])),
+    "rcr-copy-status": cdb_seed(0, 0, 64, [0x84, 0, 1] + [0] * 10 + [64, 0, 0]),
+    "rcr-operating-parameters": cdb_seed(0, 0, 64, [0x84, 3] + [0] * 11 + [64, 0, 0]),
 }
 for name, data in seeds.items():
     write("fuzz-scsi-cdb", name, data)
