@@ -15,7 +15,8 @@
  * —, ranges past either end, a segment past MAXIMUM SEGMENT LENGTH, an
  * inexact segment, a write-protected or reserved destination), RECEIVE
  * COPY RESULTS' COPY STATUS (done, failed, running, the list identifier
- * in use) and OPERATING PARAMETERS, and with a spy backend's completions
+ * in use, 16 copies at once and the oldest held result replaced) and
+ * OPERATING PARAMETERS, and with a spy backend's completions
  * deferred: the destination's write waits for a COMPARE AND WRITE holding
  * its blocks, and a drain of a copy target waits for the copy.
  *
@@ -857,6 +858,48 @@ static void test_running_copy(void)
     spy_rig_free(&g);
 }
 
+/*
+ * At most 16 copies run on one copy manager (TOTAL CONCURRENT COPIES); 16
+ * results are held, and a new list identifier then takes the oldest's place.
+ */
+static void test_copies_at_once(void)
+{
+    struct spy_rig g;
+    struct plist l = { 0 };
+    uint8_t b[17][PLIST_MAX], st[64];
+    struct pending_cmd p[17];
+    struct result r;
+
+    spy_rig_init(&g);
+    add_cscd(&l, naa_of(g.nx, 0, 0), BS);
+    add_cscd(&l, naa_of(g.nx, 0, 1), BS);
+    add_seg(&l, 0, 1, false, 8, 0, 0);
+    g.spy->defer = true;
+    for (unsigned i = 0; i < 16; i++) {
+        l.list_id = (uint8_t)(100 + i);
+        xcopy_start(&p[i], g.nx, 0, 0, &l, b[i]);
+        g_assert_cmpint(p[i].completions, ==, 0);
+    }
+    l.list_id = 116;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, 0x5503);   /* INSUFFICIENT RESOURCES */
+    g_assert_cmpuint(spy_run_pending(g.spy), ==, 16);
+    for (unsigned i = 0; i < 16; i++) {
+        g_assert_cmpint(p[i].completions, ==, 1);
+        r = result_of(&p[i].cmd);
+        assert_good(&r);
+    }
+    g.spy->defer = false;
+    /* Sixteen results held; a seventeenth list identifier replaces the oldest. */
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
+    assert_copy_status(g.nx, 0, 0, 116, 0x01, 1, 8 * BS);
+    assert_copy_status(g.nx, 0, 0, 101, 0x01, 1, 8 * BS);
+    r = rcr(g.nx, 0, 0, SCSI_COPY_RESULTS_COPY_STATUS, 100, st, sizeof(st));
+    assert_field(&r, true, 2, 7);
+    spy_rig_free(&g);
+}
+
 /* A backend failure ends the copy with the sense of the failure, and COPY STATUS says so. */
 static void test_failed_copy(void)
 {
@@ -1054,6 +1097,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/xcopy/operating-parameters", test_operating_parameters);
     g_test_add_func("/scsi-disk/xcopy/running", test_running_copy);
     g_test_add_func("/scsi-disk/xcopy/failed", test_failed_copy);
+    g_test_add_func("/scsi-disk/xcopy/copies-at-once", test_copies_at_once);
     g_test_add_func("/scsi-disk/xcopy/waits-for-compare-and-write",
                     test_destination_waits_for_compare_and_write);
     g_test_add_func("/scsi-disk/xcopy/vpd-page", test_vpd_page);
