@@ -791,6 +791,17 @@ static void spy_rig_free(struct spy_rig *g)
     scsi_target_free_luns(g->t);
 }
 
+/* A list copying n blocks from the ram LUN's block 0 to the spied LUN's block 0. */
+static struct plist to_spied(struct spy_rig *g, uint8_t list_id, uint16_t n)
+{
+    struct plist l = { .list_id = list_id };
+
+    add_cscd(&l, naa_of(g->nx, 0, 0), BS);
+    add_cscd(&l, naa_of(g->nx, 0, 1), BS);
+    add_seg(&l, 0, 1, false, n, 0, 0);
+    return l;
+}
+
 static void drained(struct scsi_drain *d)
 {
     (*(int *)d->opaque)++;
@@ -814,7 +825,7 @@ static void xcopy_start(struct pending_cmd *p, struct scsi_nexus *nx, unsigned p
 static void test_running_copy(void)
 {
     struct spy_rig g;
-    struct plist l = { .list_id = 5 };
+    struct plist l;
     uint8_t b[PLIST_MAX];
     struct pending_cmd p;
     struct scsi_drain d = { .done = drained };
@@ -825,9 +836,7 @@ static void test_running_copy(void)
     spy_rig_init(&g);
     fill_pattern(data, 2 * MiB, 11);
     nx_write(g.nx, 0, 0, BS, 0, data, 2 * MiB);
-    add_cscd(&l, naa_of(g.nx, 0, 0), BS);
-    add_cscd(&l, naa_of(g.nx, 0, 1), BS);
-    add_seg(&l, 0, 1, false, 2 * MiB / BS, 0, 0);
+    l = to_spied(&g, 5, 2 * MiB / BS);
     g.spy->defer = true;
     xcopy_start(&p, g.nx, 0, 0, &l, b);
     g_assert_cmpint(p.completions, ==, 0);
@@ -865,15 +874,13 @@ static void test_running_copy(void)
 static void test_copies_at_once(void)
 {
     struct spy_rig g;
-    struct plist l = { 0 };
+    struct plist l;
     uint8_t b[17][PLIST_MAX], st[64];
     struct pending_cmd p[17];
     struct result r;
 
     spy_rig_init(&g);
-    add_cscd(&l, naa_of(g.nx, 0, 0), BS);
-    add_cscd(&l, naa_of(g.nx, 0, 1), BS);
-    add_seg(&l, 0, 1, false, 8, 0, 0);
+    l = to_spied(&g, 100, 8);
     g.spy->defer = true;
     for (unsigned i = 0; i < 16; i++) {
         l.list_id = (uint8_t)(100 + i);
@@ -904,13 +911,11 @@ static void test_copies_at_once(void)
 static void test_failed_copy(void)
 {
     struct spy_rig g;
-    struct plist l = { .list_id = 6 };
+    struct plist l;
     struct result r;
 
     spy_rig_init(&g);
-    add_cscd(&l, naa_of(g.nx, 0, 0), BS);
-    add_cscd(&l, naa_of(g.nx, 0, 1), BS);
-    add_seg(&l, 0, 1, false, 8, 0, 0);
+    l = to_spied(&g, 6, 8);
     g.spy->fail_op = BACKEND_WRITE;
     g.spy->fail_ret = -EIO;
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "test:spy: write at byte 0 failed*");
@@ -928,7 +933,7 @@ static void test_failed_copy(void)
 static void test_destination_waits_for_compare_and_write(void)
 {
     struct spy_rig g;
-    struct plist l = { .list_id = 8 };
+    struct plist l;
     uint8_t b[PLIST_MAX], src[8 * BS], caw_out[2 * BS] = { 0 }, got[8 * BS];
     uint8_t cdb[SC_CDB_MAX];
     unsigned n = sc_cdb(scsi_cdb_compareandwrite(2, 2 * BS, BS, 0, 0, 0, 0, 0), cdb);
@@ -942,9 +947,7 @@ static void test_destination_waits_for_compare_and_write(void)
     g.spy->defer = true;
     nx_start(&caw, g.nx, 0, 1, cdb, n, caw_out, sizeof(caw_out), NULL, 0);
     g_assert_cmpuint(g.spy->ops[BACKEND_READ], ==, 1);
-    add_cscd(&l, naa_of(g.nx, 0, 0), BS);
-    add_cscd(&l, naa_of(g.nx, 0, 1), BS);
-    add_seg(&l, 0, 1, false, 8, 0, 0);
+    l = to_spied(&g, 8, 8);
     xcopy_start(&cp, g.nx, 0, 0, &l, b);
     /* Read from the ram LUN, then waiting for block 2 of the spied one. */
     g_assert_cmpuint(g.spy->ops[BACKEND_WRITE], ==, 0);
