@@ -53,6 +53,8 @@ struct lio_lun {
     bool ro;                   /* iblock readonly=1 */
     bool direct;               /* fileio without the page cache (fd_async_io=1) */
     uint32_t block_size;       /* attrib/block_size; 0 if unknown */
+    char *serial;              /* wwn/vpd_unit_serial (targetcli's "wwn"); "" if none */
+    char *alias;               /* the name of the LUN's link to its backstore */
 };
 
 struct lio_target {
@@ -117,6 +119,15 @@ struct lio_backing {
     uint32_t block_size;       /* 0: the backstore's default */
     bool ro;                   /* BLOCK only */
     bool direct;               /* FILE: O_DIRECT; BLOCK: always so */
+    /*
+     * What a targetcli configuration names (NULL or "": our defaults): the
+     * backstore's name (else vs-WWPN-tT-lL; one of another name is not
+     * ours, so delete leaves it), its T10 unit serial (the guest's VPD 0x80
+     * and its /dev/disk/by-id names) and the LUN link's name.
+     */
+    const char *name;
+    const char *serial;
+    const char *alias;
 };
 /* lio_lun_add with the backing as values; same checks and results. */
 int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,

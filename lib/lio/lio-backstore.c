@@ -38,10 +38,29 @@ char *lio_backstore_name(const char *wwpn, unsigned tpgt, unsigned lun)
     return g_string_free(s, FALSE);
 }
 
+char *lio_backstore_kind(enum lio_lun_type type)
+{
+    return g_strdup_printf("%s_", hba_kind[type]);
+}
+
 /* The kernel parses control options separated by ',' and newlines. */
 bool lio_backing_path_ok(const char *path)
 {
     return path[0] == '/' && !strpbrk(path, ",\n=");
+}
+
+bool lio_name_ok(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > max || !strcmp(s, ".") || !strcmp(s, "..")) {
+        return false;
+    }
+    for (const char *p = s; *p; p++) {
+        if (!g_ascii_isgraph(*p) || *p == '/') {
+            return false;
+        }
+    }
+    return true;
 }
 
 /* rd_mcp counts its size in pages of the kernel's, as an int (rd_pages=). */
@@ -56,6 +75,11 @@ char *lio_backing_refusal(const struct lio_backing *b)
     const char *path = b->path ? b->path : "";
     bool rd = b->type == LIO_LUN_RAM || b->type == LIO_LUN_NULL;
     uint32_t bs = b->block_size ? b->block_size : 512;
+    /* configfs names (NAME_MAX) and the kernel's INQUIRY_VPD_SERIAL_LEN. */
+    const struct { const char *what, *v; size_t max; } names[] = {
+        { "backstore name", b->name, 255 }, { "unit serial", b->serial, 254 },
+        { "LUN link name", b->alias, 255 },
+    };
 
     if (b->type > LIO_LUN_NULL) {
         return g_strdup("only file, block, ram and null LUNs can be created");
@@ -75,6 +99,13 @@ char *lio_backing_refusal(const struct lio_backing *b)
     }
     if (b->direct && rd) {
         return g_strdup("option \"direct\": ram and null LUNs have no page cache to bypass");
+    }
+    for (size_t i = 0; i < G_N_ELEMENTS(names); i++) {
+        if (names[i].v && names[i].v[0] && !lio_name_ok(names[i].v, names[i].max)) {
+            return g_strdup_printf("%s \"%s\": expected 1 to %zu printable ASCII characters "
+                                   "without spaces or '/'", names[i].what, names[i].v,
+                                   names[i].max);
+        }
     }
     if (b->type == LIO_LUN_BLOCK && b->size) {
         return g_strdup("option \"size\": LIO's iblock backstore exports the whole device");
@@ -350,6 +381,11 @@ void lio_backstore_describe(const struct lio *lio, const char *rel, struct lio_l
     l->ro = l->type == LIO_LUN_BLOCK && info_number(info, "readonly: ");
     l->direct = l->type == LIO_LUN_FILE && info_number(info, "Async: ");
     l->block_size = bs ? g_ascii_strtoull(bs, NULL, 10) : 0;
+    /* The kernel shows "T10 VPD Unit Serial Number: SERIAL". */
+    g_autofree char *sp = g_build_filename(so, "wwn", "vpd_unit_serial", NULL);
+    g_autofree char *serial = lio_read_attr(lio, sp);
+    const char *colon = serial ? strchr(serial, ':') : NULL;
+    l->serial = g_strdup(colon ? g_strstrip((char *)colon + 1) : "");
     if (pages) {
         /* "PAGES/PAGE_SIZE: 256*4096" */
         const char *star = strchr(pages, '*');
@@ -369,7 +405,8 @@ bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
     return cur->type == b->type &&
            (rd ? cur->size == b->size : lio_same_file(lio, cur->path, b->path)) &&
            cur->ro == b->ro && (b->type != LIO_LUN_FILE || cur->direct == b->direct) &&
-           (!b->block_size || cur->block_size == b->block_size);
+           (!b->block_size || cur->block_size == b->block_size) &&
+           (!b->serial || !b->serial[0] || !strcmp(cur->serial ? cur->serial : "", b->serial));
 }
 
 int lio_backstore_create(const struct lio *lio, const char *name, const struct lio_backing *b,
@@ -415,6 +452,8 @@ int lio_backstore_create(const struct lio *lio, const char *name, const struct l
     const char *steps[][2] = {
         { "control", control }, { "udev_path", rd ? NULL : b->path }, { "enable", "1" },
         { "attrib/block_size", bs },
+        /* Before any LUN links it: the kernel refuses a new serial while exported. */
+        { "wwn/vpd_unit_serial", b->serial && b->serial[0] ? b->serial : NULL },
     };
     for (size_t i = 0; i < G_N_ELEMENTS(steps); i++) {
         if (!steps[i][1]) {

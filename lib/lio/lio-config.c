@@ -100,6 +100,9 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             if (l->block_size && l->block_size != 512) {
                 add_int(b, "block_size", l->block_size);
             }
+            if (l->serial && l->serial[0] && !add_string(b, lat, "serial", l->serial)) {
+                return -EINVAL;
+            }
             json_builder_end_object(b);
         }
         json_builder_end_array(b);
@@ -171,9 +174,12 @@ int lio_save(struct lio *lio, const char *file)
 /* The values a saved LUN is made from (a block LUN's size is the device's). */
 static struct lio_backing lio_lun_backing(const struct lio_lun *l)
 {
+    /* A backstore that is not ours (a targetcli one) keeps its name and link. */
+    const char *slash = strrchr(l->backstore, '/');
     return (struct lio_backing) {
         .type = l->type, .path = l->path, .size = l->type == LIO_LUN_BLOCK ? 0 : l->size,
-        .block_size = l->block_size, .ro = l->ro, .direct = l->direct,
+        .block_size = l->block_size, .ro = l->ro, .direct = l->direct, .serial = l->serial,
+        .name = l->owned ? NULL : slash ? slash + 1 : l->backstore, .alias = l->owned ? NULL : l->alias,
     };
 }
 
@@ -202,7 +208,7 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
     static const struct json_member lun_members[] = {
         { "lun", JSON_M_INT }, { "type", JSON_M_STR }, { "path", JSON_M_STR }, { "size", JSON_M_INT },
         { "backstore", JSON_M_STR }, { "ro", JSON_M_BOOL, true }, { "direct", JSON_M_BOOL, true },
-        { "block_size", JSON_M_INT, true },
+        { "block_size", JSON_M_INT, true }, { "serial", JSON_M_STR, true },
     };
     g_autofree char *ctx = NULL;       /* which element an error is in */
     GPtrArray *targets = g_ptr_array_new_with_free_func((GDestroyNotify)lio_target_free);
@@ -254,6 +260,8 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
             l->backstore = g_strdup(json_object_get_string_member(lo, "backstore"));
             l->ro = json_object_get_boolean_member_with_default(lo, "ro", false);
             l->direct = json_object_get_boolean_member_with_default(lo, "direct", false);
+            l->serial = g_strdup(json_object_get_string_member_with_default(lo, "serial", ""));
+            l->owned = true;
             l->type = LIO_LUN_OTHER;
             for (enum lio_lun_type ty = 0; ty < LIO_LUN_OTHER; ty++) {
                 if (!strcmp(type, lio_lun_type_name(ty))) {

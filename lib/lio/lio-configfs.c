@@ -391,7 +391,9 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
 {
     int ret;
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
-    g_autofree char *name = lio_backstore_name(wwpn, tpgt, lun);
+    g_autofree char *name = b->name && b->name[0] ? g_strdup(b->name) :
+                            lio_backstore_name(wwpn, tpgt, lun);
+    g_autofree char *kind = lio_backstore_kind(b->type);
     g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
     g_autofree char *rel = NULL;
     g_autoptr(GPtrArray) bss = lio_backstores(lio);
@@ -405,6 +407,7 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
             lio_backstore_describe(lio, cur, &l);
             same = lio_backing_matches(lio, &l, b);
             g_free(l.path);
+            g_free(l.serial);
         }
         if (same) {
             g_info("lio: %s tpgt %u LUN %u already maps core/%s", wwpn, tpgt, lun, cur);
@@ -419,14 +422,18 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
     for (guint i = 0; i < bss->len; i++) {
         struct lio_bs_entry *e = bss->pdata[i];
         g_autofree char *base = g_path_get_basename(e->rel);
-        if (!strcmp(base, name)) {
-            /* Ours but unlinked (a crash between two steps): reused if it fits. */
+        if (!strcmp(base, name) && g_str_has_prefix(e->rel, kind)) {
+            /*
+             * Ours but unlinked (a crash between two steps), or a named one
+             * (targetcli's) that another LUN links too: reused if it fits.
+             */
             struct lio_lun l = { 0 };
             lio_backstore_describe(lio, e->rel, &l);
             bool fits = lio_backing_matches(lio, &l, b);
             g_free(l.path);
+            g_free(l.serial);
             if (!fits) {
-                g_warning("lio: stale backstore core/%s backs %s, not %s: remove it first",
+                g_warning("lio: backstore core/%s backs %s, not %s: remove it first",
                           e->rel, e->path[0] ? e->path : "no file",
                           b->path && b->path[0] ? b->path : "this spec");
                 return -EBUSY;
@@ -448,7 +455,7 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
 
     warn_tmf_bug(lio, tdir, wwpn, tpgt);
     g_autofree char *target = lio_path(lio, "target", "core", rel, NULL);
-    g_autofree char *link = g_build_filename(ld, name, NULL);
+    g_autofree char *link = g_build_filename(ld, b->alias && b->alias[0] ? b->alias : name, NULL);
     ret = lio->ops->mkdir(lio->opaque, ld);
     if (ret == 0 && (ret = lio->ops->symlink(lio->opaque, target, link)) < 0) {
         lio_remove_dir(lio, ld);
@@ -594,6 +601,8 @@ static void lun_free(gpointer p)
     struct lio_lun *l = p;
     g_free(l->path);
     g_free(l->backstore);
+    g_free(l->serial);
+    g_free(l->alias);
     g_free(l);
 }
 
@@ -610,9 +619,11 @@ static struct lio_lun *list_lun(struct lio *lio, const char *wwpn, unsigned tpgt
     struct lio_lun *l = g_new0(struct lio_lun, 1);
     l->lun = lun;
     g_autofree char *ld = g_strdup_printf("%s/lun_%u", ldir, l->lun);
-    if (!lun_link(lio, ld, NULL, &l->backstore)) {
+    g_autofree char *link = NULL;
+    if (!lun_link(lio, ld, &link, &l->backstore)) {
         l->backstore = g_strdup("");
     }
+    l->alias = link ? g_path_get_basename(link) : g_strdup("");
     lio_backstore_describe(lio, l->backstore, l);
     g_autofree char *mine = lio_backstore_name(wwpn, tpgt, l->lun);
     g_autofree char *base = g_path_get_basename(l->backstore);

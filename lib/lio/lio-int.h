@@ -47,8 +47,12 @@ struct lio_bs_entry {
 };
 /* The name of the backstore lio_lun_add makes for a LUN: "vs-WWPN-tT-lL". */
 char *lio_backstore_name(const char *wwpn, unsigned tpgt, unsigned lun);
+/* The HBA prefix of a backstore type's directories, e.g. "fileio_" (g_free). */
+char *lio_backstore_kind(enum lio_lun_type type);
 /* A backing file path the kernel's option parser cannot misread. */
 bool lio_backing_path_ok(const char *path);
+/* A configfs name or unit serial: 1..max graphic ASCII characters, no '/'. */
+bool lio_name_ok(const char *s, size_t max);
 /* Why LIO cannot make b (a g_malloc'd reason), or NULL when it can. */
 char *lio_backing_refusal(const struct lio_backing *b);
 /*

@@ -86,10 +86,12 @@ static void make_default_groups(struct lio_fake *f, const char *path)
     if (!c || g_strv_length(c) != 4 || strcmp(c[0], "target")) {
         return;
     }
-    const char *group = !strcmp(c[1], "vhost") && g_str_has_prefix(c[3], "tpgt_") ? "lun" :
-                        !strcmp(c[1], "core") ? "attrib" : NULL;
-    if (group) {
-        g_autofree char *d = g_build_filename(path, group, NULL);
+    bool tpg = !strcmp(c[1], "vhost") && g_str_has_prefix(c[3], "tpgt_");
+    bool so = !strcmp(c[1], "core");
+    const char *const *groups = tpg ? (const char *const[]) { "lun", NULL } :
+                                so ? (const char *const[]) { "attrib", "wwn", NULL } : NULL;
+    for (guint i = 0; groups && groups[i]; i++) {
+        g_autofree char *d = g_build_filename(path, groups[i], NULL);
         g_assert_cmpint(g_mkdir(d, 0755), ==, 0);
     }
 }
@@ -237,7 +239,11 @@ static int fake_write_attr(void *opaque, const char *path, const char *value)
 {
     struct lio_fake *f = opaque;
     int ret = change(f, "write", path);
-    if (ret == 0) {
+    if (ret == 0 && g_str_has_suffix(path, "/wwn/vpd_unit_serial")) {
+        /* Read back as the kernel shows it. */
+        g_autofree char *shown = g_strdup_printf("T10 VPD Unit Serial Number: %s\n", value);
+        ret = write_file(path, shown);
+    } else if (ret == 0) {
         ret = write_file(path, value);
     }
     g_auto(GStrv) c = below_root(f, path);
