@@ -49,8 +49,14 @@ static const char usage_text[] =
     "                      iscsi://, rbd: and hold: are vhost-scsi-target's only\n"
     "  lun remove WWPN LUN [--tpgt N]\n"
     "  list [--json]       show all vhost targets and LUNs\n"
-    "  save FILE           write the configuration as JSON\n"
-    "  restore FILE        create everything FILE describes\n"
+    "  save FILE [--format native|targetcli]\n"
+    "                      write the configuration as JSON: ours (default), or a\n"
+    "                      saveconfig.json for targetcli restoreconfig\n"
+    "  restore FILE [--partial]\n"
+    "                      create everything FILE describes (ours, or targetcli's\n"
+    "                      saveconfig.json: vhost targets on fileio, block and\n"
+    "                      ramdisk backstores); what cannot be mapped is named and\n"
+    "                      refused, or with --partial left out\n"
     "  qemu-args WWPN [--bus BUS] [--num-queues N]\n"
     "                      print the QEMU -device option for the target\n"
     "  generate-wwpn       print a random naa.5 WWPN\n"
@@ -73,6 +79,8 @@ struct ctl {
     unsigned num_queues;
     bool json;
     bool force;
+    bool partial;
+    enum lio_format format;
     bool verbose;
     const char *pos[8];
     int npos;
@@ -119,7 +127,8 @@ static bool parse_uint(const char *s, unsigned max, unsigned *out)
  */
 static int parse_args(struct ctl *c, int argc, char **argv)
 {
-    enum { OPT_CONFIGFS = 256, OPT_TPGT, OPT_NEXUS, OPT_BUS, OPT_NUM_QUEUES, OPT_JSON, OPT_FORCE };
+    enum { OPT_CONFIGFS = 256, OPT_TPGT, OPT_NEXUS, OPT_BUS, OPT_NUM_QUEUES, OPT_JSON, OPT_FORCE,
+           OPT_FORMAT, OPT_PARTIAL };
     static const struct option longopts[] = {
         { "configfs", required_argument, NULL, OPT_CONFIGFS },
         { "tpgt", required_argument, NULL, OPT_TPGT },
@@ -128,6 +137,8 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         { "num-queues", required_argument, NULL, OPT_NUM_QUEUES },
         { "json", no_argument, NULL, OPT_JSON },
         { "force", no_argument, NULL, OPT_FORCE },
+        { "format", required_argument, NULL, OPT_FORMAT },
+        { "partial", no_argument, NULL, OPT_PARTIAL },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
@@ -165,6 +176,16 @@ static int parse_args(struct ctl *c, int argc, char **argv)
             break;
         case OPT_FORCE:
             c->force = true;
+            break;
+        case OPT_FORMAT:
+            if (!strcmp(optarg, "native") || !strcmp(optarg, "targetcli")) {
+                c->format = !strcmp(optarg, "native") ? LIO_FORMAT_NATIVE : LIO_FORMAT_TARGETCLI;
+            } else {
+                return usage_error("--format '%s': expected native or targetcli", optarg);
+            }
+            break;
+        case OPT_PARTIAL:
+            c->partial = true;
             break;
         case 'v':
             c->verbose = true;
@@ -311,9 +332,9 @@ static int cmd_lio(struct ctl *c)
             g_ptr_array_unref(targets);
         }
     } else if (!strcmp(cmd, "save")) {
-        ret = lio_save(lio, c->pos[1]);
+        ret = lio_save(lio, c->pos[1], c->format);
     } else {
-        ret = lio_restore(lio, c->pos[1]);
+        ret = lio_restore(lio, c->pos[1], c->partial);
     }
     lio_close(lio);
     return status(ret);

@@ -148,15 +148,37 @@ void lio_target_free(struct lio_target *t);
  */
 int lio_list_to_json(GPtrArray *targets, char **out);
 char *lio_list_to_text(GPtrArray *targets);
-int lio_save(struct lio *lio, const char *file);
-/* Creates every target and LUN in file (idempotently). */
-int lio_restore(struct lio *lio, const char *file);
+/* The formats of a saved configuration. */
+enum lio_format {
+    LIO_FORMAT_NATIVE,         /* ours (docs/kernel-vhost.md) */
+    LIO_FORMAT_TARGETCLI,      /* targetcli-fb's saveconfig.json (lio-targetcli.c) */
+};
+int lio_save(struct lio *lio, const char *file, enum lio_format format);
+/*
+ * Creates every target and LUN in file (idempotently), all or nothing.  The
+ * format is told by the content: a targetcli saveconfig.json is mapped onto
+ * ours, and what cannot be mapped is reported and refused (-EINVAL, nothing
+ * changed) unless partial, when the rest is restored.
+ */
+int lio_restore(struct lio *lio, const char *file, bool partial);
 /*
  * Parses a saved configuration of len bytes (strict RFC 8259, nothing but
  * whitespace after the object, no NUL byte, no repeated member names);
  * -EINVAL with a warning on errors.
  */
 int lio_config_parse(const char *json, size_t len, GPtrArray **out);
+
+/* Whether len bytes of JSON are a targetcli saveconfig.json (no "version"). */
+bool lio_targetcli_detect(const char *json, size_t len);
+/*
+ * Maps a targetcli saveconfig.json onto our model (backstore names, unit
+ * serials and LUN link names kept).  A malformed file is -EINVAL; so is one
+ * with anything that cannot be mapped (each reported with its path) unless
+ * partial, when that is left out.
+ */
+int lio_targetcli_parse(const char *json, size_t len, bool partial, GPtrArray **out);
+/* targets (as lio_list gives them) as a saveconfig.json targetcli restores. */
+int lio_list_to_targetcli(struct lio *lio, GPtrArray *targets, char **out);
 
 /* "-device vhost-scsi-pci,wwpn=WWPN,bus=BUS" (bus NULL: omitted). */
 char *lio_qemu_args(const char *wwpn, const char *bus, unsigned num_queues);

@@ -38,23 +38,33 @@ static bool add_string(JsonBuilder *b, const char *at, const char *member, const
     return true;
 }
 
-static void add_int(JsonBuilder *b, const char *member, gint64 value)
+void lio_json_int(JsonBuilder *b, const char *member, gint64 value)
 {
     json_builder_set_member_name(b, member);
     json_builder_add_int_value(b, value);
 }
 
-static void add_bool(JsonBuilder *b, const char *member, bool value)
+void lio_json_bool(JsonBuilder *b, const char *member, bool value)
 {
     json_builder_set_member_name(b, member);
     json_builder_add_boolean_value(b, value);
+}
+
+char *lio_json_text(JsonNode *root)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    return g_strconcat(text, "\n", NULL);
 }
 
 int lio_list_to_json(GPtrArray *targets, char **out)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
-    add_int(b, "version", 1);
+    lio_json_int(b, "version", 1);
     json_builder_set_member_name(b, "targets");
     json_builder_begin_array(b);
     for (guint i = 0; i < targets->len; i++) {
@@ -64,7 +74,7 @@ int lio_list_to_json(GPtrArray *targets, char **out)
         if (!add_string(b, at, "wwpn", t->wwpn)) {
             return -EINVAL;
         }
-        add_int(b, "tpgt", t->tpgt);
+        lio_json_int(b, "tpgt", t->tpgt);
         if (!add_string(b, at, "nexus", t->nexus)) {
             return -EINVAL;
         }
@@ -74,7 +84,7 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             struct lio_lun *l = t->luns->pdata[j];
             g_autofree char *lat = g_strdup_printf("%s.luns[%u]", at, j);
             json_builder_begin_object(b);
-            add_int(b, "lun", l->lun);
+            lio_json_int(b, "lun", l->lun);
             json_builder_set_member_name(b, "type");
             json_builder_add_string_value(b, lio_lun_type_name(l->type));
             if (!add_string(b, lat, "path", l->path)) {
@@ -86,19 +96,19 @@ int lio_list_to_json(GPtrArray *targets, char **out)
                           " is out of range", lat, l->size);
                 return -EINVAL;
             }
-            add_int(b, "size", l->size);
+            lio_json_int(b, "size", l->size);
             if (!add_string(b, lat, "backstore", l->backstore)) {
                 return -EINVAL;
             }
             /* Only what differs from the default, so older files read the same. */
             if (l->ro) {
-                add_bool(b, "ro", true);
+                lio_json_bool(b, "ro", true);
             }
             if (l->direct) {
-                add_bool(b, "direct", true);
+                lio_json_bool(b, "direct", true);
             }
             if (l->block_size && l->block_size != 512) {
-                add_int(b, "block_size", l->block_size);
+                lio_json_int(b, "block_size", l->block_size);
             }
             if (l->serial && l->serial[0] && !add_string(b, lat, "serial", l->serial)) {
                 return -EINVAL;
@@ -112,12 +122,7 @@ int lio_list_to_json(GPtrArray *targets, char **out)
     json_builder_end_object(b);
 
     g_autoptr(JsonNode) root = json_builder_get_root(b);
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_indent(gen, 2);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
-    *out = g_strconcat(text, "\n", NULL);
+    *out = lio_json_text(root);
     return 0;
 }
 
@@ -148,7 +153,7 @@ char *lio_list_to_text(GPtrArray *targets)
     return g_string_free(s, FALSE);
 }
 
-int lio_save(struct lio *lio, const char *file)
+int lio_save(struct lio *lio, const char *file, enum lio_format format)
 {
     GPtrArray *targets;
     int ret = lio_list(lio, &targets);
@@ -156,7 +161,8 @@ int lio_save(struct lio *lio, const char *file)
         return ret;
     }
     g_autofree char *json = NULL;
-    ret = lio_list_to_json(targets, &json);
+    ret = format == LIO_FORMAT_TARGETCLI ? lio_list_to_targetcli(lio, targets, &json) :
+          lio_list_to_json(targets, &json);
     g_ptr_array_unref(targets);
     if (ret < 0) {
         return ret;
@@ -298,9 +304,25 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
 /* What restore made, to take back in reverse when a later step fails. */
 struct made {
     const struct lio_target *t;
-    enum { MADE_WWPN, MADE_TPGT, MADE_LUN, MADE_FILE } what;
+    enum { MADE_WWPN, MADE_TPGT, MADE_LUN, MADE_FILE, MADE_BACKSTORE } what;
     const struct lio_lun *l;
+    char *rel;                 /* MADE_BACKSTORE: core/REL, a named one (not ours) */
 };
+
+/* The backstore named name of type's kind ("HBA/NAME"), or NULL. */
+static char *find_backstore(const struct lio *lio, enum lio_lun_type type, const char *name)
+{
+    g_autoptr(GPtrArray) bss = lio_backstores(lio);
+    g_autofree char *kind = lio_backstore_kind(type);
+    for (guint i = 0; i < bss->len; i++) {
+        struct lio_bs_entry *e = bss->pdata[i];
+        const char *slash = strchr(e->rel, '/');
+        if (g_str_has_prefix(e->rel, kind) && slash && !strcmp(slash + 1, name)) {
+            return g_strdup(e->rel);
+        }
+    }
+    return NULL;
+}
 
 static void undo(struct lio *lio, GArray *made)
 {
@@ -321,17 +343,23 @@ static void undo(struct lio *lio, GArray *made)
         case MADE_WWPN:
             lio_remove_dir(lio, wdir);
             break;
+        case MADE_BACKSTORE:
+            /* lio_lun_remove leaves a backstore that is not ours: this one is new. */
+            lio_backstore_delete(lio, m->rel);
+            break;
         }
+        g_free(m->rel);
     }
 }
 
-static void note(GArray *made, const struct lio_target *t, int what, const struct lio_lun *l)
+static void note(GArray *made, const struct lio_target *t, int what, const struct lio_lun *l,
+                 char *rel)
 {
-    struct made m = { .t = t, .what = what, .l = l };
+    struct made m = { .t = t, .what = what, .l = l, .rel = rel };
     g_array_append_val(made, m);
 }
 
-int lio_restore(struct lio *lio, const char *file)
+int lio_restore(struct lio *lio, const char *file, bool partial)
 {
     g_autofree char *json = NULL;
     gsize len;
@@ -341,7 +369,8 @@ int lio_restore(struct lio *lio, const char *file)
         return -ENOENT;
     }
     GPtrArray *targets;
-    int ret = lio_config_parse(json, len, &targets);
+    int ret = lio_targetcli_detect(json, len) ? lio_targetcli_parse(json, len, partial, &targets) :
+              lio_config_parse(json, len, &targets);
     if (ret < 0) {
         return ret;
     }
@@ -358,10 +387,10 @@ int lio_restore(struct lio *lio, const char *file)
             break;
         }
         if (!had_wwpn) {
-            note(made, t, MADE_WWPN, NULL);
+            note(made, t, MADE_WWPN, NULL, NULL);
         }
         if (!had_tpgt) {
-            note(made, t, MADE_TPGT, NULL);
+            note(made, t, MADE_TPGT, NULL, NULL);
         }
         for (guint k = 0; k < t->luns->len && ret == 0; k++) {
             struct lio_lun *l = t->luns->pdata[k];
@@ -370,6 +399,7 @@ int lio_restore(struct lio *lio, const char *file)
             bool had_lun = lio_is_dir(lio, ld);
             bool had_file = !l->path[0] || lio->ops->stat(lio->opaque, l->path, false, &st) == 0;
             struct lio_backing b = lio_lun_backing(l);
+            g_autofree char *had_bs = b.name ? find_backstore(lio, b.type, b.name) : NULL;
             ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
             if (ret < 0) {
                 at = g_strdup_printf("targets[%u].luns[%u] (%s tpgt %u LUN %u, %s %s, backstore "
@@ -378,9 +408,12 @@ int lio_restore(struct lio *lio, const char *file)
                                      l->backstore[0] ? l->backstore : "-");
             } else if (!had_lun) {
                 if (!had_file) {
-                    note(made, t, MADE_FILE, l);
+                    note(made, t, MADE_FILE, l, NULL);
                 }
-                note(made, t, MADE_LUN, l);
+                if (b.name && !had_bs) {
+                    note(made, t, MADE_BACKSTORE, l, find_backstore(lio, b.type, b.name));
+                }
+                note(made, t, MADE_LUN, l, NULL);
             }
         }
     }
@@ -389,6 +422,10 @@ int lio_restore(struct lio *lio, const char *file)
         g_warning("lio: restoring %s stopped at %s: %s; what the restore had made is removed "
                   "again", file, at, g_strerror(-ret));
         undo(lio, made);
+    } else {
+        for (guint i = 0; i < made->len; i++) {
+            g_free(g_array_index(made, struct made, i).rel);
+        }
     }
     g_ptr_array_unref(targets);
     return ret;

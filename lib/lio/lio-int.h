@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <glib.h>
+#include <json-glib/json-glib.h>
 
 #include "lio-configfs.h"
 #include "lio-fs.h"
@@ -85,6 +86,11 @@ bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
                          const struct lio_backing *b);
 /* Removes core/rel and its HBA if that is left empty; a missing one is fine. */
 int lio_backstore_delete(const struct lio *lio, const char *rel);
+/* lio-config.c: the JSON writing both formats share. */
+void lio_json_int(JsonBuilder *b, const char *member, gint64 value);
+void lio_json_bool(JsonBuilder *b, const char *member, bool value);
+/* root pretty-printed (indent 2) with a final newline. */
+char *lio_json_text(JsonNode *root);
 /* lio-configfs.c: takes a TPG without LUNs away (its nexus first). */
 int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt);
 /* An empty target record, as lio_list returns them. */

@@ -36,10 +36,8 @@ static void delete_restore_and_compare(struct fx *f, const char *file, const cha
     g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
 
-    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
-    g_autofree char *again = scratch(f, "again.json");
-    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
-    g_autofree char *resaved = slurp(again);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
+    g_autofree char *resaved = save_text(f, "again.json", LIO_FORMAT_NATIVE);
     g_assert_cmpstr(resaved, ==, saved);
 }
 
@@ -50,15 +48,15 @@ static void test_save_delete_restore_round_trip(struct fx *f, gconstpointer d)
     add_file_lun(f, WWPN, 0, "a.img", "1M");
     add_file_lun(f, WWPN, 7, "b.img", "4M");
     g_autofree char *file = scratch(f, "saved.json");
-    g_assert_cmpint(lio_save(f->lio, file), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, 0);
     g_autofree char *saved = slurp(file);
 
     delete_restore_and_compare(f, file, saved);
     g_autofree char *again = scratch(f, "again.json");
 
     /* Restoring on top of the same state changes nothing. */
-    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
-    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, again, LIO_FORMAT_NATIVE), ==, 0);
     g_autofree char *third = slurp(again);
     g_assert_cmpstr(third, ==, saved);
 }
@@ -76,7 +74,7 @@ static void test_save_restore_keeps_kinds_and_options(struct fx *f, gconstpointe
         g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, specs[i]), ==, 0);
     }
     g_autofree char *file = scratch(f, "saved.json");
-    g_assert_cmpint(lio_save(f->lio, file), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, 0);
     g_autofree char *saved = slurp(file);
     g_autofree char *json = g_strdup_printf(
         "\"lun\" : 0,\n          \"type\" : \"file\",\n          \"path\" : \"%s\",\n"
@@ -112,7 +110,7 @@ static void test_restore_reads_the_previous_format(struct fx *f, gconstpointer d
         "          \"backstore\" : \"iblock_0/vs-naa_5001405aaaaaaaaa-t1-l1\"\n        }\n"
         "      ]\n    }\n  ]\n}\n", img, dev);
     g_assert_true(g_file_set_contents(file, json, -1, NULL));
-    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
     g_autofree char *c0 = attr(f, "target/core/fileio_0/vs-naa_5001405aaaaaaaaa-t1-l0/control");
     g_autofree char *c1 = attr(f, "target/core/iblock_0/vs-naa_5001405aaaaaaaaa-t1-l1/control");
     g_autofree char *w0 = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576,fd_buffered_io=1",
@@ -121,9 +119,7 @@ static void test_restore_reads_the_previous_format(struct fx *f, gconstpointer d
     g_assert_cmpstr(c0, ==, w0);
     g_assert_cmpstr(c1, ==, w1);
     /* Saved again, it is the same file. */
-    g_autofree char *again = scratch(f, "again.json");
-    g_assert_cmpint(lio_save(f->lio, again), ==, 0);
-    g_autofree char *resaved = slurp(again);
+    g_autofree char *resaved = save_text(f, "again.json", LIO_FORMAT_NATIVE);
     g_assert_cmpstr(resaved, ==, json);
 }
 
@@ -131,7 +127,7 @@ static void test_restore_missing_file_fails(struct fx *f, gconstpointer d)
 {
     g_autofree char *file = scratch(f, "nope.json");
     expect_warning("*reading*nope.json failed*");
-    g_assert_cmpint(lio_restore(f->lio, file), ==, -ENOENT);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, -ENOENT);
     g_test_assert_expected_messages();
 }
 
@@ -251,7 +247,7 @@ static void test_restore_comma_in_path_is_refused_not_read_as_size(struct fx *f,
 
     expect_warning("*configuration rejected: targets[0].luns[0]: path must be absolute "
                    "without ','*");
-    g_assert_cmpint(lio_restore(f->lio, file), ==, -EINVAL);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, -EINVAL);
     g_test_assert_expected_messages();
     assert_smaller_than_1t(img);
     assert_smaller_than_1t(path);
@@ -283,14 +279,14 @@ static void test_restore_refuses_trailing_bytes_after_nul(struct fx *f, gconstpo
         memcpy(bytes + sizeof(doc) - 1, cases[i].tail, cases[i].len);
         g_assert_true(g_file_set_contents(file, bytes, sizeof(doc) - 1 + cases[i].len, NULL));
         expect_warning(cases[i].msg);
-        if (lio_restore(f->lio, file) != -EINVAL) {
+        if (lio_restore(f->lio, file, false) != -EINVAL) {
             g_error("case %zu: restore accepted a document with trailing bytes", i);
         }
         g_test_assert_expected_messages();
     }
     /* The same document without the tail is fine. */
     g_assert_true(g_file_set_contents(file, doc, -1, NULL));
-    g_assert_cmpint(lio_restore(f->lio, file), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
 }
 
 /* json-glib 1.6 recurses per level: 200,000 '[' overflowed the stack. */
@@ -332,7 +328,7 @@ static gint64 restore_time(struct fx *f, const char *file)
     for (int i = 0; i < 3; i++) {
         expect_warning("*configuration rejected*");
         gint64 t0 = thread_cpu_us();
-        int ret = lio_restore(f->lio, file);
+        int ret = lio_restore(f->lio, file, false);
         gint64 t = thread_cpu_us() - t0;
         g_test_assert_expected_messages();
         g_assert_cmpint(ret, ==, -EINVAL);
@@ -457,7 +453,7 @@ static void test_json_writer_refuses_non_utf8_naming_the_field(struct fx *f, gco
         g_ptr_array_unref(targets);
 
         expect_warning(cases[i].msg);
-        g_assert_cmpint(lio_save(f->lio, file), ==, -EINVAL);
+        g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, -EINVAL);
         g_test_assert_expected_messages();
         g_assert_false(g_file_test(file, G_FILE_TEST_EXISTS));
     }
@@ -467,7 +463,7 @@ static void test_json_writer_refuses_non_utf8_naming_the_field(struct fx *f, gco
     g_assert_true(g_file_set_contents(info, "File: /srv/ok.img  Size: 18446744073709551615",
                                       -1, NULL));
     expect_warning("*targets[0].luns[0].size 18446744073709551615 is out of range*");
-    g_assert_cmpint(lio_save(f->lio, file), ==, -EINVAL);
+    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, -EINVAL);
     g_test_assert_expected_messages();
     g_assert_false(g_file_test(file, G_FILE_TEST_EXISTS));
 }
@@ -524,7 +520,7 @@ static char *write_two_target_config(struct fx *f)
 
 static int restore(struct fx *f, gconstpointer file)
 {
-    return lio_restore(f->lio, file);
+    return lio_restore(f->lio, file, false);
 }
 
 /*
@@ -541,7 +537,7 @@ static void test_restore_failing_names_the_object_and_undoes_it(struct fx *f, gc
 
     lio_fake_fail_path(f->fake, "*/vs-naa_5001405bbbbbbbbb-t1-l1/enable", EIO);
     collect_begin(&c);
-    g_assert_cmpint(lio_restore(f->lio, file), ==, -EIO);
+    g_assert_cmpint(lio_restore(f->lio, file, false), ==, -EIO);
     g_assert_cmpuint(c.msgs->len, ==, 2);
     g_assert_nonnull(strstr(c.msgs->pdata[0], "vs-naa_5001405bbbbbbbbb-t1-l1: writing enable='1' "
                                               "failed"));

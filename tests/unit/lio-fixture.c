@@ -69,6 +69,13 @@ char *scratch(struct fx *f, const char *name)
     return g_build_filename(f->dir, name, NULL);
 }
 
+char *save_text(struct fx *f, const char *name, enum lio_format format)
+{
+    g_autofree char *p = scratch(f, name);
+    g_assert_cmpint(lio_save(f->lio, p, format), ==, 0);
+    return slurp(p);
+}
+
 char *slurp(const char *path)
 {
     char *s = NULL;

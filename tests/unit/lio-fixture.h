@@ -60,6 +60,9 @@ void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const char *name
 /* A scratch path the fake presents as a 64 MiB block device. */
 char *fake_blockdev(struct fx *f, const char *name);
 
+/* What lio_save writes to scratch name in format. */
+char *save_text(struct fx *f, const char *name, enum lio_format format);
+
 /* The whole scratch directory as text (equal snapshots: nothing changed). */
 char *snapshot(struct fx *f);
 
