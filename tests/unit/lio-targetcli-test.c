@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -137,6 +138,34 @@ static void round_trip(struct fx *f, const char *name)
     g_assert_cmpstr(saved2, ==, saved);
 }
 
+/*
+ * targetcli-dump.py --restore: rtslib_fb's own restore() of file (on a fake
+ * kernel) reports no error and dumps it back.  False with the case skipped
+ * when there is no rtslib_fb to run.
+ */
+static bool rtslib_restores(const char *file)
+{
+    const char *script = g_getenv("TARGETCLI_DUMP");
+    if (!script || !g_file_test("/usr/bin/python3", G_FILE_TEST_IS_EXECUTABLE)) {
+        g_test_skip("no targetcli-dump.py or /usr/bin/python3");
+        return false;
+    }
+    const char *argv[] = { "/usr/bin/python3", script, "--restore", file, NULL };
+    g_autofree char *out = NULL, *err = NULL;
+    int status;
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out, &err,
+                               &status, NULL));
+    g_assert_true(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 77) {
+        g_test_skip("python3-rtslib-fb is not installed");
+        return false;
+    }
+    if (WEXITSTATUS(status) != 0) {
+        g_error("targetcli would not restore %s as it is:\n%s", file, err);
+    }
+    return true;
+}
+
 /* ---------------------------------------------------------------- restore */
 
 static void test_restore_maps_vhost_fileio_block_ramdisk(struct fx *f, gconstpointer d)
@@ -208,6 +237,21 @@ static void test_our_luns_save_for_targetcli_and_restore(struct fx *f, gconstpoi
     g_assert_cmpint(lio_restore(f->lio, out, false), ==, 0);
     g_autofree char *resaved = save_text(f, "again.json", LIO_FORMAT_TARGETCLI);
     g_assert_cmpstr(resaved, ==, saved);
+}
+
+/* What we save, for a targetcli restore and for ours, rtslib_fb restores without an error. */
+static void test_rtslib_restores_what_we_save(struct fx *f, gconstpointer d)
+{
+    g_autofree char *text = fixture(f, "vhost.json");
+    g_autofree char *in = write_scratch(f, "in.json", text);
+    g_assert_cmpint(lio_restore(f->lio, in, false), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    add_file_lun(f, WWPN, 0, "a.img", "1M");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 2, "null:1M,block-size=4096"), ==, 0);
+    g_autofree char *saved = save_text(f, "out.json", LIO_FORMAT_TARGETCLI);
+    g_assert_nonnull(strstr(saved, BS0));
+    g_autofree char *out = scratch(f, "out.json");
+    rtslib_restores(out);
 }
 
 /* -------------------------------------------------------------- refusals */
@@ -423,6 +467,7 @@ int main(int argc, char **argv)
     ADD("/lio/targetcli/round-trip/vhost", test_round_trip_vhost);
     ADD("/lio/targetcli/round-trip/block-size-4096", test_round_trip_block_size_4096);
     ADD("/lio/targetcli/our-luns-save-and-restore", test_our_luns_save_for_targetcli_and_restore);
+    ADD("/lio/targetcli/rtslib-restores-what-we-save", test_rtslib_restores_what_we_save);
     ADD("/lio/targetcli/unmappable-is-named-and-refused", test_unmappable_is_named_and_refused);
     ADD("/lio/targetcli/partial-restores-the-rest", test_partial_restores_the_rest);
     ADD("/lio/targetcli/user-backstore-is-refused", test_user_backstore_is_refused);

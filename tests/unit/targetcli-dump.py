@@ -11,6 +11,13 @@
 #   targetcli-dump.py --check DIR      TAP: each DIR/<scenario>.json is what
 #                                      rtslib_fb writes today (skips when
 #                                      python3-rtslib-fb is not installed)
+#   targetcli-dump.py --restore FILE   rtslib_fb's restore() of FILE on a fake
+#                                      kernel that makes configfs's files on
+#                                      mkdir and write: exit 0 if it reports
+#                                      no error and dumps FILE again (modulo
+#                                      ordering and the attributes derived
+#                                      from the backing), 1 if not, 77 when
+#                                      python3-rtslib-fb is not installed
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 import json
@@ -224,6 +231,102 @@ def dump(scenario):
         return json.dumps(root.RTSRoot().dump(), sort_keys=True, indent=2) + "\n"
 
 
+# ------------------------------------------- rtslib's restore, on the fake
+
+def control_info(kind, control, path):
+    """The info file the kernel shows once a backstore of control is enabled."""
+    c = dict(o.split("=", 1) for o in control.split(",") if "=" in o)
+    head = "Status: ACTIVATED  Max Queue Depth: 128  SectorSize: 512  HwMaxSectors: 16384\n"
+    if kind == "fileio":
+        return head + ("        TCM FILEIO ID: 0        File: %s  Size: %s  Mode: %s Async: %s" %
+                       (c.get("fd_dev_name"), c.get("fd_dev_size", 0),
+                        "Buffered-WCE" if c.get("fd_buffered_io") == "1" else "O_DSYNC",
+                        c.get("fd_async_io", "0")))
+    if kind == "iblock":
+        return head + ("        iBlock device: vdb  UDEV PATH: %s  readonly: %s\n        Major: "
+                       "254 Minor: 16  CLAIMED: IBLOCK" % (c.get("udev_path"),
+                                                           c.get("readonly", "0")))
+    return head + ("        TCM RamDisk ID: 0  RamDisk Makeup: rd_mcp\n        PAGES/PAGE_SIZE: "
+                   "%s*4096  SG_table_count: 1  nullio: %s" % (c.get("rd_pages"),
+                                                             c.get("rd_nullio", "0")))
+
+
+def restore(config):
+    """rtslib's restore() of config on a fake kernel: its errors, and the dump after."""
+    from rtslib_fb import alua, fabric, node, root, target, tcm, utils
+    with tempfile.TemporaryDirectory() as d:
+        k = Kernel(d)
+        node.CFSNode.configfs_dir = k.t
+        root.mount_configfs = lambda: None
+        tcm.bs_cache.clear()
+        # The kernel's side: what a mkdir in configfs makes, what a write does.
+        controls = {}
+        make = node.CFSNode._create_in_cfs_ine
+        real_fwrite = utils.fwrite
+
+        def made(self, mode):
+            make(self, mode)
+            p = self.path
+            if isinstance(self, tcm.StorageObject) and not os.path.isdir(p + "/attrib"):
+                kind = os.path.basename(os.path.dirname(p)).rsplit("_", 1)[0]
+                for a, (w, v) in dict(COMMON_ATTRS, **{
+                        x: (COMMON_ATTRS[x][0], y) for x, y in KIND_ATTRS[kind].items()}).items():
+                    put(os.path.join(p, "attrib", a), v, w)
+                os.makedirs(os.path.join(p, "wwn"))
+                for a, v in ALUA_DEFAULT.items():
+                    put(os.path.join(p, "alua", "default_tg_pt_gp", a), v)
+                put(os.path.join(p, "udev_path"), "")
+            elif isinstance(self, target.TPG) and not os.path.isdir(p + "/lun"):
+                for g in ("lun", "acls", "np", "param", "auth"):
+                    os.makedirs(os.path.join(p, g))
+                put(os.path.join(p, "attrib", "fabric_prot_type"), 0)
+            elif isinstance(self, target.LUN) and not os.path.exists(p + "/alua_tg_pt_gp"):
+                put(os.path.join(p, "alua_tg_pt_gp"),
+                    "TG Port Alias: default_tg_pt_gp\nTG Port Group ID: 0")
+
+        def fwrite(path, value):
+            so, name = os.path.split(path)
+            value = str(value).strip()
+            if name == "control":
+                controls[so] = controls.get(so, "") + "," + value
+            elif name == "enable" and "/core/" in path:
+                kind = os.path.basename(os.path.dirname(so)).rsplit("_", 1)[0]
+                put(os.path.join(so, "info"), control_info(kind, controls.get(so, ""), ""))
+                return real_fwrite(path, value)
+            elif name == "vpd_unit_serial":
+                return put(path, "T10 VPD Unit Serial Number: %s" % value)
+            elif name == "alua_tg_pt_gp":
+                return put(path, "TG Port Alias: %s\nTG Port Group ID: 0" % value)
+            return real_fwrite(path, value)
+
+        node.CFSNode._create_in_cfs_ine = made
+        for m in (alua, fabric, node, root, target, tcm):
+            if hasattr(m, "fwrite"):
+                m.fwrite = fwrite
+        # udev's view: the one block device of the fixtures is a disk, not in use.
+        tcm.get_blockdev_type = lambda p: 0 if p.endswith("/vdb") else None
+        tcm.is_dev_in_use = lambda p: False
+        try:
+            errors = root.RTSRoot().restore(json.loads(json.dumps(config)))
+            return errors, root.RTSRoot().dump()
+        finally:
+            node.CFSNode._create_in_cfs_ine = make
+
+
+DERIVED = {"optimal_sectors", "queue_depth", "is_nonrot", "max_unmap_lba_count",
+           "max_unmap_block_desc_count", "unmap_granularity", "unmap_granularity_alignment",
+           "unmap_zeroes_data", "max_write_same_len"}
+
+
+def without_derived(v, in_attributes=False):
+    if isinstance(v, dict):
+        return {k: without_derived(x, k == "attributes") for k, x in v.items()
+                if not (in_attributes and k in DERIVED)}
+    if isinstance(v, list):
+        return [without_derived(x) for x in v]
+    return v
+
+
 def canonical(v):
     """v with every list sorted, for comparing modulo ordering."""
     if isinstance(v, dict):
@@ -250,6 +353,29 @@ def main(argv):
             bad += not same
             print("%s %d - %s.json is what rtslib_fb dumps" % ("ok" if same else "not ok", i, s))
         return 1 if bad else 0
+    if len(argv) == 3 and argv[1] == "--restore":
+        # Exit 77: no rtslib_fb to run.  Else 0 when targetcli restores the
+        # file without an error and then dumps it again.
+        try:
+            import rtslib_fb  # noqa: F401
+        except ImportError:
+            return 77
+        with open(argv[2]) as f:
+            config = json.load(f)
+        errors, after = restore(config)
+        # An empty "wwn" makes rtslib generate a unit serial, as it does for a new one.
+        unset = {(so["plugin"], so["name"]) for so in config.get("storage_objects", [])
+                 if so.get("wwn") == ""}
+        for so in after.get("storage_objects", []):
+            if (so["plugin"], so["name"]) in unset:
+                so["wwn"] = ""
+        for e in errors:
+            sys.stderr.write("rtslib restore: %s\n" % e)
+        same = canonical(without_derived(after)) == canonical(without_derived(config))
+        if not same:
+            sys.stderr.write("rtslib's dump after restore differs:\n%s\n" %
+                             json.dumps(after, sort_keys=True, indent=2))
+        return 0 if same and not errors else 1
     if len(argv) == 2:
         for s in SCENARIOS:
             with open(os.path.join(argv[1], s + ".json"), "w") as f:
