@@ -136,6 +136,8 @@ expect "$C lio lun: the subcommands of 'lio --help'" \
     "$(help_cmds lio | sed -n 's/^lun //p' | tr '\n' ' ')" $C lio lun ''
 expect "$C lio lun add WWPN LUN: the kinds LIO can express" "file: ram: null:" \
     $C lio lun add naa.5001405aabbccdd 0 ''
+expect "$C lio save FILE --format: the formats save writes" "native targetcli" \
+    $C lio save /tmp/x.json --format ''
 expect "$C target: the commands of 'target --help'" \
     "$(help_cmds ctl-target | cut -d' ' -f1 | sort -u | tr '\n' ' ')" $C target ''
 problems=""

@@ -343,8 +343,8 @@ static struct so *read_storage_object(struct reader *r, guint i, JsonNode *n)
     return s;
 }
 
-static void read_lun(struct reader *r, struct lio_target *t, const char *tat, guint k,
-                     JsonNode *n, GHashTable *sos, bool *ok)
+static void read_lun(struct reader *r, struct lio_target *t, const char *tat, const char *tpath,
+                     guint k, JsonNode *n, GHashTable *sos)
 {
     static const struct json_member spec[] = {
         { "index", JSON_M_INT }, { "storage_object", JSON_M_STR },
@@ -357,7 +357,7 @@ static void read_lun(struct reader *r, struct lio_target *t, const char *tat, gu
     JsonObject *o = json_node_get_object(n);
     gint64 index = json_object_get_int_member(o, "index");
     const char *so_path = json_object_get_string_member(o, "storage_object");
-    g_autofree char *at = g_strdup_printf("%s (LUN %" PRId64 ")", at0, index);
+    g_autofree char *at = g_strdup_printf("%s (%s/luns/lun%" PRId64 ")", at0, tpath, index);
     JsonNode *alias = json_object_get_member(o, "alias");
     JsonNode *gp = json_object_get_member(o, "alua_tg_pt_gp_name");
     if (index < 0 || index > LIO_LUN_MAX) {
@@ -390,12 +390,10 @@ static void read_lun(struct reader *r, struct lio_target *t, const char *tat, gu
     if (gp && !JSON_NODE_HOLDS_NULL(gp) && strcmp(json_node_get_string(gp), ALUA_DEFAULT_NAME)) {
         unmapped(r, at, "ALUA target port group %s (only %s)", json_node_get_string(gp),
                  ALUA_DEFAULT_NAME);
-        *ok = false;
         return;
     }
     if (!s->mappable) {
-        unmapped(r, at, "its storage object %s cannot", so_path);
-        *ok = false;
+        unmapped(r, at, "its storage object %s is not mappable (above)", so_path);
         return;
     }
     const char *a = alias && !JSON_NODE_HOLDS_NULL(alias) ? json_node_get_string(alias) : "";
@@ -435,7 +433,8 @@ static void read_tpg(struct reader *r, const char *wwn, const char *tat0, guint 
     }
     JsonObject *o = json_node_get_object(n);
     gint64 tag = json_object_get_int_member(o, "tag");
-    g_autofree char *at = g_strdup_printf("%s (/vhost/%s/tpg%" PRId64 ")", at0, wwn, tag);
+    g_autofree char *tpath = g_strdup_printf("/vhost/%s/tpg%" PRId64, wwn, tag);
+    g_autofree char *at = g_strdup_printf("%s (%s)", at0, tpath);
     if (tag < 0 || tag > LIO_TPGT_MAX) {
         malformed(r, at, "tag out of range (0..%d)", LIO_TPGT_MAX);
         return;
@@ -487,8 +486,7 @@ static void read_tpg(struct reader *r, const char *wwn, const char *tat0, guint 
     t->nexus = g_strdup(nexus);
     JsonArray *luns = json_array_member_or_null(o, "luns");
     for (guint k = 0; luns && k < json_array_get_length(luns); k++) {
-        bool lun_ok = true;
-        read_lun(r, t, at0, k, json_array_get_element(luns, k), sos, &lun_ok);
+        read_lun(r, t, at0, tpath, k, json_array_get_element(luns, k), sos);
     }
     g_ptr_array_sort(t->luns, lun_cmp);
     if (!ok) {

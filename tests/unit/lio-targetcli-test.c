@@ -265,9 +265,12 @@ static const char *const mixed_refusals[] = {
     "(/iscsi/iqn.2003-01.org.linux-iscsi.host.x8664:sn.0123456789ab) cannot be mapped: the iscsi "
     "fabric",
     "(/loopback/naa.5001405123456789) cannot be mapped: the loopback fabric",
-    "(LUN 1) cannot be mapped: its storage object /backstores/fileio/thin cannot",
-    "(LUN 2) cannot be mapped: its storage object /backstores/fileio/wt cannot",
-    "(LUN 3) cannot be mapped: its storage object /backstores/pscsi/cdrom cannot",
+    "(/vhost/naa.5001405eeeeeeee1/tpg1/luns/lun1) cannot be mapped: its storage object "
+    "/backstores/fileio/thin is not mappable",
+    "(/vhost/naa.5001405eeeeeeee1/tpg1/luns/lun2) cannot be mapped: its storage object "
+    "/backstores/fileio/wt is not mappable",
+    "(/vhost/naa.5001405eeeeeeee1/tpg1/luns/lun3) cannot be mapped: its storage object "
+    "/backstores/pscsi/cdrom is not mappable",
     "(/backstores/fileio/spare) cannot be mapped: no vhost LUN links it",
 };
 
@@ -335,8 +338,8 @@ static void test_user_backstore_is_refused(struct fx *f, gconstpointer d)
     g_assert_cmpuint(c.msgs->len, ==, 3);
     g_assert_nonnull(strstr(c.msgs->pdata[0], "storage_objects[0] (/backstores/user:qcow/q) "
                                               "cannot be mapped: LIO's user:qcow backstore"));
-    g_assert_nonnull(strstr(c.msgs->pdata[1], "targets[0].tpgs[0].luns[0] (LUN 0) cannot be "
-                                              "mapped"));
+    g_assert_nonnull(strstr(c.msgs->pdata[1], "targets[0].tpgs[0].luns[0] (/vhost/" WWPN
+                                              "/tpg1/luns/lun0) cannot be mapped"));
     collect_end(&c);
     g_autofree char *after = snapshot(f);
     g_assert_cmpstr(after, ==, before);
@@ -357,7 +360,8 @@ static const struct {
       "\"size\": -1, \"write_back\": true, \"wwn\": \"w\"}]}", "size out of range" },
     { "{\"targets\": [{\"fabric\": \"vhost\", \"wwn\": \"" WWPN "\", \"tpgs\": [{\"tag\": 1, "
       "\"luns\": [{\"index\": 0, \"storage_object\": \"/backstores/fileio/nope\"}]}]}]}",
-      "targets[0].tpgs[0].luns[0] (LUN 0): storage_object /backstores/fileio/nope is not among" },
+      "targets[0].tpgs[0].luns[0] (/vhost/" WWPN "/tpg1/luns/lun0): storage_object "
+      "/backstores/fileio/nope is not among" },
     { "{\"targets\": [{\"fabric\": \"vhost\", \"wwn\": \"" WWPN "\", \"tpgs\": [{\"tag\": 300}]}]}",
       "tag out of range" },
     { "{\"targets\": [{\"fabric\": \"vhost\", \"wwn\": \"naa.zz\", \"tpgs\": []}]}",

@@ -18,7 +18,8 @@ _vhost_scsi_target_opts='--socket-path --fd --lun --queues --threads --poll --po
 _vhost_scsi_bench_opts='--socket --kernel --rw --rwmixread --bs --iodepth --queues
     --first-queue --time --ios --lun --pid --json --verify --quiet --no-event-idx --indirect
     --poll --queue-size --dirty-log --help'
-_vhost_scsi_lio_opts='--configfs --tpgt --nexus --force --json --bus --num-queues --verbose --help'
+_vhost_scsi_lio_opts='--configfs --tpgt --nexus --force --json --format --partial --bus --num-queues
+    --verbose --help'
 _vhost_scsi_ctl_target_opts='--control --controller --json --timeout-ms --help'
 _vhost_scsi_lun_kinds='file: ram: null: iscsi:// rbd: hold:'
 
@@ -211,6 +212,9 @@ _vhost_scsi_ctl_lio()
         return ;;
     --tpgt | --nexus | --bus | --num-queues)
         COMPREPLY=()
+        return ;;
+    --format)
+        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' native targetcli
         return ;;
     esac
     if [[ $_vs_arg == -* ]]; then
