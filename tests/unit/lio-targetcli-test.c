@@ -219,6 +219,28 @@ static void test_round_trip_block_size_4096(struct fx *f, gconstpointer d)
     g_assert_cmpstr(bs, ==, "4096");
 }
 
+/* One storage object linked from two vhost TPGs: one backstore, two links. */
+static void test_shared_storage_object_is_one_backstore(struct fx *f, gconstpointer d)
+{
+    g_autofree char *img = scratch(f, "shared.img");
+    g_autofree char *json = g_strdup_printf(
+        "{\"storage_objects\": [{\"plugin\": \"fileio\", \"name\": \"sh\", \"dev\": \"%s\", "
+        "\"size\": 1048576, \"write_back\": true, \"wwn\": \"s-1\"}], \"targets\": [{\"fabric\": "
+        "\"vhost\", \"wwn\": \"" WWPN "\", \"tpgs\": [{\"tag\": 1, \"luns\": [{\"index\": 0, "
+        "\"storage_object\": \"/backstores/fileio/sh\", \"alias\": \"l1\"}]}, {\"tag\": 2, \"luns\": "
+        "[{\"index\": 5, \"storage_object\": \"/backstores/fileio/sh\", \"alias\": \"l2\"}]}]}]}", img);
+    g_autofree char *in = write_scratch(f, "in.json", json);
+    g_assert_cmpint(lio_restore(f->lio, in, false), ==, 0);
+    g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/l1"));
+    g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_2/lun/lun_5/l2"));
+    g_autofree char *saved = save_text(f, "out.json", LIO_FORMAT_TARGETCLI);
+    g_autofree char *first = g_strrstr(saved, "\"plugin\" : \"fileio\"") ?
+                             g_strdup(strstr(saved, "\"plugin\" : \"fileio\"") + 1) : NULL;
+    g_assert_nonnull(first);
+    g_assert_null(strstr(first, "\"plugin\" : \"fileio\""));   /* written once */
+}
+
 /* Ours, saved for targetcli and restored: the same LUNs, now named as in the file. */
 static void test_our_luns_save_for_targetcli_and_restore(struct fx *f, gconstpointer d)
 {
@@ -470,6 +492,8 @@ int main(int argc, char **argv)
         test_restore_maps_vhost_fileio_block_ramdisk);
     ADD("/lio/targetcli/round-trip/vhost", test_round_trip_vhost);
     ADD("/lio/targetcli/round-trip/block-size-4096", test_round_trip_block_size_4096);
+    ADD("/lio/targetcli/shared-storage-object-is-one-backstore",
+        test_shared_storage_object_is_one_backstore);
     ADD("/lio/targetcli/our-luns-save-and-restore", test_our_luns_save_for_targetcli_and_restore);
     ADD("/lio/targetcli/rtslib-restores-what-we-save", test_rtslib_restores_what_we_save);
     ADD("/lio/targetcli/unmappable-is-named-and-refused", test_unmappable_is_named_and_refused);
