@@ -8,7 +8,11 @@
  *     with a wwpn and tpgt), or
  *   - a vhost-user socket (the same steps as vhost-user messages).
  * On top it offers a small virtio-scsi API: submit a CDB with data buffers,
- * submit TMFs, reap completions.  Used by vhost-scsi-bench and the tests.
+ * submit TMFs, reap completions.  Used by vhost-scsi-bench and the tests,
+ * and installed as libvhost-scsi-frontend.so.0 (pkg-config
+ * vhost-scsi-frontend; Debian: libvhost-scsi-frontend-dev), which exports
+ * the functions declared here and nothing else.  The header needs only
+ * the C library's and the kernel's (linux-libc-dev) headers.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -66,6 +70,9 @@ struct vfe_req {
     void *hdr;
     bool done;
 };
+
+/* The library's version, "MAJOR.MINOR.PATCH" (the project's). */
+const char *vfe_version(void);
 
 /* Connects, negotiates, sets the memory table and starts all queues. */
 int vfe_open(const struct vfe_config *cfg, struct vfe **out);

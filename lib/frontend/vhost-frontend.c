@@ -927,3 +927,8 @@ uint64_t vfe_features(struct vfe *fe)
 {
     return fe->features;
 }
+
+const char *vfe_version(void)
+{
+    return VHOST_SCSI_VERSION;
+}
