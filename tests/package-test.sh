@@ -1,14 +1,21 @@
 #!/bin/bash
-# The Debian package (debian/): a copy of the source tree is built with
+# The Debian packages (debian/): a copy of the source tree is built with
 # `dpkg-buildpackage -us -uc -b` as on a fresh Debian 12 machine, lintian
-# finds no error or warning in it, and the .deb unpacked into a throwaway
-# root (dpkg -x) holds the programs, the systemd templates (not enabled or
-# started by the maintainer scripts), the man pages, the bash completion,
-# the documentation and the example configuration.  The installed
-# programs run from there: vhost-scsi-target --print-capabilities, and a
-# daemon with a RAM LUN that the installed vhost-scsi-bench writes and
-# verifies and the installed vhost-scsi-ctl asks for its version, stopped
-# by SIGTERM.  Prints TAP; a missing packaging tool is a named skip.
+# finds no error or warning in them, and the .debs unpacked into a
+# throwaway root (dpkg -x) hold the programs, the systemd templates (not
+# enabled or started by the maintainer scripts), the man pages, the bash
+# completion, the documentation and the example configuration (vhost-scsi),
+# and the front-end library: libvhost-scsi-frontend.so.0 with its soname,
+# exporting exactly the functions its header declares
+# (libvhost-scsi-frontend0), the header, the .so link and the pkg-config
+# file (libvhost-scsi-frontend-dev).  The installed programs run from
+# there: vhost-scsi-target --print-capabilities, and a daemon with a RAM
+# LUN that the installed vhost-scsi-bench writes and verifies, the
+# installed vhost-scsi-ctl asks for its version, and a program built with
+# `pkg-config vhost-scsi-frontend` against the root (tests/package/
+# frontend-smoke.c: the header alone first) drives with TEST UNIT READY
+# and INQUIRY; it is stopped by SIGTERM.  Prints TAP; a missing packaging
+# tool is a named skip.
 # Takes 2.5-4 minutes on 2 cores (a whole build; 225 s at load 12).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -26,6 +33,9 @@ trap cleanup EXIT
 VERSION=$(sed -n '1s/^vhost-scsi (\([^)]*\)).*/\1/p' "$SRC/debian/changelog")
 ARCH=$(dpkg --print-architecture 2>/dev/null)
 DEB=$WORK/vhost-scsi_${VERSION}_$ARCH.deb
+LIBDEB=$WORK/libvhost-scsi-frontend0_${VERSION}_$ARCH.deb
+DEVDEB=$WORK/libvhost-scsi-frontend-dev_${VERSION}_$ARCH.deb
+MA=$(dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
 ROOT=$WORK/root
 
 finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit; }
@@ -45,10 +55,11 @@ else
     tar -C "$SRC" --exclude='./build*' --exclude=./obj-\* -cf - . | tar -xf - -C "$WORK/vhost-scsi"
 fi
 if (cd "$WORK/vhost-scsi" && DEB_BUILD_OPTIONS="parallel=2 ${DEB_BUILD_OPTIONS:-}" \
-        dpkg-buildpackage -us -uc -b) >"$WORK/build.log" 2>&1 && [ -f "$DEB" ]; then
-    pass "dpkg-buildpackage -us -uc -b builds vhost-scsi_${VERSION}_$ARCH.deb"
+        dpkg-buildpackage -us -uc -b) >"$WORK/build.log" 2>&1 &&
+        [ -f "$DEB" ] && [ -f "$LIBDEB" ] && [ -f "$DEVDEB" ]; then
+    pass "dpkg-buildpackage -us -uc -b builds vhost-scsi, libvhost-scsi-frontend0 and -dev $VERSION"
 else
-    fail "dpkg-buildpackage -us -uc -b builds vhost-scsi_${VERSION}_$ARCH.deb"
+    fail "dpkg-buildpackage -us -uc -b builds vhost-scsi, libvhost-scsi-frontend0 and -dev $VERSION"
     tail -40 "$WORK/build.log" | sed 's/^/# /'
     finish
 fi
@@ -76,7 +87,50 @@ check "the package is vhost-scsi $VERSION, depending on the libraries it links (
     fields_ok
 
 mkdir -p "$ROOT"
-check "dpkg -x unpacks it into a throwaway root" dpkg -x "$DEB" "$ROOT"
+unpack() { dpkg -x "$DEB" "$ROOT" && dpkg -x "$LIBDEB" "$ROOT" && dpkg -x "$DEVDEB" "$ROOT"; }
+check "dpkg -x unpacks the three into a throwaway root" unpack
+
+LIB=$ROOT/usr/lib/$MA/libvhost-scsi-frontend.so.0
+lib_ok() {
+    local d=$ROOT/usr/lib/$MA
+    [ "$(dpkg-deb -f "$LIBDEB" Package)" = libvhost-scsi-frontend0 ] || { echo "# package name"; return 1; }
+    dpkg-deb -f "$LIBDEB" Depends | grep -q 'libglib2.0-0' || { echo "# lib Depends"; return 1; }
+    dpkg-deb -f "$DEVDEB" Depends | grep -q "libvhost-scsi-frontend0 (= $VERSION)" ||
+        { echo "# -dev Depends"; return 1; }
+    [ -f "$d/libvhost-scsi-frontend.so.$VERSION" ] &&
+        [ "$(readlink "$LIB")" = "libvhost-scsi-frontend.so.$VERSION" ] || { echo "# .so.0"; return 1; }
+    readelf -d "$LIB" | grep -q 'Library soname: \[libvhost-scsi-frontend.so.0\]' ||
+        { echo "# soname"; return 1; }
+    [ "$(readlink "$d/libvhost-scsi-frontend.so")" = libvhost-scsi-frontend.so.0 ] &&
+        [ -f "$ROOT/usr/include/vhost-scsi/vhost-frontend.h" ] &&
+        [ -f "$d/pkgconfig/vhost-scsi-frontend.pc" ] || { echo "# -dev files"; return 1; }
+    ! dpkg-deb -c "$DEB" | grep -q 'libvhost-scsi-frontend' || { echo "# in vhost-scsi too"; return 1; }
+}
+check "libvhost-scsi-frontend0 holds the library (soname .so.0, linked to glib), -dev the header, .so and .pc" \
+    lib_ok
+
+# What the library exports is what the header declares, and nothing else.
+exports_ok() {
+    local want got
+    want=$(grep -oE '\bvfe_[a-z_0-9]+\(' "$ROOT/usr/include/vhost-scsi/vhost-frontend.h" |
+           tr -d '(' | sort -u)
+    got=$(nm -D --defined-only "$LIB" | awk '$2 == "T" {print $3}' | sort -u)
+    [ "$got" = "$want" ] && [ "$(nm -D --defined-only "$LIB" | grep -vc ' T vfe_')" = 0 ] ||
+        { diff <(echo "$want") <(echo "$got") | sed 's/^/# /'; return 1; }
+}
+check "the library exports exactly the functions vhost-frontend.h declares" exports_ok
+
+# A program built against the root as a user would: pkg-config, the header first and alone.
+export PKG_CONFIG_SYSROOT_DIR=$ROOT PKG_CONFIG_LIBDIR=$ROOT/usr/lib/$MA/pkgconfig
+if flags=$(pkg-config --cflags --libs vhost-scsi-frontend) &&
+        cc -std=gnu11 -Wall -Wextra -Werror -o "$WORK/frontend-smoke" \
+            "$SRC/tests/package/frontend-smoke.c" $flags >"$WORK/cc.log" 2>&1; then
+    pass "a program builds with pkg-config vhost-scsi-frontend against the root ($flags)"
+else
+    fail "a program builds with pkg-config vhost-scsi-frontend against the root"
+    sed 's/^/# /' "$WORK/cc.log"
+fi
+unset PKG_CONFIG_SYSROOT_DIR PKG_CONFIG_LIBDIR
 
 bins_ok() {
     local b
@@ -172,6 +226,14 @@ if out=$("$ROOT/usr/bin/vhost-scsi-ctl" target --control "$WORK/t.ctl" version 2
     pass "the installed vhost-scsi-ctl asks the daemon its version: $VERSION, the package's"
 else
     fail "the installed vhost-scsi-ctl asks the daemon its version: $VERSION, the package's"
+    echo "$out" | sed 's/^/# /'
+fi
+if out=$(LD_LIBRARY_PATH=$ROOT/usr/lib/$MA timeout 60 "$WORK/frontend-smoke" "$WORK/t.sock" 2>&1) &&
+        echo "$out" | grep -q "^libvhost-scsi-frontend $VERSION$" &&
+        echo "$out" | grep -q 'TEST UNIT READY good, INQUIRY VHOSTSCS'; then
+    pass "that program, on the installed library, drives the installed daemon (TEST UNIT READY, INQUIRY)"
+else
+    fail "that program, on the installed library, drives the installed daemon (TEST UNIT READY, INQUIRY)"
     echo "$out" | sed 's/^/# /'
 fi
 kill -TERM "$PID"
