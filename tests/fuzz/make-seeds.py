@@ -179,3 +179,20 @@ write("fuzz-virtio-scsi-ctrl", "bad-lun-addresses",
 write("fuzz-virtio-scsi-ctrl", "unknown-type-and-subtype",
       cmds + bytes([3, 0]) + struct.pack("<I", 0x1234) + b"\x00" * 20 +
       bytes([0, 1, 0xF0]) + struct.pack("<I", 99) + b"\x00\x01")
+
+# lio restore files: targetcli's saveconfig.json as rtslib_fb writes it (the
+# unit tests' fixtures), a hand-shortened one and ours; the first byte is
+# --partial.
+FIXTURES = os.path.join(HERE, "..", "unit", "data", "targetcli")
+for name in ("vhost", "block4k", "mixed"):
+    with open(os.path.join(FIXTURES, name + ".json"), "rb") as f:
+        text = f.read()
+    write("fuzz-lio-targetcli", name, b"\x00" + text)
+    write("fuzz-lio-targetcli", name + "-partial", b"\x01" + text)
+write("fuzz-lio-targetcli", "small", b"\x01" +
+      b'{"storage_objects": [{"plugin": "ramdisk", "name": "r", "size": 1048576, "wwn": "w"}], '
+      b'"targets": [{"fabric": "vhost", "wwn": "naa.5001405aaaaaaaaa", "tpgs": [{"tag": 1, '
+      b'"luns": [{"index": 0, "storage_object": "/backstores/ramdisk/r", "alias": "a"}]}]}]}')
+write("fuzz-lio-targetcli", "ours", b"\x00" +
+      b'{"version": 1, "targets": [{"wwpn": "naa.5001405aaaaaaaaa", "tpgt": 1, "nexus": "", '
+      b'"luns": [{"lun": 0, "type": "ram", "path": "", "size": 1048576, "backstore": "x"}]}]}')
