@@ -189,7 +189,7 @@ static struct lio_backing lio_lun_backing(const struct lio_lun *l)
     };
 }
 
-/* The format nests 5 deep and its largest object has 8 members. */
+/* The format nests 5 deep and its largest object has 9 members. */
 static const struct json_limits config_limits = { .max_depth = 16, .max_members = 64 };
 
 int lio_config_parse(const char *json, size_t len, GPtrArray **out)
