@@ -46,6 +46,8 @@ struct lun_spec {
     bool null_no_fill;      /* NULL only: fill=none, reads leave the buffer untouched */
     uint32_t block_size;    /* 0: the backend's default */
     uint32_t phys_block_size; /* FILE, RAM, NULL; 0: the backend's own (one block) */
+    bool sanitize;          /* sanitize=on (all but HOLD): the LUN takes SANITIZE, which
+                               erases the whole medium, so a guest gets it only if asked */
     uint64_t size;          /* bytes; FILE: 0 means the file's size */
     unsigned iscsi_lun;     /* ISCSI: the remote LUN, the URL's last field
                                (set only by the checks below) */

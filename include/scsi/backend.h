@@ -110,6 +110,11 @@ struct lun_backend {
     bool discard_zeroes;     /* discarded blocks read back as zeros (LBPRZ) */
     bool write_cache;        /* backend has a volatile cache (FLUSH matters) */
     /*
+     * Set by the owner (a LUN spec's sanitize=on): the LUN takes SANITIZE,
+     * which erases every block; without it the opcode is not supported.
+     */
+    bool allow_sanitize;
+    /*
      * Largest READ/WRITE the device behind the backend accepts, in bytes
      * (a remote LUN's Block Limits); 0: no limit of its own.  The LUN
      * reports and enforces the smaller of this and its own limit.

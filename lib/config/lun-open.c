@@ -30,7 +30,20 @@ int lun_spec_open(const struct lun_spec *s, struct lun_backend **out)
     return lun_spec_open_cancellable(s, -1, out);
 }
 
+static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend **out);
+
 int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lun_backend **out)
+{
+    int ret = open_kind(s, cancel_fd, out);
+
+    if (ret == 0) {
+        (*out)->allow_sanitize = s->sanitize;
+    }
+    return ret;
+}
+
+/* Opens the backend of s's kind with its options. */
+static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend **out)
 {
     struct backend_file_opts fo;
     uint32_t bs = s->block_size ? s->block_size : 512;

@@ -157,6 +157,10 @@ int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_ba
         why = g_strdup("hold: is a test backend of vhost-scsi-target");
         break;
     }
+    if (!why && s.sanitize) {
+        why = g_strdup("option \"sanitize\": SANITIZE is vhost-scsi-target's; LIO's "
+                       "backstores do not have it");
+    }
     out->size = s.size;
     out->block_size = s.block_size;
     out->ro = s.ro;

@@ -35,6 +35,7 @@ enum {
     OPT_KEYRING = 1 << 12,
     OPT_FILL = 1 << 13,
     OPT_PHYS_BLOCK_SIZE = 1 << 14,
+    OPT_SANITIZE = 1 << 15,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
@@ -64,6 +65,7 @@ static const struct {
     { "keyring", OPT_KEYRING, true },
     { "fill", OPT_FILL, true },
     { "physical-block-size", OPT_PHYS_BLOCK_SIZE, true },
+    { "sanitize", OPT_SANITIZE, true },
 };
 
 static const struct {
@@ -72,12 +74,13 @@ static const struct {
     unsigned allowed;
 } lun_kinds[] = {
     { "file:", LUN_SPEC_FILE, OPT_RO | OPT_DIRECT | OPT_BLOCK_SIZE | OPT_SIZE |
-                              OPT_PHYS_BLOCK_SIZE },
-    { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE | OPT_PHYS_BLOCK_SIZE },
-    { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE | OPT_FILL | OPT_PHYS_BLOCK_SIZE },
+                              OPT_PHYS_BLOCK_SIZE | OPT_SANITIZE },
+    { "ram:", LUN_SPEC_RAM, OPT_RO | OPT_BLOCK_SIZE | OPT_PHYS_BLOCK_SIZE | OPT_SANITIZE },
+    { "null:", LUN_SPEC_NULL, OPT_RO | OPT_BLOCK_SIZE | OPT_FILL | OPT_PHYS_BLOCK_SIZE |
+                              OPT_SANITIZE },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
-                                  OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT },
-    { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING },
+                                  OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT | OPT_SANITIZE },
+    { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING | OPT_SANITIZE },
     { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
 };
 
@@ -427,6 +430,13 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
                                   val + 1);
             }
             out->null_no_fill = !strcmp(val + 1, "none");
+            break;
+        case OPT_SANITIZE:
+            if (strcmp(val + 1, "on") && strcmp(val + 1, "off")) {
+                return spec_error(errmsg, arg, out, "bad sanitize \"%s\" (expected on or off)",
+                                  val + 1);
+            }
+            out->sanitize = !strcmp(val + 1, "on");
             break;
         case OPT_WHILE:
             if (!val[1]) {

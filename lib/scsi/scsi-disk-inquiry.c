@@ -1,7 +1,8 @@
 /*
  * The identification command family, answered from the LUN's own state:
  * standard and VPD INQUIRY, READ CAPACITY (10) and (16), and REQUEST SENSE
- * (which reports a pending unit attention, or NO SENSE).
+ * (which reports a pending unit attention, a SANITIZE in progress with its
+ * progress or one that failed, or NO SENSE).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -255,6 +256,11 @@ int sd_exec_request_sense(struct scsi_lun *lun, struct scsi_cmd *cmd)
     ua = sd_take_ua(lun, cmd);
     if (ua >= 0) {
         sd_fill_fixed_sense(s, sd_ua_sense[ua]);
+    } else if (sd_sanitize_state(lun) == SD_SANITIZE_RUNNING) {
+        /* SBC-3 4.11: how far the sanitize has got is polled here. */
+        sd_fill_progress_sense(s, SCSI_SC_SANITIZE_IN_PROGRESS, sd_sanitize_progress(lun));
+    } else if (sd_sanitize_state(lun) == SD_SANITIZE_FAILED) {
+        sd_fill_fixed_sense(s, SCSI_SC_SANITIZE_FAILED);
     } else {
         sd_fill_fixed_sense(s, SCSI_SC_NO_SENSE);
     }

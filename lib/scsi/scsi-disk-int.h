@@ -114,6 +114,14 @@ struct scsi_lun {
     struct sd_range_lock *wlock;   /* the write range lock (scsi-disk-range.c) */
     /* EXTENDED COPY's running and held copies (scsi-disk-xcopy.c), under lock; NULL: none yet. */
     struct sd_copy_result *copies;
+    /*
+     * SANITIZE (scsi-disk-sanitize.c): enum sd_sanitize_state, which the
+     * dispatch loads once per command, and the progress of a running one
+     * in 65536ths; AUSE of the running or failed one.
+     */
+    atomic_uint sanitize_state;
+    atomic_uint sanitize_progress;
+    atomic_bool sanitize_ause;
 
     /* pthread rather than GMutex so ThreadSanitizer sees the ordering. */
     pthread_mutex_t lock;  /* mode page updates, the drain lists, copies */
@@ -123,6 +131,22 @@ struct scsi_lun {
 };
 
 typedef int sd_exec_fn(struct scsi_lun *lun, struct scsi_cmd *cmd);
+
+/* Where the LUN's SANITIZE stands (SBC-3 4.11.x): idle, running, or failed. */
+enum sd_sanitize_state { SD_SANITIZE_IDLE, SD_SANITIZE_RUNNING, SD_SANITIZE_FAILED };
+
+static inline unsigned sd_sanitize_state(const struct scsi_lun *lun)
+{
+    return atomic_load_explicit(&((struct scsi_lun *)lun)->sanitize_state,
+                                memory_order_acquire);
+}
+
+/* The progress indication of a running SANITIZE (65536ths done). */
+static inline uint16_t sd_sanitize_progress(const struct scsi_lun *lun)
+{
+    return (uint16_t)atomic_load_explicit(&((struct scsi_lun *)lun)->sanitize_progress,
+                                          memory_order_relaxed);
+}
 
 /* The capacity in blocks; only ever grows (scsi_lun_resize). */
 static inline uint64_t sd_nb_blocks(const struct scsi_lun *lun)
@@ -277,7 +301,8 @@ struct op_state {
     int state;             /* step-function specific */
     uint64_t lba;          /* next block */
     uint64_t remaining;    /* blocks still to do */
-    uint64_t done_bytes;   /* VERIFY: data-out bytes compared so far */
+    uint64_t done_bytes;   /* VERIFY: data-out bytes compared so far; SANITIZE: blocks done */
+    uint64_t end_lba;      /* SANITIZE: the capacity it erases, each pass */
     uint8_t *buf;          /* bounce buffer, chunk sized */
     uint8_t *block;        /* one block: WRITE SAME data, VERIFY BYTCHK=3 */
     uint8_t *expect;       /* VERIFY BYTCHK=1: data-out for the chunk */

@@ -35,6 +35,8 @@ static int exec_good(struct scsi_lun *lun, struct scsi_cmd *cmd)
  * device server; the commands added since this flag came check theirs).
  */
 #define F_STRICT   0x04
+#define F_MEDIUM   0x08   /* reads or writes blocks: refused after a failed SANITIZE */
+#define F_SANITIZE 0x10   /* supported only where the LUN spec says sanitize=on */
 
 struct op_desc {
     uint8_t opcode;
@@ -55,9 +57,9 @@ static const struct op_desc sd_op_table[256] = {
       { 0x00, 0, 0, 0, 0, 0x04 } },
     [OP_REQUEST_SENSE] = { OP_REQUEST_SENSE, false, 0, 6, F_UA_PASS, sd_exec_request_sense,
       { 0x03, 0x01, 0, 0, 0xff, 0x04 } },
-    [OP_READ_6] = { OP_READ_6, false, 0, 6, 0, sd_exec_read,
+    [OP_READ_6] = { OP_READ_6, false, 0, 6, F_MEDIUM, sd_exec_read,
       { 0x08, 0x1f, 0xff, 0xff, 0xff, 0x04 } },
-    [OP_WRITE_6] = { OP_WRITE_6, false, 0, 6, 0, sd_exec_write,
+    [OP_WRITE_6] = { OP_WRITE_6, false, 0, 6, F_MEDIUM, sd_exec_write,
       { 0x0a, 0x1f, 0xff, 0xff, 0xff, 0x04 } },
     [OP_INQUIRY] = { OP_INQUIRY, false, 0, 6, F_UA_PASS, sd_exec_inquiry,
       { 0x12, 0x03, 0xff, 0xff, 0xff, 0x04 } },
@@ -75,24 +77,26 @@ static const struct op_desc sd_op_table[256] = {
       { 0x1e, 0, 0, 0, 0, 0x04 } },
     [OP_READ_CAPACITY_10] = { OP_READ_CAPACITY_10, false, 0, 10, 0, sd_exec_read_capacity_10,
       { 0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0x04 } },
-    [OP_READ_10] = { OP_READ_10, false, 0, 10, 0, sd_exec_read,
+    [OP_READ_10] = { OP_READ_10, false, 0, 10, F_MEDIUM, sd_exec_read,
       { 0x28, 0xf8, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_WRITE_10] = { OP_WRITE_10, false, 0, 10, 0, sd_exec_write,
+    [OP_WRITE_10] = { OP_WRITE_10, false, 0, 10, F_MEDIUM, sd_exec_write,
       { 0x2a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_WRITE_VERIFY_10] = { OP_WRITE_VERIFY_10, false, 0, 10, 0, sd_exec_write_verify,
+    [OP_WRITE_VERIFY_10] = { OP_WRITE_VERIFY_10, false, 0, 10, F_MEDIUM, sd_exec_write_verify,
       { 0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_VERIFY_10] = { OP_VERIFY_10, false, 0, 10, 0, sd_exec_verify,
+    [OP_VERIFY_10] = { OP_VERIFY_10, false, 0, 10, F_MEDIUM, sd_exec_verify,
       { 0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_PRE_FETCH_10] = { OP_PRE_FETCH_10, false, 0, 10, F_STRICT, sd_exec_pre_fetch,
+    [OP_PRE_FETCH_10] = { OP_PRE_FETCH_10, false, 0, 10, F_STRICT | F_MEDIUM, sd_exec_pre_fetch,
       { 0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
-    [OP_SYNC_CACHE_10] = { OP_SYNC_CACHE_10, false, 0, 10, 0, sd_exec_sync_cache,
+    [OP_SYNC_CACHE_10] = { OP_SYNC_CACHE_10, false, 0, 10, F_MEDIUM, sd_exec_sync_cache,
       { 0x35, 0, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
     [OP_READ_DEFECT_DATA_10] = { OP_READ_DEFECT_DATA_10, false, 0, 10, F_STRICT,
       sd_exec_read_defect_data, { 0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
-    [OP_WRITE_SAME_10] = { OP_WRITE_SAME_10, false, 0, 10, 0, sd_exec_write_same,
+    [OP_WRITE_SAME_10] = { OP_WRITE_SAME_10, false, 0, 10, F_MEDIUM, sd_exec_write_same,
       { 0x41, 0xfe, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_UNMAP] = { OP_UNMAP, false, 0, 10, F_DISCARD, sd_exec_unmap,
+    [OP_UNMAP] = { OP_UNMAP, false, 0, 10, F_DISCARD | F_MEDIUM, sd_exec_unmap,
       { 0x42, 0x01, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
+    [OP_SANITIZE] = { OP_SANITIZE, true, SANITIZE_OVERWRITE, 10, F_STRICT | F_SANITIZE,
+      sd_exec_sanitize, { 0x48, 0xa1, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_MODE_SELECT_10] = { OP_MODE_SELECT_10, false, 0, 10, 0, sd_exec_mode_select,
       { 0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [PR_OP_RESERVE_10] = { PR_OP_RESERVE_10, false, 0, 10, 0, sd_exec_reserve_release,
@@ -111,45 +115,45 @@ static const struct op_desc sd_op_table[256] = {
     [OP_RECEIVE_COPY_RESULTS] = { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_COPY_STATUS, 16,
       F_STRICT, sd_exec_receive_copy_results,
       { 0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_READ_16] = { OP_READ_16, false, 0, 16, 0, sd_exec_read,
+    [OP_READ_16] = { OP_READ_16, false, 0, 16, F_MEDIUM, sd_exec_read,
       { 0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_COMPARE_AND_WRITE] = { OP_COMPARE_AND_WRITE, false, 0, 16, F_STRICT,
+    [OP_COMPARE_AND_WRITE] = { OP_COMPARE_AND_WRITE, false, 0, 16, F_STRICT | F_MEDIUM,
       sd_exec_compare_and_write,
       { 0x89, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0, 0, 0, 0xff, 0x1f, 0x04 } },
-    [OP_WRITE_16] = { OP_WRITE_16, false, 0, 16, 0, sd_exec_write,
+    [OP_WRITE_16] = { OP_WRITE_16, false, 0, 16, F_MEDIUM, sd_exec_write,
       { 0x8a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_ORWRITE_16] = { OP_ORWRITE_16, false, 0, 16, F_STRICT, sd_exec_orwrite,
+    [OP_ORWRITE_16] = { OP_ORWRITE_16, false, 0, 16, F_STRICT | F_MEDIUM, sd_exec_orwrite,
       { 0x8b, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
-    [OP_WRITE_VERIFY_16] = { OP_WRITE_VERIFY_16, false, 0, 16, 0, sd_exec_write_verify,
+    [OP_WRITE_VERIFY_16] = { OP_WRITE_VERIFY_16, false, 0, 16, F_MEDIUM, sd_exec_write_verify,
       { 0x8e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_VERIFY_16] = { OP_VERIFY_16, false, 0, 16, 0, sd_exec_verify,
+    [OP_VERIFY_16] = { OP_VERIFY_16, false, 0, 16, F_MEDIUM, sd_exec_verify,
       { 0x8f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_PRE_FETCH_16] = { OP_PRE_FETCH_16, false, 0, 16, F_STRICT, sd_exec_pre_fetch,
+    [OP_PRE_FETCH_16] = { OP_PRE_FETCH_16, false, 0, 16, F_STRICT | F_MEDIUM, sd_exec_pre_fetch,
       { 0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
-    [OP_SYNC_CACHE_16] = { OP_SYNC_CACHE_16, false, 0, 16, 0, sd_exec_sync_cache,
+    [OP_SYNC_CACHE_16] = { OP_SYNC_CACHE_16, false, 0, 16, F_MEDIUM, sd_exec_sync_cache,
       { 0x91, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_WRITE_SAME_16] = { OP_WRITE_SAME_16, false, 0, 16, 0, sd_exec_write_same,
+    [OP_WRITE_SAME_16] = { OP_WRITE_SAME_16, false, 0, 16, F_MEDIUM, sd_exec_write_same,
       { 0x93, 0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_SERVICE_ACTION_IN_16] = { OP_SERVICE_ACTION_IN_16, true, SAI_READ_CAPACITY_16, 16, 0, sd_exec_read_capacity_16,
       { 0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_MAINTENANCE_IN] = { OP_MAINTENANCE_IN, true, MI_REPORT_SUPPORTED_OPCODES, 12, 0, exec_rsoc,
       { 0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_READ_12] = { OP_READ_12, false, 0, 12, 0, sd_exec_read,
+    [OP_READ_12] = { OP_READ_12, false, 0, 12, F_MEDIUM, sd_exec_read,
       { 0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_WRITE_12] = { OP_WRITE_12, false, 0, 12, 0, sd_exec_write,
+    [OP_WRITE_12] = { OP_WRITE_12, false, 0, 12, F_MEDIUM, sd_exec_write,
       { 0xaa, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_WRITE_VERIFY_12] = { OP_WRITE_VERIFY_12, false, 0, 12, F_STRICT, sd_exec_write_verify,
+    [OP_WRITE_VERIFY_12] = { OP_WRITE_VERIFY_12, false, 0, 12, F_STRICT | F_MEDIUM, sd_exec_write_verify,
       { 0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
-    [OP_VERIFY_12] = { OP_VERIFY_12, false, 0, 12, F_STRICT, sd_exec_verify,
+    [OP_VERIFY_12] = { OP_VERIFY_12, false, 0, 12, F_STRICT | F_MEDIUM, sd_exec_verify,
       { 0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_READ_DEFECT_DATA_12] = { OP_READ_DEFECT_DATA_12, false, 0, 12, F_STRICT,
       sd_exec_read_defect_data,
@@ -158,24 +162,31 @@ static const struct op_desc sd_op_table[256] = {
 
 /* Further service actions of the opcodes above that have them (the table holds one each). */
 static const struct op_desc sd_sa_table[] = {
-    { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT, sd_exec_get_lba_status,
+    { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT | F_MEDIUM,
+      sd_exec_get_lba_status,
       { 0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     /* The LIST IDENTIFIER names no copy here: taken, and ignored, rather than refused. */
     { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_OPERATING_PARAMETERS, 16, F_STRICT,
       sd_exec_receive_copy_results,
       { 0x84, 0x03, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+    { OP_SANITIZE, true, SANITIZE_BLOCK_ERASE, 10, F_STRICT | F_SANITIZE, sd_exec_sanitize,
+      { 0x48, 0xa2, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
+    { OP_SANITIZE, true, SANITIZE_EXIT_FAILURE_MODE, 10, F_STRICT | F_SANITIZE,
+      sd_exec_sanitize, { 0x48, 0x9f, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
 };
 
 static bool sd_opcode_has_sa(uint8_t opcode)
 {
     return opcode == OP_SERVICE_ACTION_IN_16 || opcode == OP_MAINTENANCE_IN ||
-           opcode == OP_EXTENDED_COPY || opcode == OP_RECEIVE_COPY_RESULTS;
+           opcode == OP_EXTENDED_COPY || opcode == OP_RECEIVE_COPY_RESULTS ||
+           opcode == OP_SANITIZE;
 }
 
 static bool sd_op_supported(const struct scsi_lun *lun, const struct op_desc *d)
 {
-    return !(d->flags & F_DISCARD) || lun->be->can_discard;
+    return (!(d->flags & F_DISCARD) || lun->be->can_discard) &&
+           (!(d->flags & F_SANITIZE) || lun->be->allow_sanitize);
 }
 
 static const struct op_desc *sd_find_op(uint8_t opcode, uint16_t sa)
@@ -316,6 +327,10 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     }
 
     if (sd_opcode_has_sa(opcode)) {
+        /* A SANITIZE nobody opted in to is not there at all, not a bad service action. */
+        if (opcode == OP_SANITIZE && !lun->be->allow_sanitize) {
+            return sd_sense_done(cmd, SCSI_SC_INVALID_OPCODE);
+        }
         if (cmd->cdb_len < 2 || !(d = sd_find_op(opcode, cmd->cdb[1] & 0x1f))) {
             return invalid_cdb(cmd, 1, 4);   /* unsupported service action */
         }
@@ -326,6 +341,14 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
         /* REPORT LUNS lands here only if the transport did not intercept it. */
         g_debug("%s: unsupported opcode 0x%02x", lun->name, opcode);
         return sd_sense_done(cmd, SCSI_SC_INVALID_OPCODE);
+    }
+    /* One load while no SANITIZE has run; the gate refuses what must wait for it. */
+    if (sd_sanitize_state(lun) != SD_SANITIZE_IDLE) {
+        int r = sd_sanitize_gate(lun, cmd, d->flags & F_UA_PASS, d->flags & F_MEDIUM);
+
+        if (r >= 0) {
+            return r;
+        }
     }
     if (cmd->cdb_len < d->cdb_len) {
         return invalid_cdb(cmd, cmd->cdb_len - 1, 7);
@@ -438,6 +461,9 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     lun->pr = scsi_pr_new(lun->name);
     atomic_init(&lun->inflight, 0);
     atomic_init(&lun->wce, be->write_cache);
+    atomic_init(&lun->sanitize_state, SD_SANITIZE_IDLE);
+    atomic_init(&lun->sanitize_progress, 0);
+    atomic_init(&lun->sanitize_ause, false);
     atomic_init(&lun->ua_events, 0);
     for (unsigned i = 0; i < SCSI_UA_COUNT; i++) {
         atomic_init(&lun->ua_gen[i], 0);

@@ -23,8 +23,10 @@ struct sense_code {
 static const struct sense_code sense_table[SCSI_SC_COUNT] = {
     [SCSI_SC_NO_SENSE] = { SENSE_NO_SENSE, 0x00, 0x00 },
     [SCSI_SC_LUN_NOT_READY] = { SENSE_NOT_READY, 0x04, 0x00 },
+    [SCSI_SC_SANITIZE_IN_PROGRESS] = { SENSE_NOT_READY, 0x04, 0x1b },
     [SCSI_SC_WRITE_ERROR] = { SENSE_MEDIUM_ERROR, 0x0c, 0x00 },
     [SCSI_SC_UNRECOVERED_READ_ERROR] = { SENSE_MEDIUM_ERROR, 0x11, 0x00 },
+    [SCSI_SC_SANITIZE_FAILED] = { SENSE_MEDIUM_ERROR, 0x31, 0x03 },
     [SCSI_SC_INTERNAL_TARGET_FAILURE] = { SENSE_HARDWARE_ERROR, 0x44, 0x00 },
     [SCSI_SC_PARAM_LIST_LENGTH_ERROR] = { SENSE_ILLEGAL_REQUEST, 0x1a, 0x00 },
     [SCSI_SC_INVALID_OPCODE] = { SENSE_ILLEGAL_REQUEST, 0x20, 0x00 },
@@ -126,6 +128,13 @@ void sd_set_sense_info(struct scsi_cmd *cmd, enum scsi_sc sc, uint32_t info)
     sd_set_sense(cmd, sc);
     cmd->sense[0] |= 0x80;      /* VALID: INFORMATION is set */
     st32(cmd->sense + 3, info);
+}
+
+void sd_fill_progress_sense(uint8_t *s, enum scsi_sc sc, uint16_t progress)
+{
+    sd_fill_fixed_sense(s, sc);
+    s[15] = 0x80;               /* SKSV: the progress indication is valid */
+    st16(s + 16, progress);
 }
 
 int sd_sense_done(struct scsi_cmd *cmd, enum scsi_sc sc)

@@ -37,6 +37,7 @@ enum {
     OP_READ_DEFECT_DATA_10 = 0x37,
     OP_WRITE_SAME_10 = 0x41,
     OP_UNMAP = 0x42,
+    OP_SANITIZE = 0x48,
     OP_MODE_SELECT_10 = 0x55,
     OP_MODE_SENSE_10 = 0x5a,
     OP_PR_IN = 0x5e,
@@ -67,6 +68,10 @@ enum {
 #define XCOPY_SA_LID1 0x00
 #define RCR_SA_COPY_STATUS 0x00
 #define RCR_SA_OPERATING_PARAMETERS 0x03
+/* SANITIZE service actions (SBC-3 5.30); CRYPTOGRAPHIC ERASE (03h) is not supported. */
+#define SANITIZE_OVERWRITE 0x01
+#define SANITIZE_BLOCK_ERASE 0x02
+#define SANITIZE_EXIT_FAILURE_MODE 0x1f
 
 /* Sense data sizes: fixed format, 10 additional bytes. */
 #define FIXED_SENSE_LEN 18
@@ -100,9 +105,11 @@ enum scsi_sc {
     SCSI_SC_NO_SENSE,                    /* 00h/00h NO ADDITIONAL SENSE INFORMATION */
     /* NOT READY */
     SCSI_SC_LUN_NOT_READY,               /* 04h/00h LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE */
+    SCSI_SC_SANITIZE_IN_PROGRESS,        /* 04h/1Bh LOGICAL UNIT NOT READY, SANITIZE IN PROGRESS */
     /* MEDIUM ERROR */
     SCSI_SC_WRITE_ERROR,                 /* 0Ch/00h WRITE ERROR */
     SCSI_SC_UNRECOVERED_READ_ERROR,      /* 11h/00h UNRECOVERED READ ERROR */
+    SCSI_SC_SANITIZE_FAILED,             /* 31h/03h SANITIZE COMMAND FAILED */
     /* HARDWARE ERROR */
     SCSI_SC_INTERNAL_TARGET_FAILURE,     /* 44h/00h INTERNAL TARGET FAILURE */
     /* ILLEGAL REQUEST */
@@ -151,6 +158,11 @@ void sd_sense_asc(enum scsi_sc sc, uint8_t *asc, uint8_t *ascq);
 void sd_set_sense(struct scsi_cmd *cmd, enum scsi_sc sc);
 /* sd_set_sense() with the INFORMATION field set (and VALID): a miscompare's offset. */
 void sd_set_sense_info(struct scsi_cmd *cmd, enum scsi_sc sc, uint32_t info);
+/*
+ * Fixed-format sense of sc with a progress indication (SKSV, bytes 16-17:
+ * progress / 65536 done), as NOT READY of a sanitize in progress carries it.
+ */
+void sd_fill_progress_sense(uint8_t *s, enum scsi_sc sc, uint16_t progress);
 /* sd_set_sense() for a handler's answer; returns EXEC_DONE. */
 int sd_sense_done(struct scsi_cmd *cmd, enum scsi_sc sc);
 /*

@@ -134,6 +134,28 @@ static void test_ram_null_forms(void)
     }
 }
 
+/* sanitize=on is the opt-in to SANITIZE, off by default, for every kind but hold:. */
+static void test_sanitize_opt_in(void)
+{
+    static const char *const on[] = { "0=ram:1M,sanitize=on", "0=null:1M,sanitize=on",
+                                      "0=file:/x,sanitize=on,ro",
+                                      "0=iscsi://h/iqn/0,sanitize=on",
+                                      "0=rbd:p/i,sanitize=on" };
+    struct lun_spec s;
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(on); i++) {
+        s = parse_ok(on[i]);
+        g_assert_true(s.sanitize);
+        lun_spec_clear(&s);
+    }
+    s = parse_ok("0=ram:1M,sanitize=off");
+    g_assert_false(s.sanitize);
+    lun_spec_clear(&s);
+    s = parse_ok("0=ram:1M");
+    g_assert_false(s.sanitize);
+    lun_spec_clear(&s);
+}
+
 static void test_iscsi_recognised(void)
 {
     struct lun_spec s = parse_ok("2:0=iscsi://10.0.0.1:3260/iqn.2024-01.org.example:t1/0,ro");
@@ -311,6 +333,8 @@ static void test_rejections(void)
         { "0=null:1M,fill", "\"fill\" needs a value" },
         { "0=null:1M,fill=none,fill=zero", "\"fill\" given twice" },
         { "0=ram:1M,fill=none", "\"fill\" for ram:" },
+        { "0=ram:1M,sanitize=yes", "bad sanitize \"yes\" (expected on or off)" },
+        { "0=ram:1M,sanitize", "\"sanitize\" needs a value" },
         { "0=iscsi://h/iqn/0,direct", "\"direct\" for iscsi://" },
         { "0=iscsi://h/iqn/0,queue-depth=0", "bad queue-depth \"0\"" },
         { "0=iscsi://h/iqn/0,queue-depth=1025", "bad queue-depth \"1025\"" },
@@ -469,6 +493,7 @@ static void test_iscsi_lun_left_to_the_checks(void)
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/lun-spec/sanitize-opt-in", test_sanitize_opt_in);
     g_test_add_func("/lun-spec/parse/ids", test_ids);
     g_test_add_func("/lun-spec/parse/file", test_file_forms);
     g_test_add_func("/lun-spec/parse/ram-and-null", test_ram_null_forms);

@@ -65,11 +65,11 @@ _vhost_scsi_paths()
 _vhost_scsi_kind_opts()
 {
     case $1 in
-    file:) echo 'ro direct block-size= size= physical-block-size=' ;;
-    ram:) echo 'ro block-size= physical-block-size=' ;;
-    null:) echo 'ro block-size= fill= physical-block-size=' ;;
-    iscsi://) echo 'ro queue-depth= sessions= secret-file= initiator-name= login-timeout=' ;;
-    rbd:) echo 'ro conf= id= keyring=' ;;
+    file:) echo 'ro direct block-size= size= physical-block-size= sanitize=' ;;
+    ram:) echo 'ro block-size= physical-block-size= sanitize=' ;;
+    null:) echo 'ro block-size= fill= physical-block-size= sanitize=' ;;
+    iscsi://) echo 'ro queue-depth= sessions= secret-file= initiator-name= login-timeout= sanitize=' ;;
+    rbd:) echo 'ro conf= id= keyring= sanitize=' ;;
     hold:) echo 'block-size= while=' ;;
     esac
 }
@@ -99,6 +99,9 @@ _vhost_scsi_spec()
         return ;;
     fill=*)
         printf '%s\n' "${spec%,*},fill=zero" "${spec%,*},fill=none"
+        return ;;
+    sanitize=*)
+        printf '%s\n' "${spec%,*},sanitize=on" "${spec%,*},sanitize=off"
         return ;;
     *=*) return ;;
     esac

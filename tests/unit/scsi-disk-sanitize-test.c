@@ -1,0 +1,395 @@
+/*
+ * Specification of SANITIZE (lib/scsi/scsi-disk-sanitize.c): offered only
+ * where the LUN opted in (otherwise INVALID COMMAND OPERATION CODE and not
+ * listed); OVERWRITE writes the initialization pattern to every block,
+ * OVERWRITE COUNT passes inverted between passes with INVERT; BLOCK ERASE
+ * deallocates where discarded blocks read back as zeros, else writes
+ * zeroes (and zeros when the backend cannot); CRYPTOGRAPHIC ERASE and bad
+ * parameter lists are refused with field pointers, a read-only LUN with
+ * WRITE PROTECTED.  With the backend's completions deferred: while it
+ * runs, TEST UNIT READY and media access get NOT READY, SANITIZE IN
+ * PROGRESS with a progress indication that grows, REQUEST SENSE reports
+ * it and INQUIRY runs; IMMED answers at once, without it the command ends
+ * with the erase; the erase goes to the backend a bounded piece at a
+ * time.  After a failure medium access gets MEDIUM ERROR, SANITIZE COMMAND
+ * FAILED until a sanitize succeeds, or EXIT FAILURE MODE when AUSE was set.
+ * The harness is scsi-disk-fixture.h.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <string.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "scsi-cmd.h"
+#include "scsi-disk.h"
+#include "scsi-disk-fixture.h"
+
+#define LUN_BLOCKS (8 * MiB / BS)
+#define SC_ASCQ_SANITIZE_COMMAND_FAILED 0x3103
+
+static struct scsi_lun *opt_in(struct scsi_lun *lun)
+{
+    scsi_lun_backend(lun)->allow_sanitize = true;
+    return lun;
+}
+
+/* The OVERWRITE parameter list: INVERT, count passes of pattern (len bytes). */
+static size_t overwrite_params(uint8_t *p, bool inv, unsigned count, const uint8_t *pat,
+                               size_t len)
+{
+    p[0] = (inv ? 0x80 : 0) | (uint8_t)count;
+    p[1] = 0;
+    p[2] = (uint8_t)(len >> 8);
+    p[3] = (uint8_t)len;
+    memcpy(p + 4, pat, len);
+    return 4 + len;
+}
+
+static struct result sanitize(struct scsi_lun *lun, bool immed, bool ause, int sa,
+                              const uint8_t *params, size_t plen)
+{
+    return run(lun, scsi_cdb_sanitize(immed, ause, sa, (int)plen), params, plen, NULL, 0);
+}
+
+static struct result tur(struct scsi_lun *lun)
+{
+    return RUN(lun, scsi_cdb_testunitready());
+}
+
+/* NOT READY, SANITIZE IN PROGRESS; returns the progress indication. */
+static unsigned assert_in_progress(const struct result *r)
+{
+    assert_sense(r, SCSI_SENSE_NOT_READY, SCSI_SENSE_ASCQ_SANITIZE_IN_PROGRESS);
+    g_assert_cmphex(r->sense[15] & 0x80, ==, 0x80);   /* SKSV */
+    return (unsigned)r->sense[16] << 8 | r->sense[17];
+}
+
+static void test_needs_opt_in(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    uint8_t buf[2048];
+    const struct scsi_report_supported_op_codes *l;
+    struct sc_datain d;
+    struct result r;
+    bool seen[32] = { false };
+
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_INVALID_OPERATION_CODE);
+    r = RUN_IN(lun, scsi_cdb_report_supported_opcodes(0, SCSI_REPORT_SUPPORTING_OPS_ALL, 0, 0,
+                                                      sizeof(buf)), buf, sizeof(buf));
+    assert_good(&r);
+    l = decoded(&d, &r, buf);
+    for (int i = 0; i < l->num_descriptors; i++) {
+        g_assert_cmphex(l->descriptors[i].opcode, !=, SCSI_OPCODE_SANITIZE);
+    }
+    sc_datain_free(&d);
+
+    opt_in(lun);
+    r = RUN_IN(lun, scsi_cdb_report_supported_opcodes(0, SCSI_REPORT_SUPPORTING_OPS_ALL, 0, 0,
+                                                      sizeof(buf)), buf, sizeof(buf));
+    assert_good(&r);
+    l = decoded(&d, &r, buf);
+    for (int i = 0; i < l->num_descriptors; i++) {
+        if (l->descriptors[i].opcode == SCSI_OPCODE_SANITIZE) {
+            g_assert_true(l->descriptors[i].servactv);
+            g_assert_cmpuint(l->descriptors[i].cdb_len, ==, 10);
+            g_assert_cmpuint(l->descriptors[i].sa, <, 32);
+            seen[l->descriptors[i].sa] = true;
+        }
+    }
+    sc_datain_free(&d);
+    g_assert_true(seen[SCSI_SANITIZE_OVERWRITE]);
+    g_assert_true(seen[SCSI_SANITIZE_BLOCK_ERASE]);
+    g_assert_true(seen[SCSI_SANITIZE_EXIT_FAILURE_MODE]);
+    g_assert_false(seen[SCSI_SANITIZE_CRYPTO_ERASE]);
+    scsi_lun_free(lun);
+}
+
+/* Every block holds pat repeated from the block's start (inverted with inv). */
+static void assert_pattern(struct scsi_lun *lun, const uint8_t *pat, size_t len, bool inv)
+{
+    g_autofree uint8_t *rd = g_malloc(256 * BS);
+
+    for (uint64_t lba = 0; lba < LUN_BLOCKS; lba += 256) {
+        read_blocks(lun, lba, 256, rd);
+        for (size_t i = 0; i < 256 * BS; i++) {
+            uint8_t want = pat[(i % BS) % len];
+
+            if (rd[i] != (inv ? (uint8_t)~want : want)) {
+                g_error("block %" G_GUINT64_FORMAT " byte %zu: %02x", lba + i / BS, i % BS,
+                        rd[i]);
+            }
+        }
+    }
+}
+
+static void test_overwrite(void)
+{
+    struct scsi_lun *lun = opt_in(ram_lun());
+    static const uint8_t pat[3] = { 0xa5, 0x3c, 0x01 };   /* does not divide a block */
+    uint8_t p[4 + BS], junk[4 * BS];
+    struct result r;
+    size_t n;
+
+    fill_pattern(junk, sizeof(junk), 9);
+    r = RUN_OUT(lun, scsi_cdb_write16(100, sizeof(junk), BS, 0, 0, 0, 0, 0), junk, sizeof(junk));
+    assert_good(&r);
+    n = overwrite_params(p, false, 1, pat, sizeof(pat));
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_good(&r);
+    g_assert_cmpuint(r.out_xfer, ==, n);
+    assert_pattern(lun, pat, sizeof(pat), false);
+
+    /* Two passes, inverted between them: the second pass's inverse stays. */
+    n = overwrite_params(p, true, 2, pat, sizeof(pat));
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_good(&r);
+    assert_pattern(lun, pat, sizeof(pat), true);
+    /* Three: pattern, inverse, pattern. */
+    n = overwrite_params(p, true, 3, pat, sizeof(pat));
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_good(&r);
+    assert_pattern(lun, pat, sizeof(pat), false);
+    r = tur(lun);
+    assert_good(&r);
+    scsi_lun_free(lun);
+}
+
+static void test_block_erase(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun = opt_in(spy_lun(false, &s));
+    static const uint8_t zero[1] = { 0 };
+    uint8_t junk[8 * BS];
+    struct result r;
+
+    fill_pattern(junk, sizeof(junk), 3);
+    r = RUN_OUT(lun, scsi_cdb_write16(7, sizeof(junk), BS, 0, 0, 0, 0, 0), junk, sizeof(junk));
+    assert_good(&r);
+    /* ram deallocates to zeros: DISCARD, a range chunk at a time. */
+    g_assert_true(s->be.can_discard && s->be.discard_zeroes);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->ops[BACKEND_DISCARD], ==, 8);   /* 8 MiB in 1 MiB pieces */
+    g_assert_cmpuint(s->max_range_len, <=, MiB);
+    assert_pattern(lun, zero, 1, false);
+
+    /* Discards that may not read back as zeros are not an erase: WRITE ZEROES. */
+    s->be.discard_zeroes = false;
+    r = RUN_OUT(lun, scsi_cdb_write16(7, sizeof(junk), BS, 0, 0, 0, 0, 0), junk, sizeof(junk));
+    assert_good(&r);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->ops[BACKEND_DISCARD], ==, 8);
+    g_assert_cmpuint(s->ops[BACKEND_WRITE_ZEROES], ==, 8);
+    assert_pattern(lun, zero, 1, false);
+
+    /* And a backend without WRITE ZEROES gets zeros written. */
+    r = RUN_OUT(lun, scsi_cdb_write16(7, sizeof(junk), BS, 0, 0, 0, 0, 0), junk, sizeof(junk));
+    assert_good(&r);
+    s->fail_op = BACKEND_WRITE_ZEROES;
+    s->fail_ret = -EOPNOTSUPP;
+    s->plain_writes = 0;
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(s->plain_writes, ==, 8);
+    assert_pattern(lun, zero, 1, false);
+    scsi_lun_free(lun);
+}
+
+static void test_refusals(void)
+{
+    struct scsi_lun *lun = opt_in(ram_lun());
+    static const uint8_t pat[4] = { 1, 2, 3, 4 };
+    uint8_t p[8 + BS], cdb[SC_CDB_MAX];
+    struct result r;
+    unsigned len;
+    size_t n;
+
+    r = sanitize(lun, false, false, SCSI_SANITIZE_CRYPTO_ERASE, NULL, 0);
+    assert_field(&r, true, 1, 4);
+    /* OVERWRITE: a parameter list of 0, of no pattern, or longer than a block's. */
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, NULL, 0);
+    assert_field(&r, true, 7, 7);
+    n = overwrite_params(p, false, 1, pat, 0);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_field(&r, true, 7, 7);
+    memset(p + 4, 0x5a, BS + 1);
+    n = overwrite_params(p, false, 1, p + 4, BS + 1);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_field(&r, true, 7, 7);
+    /* BLOCK ERASE and EXIT FAILURE MODE take no parameter list. */
+    n = overwrite_params(p, false, 1, pat, sizeof(pat));
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, p, n);
+    assert_field(&r, true, 7, 7);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_EXIT_FAILURE_MODE, p, n);
+    assert_field(&r, true, 7, 7);
+    /* The parameter list's fields. */
+    n = overwrite_params(p, false, 0, pat, sizeof(pat));
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_field(&r, false, 0, 4);   /* OVERWRITE COUNT 0 */
+    n = overwrite_params(p, false, 1, pat, sizeof(pat));
+    p[0] |= 0x20;
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_field(&r, false, 0, 6);   /* TEST */
+    n = overwrite_params(p, false, 1, pat, sizeof(pat));
+    p[1] = 0x10;
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_field(&r, false, 1, 4);   /* reserved */
+    n = overwrite_params(p, false, 1, pat, sizeof(pat));
+    p[3] = 3;                        /* the pattern is not the rest of the list */
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    assert_field(&r, false, 2, 7);
+    /* Data-out shorter than the parameter list length. */
+    n = overwrite_params(p, false, 1, pat, sizeof(pat));
+    r = run(lun, scsi_cdb_sanitize(0, 0, SCSI_SANITIZE_OVERWRITE, (int)n), p, n - 1, NULL, 0);
+    assert_field(&r, true, 7, 7);
+    /* Reserved CDB bits. */
+    len = sc_cdb(scsi_cdb_sanitize(0, 0, SCSI_SANITIZE_BLOCK_ERASE, 0), cdb);
+    cdb[1] |= 0x40;
+    r = run_cdb(lun, cdb, len, NULL, 0, NULL, 0);
+    assert_field(&r, true, 1, 6);
+    cdb[1] &= ~0x40;
+    cdb[4] = 0x01;
+    r = run_cdb(lun, cdb, len, NULL, 0, NULL, 0);
+    assert_field(&r, true, 4, 0);
+    /* Nothing ran: the LUN serves. */
+    r = tur(lun);
+    assert_good(&r);
+
+    /* A read-only LUN. */
+    scsi_lun_backend(lun)->read_only = true;
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
+    scsi_lun_free(lun);
+}
+
+/* While it runs: the answers, the progress, IMMED. */
+static void test_in_progress(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun = opt_in(spy_lun(true, &s));
+    struct pending_cmd p = { 0 };
+    uint8_t buf[256], cdb[SC_CDB_MAX];
+    unsigned len, last = 0, progress;
+    struct result r;
+
+    s->defer = true;
+    r = sanitize(lun, true, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);                             /* IMMED: answered at once */
+    g_assert_cmpuint(g_queue_get_length(&s->pending), ==, 1);   /* one piece at a time */
+    r = tur(lun);
+    g_assert_cmpuint(assert_in_progress(&r), ==, 0);
+    r = RUN_IN(lun, scsi_cdb_read16(0, BS, BS, 0, 0, 0, 0, 0), buf, BS);
+    assert_in_progress(&r);
+    r = RUN_OUT(lun, scsi_cdb_write16(0, BS, BS, 0, 0, 0, 0, 0), buf, BS);
+    assert_in_progress(&r);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_in_progress(&r);                      /* a second one waits its turn */
+    r = RUN_IN(lun, scsi_cdb_inquiry(0, 0, sizeof(buf)), buf, sizeof(buf));
+    assert_good(&r);
+    len = sc_cdb_request_sense(cdb, false, 18);
+    r = run_cdb(lun, cdb, len, NULL, 0, buf, sizeof(buf));
+    assert_good(&r);
+    g_assert_cmpuint(r.in_xfer, ==, 18);
+    g_assert_cmphex(buf[2] & 0x0f, ==, SCSI_SENSE_NOT_READY);
+    g_assert_cmphex(buf[12] << 8 | buf[13], ==, SCSI_SENSE_ASCQ_SANITIZE_IN_PROGRESS);
+    g_assert_cmphex(buf[15] & 0x80, ==, 0x80);
+
+    for (unsigned piece = 1; piece <= 8; piece++) {
+        spy_run_one(s);
+        r = tur(lun);
+        progress = assert_in_progress(&r);
+        g_assert_cmpuint(progress, >, last);
+        g_assert_cmpuint(progress, ==, MIN(piece * 0x2000u, 0xffffu));
+        last = progress;
+    }
+    /* The last piece done, the flush (the backend has a write cache) ends it. */
+    g_assert_cmpuint(s->ops[BACKEND_FLUSH], ==, 1);
+    spy_run_one(s);
+    g_assert_true(g_queue_is_empty(&s->pending));
+    r = tur(lun);
+    assert_good(&r);
+
+    /* Without IMMED the command itself lasts as long as the erase. */
+    start(&p, lun, scsi_cdb_sanitize(0, 0, SCSI_SANITIZE_BLOCK_ERASE, 0), NULL, 0, NULL, 0);
+    g_assert_cmpint(p.completions, ==, 0);
+    r = tur(lun);
+    assert_in_progress(&r);
+    while (p.completions == 0) {
+        g_assert_cmpuint(spy_run_pending(s), >, 0);
+    }
+    r = result_of(&p.cmd);
+    assert_good(&r);
+    r = tur(lun);
+    assert_good(&r);
+    scsi_lun_free(lun);
+}
+
+static void test_failure_mode(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun = opt_in(spy_lun(false, &s));
+    static const uint8_t pat[2] = { 0xff, 0x00 };
+    uint8_t p[8], buf[BS];
+    struct result r;
+    size_t n = overwrite_params(p, false, 1, pat, sizeof(pat));
+
+    /* A write error ends it, and leaves the LUN in failure mode. */
+    s->fail_op = BACKEND_WRITE;
+    s->fail_ret = -EIO;
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "test:spy: SANITIZE OVERWRITE*");
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*write at byte 0 failed*");
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "test:spy: SANITIZE failed*");
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, n);
+    g_test_assert_expected_messages();
+    assert_sense(&r, SCSI_SENSE_MEDIUM_ERROR, SC_ASCQ_WRITE_ERROR);
+    s->fail_op = -1;
+    r = RUN_IN(lun, scsi_cdb_read16(0, BS, BS, 0, 0, 0, 0, 0), buf, BS);
+    assert_sense(&r, SCSI_SENSE_MEDIUM_ERROR, SC_ASCQ_SANITIZE_COMMAND_FAILED);
+    r = tur(lun);
+    assert_good(&r);                             /* not a medium access */
+    /* Without AUSE only a sanitize that succeeds leaves failure mode. */
+    r = sanitize(lun, false, false, SCSI_SANITIZE_EXIT_FAILURE_MODE, NULL, 0);
+    assert_field(&r, true, 1, 4);
+    r = sanitize(lun, false, true, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);
+    r = RUN_IN(lun, scsi_cdb_read16(0, BS, BS, 0, 0, 0, 0, 0), buf, BS);
+    assert_good(&r);
+
+    /* With AUSE, EXIT FAILURE MODE leaves it. */
+    s->fail_op = BACKEND_DISCARD;
+    s->fail_ret = -EIO;
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "test:spy: SANITIZE BLOCK ERASE*");
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*discard at byte 0 failed*");
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "test:spy: SANITIZE failed*");
+    r = sanitize(lun, false, true, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    g_test_assert_expected_messages();
+    assert_sense(&r, SCSI_SENSE_MEDIUM_ERROR, SC_ASCQ_WRITE_ERROR);
+    s->fail_op = -1;
+    r = RUN_OUT(lun, scsi_cdb_write16(0, BS, BS, 0, 0, 0, 0, 0), buf, BS);
+    assert_sense(&r, SCSI_SENSE_MEDIUM_ERROR, SC_ASCQ_SANITIZE_COMMAND_FAILED);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_EXIT_FAILURE_MODE, NULL, 0);
+    assert_good(&r);
+    r = RUN_OUT(lun, scsi_cdb_write16(0, BS, BS, 0, 0, 0, 0, 0), buf, BS);
+    assert_good(&r);
+    /* Outside failure mode it has nothing to do. */
+    r = sanitize(lun, false, false, SCSI_SANITIZE_EXIT_FAILURE_MODE, NULL, 0);
+    assert_good(&r);
+    scsi_lun_free(lun);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    g_test_add_func("/scsi-disk/sanitize/needs-opt-in", test_needs_opt_in);
+    g_test_add_func("/scsi-disk/sanitize/overwrite", test_overwrite);
+    g_test_add_func("/scsi-disk/sanitize/block-erase", test_block_erase);
+    g_test_add_func("/scsi-disk/sanitize/refusals", test_refusals);
+    g_test_add_func("/scsi-disk/sanitize/in-progress", test_in_progress);
+    g_test_add_func("/scsi-disk/sanitize/failure-mode", test_failure_mode);
+    return g_test_run();
+}
