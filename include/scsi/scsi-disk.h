@@ -164,7 +164,7 @@ unsigned scsi_lun_inflight(struct scsi_lun *lun);
 /*
  * Statistics: every command the LUN executes is counted, when it
  * completes, as a read (READ 6/10/12/16), a write (WRITE and WRITE AND
- * VERIFY 6/10/12/16, COMPARE AND WRITE, ORWRITE) or other (everything else, including commands
+ * VERIFY 6/10/12/16, COMPARE AND WRITE, ORWRITE, WRITE ATOMIC) or other (everything else, including commands
  * refused before they ran), with the bytes it moved (data_in_xfer +
  * data_out_xfer), its latency from start_ns to completion, and as an
  * error if its status was not GOOD (a unit attention is not an error: it
@@ -207,6 +207,7 @@ static inline enum io_class scsi_cdb_class(const uint8_t *cdb, unsigned cdb_len)
     case 0x0a: case 0x2a: case 0xaa: case 0x8a:   /* WRITE (6), (10), (12), (16) */
     case 0x2e: case 0xae: case 0x8e:              /* WRITE AND VERIFY (10), (12), (16) */
     case 0x89: case 0x8b:                         /* COMPARE AND WRITE, ORWRITE (16) */
+    case 0x9c:                                    /* WRITE ATOMIC (16) */
         return IO_WRITE;
     default:
         return IO_OTHER;

@@ -12,6 +12,10 @@
  * read-modify-write under the same exclusive range: each block becomes
  * what it held ORed with the data-out, chunk by chunk through a bounded
  * buffer, so no other write lands between a chunk's read and its write.
+ * WRITE ATOMIC (16) (SBC-4 5.48) is one write request under the same
+ * exclusive range: no write lands inside it and, since READ takes its
+ * range shared, no read sees part of it; its limits are Block Limits'
+ * atomic fields (scsi-disk-int.h).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -176,4 +180,46 @@ int sd_exec_orwrite(struct scsi_lun *lun, struct scsi_cmd *cmd)
     st->expect = g_malloc(st->chunk_blocks * lun->bs);
     st->state = OR_READ;
     return sd_op_start_range(lun, cmd, st, lba, n, true);
+}
+
+/* ---- WRITE ATOMIC (16) -------------------------------------------------- */
+
+int sd_exec_write_atomic(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    const uint8_t *cdb = cmd->cdb;
+    uint64_t lba = ld64(cdb + 2), bytes;
+    uint32_t n = ld16(cdb + 12), g = sd_atomic_granularity(lun);
+
+    if (cdb[1] & 0xe0) {
+        return invalid_cdb(cmd, 1, 7);   /* WRPROTECT: no protection information */
+    }
+    if (ld16(cdb + 10)) {
+        return invalid_cdb(cmd, 10, 7);  /* ATOMIC BOUNDARY: MAXIMUM ATOMIC BOUNDARY SIZE 0 */
+    }
+    if (lun->be->read_only) {
+        return sd_sense_done(cmd, SCSI_SC_WRITE_PROTECTED);
+    }
+    if (!sd_range_ok(lun, lba, n)) {
+        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
+    }
+    if (n == 0) {
+        cmd->status = SAM_STAT_GOOD;     /* nothing to write is not an error */
+        return EXEC_DONE;
+    }
+    if (n > sd_max_atomic_blocks(lun) || n % g) {
+        return invalid_cdb(cmd, 12, 7);  /* MAXIMUM ATOMIC TRANSFER LENGTH, GRANULARITY */
+    }
+    if (lba % g) {
+        return invalid_cdb(cmd, 2, 7);   /* ATOMIC ALIGNMENT */
+    }
+    bytes = (uint64_t)n * lun->bs;
+    if (sd_data_out_size(cmd) < bytes) {
+        return invalid_cdb(cmd, 12, 7);
+    }
+    sd_bio_init(lun, cmd, BACKEND_WRITE, lba * lun->bs, bytes, sd_single_done);
+    cmd->bio.fua = sd_write_needs_fua(lun, cdb[1] & 0x08);
+    if (sd_map_data(cmd, cmd->data_out, cmd->data_out_cnt, sd_data_out_size(cmd), bytes) < 0) {
+        return invalid_cdb(cmd, 12, 7);
+    }
+    return sd_submit_single_range(lun, cmd, lba, n, true);
 }

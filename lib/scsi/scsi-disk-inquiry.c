@@ -156,7 +156,11 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
             st32(b + 32, 0x80000000u);
         }
         st64(b + 36, MAX_WRITE_SAME_LBAS);
-        len = 64;
+        /* SBC-4 WRITE ATOMIC (16): no atomic boundaries (the last two fields 0). */
+        st32(b + 44, sd_max_atomic_blocks(lun));   /* MAXIMUM ATOMIC TRANSFER LENGTH */
+        st32(b + 48, sd_atomic_granularity(lun));  /* ATOMIC ALIGNMENT */
+        st32(b + 52, sd_atomic_granularity(lun));  /* ATOMIC TRANSFER LENGTH GRANULARITY */
+        len = 64;               /* PAGE LENGTH 003Ch */
         break;
     }
     case 0xb1:

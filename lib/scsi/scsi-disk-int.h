@@ -45,6 +45,11 @@
 #define RANGE_CHUNK_BYTES (1u << 20)
 /* COMPARE AND WRITE: one byte in the CDB and Block Limits; both halves bounce. */
 #define MAX_CAW_BLOCKS 255u
+/*
+ * WRITE ATOMIC (16): one backend request under the exclusive range, which
+ * holds up overlapping reads and writes while it lasts: at most 1 MiB.
+ */
+#define MAX_ATOMIC_BYTES (1u << 20)
 
 /*
  * EXTENDED COPY (scsi-disk-xcopy.c), as the Third-party Copy VPD page and
@@ -175,6 +180,27 @@ static inline uint32_t sd_chunk_bytes(const struct scsi_lun *lun)
 static inline uint32_t sd_max_caw_blocks(const struct scsi_lun *lun)
 {
     return MIN(MAX_CAW_BLOCKS, sd_max_xfer_bytes(lun) / lun->bs);
+}
+
+/*
+ * WRITE ATOMIC's ATOMIC ALIGNMENT and ATOMIC TRANSFER LENGTH GRANULARITY:
+ * the physical block, so an atomic write never covers part of one (which
+ * the device would read-modify-write underneath); one block if none.
+ */
+static inline uint32_t sd_atomic_granularity(const struct scsi_lun *lun)
+{
+    uint32_t pbs = lun->be->phys_block_size;
+
+    return pbs > lun->bs && pbs % lun->bs == 0 ? pbs / lun->bs : 1;
+}
+
+/* MAXIMUM ATOMIC TRANSFER LENGTH: one request, whole granules; 0 if not even one fits. */
+static inline uint32_t sd_max_atomic_blocks(const struct scsi_lun *lun)
+{
+    uint32_t g = sd_atomic_granularity(lun);
+    uint32_t max = MIN(MAX_ATOMIC_BYTES, sd_max_xfer_bytes(lun)) / lun->bs / g * g;
+
+    return max ? max : (g <= sd_max_xfer_bytes(lun) / lun->bs ? g : 0);
 }
 
 /* The most blocks one DISCARD or WRITE ZEROES request covers. */
@@ -346,12 +372,13 @@ int sd_submit_single(struct scsi_lun *lun, struct scsi_cmd *cmd);
 struct op_state *sd_op_new(struct scsi_cmd *cmd, op_step_fn *step);
 int sd_op_start(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st);
 /*
- * Writing commands start under the range lock: these take [lba, lba + n)
- * (shared, or exclusive for COMPARE AND WRITE) and then submit or start,
+ * Writing commands, and READ, start under the range lock: these take
+ * [lba, lba + n) (shared, or exclusive for COMPARE AND WRITE, ORWRITE and
+ * WRITE ATOMIC) and then submit or start,
  * now or once the range is theirs.  EXEC_DONE or EXEC_ASYNC as above.
  */
 int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba,
-                           uint64_t n);
+                           uint64_t n, bool excl);
 int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,
                       uint64_t lba, uint64_t n, bool excl);
 void sd_op_bio_done(struct backend_io *io, int ret);

@@ -296,9 +296,9 @@ static void single_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
 }
 
 int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba,
-                           uint64_t n)
+                           uint64_t n, bool excl)
 {
-    if (!sd_range_lock(lun, cmd, lba, n, false, single_go)) {
+    if (!sd_range_lock(lun, cmd, lba, n, excl, single_go)) {
         return EXEC_ASYNC;
     }
     return sd_submit_single(lun, cmd);

@@ -14,7 +14,7 @@
 sd_exec_fn sd_exec_read, sd_exec_write, sd_exec_write_verify, sd_exec_verify,
            sd_exec_sync_cache, sd_exec_start_stop;
 /* scsi-disk-caw.c */
-sd_exec_fn sd_exec_compare_and_write, sd_exec_orwrite;
+sd_exec_fn sd_exec_compare_and_write, sd_exec_orwrite, sd_exec_write_atomic;
 /* scsi-disk-medium.c */
 sd_exec_fn sd_exec_pre_fetch, sd_exec_get_lba_status, sd_exec_read_defect_data;
 /* scsi-disk-provisioning.c */

@@ -2,10 +2,11 @@
  * The write range lock of one LUN, which makes COMPARE AND WRITE atomic
  * against every other write to its blocks, from any I/O thread and any
  * front-end.  Every writing command (WRITE, WRITE AND VERIFY, WRITE SAME,
- * UNMAP, and EXTENDED COPY for each chunk it writes to a destination LUN)
- * takes its LBA range shared; COMPARE AND WRITE (and ORWRITE, the
- * other read-modify-write) takes its range exclusively, from before its
- * read until its write has completed.
+ * UNMAP, and EXTENDED COPY for each chunk it writes to a destination LUN),
+ * and READ, takes its LBA range shared; COMPARE AND WRITE (and ORWRITE,
+ * the other read-modify-write) takes its range exclusively, from before
+ * its read until its write has completed, and WRITE ATOMIC for its write,
+ * so that no READ sees part of one.
  * Writes do not exclude each other (SBC leaves overlapping writes in
  * flight unordered), so the lock costs them something only while a
  * COMPARE AND WRITE exists.  The design is that of a per-CPU

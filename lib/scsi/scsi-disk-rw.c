@@ -1,6 +1,6 @@
 /*
  * The block I/O command family: READ, WRITE and WRITE AND VERIFY (one
- * backend request each, no lock), VERIFY (read back and compare through a
+ * backend request each, under their range of the range lock, shared), VERIFY (read back and compare through a
  * bounded buffer), SYNCHRONIZE CACHE and START STOP UNIT (a flush).  Every
  * CDB field is untrusted and checked here, where it enters; the requests
  * run through the engine in scsi-disk-io.c.
@@ -49,7 +49,12 @@ static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool 
                  write ? cmd->data_out_cnt : cmd->data_in_cnt, avail, bytes) < 0) {
         return invalid_cdb(cmd, len_byte, 7);
     }
-    return write ? sd_submit_single_range(lun, cmd, lba, n) : sd_submit_single(lun, cmd);
+    /*
+     * A READ takes its range shared too, so that it never runs beside a
+     * WRITE ATOMIC, COMPARE AND WRITE or ORWRITE to its blocks and sees part
+     * of one (the fast path: a count of its own thread's and one load).
+     */
+    return sd_submit_single_range(lun, cmd, lba, n, false);
 }
 
 int sd_exec_read(struct scsi_lun *lun, struct scsi_cmd *cmd)

@@ -10,6 +10,9 @@
  * are between threads) and on a file LUN (io_uring, completions later, so
  * commands of one thread interleave too).  Between rounds, plain WRITEs to
  * the neighbouring blocks run alongside, which the lock must not disturb.
+ * WRITE ATOMIC (16) is raced the same way against READs: one front-end
+ * writes runs of blocks each holding the writer's value, the other reads
+ * the run meanwhile, and every READ must find one writer's run whole.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -175,6 +178,98 @@ static void race_on(unsigned lun)
     vfe_close(b.fe);
 }
 
+/* ---- WRITE ATOMIC against READ ----------------------------------------- */
+
+#define ATOMIC_BLOCKS 64     /* 32 KiB: several pages, so a torn read can show */
+#define ATOMIC_LBA 256
+#define ATOMIC_ROUNDS 100
+
+/* Submits PER_FE commands of s on both queues: atomic writes of values from v, or reads. */
+static void atomic_submit(struct side *s, unsigned lun, bool write, uint64_t v, unsigned round)
+{
+    uint8_t cdb[SC_CDB_MAX];
+    unsigned n;
+
+    s->b.done = 0;
+    for (unsigned i = 0; i < PER_FE; i++) {
+        struct vfe_req *r = &s->req[i];
+
+        if (write) {
+            n = sc_cdb(scsi_cdb_writeatomic16(ATOMIC_LBA, ATOMIC_BLOCKS * BLOCK, BLOCK, 0, 0, 0,
+                                              0), cdb);
+            for (unsigned blk = 0; blk < ATOMIC_BLOCKS; blk++) {
+                block_of(s->buf[i] + blk * BLOCK, v + i);
+            }
+        } else {
+            n = sc_cdb(scsi_cdb_read16(ATOMIC_LBA, ATOMIC_BLOCKS * BLOCK, BLOCK, 0, 0, 0, 0, 0),
+                       cdb);
+        }
+        pu_req_prep(r, 0, lun, cdb, n, s->buf[i], ATOMIC_BLOCKS * BLOCK, !write);
+        r->queue = i % 2;
+        r->tag = round * 100 + i + 1;
+        r->complete = pu_batch_done;
+        r->opaque = &s->b;
+        g_assert_cmpint(vfe_submit(s->fe, r), ==, 0);
+    }
+}
+
+/* Every read found one value in all its blocks: some writer's run, whole. */
+static void atomic_check_reads(struct side *s, uint64_t max)
+{
+    uint8_t want[BLOCK];
+
+    pu_batch_wait(s->fe, &s->b, PER_FE, PU_TIMEOUT_MS);
+    for (unsigned i = 0; i < PER_FE; i++) {
+        uint64_t v = pu_get_be(s->buf[i], 8);
+
+        g_assert_cmpuint(s->req[i].resp.response, ==, VIRTIO_SCSI_S_OK);
+        g_assert_cmpuint(s->req[i].resp.status, ==, 0);
+        g_assert_cmpuint(v, <=, max);
+        block_of(want, v);
+        for (unsigned blk = 0; blk < ATOMIC_BLOCKS; blk++) {
+            if (memcmp(s->buf[i] + blk * BLOCK, want, BLOCK) != 0) {
+                g_error("read %u: block %u is not value %" G_GUINT64_FORMAT "'s: a torn atomic "
+                        "write", i, blk, v);
+            }
+        }
+    }
+}
+
+static void atomic_race_on(unsigned lun)
+{
+    struct side w, r;
+
+    side_init(&w);
+    side_init(&r);
+    for (unsigned i = 0; i < PER_FE; i++) {
+        w.buf[i] = vfe_alloc(w.fe, ATOMIC_BLOCKS * BLOCK, 4096);
+        r.buf[i] = vfe_alloc(r.fe, ATOMIC_BLOCKS * BLOCK, 4096);
+    }
+    atomic_submit(&w, lun, true, 0, 0);
+    pu_batch_wait(w.fe, &w.b, PER_FE, PU_TIMEOUT_MS);
+    for (unsigned round = 1; round <= ATOMIC_ROUNDS; round++) {
+        atomic_submit(&w, lun, true, (uint64_t)round * PER_FE, round);
+        atomic_submit(&r, lun, false, 0, round);
+        atomic_check_reads(&r, ((uint64_t)round + 1) * PER_FE);
+        pu_batch_wait(w.fe, &w.b, PER_FE, PU_TIMEOUT_MS);
+        for (unsigned i = 0; i < PER_FE; i++) {
+            g_assert_cmpuint(w.req[i].resp.status, ==, 0);
+        }
+    }
+    vfe_close(w.fe);
+    vfe_close(r.fe);
+}
+
+static void test_atomic_ram(void)
+{
+    atomic_race_on(0);
+}
+
+static void test_atomic_file(void)
+{
+    atomic_race_on(1);
+}
+
 static void test_race_ram(void)
 {
     race_on(0);
@@ -193,6 +288,8 @@ int main(int argc, char **argv)
     start_daemon();
     g_test_add_func("/caw-race/ram", test_race_ram);
     g_test_add_func("/caw-race/file", test_race_file);
+    g_test_add_func("/caw-race/write-atomic-vs-read/ram", test_atomic_ram);
+    g_test_add_func("/caw-race/write-atomic-vs-read/file", test_atomic_file);
     ret = g_test_run();
     pu_daemon_stop(&d, false);
     pu_daemon_cleanup(&d);

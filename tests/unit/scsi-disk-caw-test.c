@@ -13,7 +13,10 @@
  * block are serialised, so the second compares against the first's data.
  * ORWRITE (16) ORs the data-out into the blocks, across more than one
  * bounce chunk, with the same refusals, and under the same exclusive
- * range: it waits for a COMPARE AND WRITE on its blocks.
+ * range: it waits for a COMPARE AND WRITE on its blocks.  WRITE ATOMIC (16)
+ * writes, reports and enforces Block Limits' atomic fields (the physical
+ * block as alignment and granularity), refuses an atomic boundary, and an
+ * overlapping READ or WRITE waits for it, as it waits for a READ in flight.
  * The harness is scsi-disk-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -478,6 +481,151 @@ static void test_orwrite_waits_for_caw(void)
     scsi_lun_free(lun);
 }
 
+/* ---- WRITE ATOMIC (16) -------------------------------------------------- */
+
+static struct result write_atomic(struct scsi_lun *lun, uint64_t lba, uint32_t n,
+                                  const uint8_t *data)
+{
+    return RUN_OUT(lun, scsi_cdb_writeatomic16(lba, n * BS, BS, 0, 0, 0, 0), data,
+                   (size_t)n * BS);
+}
+
+static void test_write_atomic(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    g_autofree uint8_t *big = g_malloc0(2049 * BS);
+    struct scsi_inquiry_block_limits *bl;
+    uint8_t a[8 * BS], rd[8 * BS], vbuf[64], cdb[SC_CDB_MAX];
+    struct sc_datain d;
+    struct result r;
+    unsigned len;
+
+    bl = VPD_LIMITS(lun, vbuf, &d);
+    g_assert_cmpuint(vbuf[2] << 8 | vbuf[3], ==, 0x3c);
+    g_assert_cmpuint(bl->max_atomic_xfer_len, ==, MiB / BS);
+    g_assert_cmpuint(bl->atomic_align, ==, 1);
+    g_assert_cmpuint(bl->atomic_gran, ==, 1);
+    g_assert_cmpuint(bl->max_atomic_tl_with_atomic_boundary, ==, 0);
+    g_assert_cmpuint(bl->max_atomic_boundary_size, ==, 0);
+    sc_datain_free(&d);
+
+    fill_pattern(a, sizeof(a), 21);
+    r = write_atomic(lun, 10, 8, a);
+    assert_good(&r);
+    g_assert_cmpuint(r.out_xfer, ==, sizeof(a));
+    read_blocks(lun, 10, 8, rd);
+    g_assert_true(memcmp(rd, a, sizeof(a)) == 0);
+    r = write_atomic(lun, 10, 0, NULL);
+    assert_good(&r);
+    g_assert_cmpuint(r.out_xfer, ==, 0);
+
+    /* Longer than MAXIMUM ATOMIC TRANSFER LENGTH; the largest goes. */
+    r = write_atomic(lun, 0, 2049, big);
+    assert_field(&r, true, 12, 7);
+    r = write_atomic(lun, 0, 2048, big);
+    assert_good(&r);
+    r = write_atomic(lun, 8 * MiB / BS - 1, 2, a);
+    assert_lba_out_of_range(&r);
+    r = run(lun, scsi_cdb_writeatomic16(0, 2 * BS, BS, 0, 0, 0, 0), a, BS, NULL, 0);
+    assert_field(&r, true, 12, 7);                       /* short data-out */
+    r = run(lun, scsi_cdb_writeatomic16(0, BS, BS, 1, 0, 0, 0), a, BS, NULL, 0);
+    assert_field(&r, true, 1, 7);                        /* WRPROTECT */
+    len = sc_cdb(scsi_cdb_writeatomic16(0, BS, BS, 0, 0, 0, 0), cdb);
+    cdb[11] = 1;                                         /* an ATOMIC BOUNDARY */
+    r = run_cdb(lun, cdb, len, a, BS, NULL, 0);
+    assert_field(&r, true, 10, 7);
+    scsi_lun_backend(lun)->read_only = true;
+    r = write_atomic(lun, 0, 1, a);
+    assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
+    scsi_lun_free(lun);
+}
+
+/* On 4 KiB physical blocks an atomic write is whole, aligned physical blocks. */
+static void test_write_atomic_alignment(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    struct scsi_inquiry_block_limits *bl;
+    uint8_t a[16 * BS], vbuf[64];
+    struct sc_datain d;
+    struct result r;
+
+    scsi_lun_backend(lun)->phys_block_size = 4096;
+    bl = VPD_LIMITS(lun, vbuf, &d);
+    g_assert_cmpuint(bl->atomic_align, ==, 8);
+    g_assert_cmpuint(bl->atomic_gran, ==, 8);
+    g_assert_cmpuint(bl->max_atomic_xfer_len, ==, MiB / BS);
+    sc_datain_free(&d);
+    fill_pattern(a, sizeof(a), 22);
+    r = write_atomic(lun, 4, 8, a);
+    assert_field(&r, true, 2, 7);                        /* misaligned */
+    r = write_atomic(lun, 8, 4, a);
+    assert_field(&r, true, 12, 7);                       /* not whole granules */
+    r = write_atomic(lun, 8, 12, a);
+    assert_field(&r, true, 12, 7);
+    r = write_atomic(lun, 8, 16, a);
+    assert_good(&r);
+    scsi_lun_free(lun);
+}
+
+/*
+ * Atomic against reads and writes: an overlapping READ or WRITE waits for
+ * it (the READ must not see half of it), one elsewhere does not; and it
+ * waits for a READ in flight to its blocks.
+ */
+static void test_write_atomic_excludes(void)
+{
+    struct spy *s;
+    struct scsi_lun *lun = spy_lun(false, &s);
+    uint8_t a[8 * BS], old[8 * BS], rd[8 * BS], far[BS], w[BS];
+    struct pending_cmd pa, pr, pw, pf, pa2;
+    struct result r;
+
+    fill_pattern(a, sizeof(a), 23);
+    fill_pattern(old, sizeof(old), 24);
+    fill_pattern(w, sizeof(w), 25);
+    write_blocks(lun, 40, 8, old);
+    s->defer = true;
+    start(&pa, lun, scsi_cdb_writeatomic16(40, sizeof(a), BS, 0, 0, 0, 0), a, sizeof(a),
+          NULL, 0);
+    g_assert_cmpuint(pending(s), ==, 1);
+    start(&pr, lun, scsi_cdb_read16(44, sizeof(rd), BS, 0, 0, 0, 0, 0), NULL, 0, rd,
+          sizeof(rd));
+    start(&pw, lun, scsi_cdb_write16(41, BS, BS, 0, 0, 0, 0, 0), w, BS, NULL, 0);
+    g_assert_cmpuint(pending(s), ==, 1);                 /* both wait */
+    start(&pf, lun, scsi_cdb_read16(100, BS, BS, 0, 0, 0, 0, 0), NULL, 0, far, BS);
+    g_assert_cmpuint(pending(s), ==, 2);                 /* elsewhere: at once */
+    spy_run_one(s);                                      /* the atomic write */
+    g_assert_cmpint(pa.completions, ==, 1);
+    r = result_of(&pa.cmd);
+    assert_good(&r);
+    g_assert_cmpuint(pending(s), ==, 3);                 /* the waiters go now */
+    s->defer = false;
+    while (spy_run_pending(s)) {
+    }
+    g_assert_cmpint(pr.completions + pw.completions + pf.completions, ==, 3);
+    r = result_of(&pr.cmd);
+    assert_good(&r);
+    g_assert_true(memcmp(rd, a + 4 * BS, 4 * BS) == 0);  /* all of the atomic write */
+
+    /* A READ in flight holds an overlapping atomic write back until it completes. */
+    s->defer = true;
+    start(&pr, lun, scsi_cdb_read16(40, BS, BS, 0, 0, 0, 0, 0), NULL, 0, rd, BS);
+    g_assert_cmpuint(pending(s), ==, 1);
+    start(&pa2, lun, scsi_cdb_writeatomic16(40, sizeof(old), BS, 0, 0, 0, 0), old,
+          sizeof(old), NULL, 0);
+    g_assert_cmpuint(pending(s), ==, 1);
+    spy_run_one(s);
+    g_assert_cmpint(pr.completions, ==, 1);
+    g_assert_true(memcmp(rd, a, BS) == 0);               /* read before the write */
+    g_assert_cmpuint(pending(s), ==, 1);                 /* now the atomic write */
+    spy_run_one(s);
+    g_assert_cmpint(pa2.completions, ==, 1);
+    r = result_of(&pa2.cmd);
+    assert_good(&r);
+    s->defer = false;
+    scsi_lun_free(lun);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -495,6 +643,9 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/range-lock/racing-caws-serialise", test_racing_caws_serialise);
     g_test_add_func("/scsi-disk/orwrite/ors", test_orwrite);
     g_test_add_func("/scsi-disk/range-lock/orwrite-waits-for-caw", test_orwrite_waits_for_caw);
+    g_test_add_func("/scsi-disk/write-atomic/writes-and-refusals", test_write_atomic);
+    g_test_add_func("/scsi-disk/write-atomic/alignment", test_write_atomic_alignment);
+    g_test_add_func("/scsi-disk/range-lock/write-atomic-excludes", test_write_atomic_excludes);
 
     return g_test_run();
 }
