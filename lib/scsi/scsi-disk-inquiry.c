@@ -194,14 +194,14 @@ int sd_exec_inquiry(struct scsi_lun *lun, struct scsi_cmd *cmd)
     }
     if (!(cdb[1] & 0x01)) {
         if (cdb[2]) {
-            return invalid_cdb(cmd, 2, 7);
+            return invalid_cdb(cmd, 2, -1);   /* a PAGE CODE without EVPD: the field */
         }
         len = std_inquiry(lun, b);
         return sd_reply(cmd, b, len, alloc);
     }
     len = vpd_page(lun, cdb[2], b);
     if (!len) {
-        return invalid_cdb(cmd, 2, 7);
+        return invalid_cdb(cmd, 2, -1);   /* a page we do not have: the field */
     }
     return sd_reply(cmd, b, len, alloc);
 }

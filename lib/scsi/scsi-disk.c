@@ -29,14 +29,8 @@ static int exec_good(struct scsi_lun *lun, struct scsi_cmd *cmd)
 /* A command table entry, also what REPORT SUPPORTED OPERATION CODES reports. */
 #define F_UA_PASS  0x01   /* executes despite a pending unit attention */
 #define F_DISCARD  0x02   /* supported only if the backend can discard */
-/*
- * Any CDB bit outside the usage data, but in the control byte, is refused
- * with a field pointer to it (SPC-4 leaves checking reserved bits to the
- * device server; the commands added since this flag came check theirs).
- */
-#define F_STRICT   0x04
-#define F_MEDIUM   0x08   /* reads or writes blocks: refused after a failed SANITIZE */
-#define F_SANITIZE 0x10   /* supported only where the LUN spec says sanitize=on */
+#define F_MEDIUM   0x04   /* reads or writes blocks: refused after a failed SANITIZE */
+#define F_SANITIZE 0x08   /* supported only where the LUN spec says sanitize=on */
 
 struct op_desc {
     uint8_t opcode;
@@ -45,7 +39,14 @@ struct op_desc {
     uint8_t cdb_len;
     uint8_t flags;
     sd_exec_fn *fn;
-    /* CDB usage data (SPC-4 6.35.3): opcode, SA, then the bits we look at. */
+    /*
+     * CDB usage data (SPC-4 6.35.3): opcode, then every bit of a field the
+     * command decodes (acted on, accepted as a no-op, or checked for the
+     * only value it takes, e.g. RDPROTECT 0), the service action field
+     * holding its value; GROUP NUMBER is accepted and ignored (no grouping
+     * function: nothing is collected), as DPO is.  Reserved and obsolete
+     * bits are 0 and refused.
+     */
     uint8_t usage[16];
 };
 
@@ -62,7 +63,7 @@ static const struct op_desc sd_op_table[256] = {
     [OP_WRITE_6] = { OP_WRITE_6, false, 0, 6, F_MEDIUM, sd_exec_write,
       { 0x0a, 0x1f, 0xff, 0xff, 0xff, 0x04 } },
     [OP_INQUIRY] = { OP_INQUIRY, false, 0, 6, F_UA_PASS, sd_exec_inquiry,
-      { 0x12, 0x03, 0xff, 0xff, 0xff, 0x04 } },
+      { 0x12, 0x01, 0xff, 0xff, 0xff, 0x04 } },   /* CMDDT is obsolete */
     [OP_MODE_SELECT_6] = { OP_MODE_SELECT_6, false, 0, 6, 0, sd_exec_mode_select,
       { 0x15, 0x11, 0, 0, 0xff, 0x04 } },
     [PR_OP_RESERVE_6] = { PR_OP_RESERVE_6, false, 0, 6, 0, sd_exec_reserve_release,
@@ -72,111 +73,111 @@ static const struct op_desc sd_op_table[256] = {
     [OP_MODE_SENSE_6] = { OP_MODE_SENSE_6, false, 0, 6, 0, sd_exec_mode_sense,
       { 0x1a, 0x08, 0xff, 0xff, 0xff, 0x04 } },
     [OP_START_STOP_UNIT] = { OP_START_STOP_UNIT, false, 0, 6, 0, sd_exec_start_stop,
-      { 0x1b, 0, 0, 0, 0xf5, 0x04 } },
+      { 0x1b, 0x01, 0, 0, 0xf5, 0x04 } },
     [OP_PREVENT_ALLOW] = { OP_PREVENT_ALLOW, false, 0, 6, 0, exec_good,
-      { 0x1e, 0, 0, 0, 0, 0x04 } },
+      { 0x1e, 0, 0, 0, 0x03, 0x04 } },
     [OP_READ_CAPACITY_10] = { OP_READ_CAPACITY_10, false, 0, 10, 0, sd_exec_read_capacity_10,
       { 0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0x04 } },
     [OP_READ_10] = { OP_READ_10, false, 0, 10, F_MEDIUM, sd_exec_read,
-      { 0x28, 0xf8, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+      { 0x28, 0xfa, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_WRITE_10] = { OP_WRITE_10, false, 0, 10, F_MEDIUM, sd_exec_write,
-      { 0x2a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+      { 0x2a, 0xfa, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_WRITE_VERIFY_10] = { OP_WRITE_VERIFY_10, false, 0, 10, F_MEDIUM, sd_exec_write_verify,
-      { 0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+      { 0x2e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_VERIFY_10] = { OP_VERIFY_10, false, 0, 10, F_MEDIUM, sd_exec_verify,
-      { 0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_PRE_FETCH_10] = { OP_PRE_FETCH_10, false, 0, 10, F_STRICT | F_MEDIUM, sd_exec_pre_fetch,
+      { 0x2f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
+    [OP_PRE_FETCH_10] = { OP_PRE_FETCH_10, false, 0, 10, F_MEDIUM, sd_exec_pre_fetch,
       { 0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_SYNC_CACHE_10] = { OP_SYNC_CACHE_10, false, 0, 10, F_MEDIUM, sd_exec_sync_cache,
-      { 0x35, 0, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
-    [OP_READ_DEFECT_DATA_10] = { OP_READ_DEFECT_DATA_10, false, 0, 10, F_STRICT,
+      { 0x35, 0x06, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
+    [OP_READ_DEFECT_DATA_10] = { OP_READ_DEFECT_DATA_10, false, 0, 10, 0,
       sd_exec_read_defect_data, { 0x37, 0, 0x1f, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_WRITE_SAME_10] = { OP_WRITE_SAME_10, false, 0, 10, F_MEDIUM, sd_exec_write_same,
-      { 0x41, 0xfe, 0xff, 0xff, 0xff, 0xff, 0, 0xff, 0xff, 0x04 } },
+      { 0x41, 0xfe, 0xff, 0xff, 0xff, 0xff, 0x1f, 0xff, 0xff, 0x04 } },
     [OP_UNMAP] = { OP_UNMAP, false, 0, 10, F_DISCARD | F_MEDIUM, sd_exec_unmap,
-      { 0x42, 0x01, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
-    [OP_SANITIZE] = { OP_SANITIZE, true, SANITIZE_OVERWRITE, 10, F_STRICT | F_SANITIZE,
+      { 0x42, 0x01, 0, 0, 0, 0, 0x1f, 0xff, 0xff, 0x04 } },
+    [OP_SANITIZE] = { OP_SANITIZE, true, SANITIZE_OVERWRITE, 10, F_SANITIZE,
       sd_exec_sanitize, { 0x48, 0xa1, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_MODE_SELECT_10] = { OP_MODE_SELECT_10, false, 0, 10, 0, sd_exec_mode_select,
       { 0x55, 0x11, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [PR_OP_RESERVE_10] = { PR_OP_RESERVE_10, false, 0, 10, 0, sd_exec_reserve_release,
-      { 0x56, 0, 0, 0, 0, 0, 0, 0, 0, 0x04 } },
+      { 0x56, 0x12, 0, 0, 0, 0, 0, 0, 0, 0x04 } },
     [PR_OP_RELEASE_10] = { PR_OP_RELEASE_10, false, 0, 10, 0, sd_exec_reserve_release,
-      { 0x57, 0, 0, 0, 0, 0, 0, 0, 0, 0x04 } },
+      { 0x57, 0x12, 0, 0, 0, 0, 0, 0, 0, 0x04 } },
     [OP_MODE_SENSE_10] = { OP_MODE_SENSE_10, false, 0, 10, 0, sd_exec_mode_sense,
       { 0x5a, 0x18, 0xff, 0xff, 0, 0, 0, 0xff, 0xff, 0x04 } },
     [OP_PR_IN] = { OP_PR_IN, false, 0, 10, 0, sd_exec_pr_in,
                    { 0x5e, 0x1f, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x04 } },
     [OP_PR_OUT] = { OP_PR_OUT, false, 0, 10, 0, sd_exec_pr_out,
                     { 0x5f, 0x1f, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x04 } },
-    [OP_EXTENDED_COPY] = { OP_EXTENDED_COPY, true, XCOPY_SA_LID1, 16, F_STRICT,
+    [OP_EXTENDED_COPY] = { OP_EXTENDED_COPY, true, XCOPY_SA_LID1, 16, 0,
       sd_exec_extended_copy,
       { 0x83, 0x00, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_RECEIVE_COPY_RESULTS] = { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_COPY_STATUS, 16,
-      F_STRICT, sd_exec_receive_copy_results,
+      0, sd_exec_receive_copy_results,
       { 0x84, 0x00, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_READ_16] = { OP_READ_16, false, 0, 16, F_MEDIUM, sd_exec_read,
-      { 0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_COMPARE_AND_WRITE] = { OP_COMPARE_AND_WRITE, false, 0, 16, F_STRICT | F_MEDIUM,
+      { 0x88, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_COMPARE_AND_WRITE] = { OP_COMPARE_AND_WRITE, false, 0, 16, F_MEDIUM,
       sd_exec_compare_and_write,
-      { 0x89, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+      { 0x89, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0, 0, 0, 0xff, 0x1f, 0x04 } },
     [OP_WRITE_16] = { OP_WRITE_16, false, 0, 16, F_MEDIUM, sd_exec_write,
-      { 0x8a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_ORWRITE_16] = { OP_ORWRITE_16, false, 0, 16, F_STRICT | F_MEDIUM, sd_exec_orwrite,
+      { 0x8a, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_ORWRITE_16] = { OP_ORWRITE_16, false, 0, 16, F_MEDIUM, sd_exec_orwrite,
       { 0x8b, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_WRITE_VERIFY_16] = { OP_WRITE_VERIFY_16, false, 0, 16, F_MEDIUM, sd_exec_write_verify,
       { 0x8e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_VERIFY_16] = { OP_VERIFY_16, false, 0, 16, F_MEDIUM, sd_exec_verify,
       { 0x8f, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_PRE_FETCH_16] = { OP_PRE_FETCH_16, false, 0, 16, F_STRICT | F_MEDIUM, sd_exec_pre_fetch,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_PRE_FETCH_16] = { OP_PRE_FETCH_16, false, 0, 16, F_MEDIUM, sd_exec_pre_fetch,
       { 0x90, 0x02, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_SYNC_CACHE_16] = { OP_SYNC_CACHE_16, false, 0, 16, F_MEDIUM, sd_exec_sync_cache,
-      { 0x91, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+      { 0x91, 0x06, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_WRITE_SAME_16] = { OP_WRITE_SAME_16, false, 0, 16, F_MEDIUM, sd_exec_write_same,
       { 0x93, 0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_WRITE_ATOMIC_16] = { OP_WRITE_ATOMIC_16, false, 0, 16, F_STRICT | F_MEDIUM,
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_WRITE_ATOMIC_16] = { OP_WRITE_ATOMIC_16, false, 0, 16, F_MEDIUM,
       sd_exec_write_atomic,
       { 0x9c, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-        0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+        0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_SERVICE_ACTION_IN_16] = { OP_SERVICE_ACTION_IN_16, true, SAI_READ_CAPACITY_16, 16, 0, sd_exec_read_capacity_16,
       { 0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_MAINTENANCE_IN] = { OP_MAINTENANCE_IN, true, MI_REPORT_SUPPORTED_OPCODES, 12, 0, exec_rsoc,
       { 0xa3, 0x0c, 0x87, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     [OP_READ_12] = { OP_READ_12, false, 0, 12, F_MEDIUM, sd_exec_read,
-      { 0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
+      { 0xa8, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
     [OP_WRITE_12] = { OP_WRITE_12, false, 0, 12, F_MEDIUM, sd_exec_write,
-      { 0xaa, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    [OP_WRITE_VERIFY_12] = { OP_WRITE_VERIFY_12, false, 0, 12, F_STRICT | F_MEDIUM, sd_exec_write_verify,
+      { 0xaa, 0xfa, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
+    [OP_WRITE_VERIFY_12] = { OP_WRITE_VERIFY_12, false, 0, 12, F_MEDIUM, sd_exec_write_verify,
       { 0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
-    [OP_VERIFY_12] = { OP_VERIFY_12, false, 0, 12, F_STRICT | F_MEDIUM, sd_exec_verify,
+    [OP_VERIFY_12] = { OP_VERIFY_12, false, 0, 12, F_MEDIUM, sd_exec_verify,
       { 0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x1f, 0x04 } },
-    [OP_READ_DEFECT_DATA_12] = { OP_READ_DEFECT_DATA_12, false, 0, 12, F_STRICT,
+    [OP_READ_DEFECT_DATA_12] = { OP_READ_DEFECT_DATA_12, false, 0, 12, 0,
       sd_exec_read_defect_data,
       { 0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
 };
 
 /* Further service actions of the opcodes above that have them (the table holds one each). */
 static const struct op_desc sd_sa_table[] = {
-    { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_STRICT | F_MEDIUM,
+    { OP_SERVICE_ACTION_IN_16, true, SAI_GET_LBA_STATUS, 16, F_MEDIUM,
       sd_exec_get_lba_status,
       { 0x9e, 0x12, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
     /* The LIST IDENTIFIER names no copy here: taken, and ignored, rather than refused. */
-    { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_OPERATING_PARAMETERS, 16, F_STRICT,
+    { OP_RECEIVE_COPY_RESULTS, true, RCR_SA_OPERATING_PARAMETERS, 16, 0,
       sd_exec_receive_copy_results,
       { 0x84, 0x03, 0xff, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0, 0x04 } },
-    { OP_SANITIZE, true, SANITIZE_BLOCK_ERASE, 10, F_STRICT | F_SANITIZE, sd_exec_sanitize,
+    { OP_SANITIZE, true, SANITIZE_BLOCK_ERASE, 10, F_SANITIZE, sd_exec_sanitize,
       { 0x48, 0xa2, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
-    { OP_SANITIZE, true, SANITIZE_EXIT_FAILURE_MODE, 10, F_STRICT | F_SANITIZE,
+    { OP_SANITIZE, true, SANITIZE_EXIT_FAILURE_MODE, 10, F_SANITIZE,
       sd_exec_sanitize, { 0x48, 0x9f, 0, 0, 0, 0, 0, 0xff, 0xff, 0x04 } },
 };
 
@@ -346,28 +347,36 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
         g_debug("%s: unsupported opcode 0x%02x", lun->name, opcode);
         return sd_sense_done(cmd, SCSI_SC_INVALID_OPCODE);
     }
-    /* One load while no SANITIZE has run; the gate refuses what must wait for it. */
-    if (sd_sanitize_state(lun) != SD_SANITIZE_IDLE) {
-        int r = sd_sanitize_gate(lun, cmd, d->flags & F_UA_PASS, d->flags & F_MEDIUM);
-
-        if (r >= 0) {
-            return r;
-        }
-    }
     if (cmd->cdb_len < d->cdb_len) {
         return invalid_cdb(cmd, cmd->cdb_len - 1, 7);
     }
     if (cmd->cdb[d->cdb_len - 1] & 0x04) {
         return invalid_cdb(cmd, d->cdb_len - 1, 2);   /* NACA: not supported */
     }
-    if (d->flags & F_STRICT) {
-        /* Byte 0 is the opcode, the last the control byte (checked above). */
-        for (unsigned i = 1; i + 1 < d->cdb_len; i++) {
-            uint8_t bad = cmd->cdb[i] & ~d->usage[i];
+    /*
+     * Every CDB bit outside the usage data is refused with a field pointer
+     * to it (SPC-4 leaves checking reserved bits to the device server), so
+     * a bit we would silently not honour never passes.  Byte 0 is the
+     * opcode, the last the control byte (checked above).  Before the
+     * command's own checks: a reserved bit is reported as itself.
+     */
+    for (unsigned i = 1; i + 1 < d->cdb_len; i++) {
+        uint8_t bad = cmd->cdb[i] & ~d->usage[i];
 
-            if (bad) {
-                return invalid_cdb(cmd, i, 31 - __builtin_clz(bad));
-            }
+        if (bad) {
+            return invalid_cdb(cmd, i, 31 - __builtin_clz(bad));
+        }
+    }
+    /*
+     * One load while no SANITIZE has run; the gate refuses what must wait
+     * for it.  After the CDB checks: a malformed CDB is refused as such
+     * whatever the LUN is doing.
+     */
+    if (sd_sanitize_state(lun) != SD_SANITIZE_IDLE) {
+        int r = sd_sanitize_gate(lun, cmd, d->flags & F_UA_PASS, d->flags & F_MEDIUM);
+
+        if (r >= 0) {
+            return r;
         }
     }
     return d->fn(lun, cmd);
