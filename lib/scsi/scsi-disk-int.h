@@ -153,6 +153,36 @@ static inline uint16_t sd_sanitize_progress(const struct scsi_lun *lun)
                                           memory_order_relaxed);
 }
 
+/* NOT READY, SANITIZE IN PROGRESS, with how far it has got; EXEC_DONE. */
+static inline int sd_sanitize_in_progress(struct scsi_lun *lun, struct scsi_cmd *cmd)
+{
+    sd_fill_progress_sense(cmd->sense, SCSI_SC_SANITIZE_IN_PROGRESS, sd_sanitize_progress(lun));
+    cmd->sense_len = FIXED_SENSE_LEN;
+    cmd->status = SAM_STAT_CHECK_CONDITION;
+    return EXEC_DONE;
+}
+
+/*
+ * While a SANITIZE of lun runs or after one failed (sanitize_state not
+ * idle): EXEC_DONE with the answer cmd gets instead of running (NOT
+ * READY, SANITIZE IN PROGRESS; MEDIUM ERROR, SANITIZE COMMAND FAILED for a
+ * medium access), or -1 if it runs.  passes: it may run while a sanitize
+ * runs (INQUIRY, REQUEST SENSE); medium: it reads or writes lun's blocks
+ * (the dispatch; EXTENDED COPY for its copy targets).
+ */
+static inline int sd_sanitize_gate(struct scsi_lun *lun, struct scsi_cmd *cmd, bool passes,
+                                   bool medium)
+{
+    switch (sd_sanitize_state(lun)) {
+    case SD_SANITIZE_RUNNING:
+        return passes ? -1 : sd_sanitize_in_progress(lun, cmd);
+    case SD_SANITIZE_FAILED:
+        return medium ? sd_sense_done(cmd, SCSI_SC_SANITIZE_FAILED) : -1;
+    default:
+        return -1;
+    }
+}
+
 /* The capacity in blocks; only ever grows (scsi_lun_resize). */
 static inline uint64_t sd_nb_blocks(const struct scsi_lun *lun)
 {

@@ -21,14 +21,6 @@ sd_exec_fn sd_exec_pre_fetch, sd_exec_get_lba_status, sd_exec_read_defect_data;
 sd_exec_fn sd_exec_write_same, sd_exec_unmap;
 /* scsi-disk-sanitize.c */
 sd_exec_fn sd_exec_sanitize;
-/*
- * While a SANITIZE runs or after one failed (sanitize_state not idle):
- * EXEC_DONE with the answer cmd gets instead of running (NOT READY,
- * SANITIZE IN PROGRESS; MEDIUM ERROR, SANITIZE COMMAND FAILED for a
- * medium access), or -1 if it runs.  passes: it may run while a sanitize
- * runs (INQUIRY, REQUEST SENSE); medium: it reads or writes blocks.
- */
-int sd_sanitize_gate(struct scsi_lun *lun, struct scsi_cmd *cmd, bool passes, bool medium);
 /* scsi-disk-inquiry.c */
 sd_exec_fn sd_exec_inquiry, sd_exec_read_capacity_10, sd_exec_read_capacity_16,
            sd_exec_request_sense;

@@ -10,7 +10,8 @@
  * as for WRITE SAME, under the write range lock held exclusively over the
  * whole LUN (it starts once the writes in flight have finished).  With
  * IMMED it runs as an internal command of its own after the SANITIZE has
- * answered GOOD.  Meanwhile the dispatch asks sd_sanitize_gate(), which
+ * answered GOOD.  Meanwhile the dispatch (and EXTENDED COPY for its copy
+ * targets) asks sd_sanitize_gate() (scsi-disk-int.h), which
  * answers every command but INQUIRY, REQUEST SENSE and REPORT LUNS with
  * NOT READY, SANITIZE IN PROGRESS and its progress indication; after a
  * failed one, medium access commands get MEDIUM ERROR, SANITIZE COMMAND
@@ -37,30 +38,6 @@ struct sanitize_job {
     struct scsi_cmd cmd;
     uint8_t cdb[SANITIZE_CDB_LEN];
 };
-
-/* NOT READY, SANITIZE IN PROGRESS, with how far it has got; EXEC_DONE. */
-static int in_progress(struct scsi_lun *lun, struct scsi_cmd *cmd)
-{
-    sd_fill_progress_sense(cmd->sense, SCSI_SC_SANITIZE_IN_PROGRESS, sd_sanitize_progress(lun));
-    cmd->sense_len = FIXED_SENSE_LEN;
-    cmd->status = SAM_STAT_CHECK_CONDITION;
-    return EXEC_DONE;
-}
-
-int sd_sanitize_gate(struct scsi_lun *lun, struct scsi_cmd *cmd, bool passes, bool medium)
-{
-    switch (sd_sanitize_state(lun)) {
-    case SD_SANITIZE_RUNNING:
-        return passes ? -1 : in_progress(lun, cmd);
-    case SD_SANITIZE_FAILED:
-        if (medium) {
-            return sd_sense_done(cmd, SCSI_SC_SANITIZE_FAILED);
-        }
-        return -1;
-    default:
-        return -1;
-    }
-}
 
 /* Progress in 65536ths of every pass over every block, without overflowing. */
 static void set_progress(struct scsi_lun *lun, const struct op_state *st)
@@ -302,7 +279,7 @@ int sd_exec_sanitize(struct scsi_lun *lun, struct scsi_cmd *cmd)
         if (job) {
             sd_cmd_finish(run);
         }
-        return in_progress(lun, cmd);
+        return sd_sanitize_in_progress(lun, cmd);
     }
     g_message("%s: SANITIZE %s of %" PRIu64 " blocks%s", lun->name,
               sa == SANITIZE_OVERWRITE ? "OVERWRITE" : "BLOCK ERASE", st->end_lba,

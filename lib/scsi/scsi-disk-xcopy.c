@@ -415,6 +415,11 @@ static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d
     if (s->dst->be->read_only) {
         return sd_sense_done(cmd, SCSI_SC_WRITE_PROTECTED);
     }
+    /* A copy target being sanitized (or failed to be) is refused as a READ or WRITE to it is. */
+    if (sd_sanitize_gate(s->src, cmd, false, true) == EXEC_DONE ||
+        sd_sanitize_gate(s->dst, cmd, false, true) == EXEC_DONE) {
+        return EXEC_DONE;
+    }
     s->src_off = src_lba * s->src->bs;
     s->dst_off = dst_lba * s->dst->bs;
     s->backwards = s->src == s->dst && s->dst_off > s->src_off &&

@@ -314,6 +314,13 @@ static const struct { uint8_t op; int sa; bool writes; } other_cmds[] = {
     { SCSI_OPCODE_SANITIZE, SCSI_SANITIZE_OVERWRITE, true },
     { SCSI_OPCODE_SANITIZE, SCSI_SANITIZE_BLOCK_ERASE, true },
     { SCSI_OPCODE_SANITIZE, SCSI_SANITIZE_EXIT_FAILURE_MODE, false },
+    /*
+     * It writes the copy targets its parameter list names, not the LUN it
+     * is sent to: their write protection is scsi-disk-xcopy-test's.
+     */
+    { SCSI_OPCODE_EXTENDED_COPY, 0x00, false },
+    { SCSI_OPCODE_RECEIVE_COPY_RESULTS, 0x00, false },
+    { SCSI_OPCODE_RECEIVE_COPY_RESULTS, 0x03, false },
 };
 
 static bool classified(const struct listed *c)

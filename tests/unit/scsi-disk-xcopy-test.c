@@ -13,7 +13,8 @@
  * sense (lengths, too many descriptors, unsupported descriptor types, an
  * unknown or unreachable designator — a LUN of another target among them
  * —, ranges past either end, a segment past MAXIMUM SEGMENT LENGTH, an
- * inexact segment, a write-protected or reserved destination), RECEIVE
+ * inexact segment, a write-protected or reserved destination, a copy
+ * target being sanitized), RECEIVE
  * COPY RESULTS' COPY STATUS (done, failed, running, the list identifier
  * in use, 16 copies at once and the oldest held result replaced) and
  * OPERATING PARAMETERS, and with a spy backend's completions
@@ -607,6 +608,40 @@ static void test_write_protected_destination(void)
  * Another initiator holds Write Exclusive on the far LUN: the copy, on the
  * nexus's behalf, may read it but not write it, as the nexus itself.
  */
+/* A copy target being sanitized is NOT READY, SANITIZE IN PROGRESS, as a READ of it would be. */
+static void test_sanitizing_copy_target(void)
+{
+    struct rig g;
+    struct spy *s;
+    struct scsi_lun *sl = spy_lun(false, &s);
+    struct plist l;
+    struct result r;
+
+    rig_init(&g, false);
+    scsi_lun_backend(sl)->allow_sanitize = true;
+    g_assert_cmpint(scsi_target_add_lun(g.t, 0, 2, sl), ==, 0);
+    nx_ready(g.nx, 0, 2);
+    /* The copy manager's nexus hears of the new LUN first. */
+    r = nx_task(g.nx, 0, 0, scsi_cdb_testunitready(), NULL, 0, NULL, 0);
+    assert_sense(&r, SCSI_SENSE_UNIT_ATTENTION, SC_ASCQ_REPORTED_LUNS_DATA_HAS_CHANGED);
+    s->defer = true;
+    r = nx_task(g.nx, 0, 2, scsi_cdb_sanitize(1, 0, SCSI_SANITIZE_BLOCK_ERASE, 0), NULL, 0,
+                NULL, 0);
+    assert_good(&r);                     /* IMMED: the erase is held in the spy */
+    l = one_segment(&g, naa_of(g.nx, 0, 0), BS, naa_of(g.nx, 0, 2), BS, false, 1, 0, 0);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_sense(&r, SCSI_SENSE_NOT_READY, SCSI_SENSE_ASCQ_SANITIZE_IN_PROGRESS);
+    l = one_segment(&g, naa_of(g.nx, 0, 2), BS, naa_of(g.nx, 0, 0), BS, false, 1, 0, 0);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_sense(&r, SCSI_SENSE_NOT_READY, SCSI_SENSE_ASCQ_SANITIZE_IN_PROGRESS);
+    s->defer = false;
+    while (spy_run_pending(s)) {
+    }
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
+    rig_free(&g);
+}
+
 static void test_reservation_on_a_copy_target(void)
 {
     static const struct scsi_it_id holder = { "iqn.2026-12.test:holder", "xcopy-target", 2 };
@@ -1095,6 +1130,7 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/xcopy/unreachable", test_unreachable);
     g_test_add_func("/scsi-disk/xcopy/ranges", test_ranges_and_segment_length);
     g_test_add_func("/scsi-disk/xcopy/write-protected", test_write_protected_destination);
+    g_test_add_func("/scsi-disk/xcopy/sanitizing-copy-target", test_sanitizing_copy_target);
     g_test_add_func("/scsi-disk/xcopy/reservation", test_reservation_on_a_copy_target);
     g_test_add_func("/scsi-disk/xcopy/copy-status", test_copy_status);
     g_test_add_func("/scsi-disk/xcopy/operating-parameters", test_operating_parameters);
