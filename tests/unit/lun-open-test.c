@@ -227,7 +227,8 @@ static void test_open_file(void)
 
 static void test_open_ram_and_null(void)
 {
-    static const char *const args[] = { "0=ram:1M,block-size=4096,ro", "0=null:8M,ro" };
+    static const char *const args[] = { "0=ram:1M,block-size=4096,ro",
+                                        "0=null:8M,ro,sanitize=on" };
 
     for (unsigned i = 0; i < G_N_ELEMENTS(args); i++) {
         struct lun_spec s = parse_ok(args[i]);
@@ -237,6 +238,7 @@ static void test_open_ram_and_null(void)
         g_assert_cmpuint(be->size, ==, s.size);
         g_assert_cmpuint(be->block_size, ==, s.block_size ? s.block_size : 512);
         g_assert_true(be->read_only);
+        g_assert_cmpint(be->allow_sanitize, ==, i == 1);   /* the opt-in reaches the LUN */
         be->ops->close(be);
         lun_spec_clear(&s);
     }
