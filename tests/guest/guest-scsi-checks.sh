@@ -3,7 +3,8 @@
 # virtio-scsi initiator sees of two LUNs on one SCSI host and prints one TAP
 # line per check.  Expected geometry comes from the kernel command line
 # (exported by /init): GUEST_LUN0_BYTES, GUEST_LUN0_BS, GUEST_LUN1_BYTES,
-# GUEST_LUN1_BS; GUEST_DISCARD_LUN names the LUN that must accept UNMAP.
+# GUEST_LUN1_BS; GUEST_DISCARD_LUN names the LUN that must accept UNMAP,
+# GUEST_SANITIZE_LUN (when set) one that takes SANITIZE.
 # GUEST_PHASE=1 runs everything, including a driver unbind/rebind (a virtio
 # device reset that stops and restarts the back-end's queues) while I/O is in
 # flight, GUEST_RESETS times (default 1); GUEST_PHASE=2 (a second boot against
@@ -175,6 +176,24 @@ xcopy_check() {
     fi
 }
 
+# SANITIZE BLOCK ERASE with sg_sanitize --wait (IMMED clear: the command
+# lasts the erase; with IMMED sg_sanitize would poll only once a minute):
+# 1 MiB of noise written first reads back as zeros, page cache dropped.
+sanitize_check() {  # sanitize_check LUN DEV
+    desc="lun$1 sg_sanitize --block --wait (SANITIZE BLOCK ERASE) reads zeros"
+    sg=$(sg_of_lun "$1")
+    if dd if=/dev/urandom of="/dev/$2" bs=1048576 count=1 conv=fsync 2>/dev/null &&
+       dd if=/dev/zero of=/tmp/zero bs=1048576 count=1 2>/dev/null &&
+       [ -c "/dev/$sg" ] && sg_sanitize --block --wait --quick "/dev/$sg" >/tmp/sanitize.out 2>&1 &&
+       echo 3 >/proc/sys/vm/drop_caches &&
+       dd if="/dev/$2" bs=1048576 count=1 2>/dev/null | cmp -s - /tmp/zero; then
+        pass "$desc"
+    else
+        fail "$desc"
+        diag /tmp/sanitize.out
+    fi
+}
+
 vdev_of() {  # the virtioN device that hosts DEV
     p=$(readlink -f "/sys/block/$1/device")
     while [ "$p" != / ]; do
@@ -265,6 +284,10 @@ if [ -n "$D0" ] && [ -n "$D1" ]; then
         pass "lun0 and lun1 report different device identifiers"
     fi
     xcopy_check
+fi
+if [ -n "${GUEST_SANITIZE_LUN:-}" ]; then
+    eval dev=\$D$GUEST_SANITIZE_LUN
+    [ -n "$dev" ] && sanitize_check "$GUEST_SANITIZE_LUN" "$dev"
 fi
 
 for lun in 0 1; do

@@ -73,7 +73,8 @@ relay_guest() {  # relay_guest LOG PHASE RC
 # --- image --------------------------------------------------------------------
 IMG_DIR=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}
 INITRD=$IMG_DIR/scsi-checks.cpio
-guest_initramfs "$INITRD" --init-script "$HERE/guest-scsi-checks.sh" --bin sg_xcopy
+guest_initramfs "$INITRD" --init-script "$HERE/guest-scsi-checks.sh" --bin sg_xcopy \
+    --bin sg_sanitize
 
 # --- back-end -----------------------------------------------------------------
 DISK0=$WORK/lun0.img
@@ -83,7 +84,8 @@ if [ "$PEER" = target ]; then
     TARGET=$BUILD_DIR/tools/vhost-scsi-target
     SOCK=$WORK/vhost-scsi.sock
     [ -n "$LUN0_SPEC" ] || LUN0_SPEC="file:$DISK0$LUN0_OPTS"
-    [ -n "$LUN1_SPEC" ] || LUN1_SPEC="ram:$LUN1_BYTES$LUN1_OPTS"
+    # LUN 1 takes SANITIZE (the guest erases it with sg_sanitize).
+    [ -n "$LUN1_SPEC" ] || { LUN1_SPEC="ram:$LUN1_BYTES$LUN1_OPTS,sanitize=on"; SANITIZE_LUN=1; }
     "$TARGET" --socket-path "$SOCK" --lun "0=$LUN0_SPEC" --lun "1=$LUN1_SPEC" \
         --queues 2 ${TARGET_ARGS[@]+"${TARGET_ARGS[@]}"} >"$WORK/target.log" 2>&1 &
     TARGET_PID=$!
@@ -116,6 +118,7 @@ target_alive() {  # target_alive WHEN
 APPEND="guest.lun0_bytes=$LUN0_BYTES guest.lun0_bs=$LUN0_BS"
 APPEND+=" guest.lun1_bytes=$LUN1_BYTES guest.lun1_bs=$LUN1_BS"
 APPEND+=" guest.discard_lun=1 guest.fio_size=$FIO_SIZE guest.resets=$RESETS"
+[ -z "${SANITIZE_LUN:-}" ] || APPEND+=" guest.sanitize_lun=$SANITIZE_LUN"
 
 # --- phase 1: everything, including a reset with I/O in flight ----------------
 "$HERE/run-qemu.sh" --initrd "$INITRD" --log "$WORK/guest1.log" --timeout $((200 + 60 * RESETS)) \
