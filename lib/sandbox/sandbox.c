@@ -44,8 +44,11 @@
 #endif
 
 static const char *const sanitizer_calls[] = {
-    "ptrace", "wait4", "waitid", "execve", "vfork", "kill", "tkill",
-    "sched_setaffinity", "process_vm_readv", "pipe",
+    /* the leak checker's tracer and the symbolizer */
+    "ptrace", "wait4", "waitid", "execve", "vfork", "kill", "tkill", "dup2", "pipe",
+    "getppid", "sched_setaffinity", "process_vm_readv",
+    /* the runtime's own raw calls: /proc/self/maps, /proc/self/task */
+    "open", "stat", "lstat", "getdents", "getdents64",
     NULL,
 };
 
