@@ -12,6 +12,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -22,6 +23,11 @@
 #include "lun-spec.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
+
+enum target_sandbox_mode {
+    TARGET_SANDBOX_SECCOMP,        /* the default */
+    TARGET_SANDBOX_NONE,
+};
 
 struct target_opts {
     char *socket_path;
@@ -43,6 +49,10 @@ struct target_opts {
     char *control_path;            /* --control: the JSON-RPC socket; NULL: none */
     char *config_path;             /* --config: loaded at start, config-save's default */
     char *pr_dir;                  /* --pr-dir: the LUNs' APTPL state files; NULL: beside files */
+    enum target_sandbox_mode sandbox;   /* --sandbox */
+    char *sandbox_user;            /* --sandbox-user: NULL: stay who we are */
+    uid_t sandbox_uid;             /* what it names, looked up while parsing */
+    gid_t sandbox_gid;
     /*
      * Test hook, from VHOST_SCSI_TEST_FAULT=log-skip-data-in: dirty logging
      * leaves data-in buffers unmarked, so the migration tests can show that
@@ -261,6 +271,13 @@ char *target_stats_prometheus(struct target *tgt);
 /* Serves the control socket at tgt->opts->control_path; -errno. */
 int target_control_start(struct target *tgt);
 void target_control_stop(struct target *tgt);
+
+/*
+ * Confines the daemon once set-up is done (target-sandbox.c): drops to
+ * --sandbox-user, then, unless --sandbox none, the seccomp filter for what
+ * the configuration may still do.  -errno (logged): the daemon must not run.
+ */
+int target_sandbox(struct target *tgt);
 
 /* A removal or an open finished: the main loop may end if a signal asked it to. */
 void target_maybe_quit(struct target *tgt);

@@ -36,6 +36,7 @@
 #include <linux/virtio_config.h>
 
 #include "guest-mem-guard.h"
+#include "sandbox.h"
 #include "target.h"
 #include "vhost-user-server.h"
 #include "virtio-scsi.h"
@@ -898,6 +899,11 @@ static void usage(FILE *f)
 "  --control-max-request BYTES  longest control request line (256..16777216,\n"
 "                        default %u); a longer one is answered with an error\n"
 "                        and its client closed\n"
+"  --sandbox MODE        after set-up: seccomp (default: a system-call filter that\n"
+"                        kills the daemon on any call it never makes) or none\n"
+"                        (docs/security.md)\n"
+"  --sandbox-user USER   after set-up, become USER (name or uid) and its group,\n"
+"                        with no supplementary groups (needs root)\n"
 "  --print-capabilities  print the back-end capabilities as JSON and exit\n"
 "  -v, --verbose         log debug messages\n"
 "  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, GUEST_MEM_MAX_REGIONS,
@@ -924,7 +930,8 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
            OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR,
-           OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST };
+           OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST, OPT_SANDBOX,
+           OPT_SANDBOX_USER };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -946,6 +953,8 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "control", required_argument, NULL, OPT_CONTROL },
         { "config", required_argument, NULL, OPT_CONFIG },
         { "pr-dir", required_argument, NULL, OPT_PR_DIR },
+        { "sandbox", required_argument, NULL, OPT_SANDBOX },
+        { "sandbox-user", required_argument, NULL, OPT_SANDBOX_USER },
         { "verbose", no_argument, NULL, 'v' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
@@ -1073,6 +1082,29 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
             g_free(o->pr_dir);
             o->pr_dir = g_strdup(optarg);
             break;
+        case OPT_SANDBOX:
+            if (!strcmp(optarg, "seccomp")) {
+                o->sandbox = TARGET_SANDBOX_SECCOMP;
+            } else if (!strcmp(optarg, "none")) {
+                o->sandbox = TARGET_SANDBOX_NONE;
+            } else {
+                fprintf(stderr, "vhost-scsi-target: --sandbox takes seccomp or none\n");
+                return -EINVAL;
+            }
+            break;
+        case OPT_SANDBOX_USER: {
+            /* Looked up now: the filter leaves no way to read /etc/passwd later. */
+            int r = sandbox_lookup_user(optarg, &o->sandbox_uid, &o->sandbox_gid);
+
+            if (r < 0) {
+                fprintf(stderr, "vhost-scsi-target: --sandbox-user %s: %s\n", optarg,
+                        r == -ENOENT ? "no such user" : g_strerror(-r));
+                return -EINVAL;
+            }
+            g_free(o->sandbox_user);
+            o->sandbox_user = g_strdup(optarg);
+            break;
+        }
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
             break;
@@ -1282,6 +1314,16 @@ int main(int argc, char **argv)
     if (path) {
         print_qemu_hint(&tgt, path);
     }
+    /*
+     * Set-up is over: every socket of the command line listens, every LUN
+     * is open, every thread runs with its ring.  What runs from here on
+     * parses what front-ends and control clients send, so it runs
+     * confined; what it may still need (LUNs and controllers added live,
+     * reconnects) is in the sets target_sandbox chooses.
+     */
+    if (target_sandbox(&tgt) < 0) {
+        goto out;
+    }
 
     iothread_run(tgt.main);
     ret = 0;
@@ -1332,5 +1374,6 @@ out:
     g_free(opts.control_path);
     g_free(opts.config_path);
     g_free(opts.pr_dir);
+    g_free(opts.sandbox_user);
     return ret;
 }

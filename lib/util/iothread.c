@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,40 @@
  * that matter while polling (network backends, quit) wait ~25 us at most.
  */
 #define IOTHREAD_EPOLL_EVERY 256
+
+/*
+ * What an I/O thread's ring may run: the file backend's reads, writes,
+ * syncs and fallocates, and NOP; any other operation completes with
+ * -EACCES, and no io_uring_register call is allowed once it is enabled.
+ * The kernel runs io_uring operations without consulting seccomp, so a
+ * ring that could open files or connect sockets would be a way around
+ * the daemon's filter (docs/security.md, "Sandbox").
+ */
+static const uint8_t ring_ops[] = {
+    IORING_OP_NOP, IORING_OP_READV, IORING_OP_WRITEV, IORING_OP_READ, IORING_OP_WRITE,
+    IORING_OP_FSYNC, IORING_OP_FALLOCATE,
+};
+
+static int ring_restrict(struct io_uring *ring)
+{
+    struct io_uring_restriction res[G_N_ELEMENTS(ring_ops)];
+    memset(res, 0, sizeof(res));
+    for (size_t i = 0; i < G_N_ELEMENTS(ring_ops); i++) {
+        res[i].opcode = IORING_RESTRICTION_SQE_OP;
+        res[i].sqe_op = ring_ops[i];
+    }
+    /*
+     * The system call itself: Debian's liburing 2.3 declares
+     * io_uring_register_restrictions() and io_uring_enable_rings() but its
+     * shared library does not export them.
+     */
+    if (syscall(__NR_io_uring_register, ring->ring_fd, IORING_REGISTER_RESTRICTIONS, res,
+                (unsigned)G_N_ELEMENTS(res)) < 0 ||
+        syscall(__NR_io_uring_register, ring->ring_fd, IORING_REGISTER_ENABLE_RINGS, NULL, 0) < 0) {
+        return -errno;
+    }
+    return 0;
+}
 
 struct fd_handler {
     int fd;
@@ -271,7 +306,8 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
     }
 
     if (uring_depth) {
-        struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE,
+        /* Made disabled, so that its operations are fixed before it can run any. */
+        struct io_uring_params p = { .flags = IORING_SETUP_CQSIZE | IORING_SETUP_R_DISABLED,
                                      .cq_entries = uring_depth * 4 };
         int ret = io_uring_queue_init_params(uring_depth, &t->ring, &p);
 
@@ -281,6 +317,11 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
             goto fail;
         }
         t->has_ring = true;
+        ret = ring_restrict(&t->ring);
+        if (ret < 0) {
+            g_warning("iothread %s: io_uring restrictions: %s", name, g_strerror(-ret));
+            goto fail;
+        }
         t->uring_handler = (struct fd_handler){ .fd = t->ring.ring_fd, .cb = uring_cb,
                                                 .opaque = t };
         ev.data.ptr = &t->uring_handler;

@@ -169,6 +169,9 @@ static struct vfe *connect_fe(const struct pu_daemon *d)
     struct vfe *fe = pu_connect_cfg(d, &cfg);
 
     pu_make_ready(fe, 0);
+    /* librbd's threads run under the daemon's seccomp filter, with the rbd set. */
+    g_assert_cmpuint(pu_daemon_log_count(d, 0, "sandbox: seccomp filter on every thread "
+                                         "\\(base, files, uring, vhost-user, rbd\\)$"), ==, 1);
     return fe;
 }
 

@@ -11,6 +11,8 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -134,20 +136,46 @@ static void queue_nop(void *opaque)
     io_uring_sqe_set_data(sqe, &p->cb);
 }
 
-static void test_uring_completion_is_dispatched(void)
+/* Runs queue (which prepares one SQE) on a new thread's ring; the completion's result. */
+static int uring_run_one(void (*queue)(void *opaque))
 {
     struct probe p = { 0 };
 
     p.t = iothread_new("t-uring", 1, 8);
     g_assert_nonnull(p.t);
     g_assert_cmpint(iothread_start(p.t), ==, 0);
-    iothread_run_sync(p.t, queue_nop, &p);
+    iothread_run_sync(p.t, queue, &p);
     for (int i = 0; i < 100000 && !p.uring_done; i++) {
         iothread_run_sync(p.t, nothing, NULL);
     }
     g_assert_true(p.uring_done);
-    g_assert_cmpint(p.uring_res, ==, 0);
     iothread_free(p.t);
+    return p.uring_res;
+}
+
+static void test_uring_completion_is_dispatched(void)
+{
+    g_assert_cmpint(uring_run_one(queue_nop), ==, 0);
+}
+
+static void queue_openat(void *opaque)
+{
+    struct probe *p = opaque;
+    struct io_uring_sqe *sqe = iothread_get_sqe(p->t);
+
+    g_assert_nonnull(sqe);
+    io_uring_prep_openat(sqe, AT_FDCWD, "/dev/null", O_RDONLY | O_CLOEXEC, 0);
+    p->cb.fn = uring_done;
+    io_uring_sqe_set_data(sqe, &p->cb);
+}
+
+/*
+ * The ring runs only the file backend's operations: an OPENAT (which
+ * seccomp would never see) is refused by the kernel.
+ */
+static void test_uring_runs_only_backend_ops(void)
+{
+    g_assert_cmpint(uring_run_one(queue_openat), ==, -EACCES);
 }
 
 struct poll_probe {
@@ -617,6 +645,7 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/timers/fire-in-deadline-order", test_timers_fire_in_deadline_order);
     g_test_add_func("/iothread/fd-handler-then-flush", test_fd_handler_then_flush);
     g_test_add_func("/iothread/uring-completion-is-dispatched", test_uring_completion_is_dispatched);
+    g_test_add_func("/iothread/uring-runs-only-backend-ops", test_uring_runs_only_backend_ops);
     g_test_add_func("/iothread/adaptive-poll-rearms-when-idle", test_adaptive_poll_rearms_when_idle);
     g_test_add_func("/iothread/post/runs-on-the-thread-in-order",
                     test_post_runs_on_the_thread_in_order);

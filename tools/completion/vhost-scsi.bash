@@ -14,7 +14,7 @@
 _vhost_scsi_target_opts='--socket-path --fd --lun --queues --threads --poll --poll-us
     --socket-group --allow-uid --allow-gid --max-connections --max-connections-per-uid
     --max-mem-regions --max-inflight --pr-dir --config --control --message-timeout-ms
-    --control-max-request --print-capabilities --verbose --help'
+    --control-max-request --sandbox --sandbox-user --print-capabilities --verbose --help'
 _vhost_scsi_bench_opts='--socket --kernel --rw --rwmixread --bs --iodepth --queues
     --first-queue --time --ios --lun --pid --json --verify --quiet --no-event-idx --indirect
     --poll --queue-size --dirty-log --help'
@@ -161,8 +161,14 @@ _vhost_scsi_target()
     --poll)
         _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' off adaptive on
         return ;;
+    --sandbox)
+        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' seccomp none
+        return ;;
     --socket-group)
         mapfile -t COMPREPLY < <(compgen -g -- "$_vs_arg")
+        return ;;
+    --sandbox-user)
+        mapfile -t COMPREPLY < <(compgen -u -- "$_vs_arg")
         return ;;
     --fd | --queues | --threads | --poll-us | --allow-uid | --allow-gid | --max-connections | \
     --max-connections-per-uid | --message-timeout-ms | --max-mem-regions | --max-inflight | \

@@ -1,0 +1,188 @@
+/*
+ * The seccomp filter the daemon confines itself with after set-up
+ * (include/sandbox/sandbox.h), built with libseccomp: the calls of the
+ * named sets (sandbox-sets.c) are allowed outright, a few more only with
+ * arguments that cannot do harm, and anything else kills the whole
+ * process (SCMP_ACT_KILL_PROCESS), so that a parser subverted by a guest
+ * cannot execute a program, fork, trace, mount, load a module, open a
+ * packet socket or carry on in any other way the daemon never does.  The
+ * filter is loaded on every thread at once (TSYNC), and threads started
+ * later (I/O openers, librbd's) inherit it.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <linux/fs.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <seccomp.h>
+
+#include "sandbox.h"
+
+/*
+ * A sanitizer's runtime does at exit what the daemon never does: the leak
+ * checker stops the world from a tracer task (clone without CLONE_THREAD,
+ * ptrace, prctl(PR_SET_PTRACER)) and a report runs a symbolizer.  Such a
+ * build is for tests, not for service, so it allows that too.
+ */
+#if defined(__SANITIZE_ADDRESS__)
+#define SANDBOX_SANITIZER 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SANDBOX_SANITIZER 1
+#endif
+#endif
+#ifndef SANDBOX_SANITIZER
+#define SANDBOX_SANITIZER 0
+#endif
+
+static const char *const sanitizer_calls[] = {
+    /* the leak checker's tracer and the symbolizer */
+    "ptrace", "wait4", "waitid", "execve", "vfork", "kill", "tkill", "dup2", "pipe",
+    "getppid", "sched_setaffinity", "process_vm_readv",
+    /* the runtime's own raw calls: /proc/self/maps, /proc/self/task */
+    "open", "stat", "lstat", "getdents", "getdents64",
+    NULL,
+};
+
+/* An argument compared in its low 32 bits: ints reach the kernel sign-extended or not. */
+#define ARG32_EQ(n, v) SCMP_CMP((n), SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)(v))
+
+static int allow_names(scmp_filter_ctx ctx, const char *const *names, const char *set)
+{
+    for (; *names; names++) {
+        int nr = seccomp_syscall_resolve_name(*names);
+        int r;
+
+        if (nr == __NR_SCMP_ERROR) {
+            continue;       /* not a call of this architecture */
+        }
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+        if (r < 0) {
+            g_warning("sandbox: allowing %s (%s): %s", *names, set, g_strerror(-r));
+            return r;
+        }
+    }
+    return 0;
+}
+
+static int allow_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const char *what)
+{
+    int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, cmp);
+
+    if (r < 0) {
+        g_warning("sandbox: allowing %s: %s", what, g_strerror(-r));
+    }
+    return r;
+}
+
+/* The calls allowed only with some arguments, by the sets that need them. */
+static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
+{
+    bool net = sets & (SANDBOX_NET | SANDBOX_RBD);
+    /* Only these sets load code after set-up (NSS modules, librados plugins). */
+    bool loads_code = net || SANDBOX_SANITIZER;
+    int r = 0;
+
+    /* Threads only: fork() is clone without CLONE_THREAD. */
+    if (SANDBOX_SANITIZER) {
+        r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 0);
+    } else {
+        r = r ?: allow_arg(ctx, SCMP_SYS(clone),
+                           SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD), "clone");
+    }
+    /* clone3's flags are behind a pointer the filter cannot read: glibc falls back to clone. */
+    r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+    /* raise() and abort() signal the caller's own thread; no other process. */
+    r = r ?: allow_arg(ctx, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()),
+                       "tgkill");
+    if (loads_code) {
+        r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 0);
+        r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 0);
+    } else {
+        /* Nothing is loaded after set-up: no mapping becomes executable. */
+        r = r ?: allow_arg(ctx, SCMP_SYS(mmap), SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
+                           "mmap");
+        r = r ?: allow_arg(ctx, SCMP_SYS(mprotect), SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
+                           "mprotect");
+    }
+    if (SANDBOX_SANITIZER) {
+        r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 0);
+    } else {
+        /* Thread names (pthread_setname_np on the calling thread). */
+        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_SET_NAME), "prctl");
+        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_NAME), "prctl");
+    }
+    /* The file backend's block-device calls, isatty() of the log, libiscsi's FIONREAD. */
+    r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, BLKGETSIZE64), "ioctl");
+    r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, BLKDISCARD), "ioctl");
+    r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, TCGETS), "ioctl");
+    if (net) {
+        r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, FIONREAD), "ioctl");
+    }
+    /* Sockets of the families a set uses; never raw or packet ones. */
+    if (sets & (SANDBOX_CONTROL | SANDBOX_NET | SANDBOX_RBD)) {
+        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_UNIX), "socket");
+    }
+    if (net) {
+        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_INET), "socket");
+        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_INET6), "socket");
+        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_NETLINK), "socket");
+    }
+    return r;
+}
+
+int sandbox_install(unsigned sets)
+{
+    scmp_filter_ctx ctx;
+    int r = 0;
+
+    /* Set before the filter too, so that it holds even if loading fails. */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+        r = -errno;
+        g_warning("sandbox: PR_SET_NO_NEW_PRIVS: %s", g_strerror(errno));
+        return r;
+    }
+    ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    if (!ctx) {
+        g_warning("sandbox: seccomp_init failed");
+        return -ENOMEM;
+    }
+    /* Every thread now; a thread that cannot take it makes the load fail. */
+    r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
+    r = r ?: seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    /* A binary tree over the call numbers: every call of the data path passes the filter. */
+    r = r ?: seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
+    if (r < 0) {
+        g_warning("sandbox: seccomp attributes: %s", g_strerror(-r));
+        goto out;
+    }
+    for (unsigned bit = 1; bit && !r; bit <<= 1) {
+        const char *const *calls = sets & bit ? sandbox_set_calls(bit) : NULL;
+
+        if (calls) {
+            r = allow_names(ctx, calls, sandbox_set_name(bit));
+        }
+    }
+    if (!r && SANDBOX_SANITIZER) {
+        r = allow_names(ctx, sanitizer_calls, "sanitizer");
+    }
+    r = r ?: allow_filtered(ctx, sets);
+    if (r < 0) {
+        goto out;
+    }
+    r = seccomp_load(ctx);
+    if (r < 0) {
+        g_warning("sandbox: loading the seccomp filter: %s", g_strerror(-r));
+    }
+out:
+    seccomp_release(ctx);
+    return r < 0 ? r : 0;
+}
