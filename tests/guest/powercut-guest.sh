@@ -78,7 +78,7 @@ run_dm_case() {   # slot name
     spec=$dev
     case "$name" in ext4-*)
         mkdir -p "/mnt/$lw"
-        /sbin/mke2fs -q -F -t ext4 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
+        /usr/sbin/mke2fs -q -F -t ext4 -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
             "$dev" >/tmp/mkfs.log 2>&1 &&
             mount -t ext4 "$dev" "/mnt/$lw" &&
             dd if=/dev/zero of="/mnt/$lw/lun.img" bs=4096 count="$BLOCKS" conv=fsync 2>/dev/null &&
@@ -88,19 +88,35 @@ run_dm_case() {   # slot name
         fiemap="--fiemap $spec"
         ;;
     esac
-    if start_target "/tmp/$lw.sock" "file:$spec$opts"; then
-        # shellcheck disable=SC2086  # $wce and $fiemap are option pairs or empty
-        if "$LOAD" --socket "/tmp/$lw.sock" --journal "/tmp/$lw.journal" --blocks "$BLOCKS" \
-            --writes "$WRITES" --qd 8 --seed "$((slot + 1))" --dm "$lw" $wce $fiemap \
+    case "$name" in
+    kernel-*)
+        # No target: the same system calls on the device from the workload.
+        direct=""
+        [ -n "$opts" ] && direct=--device-direct
+        # shellcheck disable=SC2086  # $wce and $direct are options or empty
+        if "$LOAD" --device "$dev" $direct --journal "/tmp/$lw.journal" --blocks "$BLOCKS" \
+            --writes "$WRITES" --qd 8 --seed "$((slot + 1))" --dm "$lw" $wce \
             >/tmp/load.log 2>&1; then
             ok "$name: $(grep '^powercut-load:' /tmp/load.log | tail -n 1)"
         else
-            bad "$name: workload through file:$spec$opts"; sed 's/^/# /' /tmp/load.log
-        fi
-        stop_target || { bad "$name: the target stopped cleanly"; sed 's/^/# /' /tmp/target.log; }
-    else
-        bad "$name: target serving file:$spec$opts"; sed 's/^/# /' /tmp/target.log
-    fi
+            bad "$name: workload on $dev"; sed 's/^/# /' /tmp/load.log
+        fi ;;
+    *)
+        if start_target "/tmp/$lw.sock" "file:$spec$opts"; then
+            # shellcheck disable=SC2086  # $wce and $fiemap are option pairs or empty
+            if "$LOAD" --socket "/tmp/$lw.sock" --journal "/tmp/$lw.journal" \
+                --blocks "$BLOCKS" --writes "$WRITES" --qd 8 --seed "$((slot + 1))" \
+                --dm "$lw" $wce $fiemap >/tmp/load.log 2>&1; then
+                ok "$name: $(grep '^powercut-load:' /tmp/load.log | tail -n 1)"
+            else
+                bad "$name: workload through file:$spec$opts"; sed 's/^/# /' /tmp/load.log
+            fi
+            stop_target ||
+                { bad "$name: the target stopped cleanly"; sed 's/^/# /' /tmp/target.log; }
+        else
+            bad "$name: target serving file:$spec$opts"; sed 's/^/# /' /tmp/target.log
+        fi ;;
+    esac
     case "$name" in ext4-*) umount "/mnt/$lw" || bad "$name: umount" ;; esac
     sync
     # Removing the device logs the writes never flushed and the end mark.

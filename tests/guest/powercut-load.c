@@ -14,10 +14,14 @@
  * CRC-32, so a sector of another version or a torn one is recognised.
  * --verify reads every block back at the end (the ram backend's promise);
  * --check-zero only reads and expects zeros (a ram LUN after a restart).
+ * --device PATH runs the same workload without the target, on the device
+ * itself through io_uring with the target's system calls (pwritev2 with
+ * RWF_DSYNC for FUA or WCE off, fdatasync for SYNCHRONIZE CACHE): the
+ * kernel's own behaviour, to tell the daemon's faults from the kernel's.
  *
  * Usage: powercut-load --socket PATH --journal FILE --blocks N [--writes N]
  *        [--qd N] [--seed N] [--wce on|off] [--dm NAME] [--fiemap PATH]
- *        [--verify] [--check-zero]
+ *        [--verify] [--check-zero] [--device PATH [--device-direct]]
  *   --dm NAME      the dm-log-writes device to mark (none: no marks)
  *   --fiemap PATH  the LUN is this file: record its extents (FIEMAP) so the
  *                  checker can find its blocks on the logged device
@@ -39,6 +43,7 @@
 #include <linux/fiemap.h>
 #include <linux/fs.h>
 #include <linux/virtio_scsi.h>
+#include <liburing.h>
 
 #include "scsi-cmd.h"
 #include "vhost-frontend.h"
@@ -85,6 +90,9 @@ struct load {
     struct slot slots[MAX_QD];
     unsigned failures;
     GRand *rand;
+    struct io_uring ring;      /* --device */
+    int dev_fd;                /* --device: the device, else -1 */
+    bool all_dsync;            /* --device with --wce off */
 };
 
 /* CRC-32 (IEEE 802.3, reflected), as Python's zlib.crc32 computes it. */
@@ -289,6 +297,12 @@ static bool record_extents(struct load *ld, const char *path)
 
         ok = !(e->fe_flags & bad) && e->fe_logical % BLOCK == 0 &&
              e->fe_physical % BLOCK == 0 && e->fe_length % BLOCK == 0;
+        if (!ok) {
+            fprintf(stderr, "powercut-load: extent %u: logical %llu physical %llu length %llu "
+                    "flags %#x\n", i, (unsigned long long)e->fe_logical,
+                    (unsigned long long)e->fe_physical, (unsigned long long)e->fe_length,
+                    e->fe_flags);
+        }
         fprintf(ld->journal, "X %llu %llu %llu\n", (unsigned long long)e->fe_logical,
                 (unsigned long long)e->fe_physical, (unsigned long long)e->fe_length);
     }
@@ -313,12 +327,10 @@ static void acknowledged(struct load *ld)
     ld->seq++;
 }
 
-/* Completion, in the order the used rings give them: journal, then mark. */
-static void on_done(struct vfe_req *r)
+/* Completion, in the order the program sees them: journal, then mark. */
+static void completed(struct slot *s, bool ok, unsigned response, unsigned status)
 {
-    struct slot *s = r->opaque;
     struct load *ld = s->ld;
-    bool ok = good(r);
 
     if (s->is_sync) {
         ld->sync_inflight = false;
@@ -341,13 +353,55 @@ static void on_done(struct vfe_req *r)
     }
     if (!ok) {
         fprintf(ld->journal, "E %c %" PRIu64 " %u %u\n", s->is_sync ? 'S' : 'W', s->gen,
-                r->resp.response, r->resp.status);
+                response, status);
         fprintf(stderr, "powercut-load: %s %" PRIu64 " failed: response %u status %u\n",
-                s->is_sync ? "sync" : "write", s->gen, r->resp.response, r->resp.status);
+                s->is_sync ? "sync" : "write", s->gen, response, status);
         ld->failures++;
     }
     s->used = false;
     ld->inflight--;
+}
+
+static void on_done(struct vfe_req *r)
+{
+    completed(r->opaque, good(r), r->resp.response, r->resp.status);
+}
+
+/* --device: the request through our own io_uring instead of the target. */
+static int submit_device(struct load *ld, struct slot *s, bool fua)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ld->ring);
+
+    if (!sqe) {
+        return -EAGAIN;
+    }
+    if (s->is_sync) {
+        io_uring_prep_fsync(sqe, ld->dev_fd, IORING_FSYNC_DATASYNC);
+    } else {
+        io_uring_prep_write(sqe, ld->dev_fd, s->buf, s->n * BLOCK, (uint64_t)s->first * BLOCK);
+        sqe->rw_flags = fua || ld->all_dsync ? RWF_DSYNC : 0;
+    }
+    io_uring_sqe_set_data(sqe, s);
+    int ret = io_uring_submit(&ld->ring);
+    return ret < 0 ? ret : 0;
+}
+
+static int poll_device(struct load *ld)
+{
+    struct io_uring_cqe *cqe;
+    int n = 0, ret = io_uring_wait_cqe(&ld->ring, &cqe);
+
+    while (ret == 0) {
+        struct slot *s = io_uring_cqe_get_data(cqe);
+        int res = cqe->res;
+
+        io_uring_cqe_seen(&ld->ring, cqe);
+        completed(s, s->is_sync ? res == 0 : res == (int)(s->n * BLOCK), 0,
+                  res < 0 ? (unsigned)-res : 0);
+        n++;
+        ret = io_uring_peek_cqe(&ld->ring, &cqe);
+    }
+    return n ? n : ret;
 }
 
 static struct slot *free_slot(struct load *ld)
@@ -363,6 +417,7 @@ static struct slot *free_slot(struct load *ld)
 static int submit(struct load *ld, struct slot *s)
 {
     struct vfe_req *r = &s->req;
+    bool fua = false;
 
     memset(r, 0, sizeof(*r));
     r->queue = (unsigned)(ld->tag % 2);
@@ -373,7 +428,7 @@ static int submit(struct load *ld, struct slot *s)
     if (s->is_sync) {
         sc_cdb(scsi_cdb_synchronizecache10(0, 0, 0, 0), r->cdb);
     } else {
-        bool fua = g_rand_int_range(ld->rand, 0, 4) == 0;
+        fua = g_rand_int_range(ld->rand, 0, 4) == 0;
 
         for (uint32_t i = 0; i < s->n; i++) {
             fill_block(s->buf + (size_t)i * BLOCK, s->first + i, s->gen);
@@ -387,7 +442,7 @@ static int submit(struct load *ld, struct slot *s)
     }
     s->used = true;
     ld->inflight++;
-    int ret = vfe_submit(ld->fe, r);
+    int ret = ld->dev_fd >= 0 ? submit_device(ld, s, fua) : vfe_submit(ld->fe, r);
     if (ret < 0) {
         fprintf(stderr, "powercut-load: submit: %s\n", strerror(-ret));
     }
@@ -445,7 +500,7 @@ static int run(struct load *ld)
                 return -EIO;
             }
         }
-        int n = vfe_poll(ld->fe, TIMEOUT_MS);
+        int n = ld->dev_fd >= 0 ? poll_device(ld) : vfe_poll(ld->fe, TIMEOUT_MS);
         if (n <= 0) {
             fprintf(stderr, "powercut-load: no completion within %d ms (%d)\n", TIMEOUT_MS, n);
             return -ETIMEDOUT;
@@ -475,10 +530,59 @@ static unsigned read_back(struct load *ld, uint8_t *buf, bool zeros)
     return bad;
 }
 
+/* Connects to the target; *buf gets a 4 KiB buffer for set-up commands. */
+static int open_target(struct load *ld, const char *socket, uint8_t **buf)
+{
+    struct vfe_config cfg = {
+        .transport = VFE_VHOST_USER, .path = socket, .num_request_queues = 2,
+        .queue_size = 128, .mem_size = 16u << 20,
+    };
+    int ret = vfe_open(&cfg, &ld->fe);
+
+    if (ret < 0) {
+        fprintf(stderr, "powercut-load: connect %s: %s\n", socket, strerror(-ret));
+        return ret;
+    }
+    *buf = vfe_alloc(ld->fe, BLOCK, 4096);
+    for (unsigned i = 0; i < ld->qd; i++) {
+        ld->slots[i].buf = vfe_alloc(ld->fe, MAX_RUN * BLOCK, 4096);
+        g_assert(ld->slots[i].buf);
+    }
+    g_assert(*buf);
+    if (!make_ready(ld) || !capacity_ok(ld, *buf)) {
+        fprintf(stderr, "powercut-load: LUN 0 not ready or smaller than %u blocks\n",
+                ld->nblocks);
+        return -EIO;
+    }
+    return 0;
+}
+
+static int open_device(struct load *ld, const char *path, bool direct)
+{
+    int ret;
+
+    ld->dev_fd = open(path, O_RDWR | O_CLOEXEC | (direct ? O_DIRECT : 0));
+    if (ld->dev_fd < 0) {
+        ret = -errno;
+        fprintf(stderr, "powercut-load: %s: %s\n", path, strerror(-ret));
+        return ret;
+    }
+    ret = io_uring_queue_init(2 * MAX_QD, &ld->ring, 0);
+    if (ret < 0) {
+        fprintf(stderr, "powercut-load: io_uring: %s\n", strerror(-ret));
+        return ret;
+    }
+    for (unsigned i = 0; i < ld->qd; i++) {
+        ld->slots[i].buf = g_aligned_alloc(MAX_RUN, BLOCK, BLOCK);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
-    struct load ld = { .qd = 8, .writes = 600, .dm_fd = -1, .sync_every = 6 };
-    const char *socket = NULL, *journal = NULL, *fiemap = NULL;
+    struct load ld = { .qd = 8, .writes = 600, .dm_fd = -1, .dev_fd = -1, .sync_every = 6 };
+    const char *socket = NULL, *journal = NULL, *fiemap = NULL, *device = NULL;
+    bool device_direct = false;
     guint64 seed = 1;
     int set_wce = -1;
     bool verify = false, check_zero = false;
@@ -489,8 +593,9 @@ int main(int argc, char **argv)
         guint64 n;
         bool ok = v != NULL;
 
-        if (!strcmp(a, "--verify") || !strcmp(a, "--check-zero")) {
-            *(a[2] == 'v' ? &verify : &check_zero) = true;
+        if (!strcmp(a, "--verify") || !strcmp(a, "--check-zero") ||
+            !strcmp(a, "--device-direct")) {
+            *(a[2] == 'v' ? &verify : a[2] == 'c' ? &check_zero : &device_direct) = true;
             continue;
         }
         if (!strcmp(a, "--socket") && v) {
@@ -499,6 +604,8 @@ int main(int argc, char **argv)
             journal = v;
         } else if (!strcmp(a, "--dm") && v) {
             ld.dm_name = v;
+        } else if (!strcmp(a, "--device") && v) {
+            device = v;
         } else if (!strcmp(a, "--fiemap") && v) {
             fiemap = v;
         } else if (!strcmp(a, "--blocks") && v) {
@@ -524,8 +631,10 @@ int main(int argc, char **argv)
         }
         i++;
     }
-    if (!socket || !journal || !ld.nblocks) {
-        fprintf(stderr, "usage: powercut-load --socket PATH --journal FILE --blocks N ...\n");
+    if (!(socket || device) || (socket && device) || !journal || !ld.nblocks ||
+        (device && (verify || check_zero || fiemap))) {
+        fprintf(stderr, "usage: powercut-load --socket PATH|--device PATH --journal FILE "
+                "--blocks N ...\n");
         return 2;
     }
     ld.journal = fopen(journal, "we");
@@ -542,43 +651,38 @@ int main(int argc, char **argv)
     }
     ld.rand = g_rand_new_with_seed((guint32)seed);
     ld.busy = g_new0(uint8_t, ld.nblocks);
+    for (unsigned i = 0; i < MAX_QD; i++) {
+        ld.slots[i].ld = &ld;
+    }
     ld.acked = g_new0(uint64_t, ld.nblocks);
 
-    struct vfe_config cfg = {
-        .transport = VFE_VHOST_USER, .path = socket, .num_request_queues = 2,
-        .queue_size = 128, .mem_size = 16u << 20,
-    };
-    int ret = vfe_open(&cfg, &ld.fe);
-    if (ret < 0) {
-        fprintf(stderr, "powercut-load: connect %s: %s\n", socket, strerror(-ret));
-        return 1;
-    }
-    uint8_t *buf = vfe_alloc(ld.fe, BLOCK, 4096);
-    for (unsigned i = 0; i < ld.qd; i++) {
-        ld.slots[i].ld = &ld;
-        ld.slots[i].buf = vfe_alloc(ld.fe, MAX_RUN * BLOCK, 4096);
-        g_assert(ld.slots[i].buf);
-    }
-    g_assert(buf);
-    if (!make_ready(&ld) || !capacity_ok(&ld, buf)) {
-        fprintf(stderr, "powercut-load: LUN 0 not ready or smaller than %u blocks\n",
-                ld.nblocks);
-        return 1;
-    }
-    if (check_zero) {
-        unsigned bad = read_back(&ld, buf, true);
+    int ret, wce;
+    uint8_t *buf = NULL;
 
-        printf("powercut-load: %u of %u blocks not zero\n", bad, ld.nblocks);
-        vfe_close(ld.fe);
-        return bad ? 1 : 0;
+    if (device) {
+        ret = open_device(&ld, device, device_direct);
+        wce = set_wce != 0;
+        ld.all_dsync = !wce;
+    } else {
+        ret = open_target(&ld, socket, &buf);
+        if (ret == 0 && check_zero) {
+            unsigned bad = read_back(&ld, buf, true);
+
+            printf("powercut-load: %u of %u blocks not zero\n", bad, ld.nblocks);
+            vfe_close(ld.fe);
+            return bad ? 1 : 0;
+        }
+        wce = ret == 0 ? caching_wce(&ld, buf, set_wce) : -1;
+        if (ret == 0 && wce < 0) {
+            fprintf(stderr, "powercut-load: caching mode page: MODE SENSE/SELECT failed\n");
+        }
+        if (ret == 0 && set_wce >= 0 && wce >= 0 && wce != set_wce) {
+            fprintf(stderr, "powercut-load: WCE is %d after MODE SELECT of %d\n", wce,
+                    set_wce);
+            wce = -1;
+        }
     }
-    int wce = caching_wce(&ld, buf, set_wce);
-    if (wce < 0) {
-        fprintf(stderr, "powercut-load: caching mode page: MODE SENSE/SELECT failed\n");
-        return 1;
-    }
-    if (set_wce >= 0 && wce != set_wce) {
-        fprintf(stderr, "powercut-load: WCE is %d after MODE SELECT of %d\n", wce, set_wce);
+    if (ret < 0 || wce < 0) {
         return 1;
     }
     fprintf(ld.journal, "P %u %u %d %" PRIu64 "\n", ld.nblocks, BLOCK, wce, (uint64_t)seed);
@@ -600,7 +704,9 @@ int main(int argc, char **argv)
     printf("powercut-load: %" PRIu64 " writes, %" PRIu64 " syncs, %" PRIu64
            " acknowledgements, %u failures, WCE %d%s\n", ld.gen, ld.syncs, ld.seq, ld.failures,
            wce, verify ? (bad ? ", read-back FAILED" : ", read-back ok") : "");
-    vfe_close(ld.fe);
+    if (ld.fe) {
+        vfe_close(ld.fe);
+    }
     fclose(ld.journal);
     g_rand_free(ld.rand);
     return ret == 0 && ld.failures == 0 && bad == 0 ? 0 : 1;

@@ -53,7 +53,7 @@ START=$(date +%s)
 TARGET=$BUILD_DIR/tools/vhost-scsi-target
 LOAD=$BUILD_DIR/tests/guest/powercut-load
 DMSETUP=$(command -v dmsetup || echo /usr/sbin/dmsetup)
-for b in "$TARGET" "$LOAD" "$DMSETUP" /sbin/mke2fs; do
+for b in "$TARGET" "$LOAD" "$DMSETUP" /usr/sbin/mke2fs; do
     [ -x "$b" ] || { fail "binary $b missing (build it, or scripts/install-deps.sh)"; finish; }
 done
 if ldd "$TARGET" | grep -q libasan; then
@@ -64,7 +64,7 @@ KERNEL=$("$SRC/scripts/mkinitramfs.sh" --print-kernel) || { fail "no guest kerne
 INITRD=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}/powercut.cpio
 guest_initramfs "$INITRD" --init-script "$HERE/powercut-guest.sh" \
     --modules "virtio_blk dm_mod dm_log_writes ext4" \
-    --bin "$TARGET" --bin "$LOAD" --bin "$DMSETUP" --bin /sbin/mke2fs \
+    --bin "$TARGET" --bin "$LOAD" --bin "$DMSETUP" --bin /usr/sbin/mke2fs \
     --file /etc/mke2fs.conf:/etc/mke2fs.conf
 
 # Slice sizes as in powercut-guest.sh: data 48 MiB, log 96 MiB, journal 4 MiB.
