@@ -10,23 +10,23 @@
 # data and journal disks are files here; after the guest powered off,
 # tests/guest/powercut-check.py replays each log and checks the contract at
 # every cut point.  Cases (the default set runs in `make check`):
-#   raw-direct, raw-direct-wce-off: LUN file:/dev/dm-N,direct, the write
-#       cache left on or turned off by MODE SELECT;
-#   ext4-direct, ext4-direct-wce-off: LUN file:lun.img,direct on an ext4
-#       made on the logged device;
+#   raw-direct, raw-buffered, raw-direct-wce-off: LUN file:/dev/dm-N with
+#       and without `direct`, the write cache left on or turned off by
+#       MODE SELECT;
+#   ext4-direct, ext4-buffered, ext4-direct-wce-off, ext4-buffered-wce-off:
+#       LUN file:lun.img on an ext4 made on the logged device;
 #   fault-flush-dropped: raw, without `direct`, the dm device set to "write
 #       through" so that Linux acknowledges flushes without sending them:
 #       the checker must find violations (the test can fail);
 #   ram: the ram backend's promise (no write cache, read back while the
 #       daemon runs, zeros after a restart), checked in the guest;
-# and, not by default: raw-buffered, raw-buffered-wce-off, ext4-buffered,
-# ext4-buffered-wce-off (the same without `direct`), kernel-buffered,
-# kernel-buffered-wce-off, kernel-direct (no daemon: powercut-load --device
-# makes the same system calls on the device itself).  Without `direct`
-# the guest kernel (6.1) loses acknowledged writes in some runs, with or
-# without the daemon (docs/testing.md).  The checker's own mutation
-# (--mutate lose-cache: a disk that never writes its cache back) must find
-# violations in each WCE-on log.  Prints TAP.
+# and, not by default: raw-buffered-wce-off, and kernel-buffered,
+# kernel-buffered-wce-off, kernel-direct (no daemon: powercut-load
+# --device makes the same system calls on the device itself).  The guest
+# kernel (6.1) loses writes acknowledged with RWF_DSYNC on a block device's
+# page cache in some runs, with or without the daemon (docs/testing.md).
+# The checker's own mutation (--mutate lose-cache: a disk that never writes
+# its cache back) must find violations in each WCE-on log.  Prints TAP.
 #
 # Usage: tests/guest/powercut-test.sh [--build-dir DIR] [--writes N] [--blocks N]
 #        [--cases LIST] [--keep] [--console]
@@ -40,7 +40,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 WRITES=600 BLOCKS=1024
-CASES=raw-direct,raw-direct-wce-off,ext4-direct,ext4-direct-wce-off,fault-flush-dropped,ram
+CASES=raw-direct,raw-buffered,raw-direct-wce-off,ext4-direct,ext4-buffered,ext4-direct-wce-off,ext4-buffered-wce-off,fault-flush-dropped,ram
 guest_extra_option() {
     case "$1" in
     --writes) WRITES=$2; SHIFTED=2 ;;
