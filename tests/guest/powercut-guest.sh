@@ -11,7 +11,8 @@
 # of failures.
 #
 # Kernel arguments (GUEST_*): target, load (binary paths), writes, blocks,
-# cases (comma-separated case names, in slot order: see powercut-test.sh).
+# cases (comma-separated case names, in slot order: see powercut-test.sh),
+# log_mib and journal_mib (the slice sizes the host chose).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -20,8 +21,8 @@ ok() { echo "ok - $*"; }
 bad() { echo "not ok - $*"; FAILS=$((FAILS + 1)); }
 
 # Slices, in 512-byte sectors: the data and log slices of case I start at
-# I * DS and I * LS; journal slots are 4 MiB.
-DS=$((48 << 11)) LS=$((96 << 11))
+# I * DS and I * LS; journal slots are JS 4 KiB blocks.
+DS=$((48 << 11)) LS=$((${GUEST_LOG_MIB:-96} << 11)) JS=$((${GUEST_JOURNAL_MIB:-4} << 8))
 TARGET=$GUEST_TARGET LOAD=$GUEST_LOAD
 WRITES=${GUEST_WRITES:-600} BLOCKS=${GUEST_BLOCKS:-1024}
 
@@ -76,7 +77,7 @@ run_dm_case() {   # slot name
             { bad "$name: the device says write through"; return; }
     fi
     spec=$dev
-    case "$name" in ext4-*)
+    case "$name" in *ext4-*)
         mkdir -p "/mnt/$lw"
         /usr/sbin/mke2fs -q -F -t ext4 -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
             "$dev" >/tmp/mkfs.log 2>&1 &&
@@ -94,12 +95,12 @@ run_dm_case() {   # slot name
         direct=""
         [ -n "$opts" ] && direct=--device-direct
         # shellcheck disable=SC2086  # $wce and $direct are options or empty
-        if "$LOAD" --device "$dev" $direct --journal "/tmp/$lw.journal" --blocks "$BLOCKS" \
-            --writes "$WRITES" --qd 8 --seed "$((slot + 1))" --dm "$lw" $wce \
+        if "$LOAD" --device "$spec" $direct --journal "/tmp/$lw.journal" --blocks "$BLOCKS" \
+            --writes "$WRITES" --qd 8 --seed "$((slot + 1))" --dm "$lw" $wce $fiemap \
             >/tmp/load.log 2>&1; then
             ok "$name: $(grep '^powercut-load:' /tmp/load.log | tail -n 1)"
         else
-            bad "$name: workload on $dev"; sed 's/^/# /' /tmp/load.log
+            bad "$name: workload on $spec"; sed 's/^/# /' /tmp/load.log
         fi ;;
     *)
         if start_target "/tmp/$lw.sock" "file:$spec$opts"; then
@@ -117,12 +118,12 @@ run_dm_case() {   # slot name
             bad "$name: target serving file:$spec$opts"; sed 's/^/# /' /tmp/target.log
         fi ;;
     esac
-    case "$name" in ext4-*) umount "/mnt/$lw" || bad "$name: umount" ;; esac
+    case "$name" in *ext4-*) umount "/mnt/$lw" || bad "$name: umount" ;; esac
     sync
     # Removing the device logs the writes never flushed and the end mark.
     /usr/sbin/dmsetup remove "$lw" && /usr/sbin/dmsetup remove "pcd$slot" "pcl$slot" ||
         bad "$name: dm devices removed"
-    dd if="/tmp/$lw.journal" of="$JDEV" bs=4096 seek=$((slot * 1024)) conv=notrunc,fsync \
+    dd if="/tmp/$lw.journal" of="$JDEV" bs=4096 seek=$((slot * JS)) conv=notrunc,fsync \
         2>/dev/null || bad "$name: journal copied to its slot"
 }
 

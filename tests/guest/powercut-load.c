@@ -15,8 +15,8 @@
  * --verify reads every block back at the end (the ram backend's promise);
  * --check-zero only reads and expects zeros (a ram LUN after a restart).
  * --device PATH runs the same workload without the target, on the device
- * itself through io_uring with the target's system calls (pwritev2 with
- * RWF_DSYNC for FUA or WCE off, fdatasync for SYNCHRONIZE CACHE): the
+ * or file itself through io_uring with the target's system calls (writes
+ * with RWF_DSYNC for FUA or WCE off, fdatasync for SYNCHRONIZE CACHE): the
  * kernel's own behaviour, to tell the daemon's faults from the kernel's.
  *
  * Usage: powercut-load --socket PATH --journal FILE --blocks N [--writes N]
@@ -632,7 +632,7 @@ int main(int argc, char **argv)
         i++;
     }
     if (!(socket || device) || (socket && device) || !journal || !ld.nblocks ||
-        (device && (verify || check_zero || fiemap))) {
+        (device && (verify || check_zero))) {
         fprintf(stderr, "usage: powercut-load --socket PATH|--device PATH --journal FILE "
                 "--blocks N ...\n");
         return 2;

@@ -71,11 +71,15 @@ guest_initramfs "$INITRD" --init-script "$HERE/powercut-guest.sh" \
     --bin "$TARGET" --bin "$LOAD" --bin "$DMSETUP" --bin /usr/sbin/mke2fs \
     --file /etc/mke2fs.conf:/etc/mke2fs.conf
 
-# Slice sizes as in powercut-guest.sh: data 48 MiB, log 96 MiB, journal 4 MiB.
+# Slices per case (powercut-guest.sh): data 48 MiB; log 32 MiB for the set-up
+# (mkfs, the LUN file) and 20 KiB per write (at most 4 blocks of 4 KiB, a
+# header each and a mark), at least 96 MiB; journal 4 MiB per 50,000 writes.
 NCASES=$(echo "$CASES" | tr , '\n' | wc -l)
+LOG_MIB=$((32 + WRITES * 20 / 1024)) JOURNAL_MIB=$((4 + WRITES / 12500))
+[ "$LOG_MIB" -ge 96 ] || LOG_MIB=96
 truncate -s $((NCASES * 48))M "$WORK/data.img"
-truncate -s $((NCASES * 96))M "$WORK/log.img"
-truncate -s $((NCASES * 4))M "$WORK/journal.img"
+truncate -s $((NCASES * LOG_MIB))M "$WORK/log.img"
+truncate -s $((NCASES * JOURNAL_MIB))M "$WORK/journal.img"
 # One request queue per disk: with one per vCPU, Linux runs a flush state
 # machine per queue and two flushes can complete out of order, which
 # dm-log-writes then logs in the wrong order (the writes a flush covers come
@@ -87,7 +91,7 @@ disk() {   # file serial
 # shellcheck disable=SC2046  # disk prints words meant to be split
 "$HERE/run-qemu.sh" --initrd "$INITRD" --kernel "$KERNEL" --log "$WORK/guest.log" \
     --timeout $((300 + WRITES * NCASES / 20)) ${CONSOLE[@]+"${CONSOLE[@]}"} \
-    --append "guest.target=$TARGET guest.load=$LOAD guest.writes=$WRITES guest.blocks=$BLOCKS guest.cases=$CASES" \
+    --append "guest.log_mib=$LOG_MIB guest.journal_mib=$JOURNAL_MIB guest.target=$TARGET guest.load=$LOAD guest.writes=$WRITES guest.blocks=$BLOCKS guest.cases=$CASES" \
     -- $(disk "$WORK/data.img" pcdata) $(disk "$WORK/log.img" pclog) \
     $(disk "$WORK/journal.img" pcjournal)
 rc=$?
@@ -97,8 +101,8 @@ relay_kernel_guest "$WORK/guest.log" "$rc"
 # journal; its output in OUT, its status in CRC, the cut points in CUTS.
 check() {
     OUT=$(python3 "$HERE/powercut-check.py" --name "$1" --log "$WORK/log.img" \
-        --log-offset $(($2 * 96 << 20)) --journal "$WORK/journal.img" \
-        --journal-offset $(($2 * 4 << 20)) "${@:3}")
+        --log-offset $(($2 * LOG_MIB << 20)) --journal "$WORK/journal.img" \
+        --journal-offset $(($2 * JOURNAL_MIB << 20)) "${@:3}")
     CRC=$?
     CUTS=$(echo "$OUT" | sed -n 's/^CUTS \([0-9]*\) VIOLATIONS.*/\1/p')
     echo "$OUT" | grep '^#'
