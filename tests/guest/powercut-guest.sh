@@ -59,6 +59,9 @@ run_dm_case() {   # slot name
     slot=$1 name=$2 lw=pclw$1 opts="" wce="" fiemap=""
     case "$name" in *-direct*) opts=,direct ;; esac
     case "$name" in *-wce-off) wce="--wce off" ;; esac
+    # Without `direct` every flushing command is an fdatasync; one at a time,
+    # so that the log orders each write against the flushes (testing.md).
+    case "$name" in *-buffered*) wce="$wce --one-flush" ;; esac
     # No udev here: the tables name devices by major:minor, the rest uses
     # devtmpfs's /dev/dm-N.
     /usr/sbin/dmsetup create "pcd$slot" --table "0 $DS linear $DATA $((slot * DS))" &&
@@ -78,10 +81,12 @@ run_dm_case() {   # slot name
     fi
     spec=$dev
     case "$name" in *ext4-*)
+        # commit=600: no periodic journal commit, whose flush could be in
+        # flight beside an fdatasync's (the log's limit, testing.md).
         mkdir -p "/mnt/$lw"
         /usr/sbin/mke2fs -q -F -t ext4 -b 4096 -E nodiscard,lazy_itable_init=0,lazy_journal_init=0 \
             "$dev" >/tmp/mkfs.log 2>&1 &&
-            mount -t ext4 "$dev" "/mnt/$lw" &&
+            mount -t ext4 -o commit=600 "$dev" "/mnt/$lw" &&
             dd if=/dev/zero of="/mnt/$lw/lun.img" bs=4096 count="$BLOCKS" conv=fsync 2>/dev/null &&
             sync ||
             { bad "$name: ext4 with a $BLOCKS-block LUN file"; cat /tmp/mkfs.log; return; }

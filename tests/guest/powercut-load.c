@@ -21,10 +21,11 @@
  *
  * Usage: powercut-load --socket PATH --journal FILE --blocks N [--writes N]
  *        [--qd N] [--seed N] [--wce on|off] [--dm NAME] [--fiemap PATH]
- *        [--verify] [--check-zero] [--device PATH [--device-direct]]
+ *        [--verify] [--check-zero] [--device PATH [--device-direct]] [--one-flush]
  *   --dm NAME      the dm-log-writes device to mark (none: no marks)
  *   --fiemap PATH  the LUN is this file: record its extents (FIEMAP) so the
  *                  checker can find its blocks on the logged device
+ *   --one-flush    at most one command in flight that makes the kernel flush
  * Exit status 0 iff every command succeeded (and the checks passed).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -65,6 +66,8 @@ struct slot {
     uint8_t *buf;
     bool used;
     bool is_sync;
+    bool fua;
+    bool flushing;             /* the kernel flushes for it (sync, FUA, WCE 0) */
     uint64_t gen;              /* write: its generation; sync: its number */
     uint32_t first, n;
 };
@@ -92,7 +95,9 @@ struct load {
     GRand *rand;
     struct io_uring ring;      /* --device */
     int dev_fd;                /* --device: the device, else -1 */
-    bool all_dsync;            /* --device with --wce off */
+    bool all_dsync;            /* WCE 0: every write is written through */
+    bool one_flush;            /* --one-flush */
+    unsigned flushing;         /* commands in flight with flushing set */
 };
 
 /* CRC-32 (IEEE 802.3, reflected), as Python's zlib.crc32 computes it. */
@@ -360,6 +365,7 @@ static void completed(struct slot *s, bool ok, unsigned response, unsigned statu
     }
     s->used = false;
     ld->inflight--;
+    ld->flushing -= s->flushing;
 }
 
 static void on_done(struct vfe_req *r)
@@ -417,7 +423,7 @@ static struct slot *free_slot(struct load *ld)
 static int submit(struct load *ld, struct slot *s)
 {
     struct vfe_req *r = &s->req;
-    bool fua = false;
+    bool fua = s->fua && !s->is_sync;
 
     memset(r, 0, sizeof(*r));
     r->queue = (unsigned)(ld->tag % 2);
@@ -428,8 +434,6 @@ static int submit(struct load *ld, struct slot *s)
     if (s->is_sync) {
         sc_cdb(scsi_cdb_synchronizecache10(0, 0, 0, 0), r->cdb);
     } else {
-        fua = g_rand_int_range(ld->rand, 0, 4) == 0;
-
         for (uint32_t i = 0; i < s->n; i++) {
             fill_block(s->buf + (size_t)i * BLOCK, s->first + i, s->gen);
             ld->busy[s->first + i] = 1;
@@ -442,6 +446,8 @@ static int submit(struct load *ld, struct slot *s)
     }
     s->used = true;
     ld->inflight++;
+    s->flushing = s->is_sync || fua || ld->all_dsync;
+    ld->flushing += s->flushing;
     int ret = ld->dev_fd >= 0 ? submit_device(ld, s, fua) : vfe_submit(ld->fe, r);
     if (ret < 0) {
         fprintf(stderr, "powercut-load: submit: %s\n", strerror(-ret));
@@ -474,7 +480,10 @@ static bool pick_run(struct load *ld, uint32_t *first, uint32_t *n)
  * The workload: keeps qd commands in flight; after every sync_every
  * acknowledged writes (3..12 at random) one SYNCHRONIZE CACHE goes out among
  * them.  Writes never overlap a write in flight, so each block's versions
- * are ordered by submission.
+ * are ordered by submission.  With one_flush at most one command that makes
+ * the kernel flush (SYNCHRONIZE CACHE, FUA, any write under WCE 0) is in
+ * flight: without `direct` each of them is an fdatasync, and dm-log-writes
+ * cannot order a write against two flushes in flight (docs/testing.md).
  */
 static int run(struct load *ld)
 {
@@ -482,7 +491,9 @@ static int run(struct load *ld)
         struct slot *s;
 
         while (ld->gen < ld->writes && (s = free_slot(ld)) != NULL) {
-            if (!ld->sync_inflight && ld->acks_since_sync >= ld->sync_every) {
+            bool flush_ok = !ld->one_flush || ld->flushing == 0;
+
+            if (!ld->sync_inflight && ld->acks_since_sync >= ld->sync_every && flush_ok) {
                 s->is_sync = true;
                 s->gen = ++ld->syncs;
                 fprintf(ld->journal, "S %" PRIu64 "\n", s->gen);
@@ -491,7 +502,8 @@ static int run(struct load *ld)
                 ld->sync_every = (unsigned)g_rand_int_range(ld->rand, 3, 13);
             } else {
                 s->is_sync = false;
-                if (!pick_run(ld, &s->first, &s->n)) {
+                s->fua = g_rand_int_range(ld->rand, 0, 4) == 0 && flush_ok;
+                if ((ld->all_dsync && !flush_ok) || !pick_run(ld, &s->first, &s->n)) {
                     break;
                 }
                 s->gen = ++ld->gen;
@@ -593,6 +605,10 @@ int main(int argc, char **argv)
         guint64 n;
         bool ok = v != NULL;
 
+        if (!strcmp(a, "--one-flush")) {
+            ld.one_flush = true;
+            continue;
+        }
         if (!strcmp(a, "--verify") || !strcmp(a, "--check-zero") ||
             !strcmp(a, "--device-direct")) {
             *(a[2] == 'v' ? &verify : a[2] == 'c' ? &check_zero : &device_direct) = true;
@@ -685,6 +701,7 @@ int main(int argc, char **argv)
     if (ret < 0 || wce < 0) {
         return 1;
     }
+    ld.all_dsync = !wce;
     fprintf(ld.journal, "P %u %u %d %" PRIu64 "\n", ld.nblocks, BLOCK, wce, (uint64_t)seed);
     if (fiemap && !record_extents(&ld, fiemap)) {
         return 1;

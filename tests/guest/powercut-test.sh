@@ -10,9 +10,9 @@
 # data and journal disks are files here; after the guest powered off,
 # tests/guest/powercut-check.py replays each log and checks the contract at
 # every cut point.  Cases (the default set runs in `make check`):
-#   raw-direct, raw-buffered, raw-direct-wce-off: LUN file:/dev/dm-N with
-#       and without `direct`, the write cache left on or turned off by
-#       MODE SELECT;
+#   raw-direct, raw-buffered, raw-direct-wce-off, raw-buffered-wce-off: LUN
+#       file:/dev/dm-N with and without `direct`, the write cache left on
+#       or turned off by MODE SELECT;
 #   ext4-direct, ext4-buffered, ext4-direct-wce-off, ext4-buffered-wce-off:
 #       LUN file:lun.img on an ext4 made on the logged device;
 #   fault-flush-dropped: raw, without `direct`, the dm device set to "write
@@ -20,13 +20,11 @@
 #       the checker must find violations (the test can fail);
 #   ram: the ram backend's promise (no write cache, read back while the
 #       daemon runs, zeros after a restart), checked in the guest;
-# and, not by default: raw-buffered-wce-off, and kernel-buffered,
-# kernel-buffered-wce-off, kernel-direct, kernel-ext4-buffered (no daemon:
-# powercut-load --device makes the same system calls on the device or file
-# itself).  Without
-# `direct` several flushes run at once and the log can misorder a write
-# against one, with or without the daemon: violations there are TODO
-# (docs/testing.md).
+# and, not by default, kernel-buffered, kernel-buffered-wce-off,
+# kernel-direct, kernel-ext4-buffered (no daemon: powercut-load --device
+# makes the same system calls on the device or file itself).  Cases
+# without `direct` run the workload with --one-flush: dm-log-writes cannot
+# order a write against two flushes in flight (docs/testing.md).
 # The checker's own mutation (--mutate lose-cache: a disk that never writes
 # its cache back) must find violations in each WCE-on log.  Prints TAP.
 #
@@ -42,7 +40,7 @@ set -uo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 WRITES=600 BLOCKS=1024
-CASES=raw-direct,raw-buffered,raw-direct-wce-off,ext4-direct,ext4-buffered,ext4-direct-wce-off,ext4-buffered-wce-off,fault-flush-dropped,ram
+CASES=raw-direct,raw-buffered,raw-direct-wce-off,raw-buffered-wce-off,ext4-direct,ext4-buffered,ext4-direct-wce-off,ext4-buffered-wce-off,fault-flush-dropped,ram
 guest_extra_option() {
     case "$1" in
     --writes) WRITES=$2; SHIFTED=2 ;;
@@ -126,12 +124,6 @@ for name in $(echo "$CASES" | tr , ' '); do
         if [ "$CRC" = 0 ]; then
             pass "$name: ${CUTS:-0} cut points, no violation"
             TOTAL=$((TOTAL + CUTS))
-        elif [ "$CRC" = 1 ] && [ "${name%-buffered*}" != "$name" ]; then
-            # The log's limit with concurrent flushes (docs/testing.md):
-            # shown, not failed.
-            N=$((N + 1))
-            echo "not ok $N - $name: violations # TODO without direct, concurrent flushes" \
-                "can misorder the log (also with no daemon; docs/testing.md, Power cuts)"
         else
             fail "$name: the checker's status $CRC"
         fi
