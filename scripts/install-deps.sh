@@ -12,7 +12,7 @@ PKGS=(build-essential meson ninja-build pkg-config gcc clang libclang-rt-14-dev
       libglib2.0-dev libjson-glib-dev liburing-dev libiscsi-dev libkmod-dev libseccomp-dev
       linux-libc-dev
       linux-image-amd64 busybox-static fio sg3-utils tgt kmod cpio
-      util-linux python3 python3-rtslib-fb systemd
+      util-linux python3 python3-rtslib-fb systemd dmsetup e2fsprogs
       librbd-dev ceph-mon ceph-osd ceph-common
       scdoc groff-base bash-completion debhelper dpkg-dev lintian)
 
