@@ -208,7 +208,12 @@ export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
+# Binaries kept at their host path may live under /tmp (a build tree in a
+# clone there): the tmpfs would hide them, so what the archive has in /tmp
+# is carried over into it.
+mv /tmp /.archive-tmp && mkdir /tmp
 mount -t tmpfs tmpfs /tmp
+cp -a /.archive-tmp/. /tmp/ && rm -rf /.archive-tmp
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 while read -r m; do
     # A module already built in or loaded is fine; anything else is reported.
