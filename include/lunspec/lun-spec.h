@@ -29,7 +29,7 @@ enum lun_spec_kind {
                            [,queue-depth=N][,sessions=N][,secret-file=PATH]
                            [,initiator-name=IQN][,login-timeout=SECONDS] */
     LUN_SPEC_RBD,       /* rbd:POOL/IMAGE[@SNAP][,conf=PATH][,id=CLIENT]
-                           [,keyring=PATH][,ro] */
+                           [,keyring=PATH][,ro][,busy-timeout=SECONDS] */
     LUN_SPEC_HOLD,      /* hold:SIZE,while=PATH[,block-size=N]: tests only, with
                            VHOST_SCSI_TEST_BACKENDS=1 in the environment; RAM
                            whose requests wait while PATH exists */
@@ -61,6 +61,7 @@ struct lun_spec {
        configuration (NULL: librados's defaults, /etc/ceph/ceph.conf, admin) */
     char *rbd_pool, *rbd_image, *rbd_snap;
     char *rbd_conf, *rbd_id, *rbd_keyring;
+    unsigned busy_timeout;  /* seconds an outage answers BUSY before NOT READY; 0: 60 */
 };
 
 /*

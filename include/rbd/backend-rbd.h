@@ -17,6 +17,12 @@ struct backend_rbd_opts {
     const char *client_id;      /* "admin" for client.admin; NULL: admin */
     const char *keyring;        /* NULL: what the configuration names */
     bool read_only;
+    /*
+     * Seconds of an outage (timeouts, no success) answered BUSY before NOT
+     * READY; 0: 60.  The OSD operation timeout is half of it (at most 30 s)
+     * unless the configuration sets rados_osd_op_timeout.
+     */
+    unsigned busy_timeout_s;
     int cancel_fd;              /* the open gives up (-ECANCELED) once it is readable; -1: none */
 };
 

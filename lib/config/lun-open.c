@@ -97,6 +97,7 @@ static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend
             .client_id = s->rbd_id,
             .keyring = s->rbd_keyring,
             .read_only = s->ro,
+            .busy_timeout_s = s->busy_timeout,
             .cancel_fd = cancel_fd,
         };
 

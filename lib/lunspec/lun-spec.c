@@ -36,12 +36,15 @@ enum {
     OPT_FILL = 1 << 13,
     OPT_PHYS_BLOCK_SIZE = 1 << 14,
     OPT_SANITIZE = 1 << 15,
+    OPT_BUSY_TIMEOUT = 1 << 16,
 };
 
 /* Bounds for the iSCSI options: beyond these a typo is likelier than intent. */
 #define ISCSI_MAX_QUEUE_DEPTH 1024
 #define ISCSI_MAX_SESSIONS 16
 #define ISCSI_MAX_LOGIN_TIMEOUT_S 300
+/* An RBD LUN's BUSY phase of an outage: beyond an hour initiators have long given up. */
+#define RBD_MAX_BUSY_TIMEOUT_S 3600
 /* Longest pool, image or snapshot name of an rbd: spec. */
 #define RBD_MAX_NAME 255
 
@@ -66,6 +69,7 @@ static const struct {
     { "fill", OPT_FILL, true },
     { "physical-block-size", OPT_PHYS_BLOCK_SIZE, true },
     { "sanitize", OPT_SANITIZE, true },
+    { "busy-timeout", OPT_BUSY_TIMEOUT, true },
 };
 
 static const struct {
@@ -80,7 +84,8 @@ static const struct {
                               OPT_SANITIZE },
     { "iscsi://", LUN_SPEC_ISCSI, OPT_RO | OPT_QUEUE_DEPTH | OPT_SESSIONS | OPT_SECRET_FILE |
                                   OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT | OPT_SANITIZE },
-    { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING | OPT_SANITIZE },
+    { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING | OPT_SANITIZE |
+                            OPT_BUSY_TIMEOUT },
     { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
 };
 
@@ -378,9 +383,11 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             break;
         case OPT_QUEUE_DEPTH:
         case OPT_SESSIONS:
-        case OPT_LOGIN_TIMEOUT: {
+        case OPT_LOGIN_TIMEOUT:
+        case OPT_BUSY_TIMEOUT: {
             unsigned max = lun_opts[o].bit == OPT_SESSIONS        ? ISCSI_MAX_SESSIONS
                            : lun_opts[o].bit == OPT_LOGIN_TIMEOUT ? ISCSI_MAX_LOGIN_TIMEOUT_S
+                           : lun_opts[o].bit == OPT_BUSY_TIMEOUT  ? RBD_MAX_BUSY_TIMEOUT_S
                                                                   : ISCSI_MAX_QUEUE_DEPTH;
             unsigned id;
 
@@ -393,6 +400,8 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
                 out->sessions = id;
             } else if (lun_opts[o].bit == OPT_LOGIN_TIMEOUT) {
                 out->login_timeout = id;
+            } else if (lun_opts[o].bit == OPT_BUSY_TIMEOUT) {
+                out->busy_timeout = id;
             } else {
                 out->queue_depth = id;
             }

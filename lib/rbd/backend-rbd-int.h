@@ -23,13 +23,16 @@
 #define RBD_MAX_THREADS 260
 /*
  * librados gives up on an OSD operation after rados_osd_op_timeout (set to
- * this unless the configuration sets it): the request completes BUSY,
- * which initiators retry.  Timeouts with no success in between for longer
- * than RBD_UNREACHABLE_S turn into NOT READY.
+ * half the LUN's busy-timeout, at most RBD_OSD_OP_TIMEOUT_S, unless the
+ * configuration sets it): the request completes BUSY, which initiators
+ * retry.  Timeouts with no success in between for longer than the
+ * busy-timeout (RBD_BUSY_TIMEOUT_S unless the spec says) turn into NOT READY.
  */
 #define RBD_OSD_OP_TIMEOUT_S 30
 #define RBD_MOUNT_TIMEOUT_S 30
-#define RBD_UNREACHABLE_S 60
+#define RBD_BUSY_TIMEOUT_S 60
+/* A close that takes longer is abandoned (backend-rbd-open.c, close_image). */
+#define RBD_CLOSE_TIMEOUT_S 5
 /* librados's name for a client the cluster has fenced off (compat.h). */
 #ifndef EBLOCKLISTED
 #define EBLOCKLISTED ESHUTDOWN
@@ -84,6 +87,7 @@ struct rbd_lun {
      * since the last success (0: none), whether the long outage was logged,
      * and whether the LUN is fenced (blocklisted, lock lost) for good.
      */
+    int64_t busy_us;            /* the busy-timeout, µs */
     _Atomic int64_t timeouts_since;
     atomic_bool unreachable_logged;
     atomic_bool fenced;

@@ -14,7 +14,9 @@
 #include <inttypes.h>
 #include <poll.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "backend-rbd-int.h"
@@ -67,7 +69,9 @@ static int connect_cluster(struct rbd_lun *rl, const struct backend_rbd_opts *o)
     }
     /* Bounded waits unless the configuration chose otherwise (librados: 300 s, 0 = none). */
     set_default(rl, "client_mount_timeout", RBD_MOUNT_TIMEOUT_S, 300);
-    set_default(rl, "rados_osd_op_timeout", RBD_OSD_OP_TIMEOUT_S, 0);
+    /* Half the busy-timeout: a request answers BUSY at least once before NOT READY. */
+    set_default(rl, "rados_osd_op_timeout",
+                (int)MAX(1, MIN(RBD_OSD_OP_TIMEOUT_S, rl->busy_us / G_USEC_PER_SEC / 2)), 0);
     if (cancelled(o->cancel_fd)) {
         return -ECANCELED;
     }
@@ -85,8 +89,37 @@ static int connect_cluster(struct rbd_lun *rl, const struct backend_rbd_opts *o)
 }
 
 /*
+ * Whether the lock owner (its client address, as rbd_lock_get_owners
+ * gives it, or "auto WATCH-COOKIE") still watches the image header.  A client that crashed or was blocklisted has no watch
+ * (the OSDs drop a blocklisted client's watches, a crashed one's expire):
+ * its lock is stale, and librbd's acquire breaks it (blocklisting that
+ * client, rbd_blocklist_on_break_lock), which is what lets a fenced LUN be
+ * added again.  When the watchers cannot be listed the owner counts as
+ * alive: refusing is the safe side.
+ */
+static bool owner_alive(struct rbd_lun *rl, const char *owner)
+{
+    rbd_image_watcher_t w[16];
+    size_t n = G_N_ELEMENTS(w);
+    guint64 cookie = 0;
+    bool by_cookie = g_str_has_prefix(owner, "auto "), alive = false;
+
+    if ((by_cookie &&
+         !g_ascii_string_to_unsigned(owner + 5, 10, 0, G_MAXUINT64, &cookie, NULL)) ||
+        rbd_watchers_list(rl->image, w, &n) < 0) {
+        return true;
+    }
+    for (size_t i = 0; i < n; i++) {
+        alive |= by_cookie ? w[i].cookie == cookie : !g_strcmp0(w[i].addr, owner);
+    }
+    rbd_watchers_list_cleanup(w, n);
+    return alive;
+}
+
+/*
  * Takes the exclusive lock of a writable image that has the feature, so
- * that no other client writes beside us; -EBUSY if one already holds it.
+ * that no other client writes beside us; -EBUSY if a live client already
+ * holds it.
  */
 static int take_lock(struct rbd_lun *rl)
 {
@@ -101,7 +134,11 @@ static int take_lock(struct rbd_lun *rl)
         return 0;
     }
     ret = rbd_lock_get_owners(rl->image, &mode, owners, &n);
-    if (ret == 0 && n > 0) {
+    if (ret == 0 && n > 0 && !owner_alive(rl, owners[0])) {
+        g_message("%s: the image's lock owner (%s) no longer watches it (crashed or "
+                  "blocklisted): breaking its stale lock", rl->be.name, owners[0]);
+        rbd_lock_get_owners_cleanup(owners, n);
+    } else if (ret == 0 && n > 0) {
         g_warning("%s: the image's exclusive lock is held by another client (%s): refusing a "
                   "second writer; open it read-only (ro, or a snapshot), or disable the "
                   "exclusive-lock feature for a shared disk (docs/rbd.md)", rl->be.name,
@@ -204,6 +241,8 @@ int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out)
     rl->be.ops = &rbd_be_ops;
     rl->be.name = g_strdup_printf("rbd:%s", rl->spec);
     rl->be.read_only = o->read_only || o->snap;
+    rl->busy_us = (int64_t)(o->busy_timeout_s ? o->busy_timeout_s : RBD_BUSY_TIMEOUT_S) *
+                  G_USEC_PER_SEC;
     atomic_init(&rl->timeouts_since, 0);
     atomic_init(&rl->unreachable_logged, false);
     atomic_init(&rl->fenced, false);
@@ -284,6 +323,68 @@ int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
     return ret;
 }
 
+/* librbd's thread: the close has finished. */
+static void close_cb(rbd_completion_t c, void *arg)
+{
+    uint64_t one = 1;
+
+    (void)c;
+    if (write(*(int *)arg, &one, sizeof(one)) < 0) {
+        abort();        /* an eventfd written once cannot overflow */
+    }
+}
+
+/*
+ * Closes the image, bounded by RBD_CLOSE_TIMEOUT_S: flushes librbd's cache
+ * (bounded by the OSD operation timeout), then rbd_aio_close, which waits
+ * for librbd's requests in flight and releases the exclusive lock.  Ceph
+ * 16.2.15's close can wait for ever once the header watch has timed out
+ * during an outage (rbd_lock_release as well; tests:
+ * cluster-unreachable-busy-then-not-ready): then the image, its cluster
+ * handle and the LUN are left behind (false), logged, and the daemon goes
+ * on without them.  Nothing is lost that a flush did not already write.
+ */
+static bool close_image(struct rbd_lun *rl)
+{
+    int *efd = g_new(int, 1);
+    struct pollfd p = { .events = POLLIN };
+    rbd_completion_t c;
+    int ret;
+
+    ret = rbd_flush(rl->image);
+    if (ret < 0) {
+        g_warning("%s: flush at close: %s", rl->be.name, g_strerror(-ret));
+    }
+    *efd = eventfd(0, EFD_CLOEXEC);
+    if (*efd < 0 || rbd_aio_create_completion(efd, close_cb, &c) < 0) {
+        if (*efd >= 0) {
+            close(*efd);
+        }
+        g_free(efd);
+        rbd_close(rl->image);
+        return true;
+    }
+    ret = rbd_aio_close(rl->image, c);
+    if (ret < 0) {
+        g_warning("%s: cannot close the image: %s", rl->be.name, g_strerror(-ret));
+        rbd_aio_release(c);
+        close(*efd);
+        g_free(efd);
+        return false;
+    }
+    p.fd = *efd;
+    if (poll(&p, 1, RBD_CLOSE_TIMEOUT_S * 1000) != 1) {
+        /* The callback may still come: its eventfd and completion stay. */
+        g_warning("%s: closing the image did not finish within %d s (librbd); leaving it "
+                  "open and going on", rl->be.name, RBD_CLOSE_TIMEOUT_S);
+        return false;
+    }
+    rbd_aio_release(c);
+    close(*efd);
+    g_free(efd);
+    return true;
+}
+
 void rbd_be_close(struct lun_backend *be)
 {
     struct rbd_lun *rl = to_rl(be);
@@ -292,12 +393,13 @@ void rbd_be_close(struct lun_backend *be)
         /* Waits for a watch callback under way: none runs after this. */
         rbd_update_unwatch(rl->image, rl->watch_handle);
     }
-    if (rl->image) {
-        if (rl->locked) {
-            rbd_lock_release(rl->image);
-        }
-        /* Waits for librbd's requests in flight (whose callbacks push to the threads). */
-        rbd_close(rl->image);
+    /*
+     * Not rbd_lock_release first: the close releases the lock itself, and
+     * the explicit release is one more call that can wait for ever.
+     */
+    if (rl->image && !close_image(rl)) {
+        /* librbd may still call back into rl and its threads: they stay. */
+        return;
     }
     rbd_be_drain_threads(rl);
     if (rl->ioctx) {

@@ -8,7 +8,7 @@
  * to the submitting thread (struct rbd_thread), which completes it from
  * its loop.  Errors: a timed-out operation (librados's osd op timeout)
  * answers BUSY, and NOT READY once timeouts have gone on without a single
- * success for RBD_UNREACHABLE_S; a client the cluster blocklisted, or a
+ * success for the LUN's busy-timeout; a client the cluster blocklisted, or a
  * writer that lost its exclusive lock, is fenced: every request answers
  * NOT READY from then on, with the reason logged once.  See docs/rbd.md.
  *
@@ -82,10 +82,11 @@ static int map_result(struct rbd_lun *rl, struct backend_io *io, int64_t r)
         now = g_get_monotonic_time();
         since = 0;
         if (!atomic_compare_exchange_strong(&rl->timeouts_since, &since, now) &&
-            now - since > (int64_t)RBD_UNREACHABLE_S * G_USEC_PER_SEC) {
+            now - since > rl->busy_us) {
             if (!atomic_exchange(&rl->unreachable_logged, true)) {
-                g_warning("%s: no answer from the cluster for %d s; timed-out requests "
-                          "answer NOT READY until it is back", rl->be.name, RBD_UNREACHABLE_S);
+                g_warning("%s: no answer from the cluster for %" PRId64 " s (busy-timeout); "
+                          "timed-out requests answer NOT READY until it is back", rl->be.name,
+                          rl->busy_us / G_USEC_PER_SEC);
             }
             return -ENOTCONN;
         }

@@ -74,10 +74,15 @@ static const char *const net_calls[] = {
     NULL,
 };
 
-/* librbd / librados: messengers, the admin socket (its thread accept()s), plugins. */
+/*
+ * librbd / librados: messengers, the admin socket (its thread accept()s),
+ * plugins.  epoll_create: Ceph's EpollDriver makes each new cluster
+ * handle's event loops with the old call, so an RBD LUN added live (after
+ * the filter is on) needs it (ceph test blocklisted-fenced-then-re-added).
+ */
 static const char *const rbd_calls[] = {
     "connect", "bind", "listen", "accept", "setsockopt", "getpeername", "sendmmsg",
-    "recvmmsg",
+    "recvmmsg", "epoll_create",
     NULL,
 };
 

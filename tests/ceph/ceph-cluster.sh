@@ -102,6 +102,9 @@ mon warn on pool no redundancy = false
 mon data avail warn = 1
 mon data avail crit = 0
 mon osd down out interval = 0
+# One host: the surviving OSD's report is enough to mark a killed one down,
+# so the PGs peer on the survivor within the heartbeat grace.
+mon osd min down reporters = 1
 # A test machine is small: keep memory and threads down.
 osd memory target = 939524096
 bluestore cache size = 67108864

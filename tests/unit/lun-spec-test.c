@@ -177,6 +177,8 @@ static void test_rbd_forms(void)
     static const char *const bad[] = {
         "0=rbd:", "0=rbd:vm1", "0=rbd:/vm1", "0=rbd:rbd/", "0=rbd:rbd/vm1@", "0=rbd:a/b/c",
         "0=rbd:a/b@c@d", "0=rbd:a/b,conf=", "0=rbd:a/b,direct", "0=rbd:a/b,id=x,id=y",
+        "0=rbd:a/b,busy-timeout=0", "0=rbd:a/b,busy-timeout=3601", "0=rbd:a/b,busy-timeout=",
+        "0=rbd:a/b,busy-timeout=5s", "0=file:/x,busy-timeout=5",
     };
 
     g_assert_cmpint(s.kind, ==, LUN_SPEC_RBD);
@@ -185,6 +187,14 @@ static void test_rbd_forms(void)
     g_assert_null(s.rbd_snap);
     g_assert_null(s.rbd_conf);
     g_assert_false(s.ro);
+    g_assert_cmpuint(s.busy_timeout, ==, 0);
+    lun_spec_clear(&s);
+
+    s = parse_ok("1=rbd:rbd/vm1,busy-timeout=3600");
+    g_assert_cmpuint(s.busy_timeout, ==, 3600);
+    lun_spec_clear(&s);
+    s = parse_ok("1=rbd:rbd/vm1,busy-timeout=1");
+    g_assert_cmpuint(s.busy_timeout, ==, 1);
     lun_spec_clear(&s);
 
     s = parse_ok("0:3=rbd:pool-a/base@golden,conf=/etc/ceph/x.conf,id=vhost,"

@@ -69,7 +69,7 @@ _vhost_scsi_kind_opts()
     ram:) echo 'ro block-size= physical-block-size= sanitize=' ;;
     null:) echo 'ro block-size= fill= physical-block-size= sanitize=' ;;
     iscsi://) echo 'ro queue-depth= sessions= secret-file= initiator-name= login-timeout= sanitize=' ;;
-    rbd:) echo 'ro conf= id= keyring= sanitize=' ;;
+    rbd:) echo 'ro conf= id= keyring= sanitize= busy-timeout=' ;;
     hold:) echo 'block-size= while=' ;;
     esac
 }
