@@ -82,6 +82,15 @@ struct iothread_stats {
     uint64_t wakeups;       /* returns from epoll_wait that found events */
     uint64_t loops;         /* loop iterations */
     uint64_t uring_submits; /* io_uring_submit calls */
+    /*
+     * The most bytes of backend work done on the thread's own CPU in one
+     * loop iteration (iothread_charge): what a request that arrives
+     * while the thread is busy can find ahead of it, twice over at most
+     * (the rest of the iteration it arrives in, the part of the next one
+     * before its queue's turn).  The fairness budgets bound it
+     * (docs/security.md, "A neighbour on the same I/O thread").
+     */
+    uint64_t max_iteration_work;
 };
 
 /* Creates a thread context (not yet running).  uring_depth 0: no io_uring. */
@@ -153,6 +162,13 @@ void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaqu
  * small record per call.
  */
 void iothread_post(struct iothread *t, void (*fn)(void *opaque), void *opaque);
+
+/*
+ * Counts bytes of work a backend did on t's CPU (copying or zeroing
+ * inside its submit) in the current loop iteration, for
+ * max_iteration_work; from t itself.  t may be NULL (nothing counted).
+ */
+void iothread_charge(struct iothread *t, uint64_t bytes);
 
 /* Queues task to run in a later iteration of t's loop, from t itself. */
 void iothread_defer(struct iothread *t, struct iothread_task *task);

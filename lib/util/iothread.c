@@ -140,6 +140,7 @@ struct iothread {
     bool notify_armed;        /* pollers' notifications are on */
 
     struct iothread_stats stats;
+    uint64_t iter_work;       /* iothread_charge in this iteration */
     uint64_t now_cache;       /* iothread_now_ns() in this iteration; 0: not read yet */
 };
 
@@ -387,6 +388,26 @@ uint64_t iothread_now_after_ns(struct iothread *t, uint64_t since)
 void iothread_get_stats(struct iothread *t, struct iothread_stats *st)
 {
     *st = t->stats;
+}
+
+void iothread_charge(struct iothread *t, uint64_t bytes)
+{
+    if (t) {
+        t->iter_work += bytes;
+    }
+}
+
+/* An iteration begins: the last one's work is in, the clock re-read. */
+static void iteration_begin(struct iothread *t)
+{
+    t->stats.loops++;
+    t->now_cache = 0;
+    if (t->iter_work) {
+        if (t->iter_work > t->stats.max_iteration_work) {
+            t->stats.max_iteration_work = t->iter_work;
+        }
+        t->iter_work = 0;
+    }
 }
 
 int iothread_add_fd(struct iothread *t, int fd, uint32_t events,
@@ -755,8 +776,7 @@ void iothread_run(struct iothread *t)
         bool polling = t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len > 0;
         bool work;
 
-        t->stats.loops++;
-        t->now_cache = 0;
+        iteration_begin(t);
         if (!polling) {
             /* Deferred tasks left: look at the fds without sleeping. */
             dispatch_epoll(t, t->defer_head ? 0 : -1);
@@ -803,7 +823,7 @@ void iothread_run(struct iothread *t)
              */
             set_notify_all(t, true, &pending);
             if (!pending && !(t->has_ring && io_uring_cq_ready(&t->ring))) {
-                t->now_cache = 0;   /* what wakes it is timed from now */
+                iteration_begin(t);   /* what wakes it is timed from now */
                 dispatch_epoll(t, -1);
                 end_iteration(t);
             }

@@ -41,6 +41,19 @@
  */
 #define VSCSI_KICK_DRAIN_EVERY 1024
 
+/*
+ * A request queue's turn: the requests it pops when kicked or polled,
+ * at most this many, and no more once the requests popped carry this
+ * many bytes (guest buffers: header, data, response).  A queue with more
+ * on its ring kicks itself (a write to its own kick eventfd, which goes
+ * to the back of the thread's epoll ready list) or, polled, waits for
+ * the next round, so the queues sharing a thread take turns and each
+ * turn's inline work is bounded (docs/security.md).  A well-behaved
+ * queue (QD32 of 4 KiB) fits in one turn and never pays for this.
+ */
+#define VSCSI_TURN_REQUESTS 64
+#define VSCSI_TURN_BYTES (256u << 10)
+
 struct vscsi_queue;
 struct vscsi_tmf;
 
@@ -96,6 +109,7 @@ struct vscsi_queue {
     bool stopping;
     bool need_flush;
     bool starved;             /* pool was empty with work pending */
+    bool turn_over;           /* the last turn ended at its budget, work left */
     bool broken_reported;
     int poller;
     int flush;

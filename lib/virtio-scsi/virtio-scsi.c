@@ -273,10 +273,15 @@ static void queue_answer_bad_chain(struct vscsi_queue *q)
     vq_answer_bad_chain(q->vq, &resp, sizeof(resp));
 }
 
-/* Pops and starts as many requests as the ring and the pool allow. */
+/*
+ * Pops and starts as many requests as the ring, the pool and the turn's
+ * budget allow (VSCSI_TURN_*; turn_over says the budget ended it).
+ */
 static bool queue_drain_avail(struct vscsi_queue *q)
 {
     bool progress = false;
+    unsigned turn_reqs = 0;
+    uint64_t turn_bytes = 0;
     /*
      * One start time for the whole batch, read before any of it runs: a
      * command that completes at once then ends at the first completion's
@@ -285,10 +290,15 @@ static bool queue_drain_avail(struct vscsi_queue *q)
      */
     uint64_t start_ns = q->dev->stats ? iothread_now_ns(q->t) : 0;
 
+    q->turn_over = false;
     while (q->running && !q->stopping && !q->vq->broken) {
         struct vscsi_req *r = q->free_list;
         int ret;
 
+        if (turn_reqs >= VSCSI_TURN_REQUESTS || turn_bytes >= VSCSI_TURN_BYTES) {
+            q->turn_over = vq_has_avail(q->vq);
+            break;
+        }
         if (!r) {
             q->starved = vq_has_avail(q->vq);
             if (q->starved && q->nreqs < q->vq->num && !q->limit_logged) {
@@ -314,9 +324,26 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         r->start_ns = start_ns;
         q->inflight++;
         progress = true;
+        turn_reqs++;
+        turn_bytes += r->elem.out_len + r->elem.in_len;
         req_exec(q, r);
     }
     return progress;
+}
+
+/*
+ * The turn is over with requests left: kicks stay off and the queue kicks
+ * itself, so its next turn comes after the kicks already waiting (other
+ * queues of this thread).  The eventfd is the one the driver writes: a
+ * write more changes nothing for it.
+ */
+static void queue_yield(struct vscsi_queue *q)
+{
+    uint64_t one = 1;
+
+    if (write(q->vq->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
+        g_warning("%s: kick eventfd write: %s", q->name, g_strerror(errno));
+    }
 }
 
 static void queue_process(struct vscsi_queue *q)
@@ -324,6 +351,10 @@ static void queue_process(struct vscsi_queue *q)
     do {
         vq_disable_notify(q->vq);
         queue_drain_avail(q);
+        if (q->turn_over && q->kick_watched) {
+            queue_yield(q);
+            return;
+        }
     } while (!q->starved && !q->stopping && !q->vq->broken && q->running &&
              vq_enable_notify(q->vq));
 }
