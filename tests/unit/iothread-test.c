@@ -6,8 +6,9 @@
  * iteration, after the fd handlers; deferred tasks a few per iteration,
  * all of them before the loop returns), fd handlers and io_uring completions are dispatched there,
  * flush hooks run once per batch, adaptive polling re-arms
- * notifications and sleeps when idle, and timers fire on the thread in
- * deadline order, not before their deadline, unless cancelled.
+ * notifications and sleeps when idle, timers fire on the thread in
+ * deadline order, not before their deadline, unless cancelled, and the
+ * stats keep the most work charged to one iteration.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -610,6 +611,44 @@ static void arm_timers(void *opaque)
     iothread_timer_arm(p->t, &p->tm[3].tm, p->deadline[3]);
 }
 
+/*
+ * iothread_charge: what one iteration was charged is summed, the stats
+ * keep the largest iteration's sum, and work charged in other iterations
+ * is not added to it.
+ */
+struct charge {
+    struct iothread *t;
+    uint64_t bytes[3];
+};
+
+static void charge_on_thread(void *opaque)
+{
+    struct charge *c = opaque;
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(c->bytes); i++) {
+        iothread_charge(c->t, c->bytes[i]);
+    }
+}
+
+static void test_charge_keeps_the_largest_iteration(void)
+{
+    struct iothread *t = iothread_new("t-charge", 1, 0);
+    struct charge a = { .bytes = { 1000, 500, 600 } }, b = { .bytes = { 900 } };
+    struct iothread_stats st;
+
+    a.t = b.t = t;
+    g_assert_cmpint(iothread_start(t), ==, 0);
+    /* Each run_sync is queued after the last returned: one iteration each. */
+    iothread_run_sync(t, charge_on_thread, &a);
+    iothread_run_sync(t, charge_on_thread, &b);
+    iothread_run_sync(t, charge_on_thread, &b);
+    iothread_run_sync(t, charge_on_thread, &(struct charge){ .t = t });
+    iothread_get_stats(t, &st);
+    g_assert_cmpuint(st.max_iteration_work, ==, 2100);
+    iothread_charge(NULL, 1);       /* no thread: nothing counted, nothing breaks */
+    iothread_free(t);
+}
+
 static void test_timers_fire_in_deadline_order(void)
 {
     struct timer_probe p = { 0 };
@@ -653,6 +692,8 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/post/to-itself-yields-to-fd-handlers",
                     test_post_to_itself_yields_to_fd_handlers);
     g_test_add_func("/iothread/defer/a-few-per-iteration", test_defer_runs_a_few_per_iteration);
+    g_test_add_func("/iothread/charge/keeps-the-largest-iteration",
+                    test_charge_keeps_the_largest_iteration);
     g_test_add_func("/iothread/defer/left-at-quit-runs", test_defer_left_at_quit_runs);
     g_test_add_func("/iothread/post/does-not-wait-for-a-busy-thread",
                     test_post_does_not_wait_for_a_busy_thread);
