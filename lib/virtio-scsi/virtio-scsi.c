@@ -105,6 +105,7 @@ static void req_release(struct vscsi_queue *q, struct vscsi_req *r)
     r->next_free = q->free_list;
     q->free_list = r;
     q->inflight--;
+    q->inflight_bytes -= r->admitted_bytes;
     if (q->stopping && q->inflight == 0) {
         queue_signal_drained(q);
         if (q->waiter) {
@@ -299,6 +300,11 @@ static bool queue_drain_avail(struct vscsi_queue *q)
             q->turn_over = vq_has_avail(q->vq);
             break;
         }
+        if (q->inflight_bytes >= VSCSI_INFLIGHT_BYTES) {
+            /* Resumed by the flush hook once completions bring it down. */
+            q->starved = vq_has_avail(q->vq);
+            break;
+        }
         if (!r) {
             q->starved = vq_has_avail(q->vq);
             if (q->starved && q->nreqs < q->vq->num && !q->limit_logged) {
@@ -325,7 +331,9 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         q->inflight++;
         progress = true;
         turn_reqs++;
-        turn_bytes += r->elem.out_len + r->elem.in_len;
+        r->admitted_bytes = r->elem.out_len + r->elem.in_len;
+        turn_bytes += r->admitted_bytes;
+        q->inflight_bytes += r->admitted_bytes;
         req_exec(q, r);
     }
     return progress;
@@ -377,7 +385,7 @@ static void queue_flush_cb(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
-    if (q->starved && q->free_list) {
+    if (q->starved && q->free_list && q->inflight_bytes < VSCSI_INFLIGHT_BYTES) {
         q->starved = false;
         queue_process(q);
     }
@@ -558,6 +566,7 @@ static int req_queue_start(struct vscsi_queue *q, struct virtqueue *vq)
         q->free_list = r;
     }
     q->inflight = 0;
+    q->inflight_bytes = 0;
     iothread_run_sync(q->t, queue_attach, q);
     return 0;
 }
