@@ -88,7 +88,7 @@ struct iothread_stats {
      * while the thread is busy can find ahead of it, twice over at most
      * (the rest of the iteration it arrives in, the part of the next one
      * before its queue's turn).  The fairness budgets bound it
-     * (docs/security.md, "A neighbour on the same I/O thread").
+     * (docs/security.md, "One command's work, and a neighbour").
      */
     uint64_t max_iteration_work;
 };

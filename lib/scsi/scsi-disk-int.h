@@ -31,7 +31,8 @@
  * and VERIFY bounce through buffers of at most one chunk.  The UNMAP and
  * WRITE SAME caps (1M blocks) bound the work one command asks for, and
  * that work goes to the backend a range chunk at a time (at most 64k
- * blocks and 1 MiB per request), the I/O thread yielded between chunks
+ * blocks and 1 MiB per request, INLINE_PIECE_BYTES for a backend that
+ * works inside submit), the I/O thread yielded between chunks
  * that completed inside submit() (scsi-disk-io.c), so one guest's command
  * does not hold a thread other queues share.
  */
