@@ -174,6 +174,17 @@ void iothread_charge(struct iothread *t, uint64_t bytes);
 void iothread_defer(struct iothread *t, struct iothread_task *task);
 
 /*
+ * Queues task to run in t's next loop iteration, after that iteration's
+ * fd handlers and pollers, from t itself; the loop does not sleep while
+ * one is queued.  For a request queue whose turn ended with requests
+ * left: it gets its next turn after the queues whose kicks are waiting.
+ * Unlike iothread_defer, every task queued runs in the next iteration.
+ */
+void iothread_resume(struct iothread *t, struct iothread_task *task);
+/* Takes task back if iothread_resume queued it and it has not run; from t itself. */
+void iothread_resume_cancel(struct iothread *t, struct iothread_task *task);
+
+/*
  * Returns an SQE of this thread's ring (submitting first if the ring is
  * full); the loop submits pending SQEs once per iteration.  NULL only if
  * the thread has no ring.

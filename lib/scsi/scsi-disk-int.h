@@ -51,7 +51,7 @@
  * while another guest's 4 KiB read waits.  For those backends every
  * request is cut to at most this (a few microseconds of copying, faulting
  * or zeroing), a READ or WRITE of more runs as a command of pieces, and
- * a command of more than one piece starts deferred, so what a queue's
+ * those, WRITE SAME and UNMAP start deferred (defer_first), so what a queue's
  * turn costs the thread is bounded by its turn budget (virtio-scsi) and
  * one piece per loop iteration (docs/security.md).
  */

@@ -359,8 +359,9 @@ static void op_start_later(struct iothread_task *task)
 
 /*
  * Runs steps until one is left pending in the backend or the command is
- * done (a command with defer_first set starts in a later iteration).  A synchronous completion is noticed through the phase flag and the
- * loop continues here instead of recursing from the callback.  After one,
+ * done (a command with defer_first set starts in a later iteration).  A
+ * synchronous completion is noticed through the phase flag and the loop
+ * continues here instead of recursing from the callback.  After one,
  * the next request is deferred to a later iteration of the command's I/O
  * thread rather than submitted here (iothread_defer, a few pieces per
  * iteration whatever the number of such commands): a backend that works

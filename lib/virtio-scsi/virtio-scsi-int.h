@@ -45,9 +45,9 @@
  * A request queue's turn: the requests it pops when kicked or polled,
  * at most this many, and no more once the requests popped carry this
  * many bytes (guest buffers: header, data, response).  A queue with more
- * on its ring kicks itself (a write to its own kick eventfd, which goes
- * to the back of the thread's epoll ready list) or, polled, waits for
- * the next round, so the queues sharing a thread take turns and each
+ * on its ring takes its next turn in the thread's next iteration, after
+ * the kicks waiting there (iothread_resume), or, polled, in the next
+ * round of the pollers, so the queues sharing a thread take turns and each
  * turn's inline work is bounded (docs/security.md).  A well-behaved
  * queue (QD32 of 4 KiB) fits in one turn and never pays for this.
  */
@@ -121,6 +121,8 @@ struct vscsi_queue {
     bool need_flush;
     bool starved;             /* pool empty or in-flight bytes at their cap, work pending */
     bool turn_over;           /* the last turn ended at its budget, work left */
+    bool turn_queued;         /* next_turn is queued (iothread_resume) */
+    struct iothread_task next_turn;
     bool broken_reported;
     int poller;
     int flush;

@@ -16,6 +16,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -339,27 +340,50 @@ static bool queue_drain_avail(struct vscsi_queue *q)
     return progress;
 }
 
+static void queue_process(struct vscsi_queue *q);
+
+static void queue_next_turn(struct iothread_task *task)
+{
+    struct vscsi_queue *q = (struct vscsi_queue *)((char *)task -
+                                                   offsetof(struct vscsi_queue, next_turn));
+
+    q->turn_queued = false;
+    queue_process(q);
+}
+
 /*
- * The turn is over with requests left: kicks stay off and the queue kicks
- * itself, so its next turn comes after the kicks already waiting (other
- * queues of this thread).  The eventfd is the one the driver writes: a
- * write more changes nothing for it.
+ * The turn is over with requests left: kicks stay off (no kick would
+ * come: the driver sees us draining) and the queue takes its next turn
+ * in the next iteration, after the kicks waiting there (other queues of
+ * this thread).  Not a write to the kick eventfd: the front-end shares it
+ * and could have made it block.
  */
 static void queue_yield(struct vscsi_queue *q)
 {
-    uint64_t one = 1;
+    if (!q->turn_queued) {
+        q->turn_queued = true;
+        iothread_resume(q->t, &q->next_turn);
+    }
+}
 
-    if (write(q->vq->kick_fd, &one, sizeof(one)) < 0 && errno != EAGAIN) {
-        g_warning("%s: kick eventfd write: %s", q->name, g_strerror(errno));
+/* Taken back when the queue stops: the task must not outlive the queue. */
+static void queue_unyield(struct vscsi_queue *q)
+{
+    if (q->turn_queued) {
+        q->turn_queued = false;
+        iothread_resume_cancel(q->t, &q->next_turn);
     }
 }
 
 static void queue_process(struct vscsi_queue *q)
 {
+    if (!q->running || q->stopping) {
+        return;
+    }
     do {
         vq_disable_notify(q->vq);
         queue_drain_avail(q);
-        if (q->turn_over && q->kick_watched) {
+        if (q->turn_over) {
             queue_yield(q);
             return;
         }
@@ -476,6 +500,7 @@ static void queue_attach(void *opaque)
     q->stopping = false;
     q->starved = false;
     q->broken_reported = false;
+    q->next_turn.fn = queue_next_turn;
     q->flush = iothread_add_flush(q->t, queue_flush_cb, q);
     queue_arm(q);
 }
@@ -489,6 +514,7 @@ static void queue_begin_stop(void *opaque)
     }
     q->stopping = true;
     unwatch_kick(q);
+    queue_unyield(q);
     iothread_del_poller(q->t, q->poller);
     pthread_mutex_lock(&q->lock);
     q->drained = q->inflight == 0;

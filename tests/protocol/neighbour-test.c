@@ -34,7 +34,7 @@
  *  - /neighbour/cheap-flood-takes-turns: the hostile one posts 80 16 KiB
  *    WRITEs at once, again and again (each small enough to run at once
  *    when popped); its queue's turn ends at the turn budget (256 KiB of
- *    buffers) and it kicks itself to the back of the line, so an
+ *    buffers) and its next turn comes in the next iteration, so an
  *    iteration does at most about one turn of it, not all 80 (1.25 MiB).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
