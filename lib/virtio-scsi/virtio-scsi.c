@@ -402,7 +402,10 @@ static void queue_kick_cb(void *opaque, uint32_t events)
             g_warning("%s: kick eventfd read: %s", q->name, g_strerror(errno));
         }
     }
-    queue_process(q);
+    /* Its next turn is queued already: a driver kicking anyway gets no extra one. */
+    if (!q->turn_queued) {
+        queue_process(q);
+    }
 }
 
 static void queue_flush_cb(void *opaque)
@@ -410,8 +413,9 @@ static void queue_flush_cb(void *opaque)
     struct vscsi_queue *q = opaque;
 
     if (q->starved && q->free_list && q->inflight_bytes < VSCSI_INFLIGHT_BYTES) {
+        /* In the next iteration, like a turn that ended at its budget: one turn per iteration. */
         q->starved = false;
-        queue_process(q);
+        queue_yield(q);
     }
     if (q->need_flush) {
         q->need_flush = false;
@@ -427,7 +431,7 @@ static bool queue_poll_cb(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
-    if (q->starved) {
+    if (q->starved || q->turn_queued) {
         return false;
     }
     return queue_drain_avail(q);
