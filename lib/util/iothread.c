@@ -869,7 +869,7 @@ void iothread_run(struct iothread *t)
             t->notify_armed = true;
             work = true;
         }
-        if (t->resume_head) {
+        if (t->resume_due) {
             run_resumed(t);
             work = true;
         }
