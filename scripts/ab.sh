@@ -6,12 +6,26 @@
 # Each round runs, for A then B, a null LUN in interrupt mode at QD1 and
 # QD32 for 3 s (vhost-scsi-bench --json); prints median IOPS, p99 and the
 # target's context switches and CPU per I/O.  It measures, asserts nothing.
+# AB_LUN=SPEC serves another LUN (default null:1G, e.g. ram:1G), AB_BS
+# another block size (default 4k); AB_POLL=1
+# polls on both sides (target --poll on, bench --poll); AB_CPUS="T B" pins
+# the target to CPU T and the bench to CPU B (taskset).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -u
 A=${1:?A tools dir}
 B=${2:?B tools dir}
 ROUNDS=${3:-5}
+LUN=${AB_LUN:-null:1G}
+BS=${AB_BS:-4k}
+TPOLL=off; BPOLL=
+[ -n "${AB_POLL:-}" ] && TPOLL=on && BPOLL=--poll
+TPIN=; BPIN=
+if [ -n "${AB_CPUS:-}" ]; then
+  read -r tc bc <<< "$AB_CPUS"
+  TPIN="taskset -c $tc"; BPIN="taskset -c $bc"
+fi
+echo "load before: $(cat /proc/loadavg)"
 OUT=$(cd "$(dirname "$0")/.." && pwd)/out/ab
 mkdir -p $OUT; : > $OUT/results.txt
 for round in $(seq "$ROUNDS"); do
@@ -20,15 +34,16 @@ for round in $(seq "$ROUNDS"); do
     [ $side = B ] && dir=$B && extra=${B_BENCH_ARGS:-}
     for qd in 1 32; do
       sock=$OUT/s.sock; rm -f $sock
-      $dir/vhost-scsi-target --socket-path $sock --lun 0=null:1G --queues 1 --threads 1 --poll off > $OUT/target.log 2>&1 &
+      $TPIN $dir/vhost-scsi-target --socket-path $sock --lun 0=$LUN --queues 1 --threads 1 --poll $TPOLL > $OUT/target.log 2>&1 &
       pid=$!
       for i in $(seq 100); do [ -S $sock ] && break; sleep 0.05; done
-      j=$($dir/vhost-scsi-bench --socket $sock --time 3 --pid $pid --rw randread --bs 4k --iodepth $qd --json -q $extra 2>/dev/null)
+      j=$($BPIN $dir/vhost-scsi-bench --socket $sock --time 3 --pid $pid --rw randread --bs $BS --iodepth $qd --json -q $BPOLL $extra 2>/dev/null)
       kill $pid; wait $pid
       echo "$side qd$qd $j" >> $OUT/results.txt
     done
   done
 done
+echo "load after: $(cat /proc/loadavg)"
 python3 - $OUT/results.txt <<'PY'
 import json,sys,statistics
 rows={}

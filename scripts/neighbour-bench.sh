@@ -11,6 +11,7 @@
 # p50/p99/p99.9 and IOPS of each side and the ratio of the p99 medians,
 # with the machine's load average before and after.  It measures, asserts
 # nothing (tests/protocol/neighbour-test.c asserts the structure).
+# NB_CPUS="T B" pins the target to CPU T and both benches to CPU B (taskset).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -u
@@ -22,12 +23,17 @@ OUT=$ROOT/out/neighbour
 mkdir -p "$OUT"; : > "$OUT/results.txt"
 sock=$OUT/s.sock
 pid=
+TPIN=; BPIN=
+if [ -n "${NB_CPUS:-}" ]; then
+    read -r tc bc <<< "$NB_CPUS"
+    TPIN="taskset -c $tc"; BPIN="taskset -c $bc"
+fi
 trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null' EXIT
 # A fresh daemon for every run: a flood's commands still in flight when its
 # bench gives up must not slow the next run down.
 start_target() {
     rm -f "$sock"
-    "$DIR/vhost-scsi-target" --socket-path "$sock" --lun 0=ram:512M --lun 1=ram:64M \
+    $TPIN "$DIR/vhost-scsi-target" --socket-path "$sock" --lun 0=ram:512M --lun 1=ram:64M \
         --queues 1 --threads 1 --poll off > "$OUT/target.log" 2>&1 &
     pid=$!
     for i in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
@@ -38,7 +44,7 @@ stop_target() {
 # The neighbour's JSON, or its last error line (starved: no completion for 5 s).
 neighbour() {
     local j
-    j=$("$DIR/vhost-scsi-bench" --socket "$sock" --lun 0:1 --rw randread --bs 4k --iodepth 1 \
+    j=$($BPIN "$DIR/vhost-scsi-bench" --socket "$sock" --lun 0:1 --rw randread --bs 4k --iodepth 1 \
         --time "$SECS" --json -q 2> "$OUT/neighbour.err")
     [ -n "$j" ] && echo "$j" || echo "FAILED $(grep vhost-scsi-bench "$OUT/neighbour.err" | tail -1)"
 }
@@ -48,7 +54,7 @@ for round in $(seq "$ROUNDS"); do
     echo "alone $(neighbour)" >> "$OUT/results.txt"
     stop_target
     start_target
-    "$DIR/vhost-scsi-bench" --socket "$sock" --lun 0:0 --rw hostile --bs 16M --iodepth 8 \
+    $BPIN "$DIR/vhost-scsi-bench" --socket "$sock" --lun 0:0 --rw hostile --bs 16M --iodepth 8 \
         --time $((SECS + 2)) --json -q > "$OUT/hostile.json" 2>/dev/null &
     hpid=$!
     sleep 1       # the hostile queue full before the neighbour starts

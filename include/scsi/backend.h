@@ -115,6 +115,13 @@ struct lun_backend {
      */
     bool allow_sanitize;
     /*
+     * Does its work inside submit(), on the I/O thread's own CPU (ram,
+     * null): the disk cuts what it sends into small pieces and runs long
+     * commands a piece per loop iteration, so the thread's other queues
+     * are served between them (scsi-disk-int.h, INLINE_PIECE_BYTES).
+     */
+    bool works_inline;
+    /*
      * Largest READ/WRITE the device behind the backend accepts, in bytes
      * (a remote LUN's Block Limits); 0: no limit of its own.  The LUN
      * reports and enforces the smaller of this and its own limit.

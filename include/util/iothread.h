@@ -82,6 +82,15 @@ struct iothread_stats {
     uint64_t wakeups;       /* returns from epoll_wait that found events */
     uint64_t loops;         /* loop iterations */
     uint64_t uring_submits; /* io_uring_submit calls */
+    /*
+     * The most bytes of backend work done on the thread's own CPU in one
+     * loop iteration (iothread_charge): what a request that arrives
+     * while the thread is busy can find ahead of it, twice over at most
+     * (the rest of the iteration it arrives in, the part of the next one
+     * before its queue's turn).  The fairness budgets bound it
+     * (docs/security.md, "One command's work, and a neighbour").
+     */
+    uint64_t max_iteration_work;
 };
 
 /* Creates a thread context (not yet running).  uring_depth 0: no io_uring. */
@@ -154,8 +163,26 @@ void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaqu
  */
 void iothread_post(struct iothread *t, void (*fn)(void *opaque), void *opaque);
 
+/*
+ * Counts bytes of work a backend did on t's CPU (copying or zeroing
+ * inside its submit) in the current loop iteration, for
+ * max_iteration_work; from t itself.  t may be NULL (nothing counted).
+ */
+void iothread_charge(struct iothread *t, uint64_t bytes);
+
 /* Queues task to run in a later iteration of t's loop, from t itself. */
 void iothread_defer(struct iothread *t, struct iothread_task *task);
+
+/*
+ * Queues task to run in t's next loop iteration, after that iteration's
+ * fd handlers and pollers, from t itself; the loop does not sleep while
+ * one is queued.  For a request queue whose turn ended with requests
+ * left: it gets its next turn after the queues whose kicks are waiting.
+ * Unlike iothread_defer, every task queued runs in the next iteration.
+ */
+void iothread_resume(struct iothread *t, struct iothread_task *task);
+/* Takes task back if iothread_resume queued it and it has not run; from t itself. */
+void iothread_resume_cancel(struct iothread *t, struct iothread_task *task);
 
 /*
  * Returns an SQE of this thread's ring (submitting first if the ring is

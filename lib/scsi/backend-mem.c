@@ -85,6 +85,7 @@ static int ram_submit(struct lun_backend *be, struct backend_io *io)
 {
     struct mem_backend *m = to_mem(be);
 
+    iothread_charge(io->thread, io->len);
     switch (io->op) {
     case BACKEND_READ:
         iov_from_buf(io->iov, io->iovcnt, 0, m->base + io->offset, io->len);
@@ -110,6 +111,7 @@ static int ram_submit(struct lun_backend *be, struct backend_io *io)
 static int null_submit(struct lun_backend *be, struct backend_io *io)
 {
     if (io->op == BACKEND_READ) {
+        iothread_charge(io->thread, io->len);
         iov_memset(io->iov, io->iovcnt, 0, 0, io->len);
     }
     io->complete(io, 0);
@@ -218,6 +220,8 @@ static struct mem_backend *mem_new(const struct backend_ops *ops, uint64_t size,
     m->be.can_discard = true;
     m->be.discard_zeroes = true;
     m->be.write_cache = false;   /* nothing to flush: writes are final */
+    /* Every byte is copied or zeroed in submit(); fill=none touches none. */
+    m->be.works_inline = ops != &null_nofill_ops;
     return m;
 }
 

@@ -31,7 +31,8 @@
  * and VERIFY bounce through buffers of at most one chunk.  The UNMAP and
  * WRITE SAME caps (1M blocks) bound the work one command asks for, and
  * that work goes to the backend a range chunk at a time (at most 64k
- * blocks and 1 MiB per request), the I/O thread yielded between chunks
+ * blocks and 1 MiB per request, INLINE_PIECE_BYTES for a backend that
+ * works inside submit), the I/O thread yielded between chunks
  * that completed inside submit() (scsi-disk-io.c), so one guest's command
  * does not hold a thread other queues share.
  */
@@ -43,6 +44,18 @@
 #define MAX_WRITE_SAME_LBAS 0x100000u
 #define RANGE_CHUNK_BLOCKS 0x10000u
 #define RANGE_CHUNK_BYTES (1u << 20)
+/*
+ * A backend that works inside submit() (works_inline: ram, null) does
+ * every byte on the I/O thread's CPU, so a 1 MiB chunk or a 16 MiB READ
+ * would hold the thread for hundreds of microseconds to milliseconds
+ * while another guest's 4 KiB read waits.  For those backends every
+ * request is cut to at most this (a few microseconds of copying, faulting
+ * or zeroing), a READ or WRITE of more runs as a command of pieces, and
+ * those, WRITE SAME and UNMAP start deferred (defer_first), so what a queue's
+ * turn costs the thread is bounded by its turn budget (virtio-scsi) and
+ * one piece per loop iteration (docs/security.md).
+ */
+#define INLINE_PIECE_BYTES (16u << 10)
 /* COMPARE AND WRITE: one byte in the CDB and Block Limits; both halves bounce. */
 #define MAX_CAW_BLOCKS 255u
 /*
@@ -203,7 +216,8 @@ static inline uint32_t sd_max_xfer_bytes(const struct scsi_lun *lun)
 /* Bounce-buffer steps (VERIFY, WRITE SAME) go to the backend as I/O too. */
 static inline uint32_t sd_chunk_bytes(const struct scsi_lun *lun)
 {
-    return MIN(CHUNK_BYTES, sd_max_xfer_bytes(lun));
+    return MIN(lun->be->works_inline ? INLINE_PIECE_BYTES : CHUNK_BYTES,
+               sd_max_xfer_bytes(lun));
 }
 
 /* The longest COMPARE AND WRITE: its read and its write are one request each. */
@@ -236,7 +250,9 @@ static inline uint32_t sd_max_atomic_blocks(const struct scsi_lun *lun)
 /* The most blocks one DISCARD or WRITE ZEROES request covers. */
 static inline uint32_t sd_range_chunk_blocks(const struct scsi_lun *lun)
 {
-    return MIN(RANGE_CHUNK_BLOCKS, MAX(RANGE_CHUNK_BYTES / lun->bs, 1u));
+    uint32_t bytes = lun->be->works_inline ? INLINE_PIECE_BYTES : RANGE_CHUNK_BYTES;
+
+    return MIN(RANGE_CHUNK_BLOCKS, MAX(bytes / lun->bs, 1u));
 }
 
 /*
@@ -378,6 +394,16 @@ struct op_state {
     /* A family's own state, and what frees it (before complete(); cmd's result is set). */
     void *ext;
     void (*ext_free)(struct scsi_cmd *cmd, void *ext);
+    /*
+     * The first request is deferred like the later ones (op_run): a
+     * command of many pieces on a works_inline backend costs its queue's
+     * turn nothing but its set-up.
+     */
+    bool defer_first;
+    /* READ/WRITE in pieces: the command's data and the slice being sent. */
+    const struct iovec *data_iov;
+    unsigned data_cnt;
+    struct iovec *piece_iov;   /* data_cnt entries: a slice never needs more */
 };
 
 /* Resets the command's results and counts it in flight on lun, as cls. */

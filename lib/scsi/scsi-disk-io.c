@@ -140,6 +140,7 @@ static void op_free(struct scsi_cmd *cmd, struct op_state *st)
     g_free(st->block);
     g_free(st->expect);
     g_free(st->unmap);
+    g_free(st->piece_iov);
     g_free(st);
 }
 void sd_cmd_finish(struct scsi_cmd *cmd)
@@ -348,10 +349,19 @@ static void op_submit_later(struct iothread_task *task)
     }
 }
 
+/* The first step of a command that started deferred (defer_first). */
+static void op_start_later(struct iothread_task *task)
+{
+    struct op_state *st = (struct op_state *)((char *)task - offsetof(struct op_state, task));
+
+    op_run(st->cmd->lun, st->cmd, st, 0, false);
+}
+
 /*
  * Runs steps until one is left pending in the backend or the command is
- * done.  A synchronous completion is noticed through the phase flag and the
- * loop continues here instead of recursing from the callback.  After one,
+ * done (a command with defer_first set starts in a later iteration).  A
+ * synchronous completion is noticed through the phase flag and the loop
+ * continues here instead of recursing from the callback.  After one,
  * the next request is deferred to a later iteration of the command's I/O
  * thread rather than submitted here (iothread_defer, a few pieces per
  * iteration whatever the number of such commands): a backend that works
@@ -362,6 +372,12 @@ static void op_submit_later(struct iothread_task *task)
 static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st, int ret,
                    bool ran_inline)
 {
+    if (st->defer_first && cmd->thread && iothread_is_current(cmd->thread)) {
+        st->defer_first = false;
+        st->task.fn = op_start_later;
+        iothread_defer(cmd->thread, &st->task);
+        return;
+    }
     for (;;) {
         int next = st->step(lun, cmd, st, ret);
 

@@ -24,6 +24,7 @@ static void ws_setup_replicate(struct scsi_lun *lun, struct op_state *st)
     for (uint64_t i = 0; i < st->chunk_blocks; i++) {
         memcpy(st->buf + i * lun->bs, st->block, lun->bs);
     }
+    iothread_charge(st->cmd->thread, st->chunk_blocks * lun->bs);
     st->state = WS_REPLICATE;
 }
 
@@ -71,7 +72,10 @@ static int ws_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
         }
         break;
     }
-    /* WS_REPLICATE: write the next chunk of copies. */
+    /* WS_REPLICATE: write the next chunk of copies (the buffer filled in the first step). */
+    if (!st->buf) {
+        ws_setup_replicate(lun, st);
+    }
     if (st->remaining == 0) {
         cmd->status = SAM_STAT_GOOD;
         return STEP_DONE;
@@ -142,8 +146,9 @@ int sd_exec_write_same(struct scsi_lun *lun, struct scsi_cmd *cmd)
         st->state = WS_ZEROES;
         st->flush_after = st->fua;
     } else {
-        ws_setup_replicate(lun, st);
+        st->state = WS_REPLICATE;
     }
+    st->defer_first = lun->be->works_inline;
     return sd_op_start_range(lun, cmd, st, lba, n, false);
 }
 
@@ -242,6 +247,7 @@ int sd_exec_unmap(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (total == 0) {
         return sd_op_start(lun, cmd, st);   /* nothing to unmap */
     }
+    st->defer_first = lun->be->works_inline;
     /* One range from the first block to the last: UNMAP is rare, lists short. */
     return sd_op_start_range(lun, cmd, st, first, end - first, false);
 }

@@ -12,6 +12,63 @@
 #include "scsi-disk-int.h"
 #include "scsi-disk-ops.h"
 
+/*
+ * A READ or WRITE to a backend that works inside submit(), in pieces of
+ * INLINE_PIECE_BYTES (st->state: the backend op; st->done_bytes: sent and
+ * completed; st->remaining: bytes still to send).
+ */
+static int rw_piece_step(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *st,
+                         int ret)
+{
+    uint64_t n;
+    int cnt;
+
+    if (ret < 0) {
+        return sd_step_fail(lun, cmd, ret);
+    }
+    if (cmd->bio.len && cmd->bio.iov == st->piece_iov) {
+        st->done_bytes += cmd->bio.len;      /* a piece completed */
+    }
+    if (st->remaining == 0) {
+        if (st->state == BACKEND_READ) {
+            cmd->data_in_xfer = st->done_bytes;
+        } else {
+            cmd->data_out_xfer = st->done_bytes;
+        }
+        cmd->status = SAM_STAT_GOOD;
+        return STEP_DONE;
+    }
+    n = MIN(st->remaining, INLINE_PIECE_BYTES);
+    /* The data was sliced to the command's length already: this cannot fail. */
+    cnt = iov_slice(st->data_iov, st->data_cnt, st->done_bytes, n, st->piece_iov, st->data_cnt);
+    g_assert(cnt >= 0);
+    sd_bio_init(lun, cmd, (enum backend_op)st->state, st->lba * lun->bs + st->done_bytes, n,
+                sd_op_bio_done);
+    cmd->bio.fua = st->fua;
+    cmd->bio.iov = st->piece_iov;
+    cmd->bio.iovcnt = (unsigned)cnt;
+    st->remaining -= n;
+    return STEP_SUBMIT;
+}
+
+/* Turns the READ/WRITE cmd->bio describes into a command of pieces. */
+static int start_rw_pieces(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uint32_t n)
+{
+    struct op_state *st = sd_op_new(cmd, rw_piece_step);
+
+    st->state = cmd->bio.op;
+    st->fua = cmd->bio.fua;
+    st->lba = lba;
+    st->remaining = cmd->bio.len;
+    st->data_iov = cmd->bio.iov;
+    st->data_cnt = cmd->bio.iovcnt;
+    st->piece_iov = g_new(struct iovec, st->data_cnt);
+    st->defer_first = true;
+    cmd->bio.len = 0;
+    /* Shared, READs too, as for a single request (exec_rw). */
+    return sd_op_start_range(lun, cmd, st, lba, n, false);
+}
+
 static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool fua_bit)
 {
     const uint8_t *cdb = cmd->cdb;
@@ -48,6 +105,9 @@ static int exec_rw(struct scsi_lun *lun, struct scsi_cmd *cmd, bool write, bool 
     if (sd_map_data(cmd, write ? cmd->data_out : cmd->data_in,
                  write ? cmd->data_out_cnt : cmd->data_in_cnt, avail, bytes) < 0) {
         return invalid_cdb(cmd, len_byte, 7);
+    }
+    if (bytes > INLINE_PIECE_BYTES && lun->be->works_inline) {
+        return start_rw_pieces(lun, cmd, lba, n);
     }
     /*
      * A READ takes its range shared too, so that it never runs beside a

@@ -7,7 +7,10 @@
  * iteration.  Cross-thread requests go through a mutex-protected queue and
  * an eventfd, and only on the slow path (queue start/stop, memory table,
  * task management): run_sync waits for its function on the caller's stack,
- * post queues an allocated one and returns.
+ * post queues an allocated one and returns.  The thread's own long work
+ * waits in two lists: deferred pieces (one per iteration, FIFO) and
+ * resumed tasks (all of them in the next iteration, after its fd
+ * handlers: a request queue's next turn).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -128,6 +131,9 @@ struct iothread {
     GQueue sync_queue;        /* struct sync_req *, run_sync and post alike, FIFO */
     struct iothread_task *defer_head;    /* iothread_defer, FIFO, own thread only */
     struct iothread_task **defer_tail;
+    struct iothread_task *resume_head;   /* iothread_resume, FIFO, own thread only */
+    struct iothread_task **resume_tail;
+    struct iothread_task *resume_due;    /* those queued before this iteration: run in it */
     /*
      * Requests in sync_queue: lets a polling loop look without taking the
      * lock on every iteration.  Raised after the push, so a loop that
@@ -140,6 +146,7 @@ struct iothread {
     bool notify_armed;        /* pollers' notifications are on */
 
     struct iothread_stats stats;
+    uint64_t iter_work;       /* iothread_charge in this iteration */
     uint64_t now_cache;       /* iothread_now_ns() in this iteration; 0: not read yet */
 };
 
@@ -290,6 +297,7 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
     pthread_cond_init(&t->sync_cond, NULL);
     g_queue_init(&t->sync_queue);
     t->defer_tail = &t->defer_head;
+    t->resume_tail = &t->resume_head;
     t->poll_ns = 50000;
 
     t->wake_handler = (struct fd_handler){ .fd = t->wake_fd, .cb = wake_cb, .opaque = t };
@@ -387,6 +395,29 @@ uint64_t iothread_now_after_ns(struct iothread *t, uint64_t since)
 void iothread_get_stats(struct iothread *t, struct iothread_stats *st)
 {
     *st = t->stats;
+}
+
+void iothread_charge(struct iothread *t, uint64_t bytes)
+{
+    if (t) {
+        t->iter_work += bytes;
+    }
+}
+
+static void resume_take_due(struct iothread *t);
+
+/* An iteration begins: the last one's work is in, the clock re-read. */
+static void iteration_begin(struct iothread *t)
+{
+    t->stats.loops++;
+    t->now_cache = 0;
+    resume_take_due(t);
+    if (t->iter_work) {
+        if (t->iter_work > t->stats.max_iteration_work) {
+            t->stats.max_iteration_work = t->iter_work;
+        }
+        t->iter_work = 0;
+    }
 }
 
 int iothread_add_fd(struct iothread *t, int fd, uint32_t events,
@@ -607,13 +638,68 @@ static void run_deferred(struct iothread *t, unsigned budget)
     }
 }
 
+void iothread_resume(struct iothread *t, struct iothread_task *task)
+{
+    task->next = NULL;
+    *t->resume_tail = task;
+    t->resume_tail = &task->next;
+}
+
+void iothread_resume_cancel(struct iothread *t, struct iothread_task *task)
+{
+    for (struct iothread_task **p = &t->resume_due; *p; p = &(*p)->next) {
+        if (*p == task) {
+            *p = task->next;
+            return;
+        }
+    }
+    for (struct iothread_task **p = &t->resume_head; *p; p = &(*p)->next) {
+        if (*p == task) {
+            *p = task->next;
+            if (!*p) {
+                t->resume_tail = p;
+            }
+            return;
+        }
+    }
+}
+
+/* An iteration begins: what was resumed until now is due in it. */
+static void resume_take_due(struct iothread *t)
+{
+    if (t->resume_head && !t->resume_due) {
+        t->resume_due = t->resume_head;
+        t->resume_head = NULL;
+        t->resume_tail = &t->resume_head;
+    }
+}
+
+/* Runs the tasks due in this iteration (those they resume wait for the next). */
+static void run_resumed(struct iothread *t)
+{
+    while (t->resume_due) {
+        struct iothread_task *task = t->resume_due;
+
+        t->resume_due = task->next;
+        task->fn(task);
+    }
+}
+
+/* Work is queued that must run without waiting for an fd: the loop must not sleep. */
+static bool work_queued(const struct iothread *t)
+{
+    return t->defer_head || t->resume_head || t->resume_due;
+}
+
 /* At the loop's end: everything queued, and what that queues, until nothing is left. */
 static void run_all_left(struct iothread *t)
 {
     do {
         run_sync_queue(t, false);
+        resume_take_due(t);
+        run_resumed(t);
         run_deferred(t, UINT_MAX);
-    } while (t->defer_head || atomic_load(&t->sync_pending));
+    } while (work_queued(t) || atomic_load(&t->sync_pending));
 }
 
 static void sync_queue_push(struct iothread *t, struct sync_req *r)
@@ -755,11 +841,11 @@ void iothread_run(struct iothread *t)
         bool polling = t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len > 0;
         bool work;
 
-        t->stats.loops++;
-        t->now_cache = 0;
+        iteration_begin(t);
         if (!polling) {
-            /* Deferred tasks left: look at the fds without sleeping. */
-            dispatch_epoll(t, t->defer_head ? 0 : -1);
+            /* Deferred or resumed tasks left: look at the fds without sleeping. */
+            dispatch_epoll(t, work_queued(t) ? 0 : -1);
+            run_resumed(t);
             end_iteration(t);
             continue;
         }
@@ -783,6 +869,10 @@ void iothread_run(struct iothread *t)
             t->notify_armed = true;
             work = true;
         }
+        if (t->resume_due) {
+            run_resumed(t);
+            work = true;
+        }
         if (end_iteration(t)) {
             t->notify_armed = true;
         }
@@ -791,7 +881,7 @@ void iothread_run(struct iothread *t)
         if (t->poll_mode != IOTHREAD_POLL_ADAPTIVE) {
             continue;
         }
-        if (work || t->defer_head) {
+        if (work || work_queued(t)) {
             last_work = now_ns();
         } else if (now_ns() - last_work > t->poll_ns) {
             bool pending = false;
@@ -803,7 +893,7 @@ void iothread_run(struct iothread *t)
              */
             set_notify_all(t, true, &pending);
             if (!pending && !(t->has_ring && io_uring_cq_ready(&t->ring))) {
-                t->now_cache = 0;   /* what wakes it is timed from now */
+                iteration_begin(t);   /* what wakes it is timed from now */
                 dispatch_epoll(t, -1);
                 end_iteration(t);
             }

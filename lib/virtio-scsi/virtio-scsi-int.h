@@ -41,6 +41,29 @@
  */
 #define VSCSI_KICK_DRAIN_EVERY 1024
 
+/*
+ * A request queue's turn: the requests it pops when kicked or polled,
+ * at most this many, and no more once the requests popped carry this
+ * many bytes (guest buffers: header, data, response).  A queue with more
+ * on its ring takes its next turn in the thread's next iteration, after
+ * the kicks waiting there (iothread_resume), or, polled, in the next
+ * round of the pollers, so the queues sharing a thread take turns and each
+ * turn's inline work is bounded (docs/security.md).  A well-behaved
+ * queue (QD32 of 4 KiB) fits in one turn and never pays for this.
+ */
+#define VSCSI_TURN_REQUESTS 64
+#define VSCSI_TURN_BYTES (256u << 10)
+/*
+ * A request queue stops popping while the requests it has in flight
+ * carry this many bytes of guest buffers (one more is always admitted
+ * when none is in flight, so a 32 MiB READ still runs): the rest stay
+ * in guest memory, on the ring, and a flood of large requests cannot
+ * fill the thread's io_uring and the device's queue ahead of the other
+ * queues' requests.  Sixteen 1 MiB requests keep a disk streaming; a
+ * QD32 of 4 KiB is 128 KiB.
+ */
+#define VSCSI_INFLIGHT_BYTES (16u << 20)
+
 struct vscsi_queue;
 struct vscsi_tmf;
 
@@ -51,6 +74,7 @@ struct vscsi_req {
     struct virtio_scsi_cmd_req hdr;
     struct scsi_cmd cmd;
     uint64_t data_len;
+    uint64_t admitted_bytes;  /* counted in q->inflight_bytes while in flight */
     bool in_use;
     uint64_t seq;             /* pop order on its queue (TMFs wait for older ones) */
     bool on_lun;              /* runs on the LUN at (target, lun_id) */
@@ -95,7 +119,10 @@ struct vscsi_queue {
     bool running;
     bool stopping;
     bool need_flush;
-    bool starved;             /* pool was empty with work pending */
+    bool starved;             /* pool empty or in-flight bytes at their cap, work pending */
+    bool turn_over;           /* the last turn ended at its budget, work left */
+    bool turn_queued;         /* next_turn is queued (iothread_resume) */
+    struct iothread_task next_turn;
     bool broken_reported;
     int poller;
     int flush;
@@ -106,6 +133,7 @@ struct vscsi_queue {
     struct vscsi_req *free_list;
     struct iovec *iov_mem;
     unsigned inflight;
+    uint64_t inflight_bytes;  /* the guest buffers of those requests (VSCSI_INFLIGHT_BYTES) */
     unsigned kicks_undrained; /* kick wake-ups since the last read(2) */
     bool kick_watched;        /* the kick fd is in the thread's epoll set */
     /* Never reset, so a request of a restarted queue is never taken for an older one. */

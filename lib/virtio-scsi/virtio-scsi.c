@@ -16,6 +16,7 @@
 #include <endian.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -105,6 +106,7 @@ static void req_release(struct vscsi_queue *q, struct vscsi_req *r)
     r->next_free = q->free_list;
     q->free_list = r;
     q->inflight--;
+    q->inflight_bytes -= r->admitted_bytes;
     if (q->stopping && q->inflight == 0) {
         queue_signal_drained(q);
         if (q->waiter) {
@@ -273,10 +275,15 @@ static void queue_answer_bad_chain(struct vscsi_queue *q)
     vq_answer_bad_chain(q->vq, &resp, sizeof(resp));
 }
 
-/* Pops and starts as many requests as the ring and the pool allow. */
+/*
+ * Pops and starts as many requests as the ring, the pool and the turn's
+ * budget allow (VSCSI_TURN_*; turn_over says the budget ended it).
+ */
 static bool queue_drain_avail(struct vscsi_queue *q)
 {
     bool progress = false;
+    unsigned turn_reqs = 0;
+    uint64_t turn_bytes = 0;
     /*
      * One start time for the whole batch, read before any of it runs: a
      * command that completes at once then ends at the first completion's
@@ -285,10 +292,20 @@ static bool queue_drain_avail(struct vscsi_queue *q)
      */
     uint64_t start_ns = q->dev->stats ? iothread_now_ns(q->t) : 0;
 
+    q->turn_over = false;
     while (q->running && !q->stopping && !q->vq->broken) {
         struct vscsi_req *r = q->free_list;
         int ret;
 
+        if (turn_reqs >= VSCSI_TURN_REQUESTS || turn_bytes >= VSCSI_TURN_BYTES) {
+            q->turn_over = vq_has_avail(q->vq);
+            break;
+        }
+        if (q->inflight_bytes >= VSCSI_INFLIGHT_BYTES) {
+            /* Resumed by the flush hook once completions bring it down. */
+            q->starved = vq_has_avail(q->vq);
+            break;
+        }
         if (!r) {
             q->starved = vq_has_avail(q->vq);
             if (q->starved && q->nreqs < q->vq->num && !q->limit_logged) {
@@ -314,16 +331,62 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         r->start_ns = start_ns;
         q->inflight++;
         progress = true;
+        turn_reqs++;
+        r->admitted_bytes = r->elem.out_len + r->elem.in_len;
+        turn_bytes += r->admitted_bytes;
+        q->inflight_bytes += r->admitted_bytes;
         req_exec(q, r);
     }
     return progress;
 }
 
+static void queue_process(struct vscsi_queue *q);
+
+static void queue_next_turn(struct iothread_task *task)
+{
+    struct vscsi_queue *q = (struct vscsi_queue *)((char *)task -
+                                                   offsetof(struct vscsi_queue, next_turn));
+
+    q->turn_queued = false;
+    queue_process(q);
+}
+
+/*
+ * The turn is over with requests left: kicks stay off (no kick would
+ * come: the driver sees us draining) and the queue takes its next turn
+ * in the next iteration, after the kicks waiting there (other queues of
+ * this thread).  Not a write to the kick eventfd: the front-end shares it
+ * and could have made it block.
+ */
+static void queue_yield(struct vscsi_queue *q)
+{
+    if (!q->turn_queued) {
+        q->turn_queued = true;
+        iothread_resume(q->t, &q->next_turn);
+    }
+}
+
+/* Taken back when the queue stops: the task must not outlive the queue. */
+static void queue_unyield(struct vscsi_queue *q)
+{
+    if (q->turn_queued) {
+        q->turn_queued = false;
+        iothread_resume_cancel(q->t, &q->next_turn);
+    }
+}
+
 static void queue_process(struct vscsi_queue *q)
 {
+    if (!q->running || q->stopping) {
+        return;
+    }
     do {
         vq_disable_notify(q->vq);
         queue_drain_avail(q);
+        if (q->turn_over) {
+            queue_yield(q);
+            return;
+        }
     } while (!q->starved && !q->stopping && !q->vq->broken && q->running &&
              vq_enable_notify(q->vq));
 }
@@ -339,16 +402,20 @@ static void queue_kick_cb(void *opaque, uint32_t events)
             g_warning("%s: kick eventfd read: %s", q->name, g_strerror(errno));
         }
     }
-    queue_process(q);
+    /* Its next turn is queued already: a driver kicking anyway gets no extra one. */
+    if (!q->turn_queued) {
+        queue_process(q);
+    }
 }
 
 static void queue_flush_cb(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
-    if (q->starved && q->free_list) {
+    if (q->starved && q->free_list && q->inflight_bytes < VSCSI_INFLIGHT_BYTES) {
+        /* In the next iteration, like a turn that ended at its budget: one turn per iteration. */
         q->starved = false;
-        queue_process(q);
+        queue_yield(q);
     }
     if (q->need_flush) {
         q->need_flush = false;
@@ -364,7 +431,7 @@ static bool queue_poll_cb(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
-    if (q->starved) {
+    if (q->starved || q->turn_queued) {
         return false;
     }
     return queue_drain_avail(q);
@@ -437,6 +504,7 @@ static void queue_attach(void *opaque)
     q->stopping = false;
     q->starved = false;
     q->broken_reported = false;
+    q->next_turn.fn = queue_next_turn;
     q->flush = iothread_add_flush(q->t, queue_flush_cb, q);
     queue_arm(q);
 }
@@ -450,6 +518,7 @@ static void queue_begin_stop(void *opaque)
     }
     q->stopping = true;
     unwatch_kick(q);
+    queue_unyield(q);
     iothread_del_poller(q->t, q->poller);
     pthread_mutex_lock(&q->lock);
     q->drained = q->inflight == 0;
@@ -527,6 +596,7 @@ static int req_queue_start(struct vscsi_queue *q, struct virtqueue *vq)
         q->free_list = r;
     }
     q->inflight = 0;
+    q->inflight_bytes = 0;
     iothread_run_sync(q->t, queue_attach, q);
     return 0;
 }

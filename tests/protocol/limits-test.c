@@ -6,7 +6,9 @@
  * SET_MEM_TABLE alike), queues (--queues: GET_QUEUE_NUM says how many, a
  * request for a queue past them refused), requests in flight per queue
  * (--max-inflight: the rest of a fuller ring waits there and is served
- * once slots come back, nothing is refused or lost) and the control
+ * once slots come back, nothing is refused or lost), bytes in flight per
+ * queue (16 MiB of buffers, not an option: the same, without a log line)
+ * and the control
  * socket's request size (--control-max-request: a longer line is answered
  * with an error and its client closed; others are served).  At every
  * limit the daemon logs once, naming the connection (or the control
@@ -158,12 +160,34 @@ static void test_queues(void)
 
 #define INFLIGHT_LIMIT 4
 #define INFLIGHT_POSTED 16
+/* VSCSI_INFLIGHT_BYTES (lib/virtio-scsi/virtio-scsi-int.h): 16 MiB of buffers. */
+#define INFLIGHT_BYTES_LIMIT (16u << 20)
+#define BIG_READ (4u << 20)
 
-static void test_inflight_per_queue(void)
+/* The first connection's first request queue's requests in flight (connection-list). */
+static gint64 queue0_in_flight(int cfd)
+{
+    JsonNode *r = pu_ctl_ok(cfd, "connection-list", NULL);
+    JsonObject *c = json_array_get_object_element(json_node_get_array(r), 0);
+    JsonArray *qs = json_object_get_array_member(c, "queues");
+    gint64 n = json_object_get_int_member(json_array_get_object_element(qs, 0), "in_flight");
+
+    json_node_unref(r);
+    return n;
+}
+
+/*
+ * INFLIGHT_POSTED reads of bytes each to a held LUN: want of them in
+ * flight (the rest on the ring), all served once released.  With
+ * max_inflight the pool runs out first, which is logged once.
+ */
+static void inflight_held(const char *max_inflight, size_t bytes, int want)
 {
     struct pu_daemon d;
     struct pu_batch b = { 0 };
     struct vfe_req req[INFLIGHT_POSTED];
+    struct vfe_config cfg = { .num_request_queues = 1, .event_idx = true,
+                              .mem_size = (INFLIGHT_POSTED + 1) * bytes + (1u << 20) };
     struct vfe *fe;
     g_autofree char *gate = NULL, *hold = NULL, *ctl = NULL;
     size_t off;
@@ -173,15 +197,15 @@ static void test_inflight_per_queue(void)
     d.capture_log = true;
     gate = g_build_filename(d.dir, "hold", NULL);
     ctl = g_build_filename(d.dir, "control.sock", NULL);
-    hold = g_strdup_printf("0=hold:16M,while=%s", gate);
+    hold = g_strdup_printf("0=hold:%zu,while=%s", INFLIGHT_POSTED * bytes, gate);
     {
         const char *args[] = { "--lun", hold, "--queues", "1", "--control", ctl,
-                               "--max-inflight", G_STRINGIFY(INFLIGHT_LIMIT), NULL };
+                               max_inflight ? "--max-inflight" : NULL, max_inflight, NULL };
 
         g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
         pu_daemon_start(&d, args);
     }
-    fe = pu_connect(&d, 1);              /* rings of 128 entries */
+    fe = pu_connect_cfg(&d, &cfg);       /* rings of 128 entries */
     pu_make_ready(fe, 0);                /* TEST UNIT READY never reaches the backend */
     off = pu_daemon_log_size(&d);
     fd = open(gate, O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
@@ -191,26 +215,33 @@ static void test_inflight_per_queue(void)
         memset(&req[i], 0, sizeof(req[i]));
         vfe_lun(req[i].lun, 0, 0);
         req[i].tag = 0x100 + i;
-        req[i].data = vfe_alloc(fe, 4096, 4096);
+        req[i].data = vfe_alloc(fe, bytes, 4096);
         g_assert_nonnull(req[i].data);
-        req[i].data_len = 4096;
+        req[i].data_len = bytes;
         req[i].data_in = true;
         req[i].opaque = &b;
         req[i].complete = pu_batch_done;
-        pu_make_rw16(&req[i], false, 8 * i, 8);
+        pu_make_rw16(&req[i], false, i * (bytes / 512), bytes / 512);
         g_assert_cmpint(vfe_submit(fe, &req[i]), ==, 0);
     }
-    /* Said once the slots ran out with requests left in the ring: popping has stopped. */
-    g_assert_cmpint(pu_daemon_log_wait(&d, off, "conn[0-9]+:vq2: 4 requests in flight, the "
-                                       "per-queue limit", PU_TIMEOUT_MS), ==, 0);
     cfd = ctl_client_connect(ctl);
     g_assert_cmpint(cfd, >=, 0);
-    JsonNode *r = pu_ctl_ok(cfd, "connection-list", NULL);
-    JsonObject *c = json_array_get_object_element(json_node_get_array(r), 0);
-    JsonArray *qs = json_object_get_array_member(c, "queues");
-    g_assert_cmpint(json_object_get_int_member(json_array_get_object_element(qs, 0),
-                                               "in_flight"), ==, INFLIGHT_LIMIT);
-    json_node_unref(r);
+    if (max_inflight) {
+        /* Said once the slots ran out with requests left in the ring: popping has stopped. */
+        g_assert_cmpint(pu_daemon_log_wait(&d, off, "conn[0-9]+:vq2: 4 requests in flight, "
+                                           "the per-queue limit", PU_TIMEOUT_MS), ==, 0);
+    } else {
+        /* A turn pops one such read: they come in an iteration at a time. */
+        gint64 deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * 1000ll;
+
+        while (queue0_in_flight(cfd) < want) {
+            g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        }
+    }
+    /* Each reading is an iteration of the queue's thread: popping has stopped. */
+    for (unsigned i = 0; i < 5; i++) {
+        g_assert_cmpint(queue0_in_flight(cfd), ==, want);
+    }
     g_assert_cmpint(vfe_poll(fe, 0), >=, 0);
     g_assert_cmpuint(b.done, ==, 0);
 
@@ -222,11 +253,27 @@ static void test_inflight_per_queue(void)
         g_assert_cmpuint(req[i].resp.status, ==, 0);
         vfe_free(fe, req[i].data);
     }
-    g_assert_cmpuint(pu_daemon_log_count(&d, off, "per-queue limit"), ==, 1);
+    g_assert_cmpuint(pu_daemon_log_count(&d, off, "per-queue limit"), ==, max_inflight ? 1 : 0);
     close(cfd);
     vfe_close(fe);
     finish_daemon(&d);
     g_unsetenv(LUN_SPEC_TEST_BACKENDS_ENV);
+}
+
+static void test_inflight_per_queue(void)
+{
+    inflight_held(G_STRINGIFY(INFLIGHT_LIMIT), 4096, INFLIGHT_LIMIT);
+}
+
+/*
+ * Bytes in flight per queue: 4 MiB reads stop being popped once four
+ * are in flight (their buffers are past 16 MiB), so a flood of large
+ * requests does not fill the thread's io_uring and the device's queue
+ * ahead of other queues; nothing is logged (it is no misbehaviour).
+ */
+static void test_inflight_bytes_per_queue(void)
+{
+    inflight_held(NULL, BIG_READ, INFLIGHT_BYTES_LIMIT / BIG_READ);
 }
 
 /* ---- control request size ---------------------------------------------- */
@@ -318,6 +365,7 @@ int main(int argc, char **argv)
     g_test_add_func("/limits/mem-regions", test_mem_regions);
     g_test_add_func("/limits/queues", test_queues);
     g_test_add_func("/limits/inflight-per-queue", test_inflight_per_queue);
+    g_test_add_func("/limits/inflight-bytes-per-queue", test_inflight_bytes_per_queue);
     g_test_add_func("/limits/control-request-size", test_control_request_size);
     return g_test_run();
 }

@@ -6,14 +6,17 @@
  * iteration, after the fd handlers; deferred tasks a few per iteration,
  * all of them before the loop returns), fd handlers and io_uring completions are dispatched there,
  * flush hooks run once per batch, adaptive polling re-arms
- * notifications and sleeps when idle, and timers fire on the thread in
- * deadline order, not before their deadline, unless cancelled.
+ * notifications and sleeps when idle, timers fire on the thread in
+ * deadline order, not before their deadline, unless cancelled, resumed
+ * tasks run in the next iteration after its fd handlers, and the stats
+ * keep the most work charged to one iteration.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -463,6 +466,136 @@ static void test_defer_runs_a_few_per_iteration(void)
     close(dr.y.efd);
 }
 
+/*
+ * Resumed tasks (iothread_resume): every task queued runs in the next
+ * iteration, after its fd handlers (an always-ready fd's handler runs
+ * between two steps of a job, all jobs' step i run in one iteration, and
+ * a task the handler resumes runs after the handler's next run, not in
+ * its own iteration), and a cancelled task never runs.
+ */
+#define RESUME_JOBS 4
+#define RESUME_STEPS 5
+struct resumer;
+struct resume_job {
+    struct iothread_task task;
+    struct resumer *rs;
+    unsigned steps;
+    unsigned seen[RESUME_STEPS];    /* handler runs at each step */
+};
+struct resumer {
+    struct yielder y;
+    struct resume_job jobs[RESUME_JOBS + 1];   /* the last one is cancelled */
+    struct iothread_task from_handler;          /* resumed by the fd handler */
+    unsigned handler_at_resume, handler_at_run;
+    atomic_uint done;
+};
+
+/* The ready fd's handler, which also resumes a task once: due next iteration, not this. */
+static void resume_handler(void *opaque, uint32_t events)
+{
+    struct resumer *rs = opaque;
+
+    ready_handler(&rs->y, events);
+    if (rs->y.handler_runs == 1) {
+        rs->handler_at_resume = rs->y.handler_runs;
+        iothread_resume(rs->y.t, &rs->from_handler);
+    }
+}
+
+static void resumed_from_handler(struct iothread_task *task)
+{
+    struct resumer *rs = (struct resumer *)((char *)task - offsetof(struct resumer, from_handler));
+
+    rs->handler_at_run = rs->y.handler_runs;
+    atomic_fetch_add(&rs->done, 1);
+}
+
+static void resume_step(struct iothread_task *task)
+{
+    struct resume_job *j = (struct resume_job *)task;
+
+    g_assert_true(j != &j->rs->jobs[RESUME_JOBS]);
+    j->seen[j->steps] = j->rs->y.handler_runs;
+    if (++j->steps < RESUME_STEPS) {
+        iothread_resume(j->rs->y.t, &j->task);
+    } else {
+        atomic_fetch_add(&j->rs->done, 1);
+    }
+}
+
+static void resume_all(void *opaque)
+{
+    struct resumer *rs = opaque;
+    uint64_t one = 1;
+
+    g_assert_cmpint(write(rs->y.efd, &one, sizeof(one)), ==, sizeof(one));
+    rs->from_handler.fn = resumed_from_handler;
+    g_assert_cmpint(iothread_add_fd(rs->y.t, rs->y.efd, EPOLLIN, resume_handler, rs), ==, 0);
+    for (unsigned i = 0; i <= RESUME_JOBS; i++) {
+        rs->jobs[i] = (struct resume_job){ .task.fn = resume_step, .rs = rs };
+        iothread_resume(rs->y.t, &rs->jobs[i].task);
+    }
+    iothread_resume_cancel(rs->y.t, &rs->jobs[RESUME_JOBS].task);
+}
+
+static bool idle_poll(void *opaque)
+{
+    return false;
+}
+
+static void add_idle_poller(void *opaque)
+{
+    struct iothread_poller p = { .poll = idle_poll };
+
+    iothread_add_poller(opaque, &p);
+}
+
+/* Polling (mode), every task still runs, between the pollers' rounds. */
+static void resume_runs_next_iteration(enum iothread_poll_mode mode)
+{
+    struct resumer rs = { .y = { .t = iothread_new("t-resume", 1, 0),
+                                 .efd = eventfd(0, EFD_NONBLOCK) } };
+    gint64 deadline = g_get_monotonic_time() + GATE_TIMEOUT_US;
+
+    g_assert_cmpint(rs.y.efd, >=, 0);
+    iothread_set_poll(rs.y.t, mode, 0);
+    g_assert_cmpint(iothread_start(rs.y.t), ==, 0);
+    if (mode != IOTHREAD_POLL_OFF) {
+        iothread_run_sync(rs.y.t, add_idle_poller, rs.y.t);
+    }
+    iothread_run_sync(rs.y.t, resume_all, &rs);
+    while (atomic_load(&rs.done) < RESUME_JOBS + 1) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_usleep(1000);
+    }
+    iothread_run_sync(rs.y.t, del_ready_fd, &rs.y);
+    /* Polling looks at its fds only every few hundred rounds: no order to check. */
+    for (unsigned i = 0; mode == IOTHREAD_POLL_OFF && i < RESUME_JOBS; i++) {
+        for (unsigned k = 0; k < RESUME_STEPS; k++) {
+            g_assert_cmpuint(rs.jobs[i].seen[k], ==, rs.jobs[0].seen[k]);
+            if (k) {
+                g_assert_cmpuint(rs.jobs[i].seen[k], >, rs.jobs[i].seen[k - 1]);
+            }
+        }
+    }
+    g_assert_cmpuint(rs.jobs[RESUME_JOBS].steps, ==, 0);
+    if (mode == IOTHREAD_POLL_OFF) {
+        g_assert_cmpuint(rs.handler_at_run, >, rs.handler_at_resume);
+    }
+    iothread_free(rs.y.t);
+    close(rs.y.efd);
+}
+
+static void test_resume_runs_next_iteration(void)
+{
+    resume_runs_next_iteration(IOTHREAD_POLL_OFF);
+}
+
+static void test_resume_runs_while_polling(void)
+{
+    resume_runs_next_iteration(IOTHREAD_POLL_ON);
+}
+
 /* Deferred work left when the loop is told to quit still runs, with what it defers. */
 static void defer_and_quit(void *opaque)
 {
@@ -610,6 +743,44 @@ static void arm_timers(void *opaque)
     iothread_timer_arm(p->t, &p->tm[3].tm, p->deadline[3]);
 }
 
+/*
+ * iothread_charge: what one iteration was charged is summed, the stats
+ * keep the largest iteration's sum, and work charged in other iterations
+ * is not added to it.
+ */
+struct charge {
+    struct iothread *t;
+    uint64_t bytes[3];
+};
+
+static void charge_on_thread(void *opaque)
+{
+    struct charge *c = opaque;
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(c->bytes); i++) {
+        iothread_charge(c->t, c->bytes[i]);
+    }
+}
+
+static void test_charge_keeps_the_largest_iteration(void)
+{
+    struct iothread *t = iothread_new("t-charge", 1, 0);
+    struct charge a = { .bytes = { 1000, 500, 600 } }, b = { .bytes = { 900 } };
+    struct iothread_stats st;
+
+    a.t = b.t = t;
+    g_assert_cmpint(iothread_start(t), ==, 0);
+    /* Each run_sync is queued after the last returned: one iteration each. */
+    iothread_run_sync(t, charge_on_thread, &a);
+    iothread_run_sync(t, charge_on_thread, &b);
+    iothread_run_sync(t, charge_on_thread, &b);
+    iothread_run_sync(t, charge_on_thread, &(struct charge){ .t = t });
+    iothread_get_stats(t, &st);
+    g_assert_cmpuint(st.max_iteration_work, ==, 2100);
+    iothread_charge(NULL, 1);       /* no thread: nothing counted, nothing breaks */
+    iothread_free(t);
+}
+
 static void test_timers_fire_in_deadline_order(void)
 {
     struct timer_probe p = { 0 };
@@ -653,6 +824,10 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/post/to-itself-yields-to-fd-handlers",
                     test_post_to_itself_yields_to_fd_handlers);
     g_test_add_func("/iothread/defer/a-few-per-iteration", test_defer_runs_a_few_per_iteration);
+    g_test_add_func("/iothread/resume/runs-next-iteration", test_resume_runs_next_iteration);
+    g_test_add_func("/iothread/resume/runs-while-polling", test_resume_runs_while_polling);
+    g_test_add_func("/iothread/charge/keeps-the-largest-iteration",
+                    test_charge_keeps_the_largest_iteration);
     g_test_add_func("/iothread/defer/left-at-quit-runs", test_defer_left_at_quit_runs);
     g_test_add_func("/iothread/post/does-not-wait-for-a-busy-thread",
                     test_post_does_not_wait_for_a_busy_thread);

@@ -299,6 +299,8 @@ struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_tra
     s->be.name = g_strdup("spy");
     s->be.write_cache = write_cache;
     s->be.max_transfer = max_transfer;
+    /* A backend of any kind (it may complete later): not ram's small pieces. */
+    s->be.works_inline = false;
     s->fail_op = -1;
     g_queue_init(&s->pending);
     *out = s;

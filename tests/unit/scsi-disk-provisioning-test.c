@@ -11,7 +11,9 @@
  * bounded: at most 1M blocks (Block Limits says so, and one more is
  * refused with a field pointer), sent to the backend in chunks of at most
  * 64k blocks, and on an I/O thread the thread is yielded between chunks
- * a backend completed inside submit().  The harness is
+ * a backend completed inside submit(); a backend that works inside
+ * submit() (ram, null) gets pieces of 16 KiB, READs of more included, and
+ * a command of pieces starts deferred.  The harness is
  * scsi-disk-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -281,6 +283,8 @@ static void test_unmap_unsupported_without_discard(void)
 #define WORK_CAP_DESCS 128u
 /* At most 64k blocks and 1 MiB per backend range request. */
 #define RANGE_REQUEST_BYTES (1u * MiB)
+/* A backend that works inside submit() (ram, null) gets pieces of this. */
+#define INLINE_PIECE_BYTES (16u * KiB)
 
 static void test_block_limits_bound_one_command(void)
 {
@@ -379,9 +383,10 @@ struct yield_probe {
     struct iothread *t;
     struct pending_cmd p;
     uint8_t list[8 + 16];
+    uint8_t *buf;                   /* BACKEND_READ: the data-in */
     enum backend_op op;
     int completions_at_probe;
-    unsigned chunks_at_probe;
+    unsigned chunks_at_exec, chunks_at_probe;
     bool done;                      /* read on the thread only */
 };
 
@@ -401,6 +406,9 @@ static void start_large_on_thread(void *opaque)
 
     if (y->op == BACKEND_WRITE_ZEROES) {
         task = scsi_cdb_writesame16(0, 0, 1, 0, 0, WORK_CAP_BLOCKS, 0);
+    } else if (y->op == BACKEND_READ) {
+        task = scsi_cdb_read16(0, MiB, 512, 0, 0, 0, 0, 0);
+        y->p.in = (struct iovec){ y->buf, MiB };
     } else {
         const uint64_t d[1][2] = { { 0, WORK_CAP_BLOCKS } };
         size_t plen = unmap_list(y->list, d, 1);
@@ -416,7 +424,12 @@ static void start_large_on_thread(void *opaque)
         y->p.cmd.data_out = &y->p.out;
         y->p.cmd.data_out_cnt = 1;
     }
+    if (y->p.in.iov_len) {
+        y->p.cmd.data_in = &y->p.in;
+        y->p.cmd.data_in_cnt = 1;
+    }
     scsi_lun_exec(y->lun, &y->p.cmd);
+    y->chunks_at_exec = y->spy->ops[y->op];
     iothread_post(y->t, probe_between_chunks, y);
 }
 
@@ -427,13 +440,23 @@ static void read_done(void *opaque)
     y->done = y->p.completions > 0;
 }
 
-static void large_command_yields(enum backend_op op)
+/*
+ * works_inline: the backend works inside submit() (ram, null), so the
+ * command goes in pieces of INLINE_PIECE_BYTES and does no backend work
+ * inside its exec (its first piece is deferred too): popping it costs a
+ * queue's turn nothing but its set-up.
+ */
+static void large_command_yields(enum backend_op op, bool works_inline)
 {
     struct yield_probe y = { .op = op };
     gint64 deadline = g_get_monotonic_time() + DRAIN_TIMEOUT_US;
-    const unsigned chunks = WORK_CAP_BLOCKS / (RANGE_REQUEST_BYTES / 512);
+    uint64_t bytes = op == BACKEND_READ ? MiB : WORK_CAP_BLOCKS * 512ull;
+    const unsigned chunks = bytes / (works_inline ? INLINE_PIECE_BYTES : RANGE_REQUEST_BYTES);
+    g_autofree uint8_t *buf = g_malloc(MiB);
 
+    y.buf = buf;
     y.lun = spy_lun_sized(1ULL << 30, false, 0, &y.spy);
+    y.spy->be.works_inline = works_inline;
     y.t = iothread_new("t-yield", 1, 0);
     g_assert_cmpint(iothread_start(y.t), ==, 0);
     iothread_run_sync(y.t, start_large_on_thread, &y);
@@ -442,23 +465,42 @@ static void large_command_yields(enum backend_op op)
         g_usleep(1000);
     }
     g_assert_cmpint(y.completions_at_probe, ==, 0);
+    g_assert_cmpuint(y.chunks_at_exec, ==, works_inline ? 0 : 1);
     g_assert_cmpuint(y.chunks_at_probe, <, chunks);
     g_assert_cmpint(y.p.completions, ==, 1);
     struct result r = result_of(&y.p.cmd);
     assert_good(&r);
     g_assert_cmpuint(y.spy->ops[op], ==, chunks);
+    if (op == BACKEND_READ) {
+        g_assert_cmpuint(y.p.cmd.data_in_xfer, ==, MiB);
+    }
     iothread_free(y.t);
     scsi_lun_free(y.lun);
 }
 
 static void test_write_same_yields_the_thread(void)
 {
-    large_command_yields(BACKEND_WRITE_ZEROES);
+    large_command_yields(BACKEND_WRITE_ZEROES, false);
 }
 
 static void test_unmap_yields_the_thread(void)
 {
-    large_command_yields(BACKEND_DISCARD);
+    large_command_yields(BACKEND_DISCARD, false);
+}
+
+static void test_inline_write_same_in_pieces(void)
+{
+    large_command_yields(BACKEND_WRITE_ZEROES, true);
+}
+
+static void test_inline_unmap_in_pieces(void)
+{
+    large_command_yields(BACKEND_DISCARD, true);
+}
+
+static void test_inline_read_in_pieces(void)
+{
+    large_command_yields(BACKEND_READ, true);
 }
 
 int main(int argc, char **argv)
@@ -477,6 +519,9 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/work-bound/chunks", test_large_ranges_go_in_chunks);
     g_test_add_func("/scsi-disk/work-bound/write-same-yields", test_write_same_yields_the_thread);
     g_test_add_func("/scsi-disk/work-bound/unmap-yields", test_unmap_yields_the_thread);
+    g_test_add_func("/scsi-disk/work-bound/inline/write-same", test_inline_write_same_in_pieces);
+    g_test_add_func("/scsi-disk/work-bound/inline/unmap", test_inline_unmap_in_pieces);
+    g_test_add_func("/scsi-disk/work-bound/inline/read", test_inline_read_in_pieces);
 
     return g_test_run();
 }

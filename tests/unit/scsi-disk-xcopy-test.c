@@ -854,6 +854,12 @@ static void xcopy_start(struct pending_cmd *p, struct scsi_nexus *nx, unsigned p
 }
 
 /*
+ * A copy's chunk: the smaller of its two LUNs' (16 KiB here, as the source
+ * is a ram LUN, whose backend works on the I/O thread's CPU).
+ */
+#define XCHUNK (16 * KiB)
+
+/*
  * While the copy runs: COPY STATUS says so, the list identifier is in use,
  * and a drain of the copy target (a LUN reset, its removal) waits for it.
  */
@@ -865,18 +871,18 @@ static void test_running_copy(void)
     struct pending_cmd p;
     struct scsi_drain d = { .done = drained };
     int drains = 0;
-    g_autofree uint8_t *data = g_malloc(2 * MiB), *got = g_malloc(2 * MiB);
+    g_autofree uint8_t *data = g_malloc(2 * XCHUNK), *got = g_malloc(2 * XCHUNK);
     struct result r;
 
     spy_rig_init(&g);
-    fill_pattern(data, 2 * MiB, 11);
-    nx_write(g.nx, 0, 0, BS, 0, data, 2 * MiB);
-    l = to_spied(&g, 5, 2 * MiB / BS);
+    fill_pattern(data, 2 * XCHUNK, 11);
+    nx_write(g.nx, 0, 0, BS, 0, data, 2 * XCHUNK);
+    l = to_spied(&g, 5, 2 * XCHUNK / BS);
     g.spy->defer = true;
     xcopy_start(&p, g.nx, 0, 0, &l, b);
     g_assert_cmpint(p.completions, ==, 0);
     g_assert_cmpuint(g_queue_get_length(&g.spy->pending), ==, 1);   /* the first chunk's write */
-    g_assert_cmpuint(g.spy->max_len, ==, MiB);
+    g_assert_cmpuint(g.spy->max_len, ==, XCHUNK);
     assert_copy_status(g.nx, 0, 0, 5, 0x00, 0, 0);
     /* The list identifier is in use. */
     r = xcopy(g.nx, 0, 0, &l);
@@ -888,17 +894,17 @@ static void test_running_copy(void)
 
     g_assert_cmpuint(spy_run_pending(g.spy), ==, 1);
     g_assert_cmpint(p.completions, ==, 0);
-    assert_copy_status(g.nx, 0, 0, 5, 0x00, 0, MiB);
+    assert_copy_status(g.nx, 0, 0, 5, 0x00, 0, XCHUNK);
     g_assert_cmpint(drains, ==, 0);
     g_assert_cmpuint(spy_run_pending(g.spy), ==, 1);
     g_assert_cmpint(p.completions, ==, 1);
     r = result_of(&p.cmd);
     assert_good(&r);
     g_assert_cmpint(drains, ==, 1);
-    assert_copy_status(g.nx, 0, 0, 5, 0x01, 1, 2 * MiB);
+    assert_copy_status(g.nx, 0, 0, 5, 0x01, 1, 2 * XCHUNK);
     g.spy->defer = false;
-    nx_read(g.nx, 0, 1, BS, 0, got, 2 * MiB);
-    g_assert_true(memcmp(got, data, 2 * MiB) == 0);
+    nx_read(g.nx, 0, 1, BS, 0, got, 2 * XCHUNK);
+    g_assert_true(memcmp(got, data, 2 * XCHUNK) == 0);
     spy_rig_free(&g);
 }
 
