@@ -4,8 +4,8 @@
  * of JSON-RPC or not, invalid UTF-8, a line past the server's 2 KiB limit),
  * then it half-closes.  The server runs on its own thread as in the daemon,
  * with a method table that serves a scsi_target holding a RAM and a null
- * LUN: lun-list and lun-resize (scsi_lun_resize, as the daemon's does, up
- * to 8 MiB), echo, fail, and later (answered only after the client left, so
+ * LUN: lun-list and lun-resize (scsi_lun_resize, as the daemon's does: the
+ * null LUN grows, the RAM LUN refuses), echo, fail, and later (answered only after the client left, so
  * answers that go nowhere are covered).  The daemon's own method bodies
  * (tools/target-control.c) open backends from specs (files, iSCSI portals)
  * and are not driven here; their params parsing is json-member's and their
