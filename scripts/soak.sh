@@ -155,14 +155,15 @@ other_lun() {
     printf -v "$1" '%s' "${_rest[RANDOM % ${#_rest[@]}]}"
 }
 
-# The hostile one writes from LBA 0 too: the verify is on another LUN.  Not
-# on the iSCSI LUN: tgt answers some of them INVALID COMMAND OPERATION CODE, and
-# its WRITE SAME of 1M blocks, written out in place, takes seconds.
+# The hostile one writes from LBA 0 too: the verify is on another LUN.  On
+# the RAM LUN, 4 deep: tgt answers some of its commands INVALID COMMAND
+# OPERATION CODE, and whole-LUN WRITE SAMEs written out to a file or a
+# remote, 16 at a time, can take more than the bench's 5 s without a
+# completion on a loaded machine (load 12 on 2 cores did).
 act_neighbour() {
-    local a b
-    pick a "0:0 0:1"
+    local a=0:0 b
     other_lun b "$a"
-    "$bench" --socket "$sock" -q --rw hostile --time 3 --bs 64k --iodepth 16 --lun "$a" \
+    "$bench" --socket "$sock" -q --rw hostile --time 3 --bs 64k --iodepth 4 --lun "$a" \
         --first-queue 3 > "$dir/hostile.log" 2>&1 &
     local pid=$!
     verify "$b" 0
