@@ -18,8 +18,9 @@
 #   protocol     one random case of the TMF (ABORT TASK, LUN RESET, I_T NEXUS
 #                RESET), hostile-front-end and live-LUN protocol tests, each
 #                with its own ASan daemon
-# Every action runs under a watchdog (SOAK_WATCHDOG s, default 120: an
-# action that makes no progress for that long is a hang).  The run fails on
+# Every action runs under a watchdog (SOAK_WATCHDOG s, default 120, five
+# times that for a protocol case: an action that makes no progress for
+# that long is a hang).  The run fails on
 # a verify error, a failed action, a sanitizer report, a daemon that died,
 # or a daemon that does not exit cleanly (LeakSanitizer) on SIGTERM at the
 # end.  It prints the seed first (SOAK_SEED=N replays the same sequence of
@@ -58,8 +59,8 @@ tctl=$(python3 -c 'import random; print(random.randint(10000, 32767))')
 
 fail() { echo "soak: FAIL: $*"; failed=1; }
 
-# Runs "$@" under the watchdog; its output goes to $dir/last.log.
-guarded() { timeout -k 5 "$watchdog" "$@" > "$dir/last.log" 2>&1; }
+# Runs "$@" under the watchdog (or $limit s); its output goes to $dir/last.log.
+guarded() { timeout -k 5 "${limit:-$watchdog}" "$@" > "$dir/last.log" 2>&1; }
 
 ctlc() { guarded "$ctl" target --control "$csock" --timeout-ms $((watchdog * 1000)) "$@"; }
 
@@ -265,8 +266,13 @@ act_protocol() {
     [ ${#protocol_cases[@]} -gt 0 ] || return 0
     local c=${protocol_cases[RANDOM % ${#protocol_cases[@]}]}
     local t=${c%% *} p=${c#* }
-    guarded "$build/tests/protocol/$t" -p "$p" --tap ||
-        { fail "protocol case $t $p:"; grep -E "not ok|ERROR|FAIL|Sanitizer" "$dir/last.log" | head -5; }
+    local rc
+    # A case bounds its own waits; /hostile/neighbour plays every attack in
+    # turn, 65 s on a quiet machine and more than 120 s at load 12.
+    limit=$(( watchdog * 5 )) guarded "$build/tests/protocol/$t" -p "$p" --tap
+    rc=$?
+    [ $rc = 0 ] || { fail "protocol case $t $p: exit status $rc (124: the watchdog)"
+                     grep -E "not ok|ERROR|FAIL|Sanitizer" "$dir/last.log" | head -5; }
     grep -q "^not ok" "$dir/last.log" && fail "protocol case $t $p: $(grep -m1 '^not ok' "$dir/last.log")"
     echo "$t $p" >> "$dir/protocol-cases.txt"
 }
