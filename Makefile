@@ -2,7 +2,7 @@
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
-.PHONY: all deps build check demo bench fuzz clean
+.PHONY: all deps build check demo bench fuzz soak clean
 
 all: build
 
@@ -21,8 +21,13 @@ demo: deps
 bench: deps
 	bash scripts/bench.sh
 
+# FUZZ_TIME seconds per target (default 1800), FUZZ_TARGETS, FUZZ_MINIMISE=1.
 fuzz: deps
 	bash scripts/fuzz.sh
+
+# SOAK_TIME seconds (default 600), SOAK_SEED to replay; not part of check.
+soak: deps
+	bash scripts/soak.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz out

@@ -135,22 +135,6 @@ bool target_name_ok(const char *name)
     return true;
 }
 
-bool target_initiator_ok(const char *name)
-{
-    size_t n = strlen(name);
-
-    /* RFC 3720's bound on an iSCSI name; PR TransportIDs carry it whole. */
-    if (n == 0 || n > TARGET_INITIATOR_MAX) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!g_ascii_isalnum(name[i]) && !strchr(".-:_", name[i])) {
-            return false;
-        }
-    }
-    return true;
-}
-
 struct target_backend *target_backend_find(struct target *tgt, const char *name)
 {
     return g_hash_table_lookup(tgt->backends, name);

@@ -32,11 +32,7 @@
 #include "scsi-disk.h"
 #include "target.h"
 
-#define CONFIG_VERSION 1
 #define CONFIG_MAX_BYTES (16u << 20)
-
-/* Backends and mappings nest 4 deep; the largest object has 3 members. */
-static const struct json_limits config_limits = { .max_depth = 8, .max_members = 16 };
 
 /* An array of ids from o[key] (absent: empty); false if an element is not one. */
 static bool ids_of(JsonObject *o, const char *key, GArray *out)
@@ -57,103 +53,6 @@ static bool ids_of(JsonObject *o, const char *key, GArray *out)
     return true;
 }
 
-static const struct json_member top_members[] = {
-    { "version", JSON_M_INT }, { "backends", JSON_M_ARR }, { "controllers", JSON_M_ARR },
-};
-static const struct json_member backend_members[] = {
-    { "name", JSON_M_STR }, { "spec", JSON_M_STR }, { "implicit", JSON_M_BOOL, true },
-    { "qos", JSON_M_OBJ, true },
-};
-static const struct json_member qos_members[] = {
-    { "iops", JSON_M_INT, true }, { "bandwidth", JSON_M_INT, true },
-};
-static const struct json_member controller_members[] = {
-    { "name", JSON_M_STR }, { "socket", JSON_M_STR, true }, { "queues", JSON_M_INT, true },
-    { "allow_uid", JSON_M_ARR, true }, { "allow_gid", JSON_M_ARR, true },
-    { "socket_group", JSON_M_STR, true }, { "luns", JSON_M_ARR },
-    { "initiator", JSON_M_STR, true },
-};
-static const struct json_member lun_members[] = {
-    { "target", JSON_M_INT }, { "lun", JSON_M_INT }, { "backend", JSON_M_STR },
-};
-
-/* What a config file asks for, checked whole before anything is opened. */
-static int config_check(JsonNode *root, char **err)
-{
-    JsonObject *top;
-    JsonArray *a;
-
-    *err = json_check_object(root, top_members, G_N_ELEMENTS(top_members));
-    if (*err) {
-        return -EINVAL;
-    }
-    top = json_node_get_object(root);
-    if (json_object_get_int_member(top, "version") != CONFIG_VERSION) {
-        *err = g_strdup_printf("unsupported version (expected %d)", CONFIG_VERSION);
-        return -EINVAL;
-    }
-    a = json_object_get_array_member(top, "backends");
-    for (guint i = 0; i < json_array_get_length(a); i++) {
-        g_autofree char *e = json_check_object(json_array_get_element(a, i), backend_members,
-                                               G_N_ELEMENTS(backend_members));
-        JsonObject *q;
-
-        if (e) {
-            *err = g_strdup_printf("backends[%u]: %s", i, e);
-            return -EINVAL;
-        }
-        q = json_object_member_or_null(json_array_get_object_element(a, i), "qos");
-        if (q && (e = json_check_object(json_object_get_member(
-                                            json_array_get_object_element(a, i), "qos"),
-                                        qos_members, G_N_ELEMENTS(qos_members)))) {
-            *err = g_strdup_printf("backends[%u].qos: %s", i, e);
-            return -EINVAL;
-        }
-        if (q && (json_object_get_int_member_with_default(q, "iops", 0) < 0 ||
-                  json_object_get_int_member_with_default(q, "bandwidth", 0) < 0)) {
-            *err = g_strdup_printf("backends[%u].qos: limits must be >= 0 (0: none)", i);
-            return -EINVAL;
-        }
-    }
-    a = json_object_get_array_member(top, "controllers");
-    for (guint i = 0; i < json_array_get_length(a); i++) {
-        g_autofree char *e = json_check_object(json_array_get_element(a, i), controller_members,
-                                               G_N_ELEMENTS(controller_members));
-        JsonObject *c;
-        JsonArray *luns;
-
-        if (e) {
-            *err = g_strdup_printf("controllers[%u]: %s", i, e);
-            return -EINVAL;
-        }
-        c = json_array_get_object_element(a, i);
-        if (strcmp(json_object_get_string_member(c, "name"), "default") &&
-            !json_object_has_member(c, "socket")) {
-            *err = g_strdup_printf("controllers[%u]: a controller other than \"default\" "
-                                   "needs a socket", i);
-            return -EINVAL;
-        }
-        if (json_object_has_member(c, "initiator") &&
-            !target_initiator_ok(json_object_get_string_member(c, "initiator"))) {
-            *err = g_strdup_printf("controllers[%u]: initiator '%s': 1-%d of A-Z a-z 0-9 . - : _",
-                                   i, json_object_get_string_member(c, "initiator"),
-                                   TARGET_INITIATOR_MAX);
-            return -EINVAL;
-        }
-        luns = json_object_get_array_member(c, "luns");
-        for (guint j = 0; j < json_array_get_length(luns); j++) {
-            g_autofree char *le = json_check_object(json_array_get_element(luns, j), lun_members,
-                                                    G_N_ELEMENTS(lun_members));
-
-            if (le) {
-                *err = g_strdup_printf("controllers[%u].luns[%u]: %s", i, j, le);
-                return -EINVAL;
-            }
-        }
-    }
-    return 0;
-}
-
 int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err)
 {
     g_autofree char *text = NULL;
@@ -163,7 +62,6 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
     JsonObject *top;
     JsonArray *a;
     gsize len;
-    size_t at;
     int ret;
 
     *socket_path = NULL;
@@ -175,16 +73,10 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
         *err = g_strdup_printf("%s: larger than %u bytes", file, CONFIG_MAX_BYTES);
         return -EFBIG;
     }
-    root = json_strict_parse(text, len, &config_limits, &why, &at);
+    root = target_config_parse(text, len, &why);
     if (!root) {
-        *err = at == JSON_AT_NONE ? g_strdup_printf("%s: %s", file, why)
-                                  : g_strdup_printf("%s: byte %zu: %s", file, at, why);
-        return -EINVAL;
-    }
-    ret = config_check(root, &why);
-    if (ret < 0) {
         *err = g_strdup_printf("%s: %s", file, why);
-        return ret;
+        return -EINVAL;
     }
     top = json_node_get_object(root);
     a = json_object_get_array_member(top, "backends");
@@ -290,7 +182,7 @@ char *target_config_json(struct target *tgt)
 
     json_builder_begin_object(b);
     json_builder_set_member_name(b, "version");
-    json_builder_add_int_value(b, CONFIG_VERSION);
+    json_builder_add_int_value(b, TARGET_CONFIG_VERSION);
     json_builder_set_member_name(b, "backends");
     json_builder_begin_array(b);
     for (GList *l = all; l; l = l->next) {

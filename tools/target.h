@@ -148,6 +148,7 @@ struct target_backend *target_backend_find(struct target *tgt, const char *name)
 bool target_name_ok(const char *name);
 /* An initiator port name a controller may be given: 1..223 of A-Z a-z 0-9 . - : _ */
 #define TARGET_INITIATOR_MAX 223
+/* 1-TARGET_INITIATOR_MAX of A-Z a-z 0-9 . - : _ (target-config-check.c). */
 bool target_initiator_ok(const char *name);
 /* The backend whose LUN lun is. */
 struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun);
@@ -256,6 +257,13 @@ int target_controller_remove(struct target *tgt, const char *name, char **err);
  * mappings to file atomically (mode 0600).
  */
 int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err);
+/*
+ * The file's text parsed and its shape checked whole (target-config-check.c):
+ * the root (json_node_unref), or NULL with *err (g_free) naming the byte or
+ * the element at fault.  Nothing is opened.
+ */
+#define TARGET_CONFIG_VERSION 1
+JsonNode *target_config_parse(const char *text, size_t len, char **err);
 char *target_config_json(struct target *tgt);
 int target_config_save(struct target *tgt, const char *file, char **err);
 

@@ -1129,6 +1129,11 @@ static int run(struct opts *po)
     }
 
 out:
+    /*
+     * Stop first: requests still in flight (a run that gave up on them)
+     * complete into b.ios while the queues stop, so it must outlive that.
+     */
+    vfe_stop(b.fe);
     if (b.ios) {
         for (unsigned i = 0; i < b.nios; i++) {
             vfe_free(b.fe, b.ios[i].req.data);

@@ -196,3 +196,58 @@ write("fuzz-lio-targetcli", "small", b"\x01" +
 write("fuzz-lio-targetcli", "ours", b"\x00" +
       b'{"version": 1, "targets": [{"wwpn": "naa.5001405aaaaaaaaa", "tpgt": 1, "nexus": "", '
       b'"luns": [{"lun": 0, "type": "ram", "path": "", "size": 1048576, "backstore": "x"}]}]}')
+
+# control socket: JSON-RPC lines as vhost-scsi-ctl sends them, then the
+# ways a client goes wrong (fuzz-control.c's methods: lun-list, lun-resize,
+# echo, fail, later).
+def rpc(method, params=None, rid=1):
+    import json
+    req = {"jsonrpc": "2.0", "method": method, "id": rid}
+    if params is not None:
+        req["params"] = params
+    return json.dumps(req, separators=(",", ":")).encode() + b"\n"
+
+
+write("fuzz-control", "list-and-resize",
+      rpc("lun-list") + rpc("lun-resize", {"lun": 0, "size": 2 << 20}, 2) +
+      rpc("lun-resize", {"target": 0, "lun": 1, "size": 2 << 30}, "x") + rpc("lun-list", {}, 3))
+write("fuzz-control", "echo-fail-later",
+      rpc("echo", {"a": [1, {"b": None}], "c": "d"}) + rpc("fail", rid=2) +
+      rpc("later", rid=3) + rpc("later") + b'{"jsonrpc":"2.0","method":"echo"}\n')
+write("fuzz-control", "errors",
+      b"not json\n" + b'{"jsonrpc":"1.0","method":"echo","id":1}\n' +
+      b'{"jsonrpc":"2.0","method":"nope","id":[1]}\n' +
+      b'{"jsonrpc":"2.0","method":"lun-resize","params":{"lun":"0"},"id":4}\r\n' +
+      b'{"jsonrpc":"2.0","method":"lun-resize","params":{"lun":9},"id":5}\n' +
+      b'[[[[[[[[[[1]]]]]]]]]]\n' + b'{"a":"\xff\xfe"}\n' + b"\n\n")
+write("fuzz-control", "too-long", rpc("echo", {"s": "x" * 2100}) + rpc("lun-list"))
+
+# LUN SPECs: the first byte picks parse_full (0), parse (1), a bare SPEC (2)
+# or redaction (3); bit 2 allows the test backends.
+for i, spec in enumerate([
+        b"\x000:1=file:/var/d.img,direct,block-size=4096,size=1G",
+        b"\x002=ram:64M,ro,block-size=512,phys-block-size=4096",
+        b"\x01255:16383=null:1T,fill=none,block-size=4096",
+        b"\x00" + b"1=iscsi://user%secret@127.0.0.1:3260/iqn.2026-01.test:t/1,ro,queue-depth=32,"
+        b"sessions=2,initiator-name=iqn.2026-01.test:i,login-timeout=5",
+        b"\x003=rbd:pool/image@snap,conf=/etc/ceph/ceph.conf,id=admin,keyring=/k,ro",
+        b"\x054=hold:1M,while=/tmp/hold,block-size=512",
+        b"\x02file:/a,,b,,c,ro",
+        b"\x031=iscsi://u%p/w@h/iqn.x/0",
+        b"\x00x=ram:0", b"\x000:1=ram:1M,ro,ro", b"\x00=file:"]):
+    write("fuzz-lun-spec", "spec-%02d" % i, spec)
+
+# --config files as config-save writes them, and near misses.
+write("fuzz-config", "saved",
+      b'{"version":1,"backends":[{"name":"data","spec":"file:/var/d.img,direct",'
+      b'"implicit":false,"qos":{"iops":1000,"bandwidth":1048576}},'
+      b'{"name":"r","spec":"ram:1M","implicit":true}],'
+      b'"controllers":[{"name":"default","socket":"/run/vm1.sock","initiator":"iqn.x:y",'
+      b'"luns":[{"target":0,"lun":1,"backend":"data"}]},'
+      b'{"name":"vm2","socket":"/run/vm2.sock","queues":2,"allow_uid":[0,1000],'
+      b'"allow_gid":[100],"socket_group":"kvm","luns":[{"target":1,"lun":2,"backend":"r"}]}]}')
+write("fuzz-config", "empty", b'{"version":1,"backends":[],"controllers":[]}')
+write("fuzz-config", "wrong-types",
+      b'{"version":1,"backends":[{"name":1,"spec":"ram:1M"}],"controllers":[{"name":"x",'
+      b'"luns":[{"target":"0","lun":1,"backend":"r"}]}]}')
+write("fuzz-config", "version-2", b'{"version":2,"backends":[],"controllers":[]}')
