@@ -16,9 +16,10 @@ if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
         -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null || exit 1
 fi
-ninja -C build-fuzz $(for t in fuzz-vhost-user fuzz-virtqueue fuzz-virtio-scsi fuzz-virtio-scsi-ctrl \
-    fuzz-scsi-cdb; \
-    do echo tests/fuzz/$t; done) || exit 1
+# Every fuzz target has its corpus directory (tests/fuzz/meson.build), so the
+# list to build is read from there and a new target cannot be left out.
+ninja -C build-fuzz $(for d in tests/fuzz/corpus/*/; do echo "tests/fuzz/$(basename "$d")"; done) ||
+    exit 1
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
