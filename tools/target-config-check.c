@@ -58,16 +58,16 @@ static int config_check(JsonNode *root, char **err)
     for (guint i = 0; i < json_array_get_length(a); i++) {
         g_autofree char *e = json_check_object(json_array_get_element(a, i), backend_members,
                                                G_N_ELEMENTS(backend_members));
-        JsonObject *q;
+        JsonObject *b, *q;
 
         if (e) {
             *err = g_strdup_printf("backends[%u]: %s", i, e);
             return -EINVAL;
         }
-        q = json_object_member_or_null(json_array_get_object_element(a, i), "qos");
-        if (q && (e = json_check_object(json_object_get_member(
-                                            json_array_get_object_element(a, i), "qos"),
-                                        qos_members, G_N_ELEMENTS(qos_members)))) {
+        b = json_array_get_object_element(a, i);
+        q = json_object_member_or_null(b, "qos");
+        if (q && (e = json_check_object(json_object_get_member(b, "qos"), qos_members,
+                                        G_N_ELEMENTS(qos_members)))) {
             *err = g_strdup_printf("backends[%u].qos: %s", i, e);
             return -EINVAL;
         }
