@@ -34,6 +34,8 @@ struct vq_elem {
     uint64_t in_len;          /* total bytes in in_sg */
 };
 
+#define VQ_HEAD_CACHE 64          /* power of two */
+
 struct virtqueue {
     const char *name;             /* for log lines, e.g. "vq2"; not owned */
     unsigned index;
@@ -45,6 +47,14 @@ struct virtqueue {
 
     uint16_t last_avail_idx;      /* next avail entry we will read */
     uint16_t shadow_avail_idx;    /* last avail->idx we read */
+    /*
+     * Heads of avail entries [last_avail_idx, heads_end), read in one pass
+     * over the ring when the index moved: one cache miss for a batch
+     * instead of one per request while the driver writes the next entries
+     * into the same line, and the descriptors' lines fetched in parallel.
+     */
+    uint16_t heads_end;
+    uint16_t heads[VQ_HEAD_CACHE];
     uint16_t used_idx;            /* our copy of used->idx (incl. unpublished) */
     uint16_t signalled_used;      /* used idx at the last notification */
     bool signalled_used_valid;

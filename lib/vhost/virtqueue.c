@@ -184,6 +184,7 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
     vq->notify_on_empty = features & (1ull << VIRTIO_F_NOTIFY_ON_EMPTY);
     vq->last_avail_idx = base;
     vq->shadow_avail_idx = base;
+    vq->heads_end = base;
     /* Like Linux vhost, resume the used ring where the driver last saw it. */
     vq->used_idx = le16toh(READ_ONCE(vq->used->idx));
     vq->flushed_used_idx = vq->used_idx;
@@ -360,6 +361,59 @@ static int vq_map_chain(struct virtqueue *vq, uint16_t head, struct vq_elem *ele
     return 1;
 }
 
+/*
+ * Copies the heads of the entries up to shadow_avail_idx and asks for
+ * their descriptors' cache lines; each head is still checked by vq_pop.
+ */
+static void vq_read_heads(struct virtqueue *vq)
+{
+    uint16_t n = (uint16_t)(vq->shadow_avail_idx - vq->last_avail_idx);
+
+    if (n > VQ_HEAD_CACHE) {
+        n = VQ_HEAD_CACHE;
+    }
+    for (uint16_t i = 0; i < n; i++) {
+        uint16_t idx = (uint16_t)(vq->last_avail_idx + i);
+        uint16_t head = le16toh(READ_ONCE(vq->avail->ring[idx & (vq->num - 1)]));
+
+        vq->heads[idx & (VQ_HEAD_CACHE - 1)] = head;
+        if (head < vq->num) {
+            __builtin_prefetch(&vq->desc[head]);
+        }
+    }
+    vq->heads_end = (uint16_t)(vq->last_avail_idx + n);
+}
+
+/*
+ * Asks for the first buffer of the next request's chain (the virtio-scsi
+ * header, read first by the caller): its descriptor was prefetched by
+ * vq_read_heads, so its address is usually there by now, and the header's
+ * miss overlaps this request's work instead of following it.
+ */
+static inline void vq_prefetch_next(const struct virtqueue *vq)
+{
+    uint16_t idx = vq->last_avail_idx;
+    uint16_t head;
+    uint64_t gpa;
+
+    if (idx == vq->heads_end) {
+        return;
+    }
+    head = vq->heads[idx & (VQ_HEAD_CACHE - 1)];
+    if (head >= vq->num) {
+        return;
+    }
+    gpa = le64toh(READ_ONCE(vq->desc[head].addr));
+    for (unsigned i = 0; i < vq->mem->nregions; i++) {
+        const struct guest_mem_region *r = &vq->mem->r[i];
+
+        if (gpa - r->gpa < r->size) {
+            __builtin_prefetch((const char *)r->host + (gpa - r->gpa));
+            return;
+        }
+    }
+}
+
 int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
            unsigned max_iov)
 {
@@ -402,7 +456,10 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
         }
     }
 
-    head = le16toh(READ_ONCE(vq->avail->ring[vq->last_avail_idx & (vq->num - 1)]));
+    if (vq->last_avail_idx == vq->heads_end) {
+        vq_read_heads(vq);
+    }
+    head = vq->heads[vq->last_avail_idx & (VQ_HEAD_CACHE - 1)];
     if (head >= vq->num) {
         return vq_fail(vq, -EINVAL, "avail ring entry %u holds head %u, ring size %u",
                        vq->last_avail_idx, head, vq->num);
@@ -419,6 +476,7 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     vq->inflight++;
     vq->last_head = head;
     vq->last_from_resubmit = false;
+    vq_prefetch_next(vq);
 
     if (vq->inflight_region) {
         struct vhost_user_inflight_desc *d = &vq->inflight_region->desc[head];
@@ -530,6 +588,7 @@ void vq_unpop(struct virtqueue *vq)
         return;
     }
     vq->last_avail_idx--;
+    vq->heads_end = vq->last_avail_idx;   /* read the entry from the ring again */
     vq->inflight--;
     if (vq->inflight_region) {
         vq->inflight_region->desc[vq->last_head].inflight = 0;
@@ -736,6 +795,7 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
     /* Everything popped is either used or in flight; the rest is new. */
     vq->last_avail_idx = used + count;
     vq->shadow_avail_idx = vq->last_avail_idx;
+    vq->heads_end = vq->last_avail_idx;
     if (count == 0) {
         return 0;
     }

@@ -340,6 +340,45 @@ static void test_pop_in_avail_order(void)
     tguest_free(t);
 }
 
+/*
+ * The device reads a batch of heads at once; entries the driver adds while
+ * that batch is being served follow it in order, and an entry taken back
+ * with vq_unpop is read from the ring again.
+ */
+static void test_pop_batch_then_later_entries(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_simple(t, 3);
+    make_simple(t, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 3);
+    make_simple(t, 7);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 1);
+    vq_unpop(&t->vq);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 1);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 7);
+    g_assert_cmpint(pop(t), ==, 0);
+    tguest_free(t);
+}
+
+/* A bad head inside a batch read at once breaks the queue when its turn comes. */
+static void test_bad_head_inside_batch(void)
+{
+    struct tguest *t = tguest_new(0);
+
+    make_simple(t, 2);
+    make_avail(t, QSZ + 3);
+    make_simple(t, 4);
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, 2);
+    assert_pop_breaks(t, -EINVAL, "holds head 11, ring size 8");
+    tguest_free(t);
+}
+
 /* The 16-bit free-running indexes wrap from 65535 to 0. */
 static void test_pop_across_index_wrap(void)
 {
@@ -1614,6 +1653,7 @@ int main(int argc, char **argv)
     g_test_add_func("/virtqueue/pop/empty-ring", test_pop_empty);
     g_test_add_func("/virtqueue/pop/direct-chain", test_pop_direct_chain);
     g_test_add_func("/virtqueue/pop/in-avail-ring-order", test_pop_in_avail_order);
+    g_test_add_func("/virtqueue/pop/batch-then-later-entries", test_pop_batch_then_later_entries);
     g_test_add_func("/virtqueue/pop/across-16-bit-index-wrap", test_pop_across_index_wrap);
     g_test_add_func("/virtqueue/pop/zero-length-descriptor-has-no-iovec",
                     test_pop_zero_length_descriptor);
@@ -1625,6 +1665,8 @@ int main(int argc, char **argv)
     g_test_add_func("/virtqueue/pop/chain-of-ring-size", test_pop_chain_of_ring_size);
 
     g_test_add_func("/virtqueue/malformed/head-out-of-range", test_bad_head_index);
+    g_test_add_func("/virtqueue/malformed/head-out-of-range-inside-batch",
+                    test_bad_head_inside_batch);
     g_test_add_func("/virtqueue/malformed/next-out-of-range", test_bad_next_index);
     g_test_add_func("/virtqueue/malformed/bad-chain-is-answered", test_bad_chain_is_answered);
     g_test_add_func("/virtqueue/malformed/loop", test_loop);
