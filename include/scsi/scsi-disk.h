@@ -12,7 +12,9 @@
 
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "backend.h"
@@ -114,6 +116,19 @@ struct scsi_cmd {
     uint64_t priv[12];
     struct iovec iov_slice[8];
 };
+
+/*
+ * Clears a command for reuse, except the buffers that are always written
+ * before they are read (sense[] up to sense_len, priv[] by the LUN's
+ * command set-up, iov_slice[] by the slicer): a third of the struct,
+ * cleared once per I/O otherwise.
+ */
+static inline void scsi_cmd_reset(struct scsi_cmd *cmd)
+{
+    memset(cmd, 0, offsetof(struct scsi_cmd, sense));
+    memset(&cmd->data_in_xfer, 0,
+           offsetof(struct scsi_cmd, priv) - offsetof(struct scsi_cmd, data_in_xfer));
+}
 
 /*
  * Takes ownership of be (closed on failure).  name is used in log lines

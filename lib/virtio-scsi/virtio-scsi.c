@@ -206,7 +206,7 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
         return;
     }
 
-    memset(cmd, 0, sizeof(*cmd));
+    scsi_cmd_reset(cmd);
     if (out_data) {
         n = iov_slice(r->elem.out_sg, r->elem.out_num, hdr_len, out_data, r->data_iov,
                       q->max_sg);
