@@ -8,7 +8,9 @@
 # target's context switches and CPU per I/O.  It measures, asserts nothing.
 # AB_LUN=SPEC serves another LUN (default null:1G, e.g. ram:1G), AB_BS
 # another block size (default 4k); AB_POLL=1
-# polls on both sides (target --poll on, bench --poll); AB_CPUS="T B" pins
+# polls on both sides (target --poll on, bench --poll); AB_TPOLL=MODE sets
+# the target's --poll alone (on, off, adaptive; the bench waits unless
+# AB_POLL is set too); AB_QDS="1 32" the queue depths; AB_CPUS="T B" pins
 # the target to CPU T and the bench to CPU B (taskset).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -20,6 +22,7 @@ LUN=${AB_LUN:-null:1G}
 BS=${AB_BS:-4k}
 TPOLL=off; BPOLL=
 [ -n "${AB_POLL:-}" ] && TPOLL=on && BPOLL=--poll
+TPOLL=${AB_TPOLL:-$TPOLL}
 TPIN=; BPIN=
 if [ -n "${AB_CPUS:-}" ]; then
   read -r tc bc <<< "$AB_CPUS"
@@ -32,7 +35,7 @@ for round in $(seq "$ROUNDS"); do
   for side in A B; do
     dir=$A; extra=${A_BENCH_ARGS:-}
     [ $side = B ] && dir=$B && extra=${B_BENCH_ARGS:-}
-    for qd in 1 32; do
+    for qd in ${AB_QDS:-1 32}; do
       sock=$OUT/s.sock; rm -f $sock
       $TPIN $dir/vhost-scsi-target --socket-path $sock --lun 0=$LUN --queues 1 --threads 1 --poll $TPOLL > $OUT/target.log 2>&1 &
       pid=$!
@@ -50,8 +53,8 @@ rows={}
 for line in open(sys.argv[1]):
     side,qd,j=line.split(' ',2)
     d=json.loads(j)
-    rows.setdefault((side,qd),[]).append((d['iops'],d['lat_us']['p99'],d['backend']['ctxsw_per_io'],d['backend']['sys_us_per_io']+d['backend']['usr_us_per_io']))
+    rows.setdefault((side,qd),[]).append((d['iops'],d['lat_us']['p99'],d['backend']['ctxsw_per_io'],d['backend']['sys_us_per_io']+d['backend']['usr_us_per_io'],d['interrupts_per_io'],d['kicks_per_io']))
 for k in sorted(rows):
     v=rows[k]
-    print(k, 'median IOPS %.0f p99 %.1f us csw/IO %.4f cpu us/IO %.3f' % tuple(statistics.median(x[i] for x in v) for i in range(4)), 'IOPS runs', [round(x[0]) for x in v])
+    print(k, 'median IOPS %.0f p99 %.1f us csw/IO %.4f cpu us/IO %.3f irq/IO %.4f kicks/IO %.4f' % tuple(statistics.median(x[i] for x in v) for i in range(6)), 'IOPS runs', [round(x[0]) for x in v])
 PY

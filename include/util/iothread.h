@@ -97,6 +97,13 @@ struct iothread_stats {
 struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_depth);
 void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode,
                        uint64_t poll_ns);
+/*
+ * True while t spins on its pollers with their notifications off (poll
+ * mode, awake): a source handled from an fd callback then must not turn
+ * its notifications back on, or every kick would arm the next one.  Call
+ * on t only.
+ */
+bool iothread_polling(const struct iothread *t);
 /* Spawns the thread. */
 int iothread_start(struct iothread *t);
 /* Runs the loop in the calling thread until iothread_quit() (for main()). */

@@ -748,6 +748,11 @@ void iothread_run_sync(struct iothread *t, void (*fn)(void *opaque), void *opaqu
     pthread_mutex_unlock(&t->sync_lock);
 }
 
+bool iothread_polling(const struct iothread *t)
+{
+    return t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len > 0 && !t->notify_armed;
+}
+
 static void set_notify_all(struct iothread *t, bool enable, bool *work_pending)
 {
     for (guint i = 0; i < t->pollers->len; i++) {

@@ -63,6 +63,15 @@
  * QD32 of 4 KiB is 128 KiB.
  */
 #define VSCSI_INFLIGHT_BYTES (16u << 20)
+/*
+ * Completions of one iteration are published to the used ring (and the
+ * driver signalled, if it asked) every this many, not only at the
+ * iteration's end: a driver that waits for interrupts then wakes while
+ * the rest of the batch is still being answered and refills the ring in
+ * parallel, instead of the two sides taking turns a whole batch at a time.
+ * A QD1 request is alone in its iteration and is unaffected.
+ */
+#define VSCSI_PUBLISH_EVERY 8
 
 struct vscsi_queue;
 struct vscsi_tmf;

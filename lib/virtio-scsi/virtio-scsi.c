@@ -124,7 +124,12 @@ static void req_finish(struct vscsi_req *r, const struct virtio_scsi_cmd_resp *r
 
     iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, resp_len);
     vq_fill(q->vq, &r->elem, (uint32_t)resp_len + data_in);
-    q->need_flush = true;
+    if ((uint16_t)(q->vq->used_idx - q->vq->flushed_used_idx) >= VSCSI_PUBLISH_EVERY) {
+        vq_flush(q->vq);
+        vq_notify(q->vq);
+    } else {
+        q->need_flush = true;
+    }
     req_release(q, r);
 }
 
@@ -388,7 +393,7 @@ static void queue_process(struct vscsi_queue *q)
             return;
         }
     } while (!q->starved && !q->stopping && !q->vq->broken && q->running &&
-             vq_enable_notify(q->vq));
+             !iothread_polling(q->t) && vq_enable_notify(q->vq));
 }
 
 static void queue_kick_cb(void *opaque, uint32_t events)

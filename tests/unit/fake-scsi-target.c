@@ -311,6 +311,49 @@ void fake_complete(struct scsi_target *t, unsigned i, uint8_t status, const uint
     iothread_run_sync(k.cmd->thread, complete_on_thread, &k);
 }
 
+struct batch {
+    struct scsi_cmd **cmds;
+    unsigned n;
+};
+
+static void complete_batch_on_thread(void *opaque)
+{
+    struct batch *b = opaque;
+
+    for (unsigned i = 0; i < b->n; i++) {
+        struct scsi_cmd *cmd = b->cmds[i];
+
+        cmd->status = SAM_STAT_GOOD;
+        cmd->sense_len = 0;
+        cmd->data_in_xfer = 0;
+        cmd->complete(cmd);
+    }
+}
+
+void fake_complete_batch(struct scsi_target *t, unsigned first, unsigned n)
+{
+    struct batch b = { .cmds = g_new(struct scsi_cmd *, n), .n = n };
+
+    g_mutex_lock(&t->lock);
+    g_assert_cmpuint(first + n, <=, t->cmds->len);
+    for (unsigned i = 0; i < n; i++) {
+        struct fake_cmd *c = t->cmds->pdata[first + i];
+
+        b.cmds[i] = c->cmd;
+        c->cmd = NULL;
+        g_assert_nonnull(b.cmds[i]);
+        g_assert_true(b.cmds[i]->thread == b.cmds[0]->thread);
+    }
+    g_mutex_unlock(&t->lock);
+    iothread_run_sync(b.cmds[0]->thread, complete_batch_on_thread, &b);
+    g_free(b.cmds);
+}
+
+void fake_nothing(void *opaque)
+{
+    (void)opaque;
+}
+
 unsigned fake_nexus_created(struct scsi_target *t)
 {
     return t->nexuses->len;

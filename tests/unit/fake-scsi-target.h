@@ -54,6 +54,14 @@ const struct fake_cmd *fake_cmd_at(struct scsi_target *t, unsigned i);
  */
 void fake_complete(struct scsi_target *t, unsigned i, uint8_t status, const uint8_t *sense,
                    unsigned sense_len, const void *data, size_t len);
+/*
+ * Completes commands first .. first + n - 1, GOOD and without data, in
+ * one turn of their thread (they must share one), as a backend that
+ * finishes a batch at once does.
+ */
+void fake_complete_batch(struct scsi_target *t, unsigned first, unsigned n);
+/* Does nothing: run on a thread, its return says the turn before it ended. */
+void fake_nothing(void *opaque);
 
 /* Nexuses: created in all, alive, and by creation order. */
 unsigned fake_nexus_created(struct scsi_target *t);

@@ -233,6 +233,70 @@ static void test_adaptive_poll_rearms_when_idle(void)
     iothread_free(pp.t);
 }
 
+/*
+ * What an fd handler (a kick) learns from iothread_polling(): true on a
+ * thread spinning on its pollers, so the source leaves its notifications
+ * off (re-enabling them there made every kick arm the next one); false
+ * on a thread that sleeps in epoll, where they must be on.
+ */
+struct kick_probe {
+    struct poll_probe pp;
+    int efd;
+    atomic_int seen;          /* handler runs */
+    atomic_int polling;       /* of which saw iothread_polling() true */
+};
+
+static void kick_cb(void *opaque, uint32_t events)
+{
+    struct kick_probe *k = opaque;
+    uint64_t v;
+
+    g_assert_cmpint(read(k->efd, &v, sizeof(v)), ==, sizeof(v));
+    if (iothread_polling(k->pp.t)) {
+        atomic_fetch_add(&k->polling, 1);
+    }
+    atomic_fetch_add(&k->seen, 1);
+}
+
+static void add_poller_and_kick_fd(void *opaque)
+{
+    struct kick_probe *k = opaque;
+
+    add_poller(&k->pp);
+    g_assert_cmpint(iothread_add_fd(k->pp.t, k->efd, EPOLLIN, kick_cb, k), ==, 0);
+}
+
+static int kick_seen_polling(enum iothread_poll_mode mode)
+{
+    struct kick_probe k = { .efd = eventfd(0, EFD_NONBLOCK) };
+    uint64_t one = 1;
+    int polling;
+
+    k.pp.t = iothread_new("t-kick", 1, 0);
+    iothread_set_poll(k.pp.t, mode, 0);
+    g_assert_cmpint(iothread_start(k.pp.t), ==, 0);
+    iothread_run_sync(k.pp.t, add_poller_and_kick_fd, &k);
+    g_assert_cmpint(write(k.efd, &one, sizeof(one)), ==, sizeof(one));
+    for (int i = 0; i < 1000000 && atomic_load(&k.seen) == 0; i++) {
+        iothread_run_sync(k.pp.t, nothing, NULL);
+    }
+    g_assert_cmpint(atomic_load(&k.seen), ==, 1);
+    polling = atomic_load(&k.polling);
+    iothread_free(k.pp.t);
+    close(k.efd);
+    return polling;
+}
+
+static void test_kick_while_polling_leaves_notifications_off(void)
+{
+    g_assert_cmpint(kick_seen_polling(IOTHREAD_POLL_ON), ==, 1);
+}
+
+static void test_kick_without_polling_rearms(void)
+{
+    g_assert_cmpint(kick_seen_polling(IOTHREAD_POLL_OFF), ==, 0);
+}
+
 /* ---- post ------------------------------------------------------------- */
 
 #define GATE_TIMEOUT_US (10 * G_TIME_SPAN_SECOND)
@@ -818,6 +882,9 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/uring-completion-is-dispatched", test_uring_completion_is_dispatched);
     g_test_add_func("/iothread/uring-runs-only-backend-ops", test_uring_runs_only_backend_ops);
     g_test_add_func("/iothread/adaptive-poll-rearms-when-idle", test_adaptive_poll_rearms_when_idle);
+    g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
+                    test_kick_while_polling_leaves_notifications_off);
+    g_test_add_func("/iothread/poll/kick-without-polling-rearms", test_kick_without_polling_rearms);
     g_test_add_func("/iothread/post/runs-on-the-thread-in-order",
                     test_post_runs_on_the_thread_in_order);
     g_test_add_func("/iothread/post/to-itself-runs-later", test_post_to_itself_runs_later);
