@@ -183,6 +183,9 @@ row ram-qd32-wait-pollon "ram vs malloc, QD32, bench waits, target --poll on" \
     "ram:64M" on 1 malloc "$R --iodepth 32"
 row ram-qd1-poll "ram vs malloc, QD1, bench polls, target --poll on" \
     "ram:64M" on 1 malloc "$R --iodepth 1 --poll"
+# Goal 2's idle half: a front-end attached, nothing issued; only CPU counts.
+row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
+    "null:1G,fill=none" adaptive 1 null "--idle"
 
 python3 - "$OUT" "$RUNTIME" "$REPS" "${ROWS[@]}" >"$WORK/section.md" <<'EOF'
 import datetime, json, os, platform, statistics, subprocess, sys
@@ -192,8 +195,10 @@ def med(runs, who, f):
     v = [f(r) for r in runs if r["who"] == who]
     return statistics.median(v) if v else 0.0
 
-def cores(r):  # the target's CPU use in cores: CPU time per I/O x IOPS
+def cores(r):  # the target's CPU use in cores: CPU time per I/O x IOPS (or measured idle)
     b = r.get("backend", {})
+    if r.get("rw") == "idle":
+        return b.get("cpu_cores", 0)
     return (b.get("usr_us_per_io", 0) + b.get("sys_us_per_io", 0)) * r["iops"] / 1e6
 
 loads = [json.loads(l)["loadavg"] for n in rows for l in open(f"{out}/{n}.jsonl")] or [0]
@@ -213,8 +218,12 @@ cmds = []
 for n in rows:
     runs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
     desc, ocmd, scmd, bcmd = open(f"{out}/{n}.desc").read().rstrip("\n").split("\t")
-    o, s = med(runs, "ours", lambda r: r["iops"]), med(runs, "spdk", lambda r: r["iops"])
     oc, sc = med(runs, "ours", cores), med(runs, "spdk", cores)
+    if runs[0].get("rw") == "idle":
+        print(f"| {desc} | - | - | - | {oc:.3f} | {sc:.3f} |")
+        cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
+        continue
+    o, s = med(runs, "ours", lambda r: r["iops"]), med(runs, "spdk", lambda r: r["iops"])
     fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
     print(f"| {desc} | {fmt(o)} | {fmt(s)} | {o / s if s else 0:.2f} | {oc:.2f} | {sc:.2f} |")
     cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")

@@ -124,6 +124,7 @@ struct opts {
     gboolean indirect;
     gboolean poll;
     gboolean dirty_log;
+    gboolean idle;
     int queue_size;
     int rwmix;           /* read percentage for --rw rw */
 
@@ -674,7 +675,7 @@ out:
 enum {
     OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
     OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
-    OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG,
+    OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG, OPT_IDLE,
 };
 
 static const struct bench_option {
@@ -707,6 +708,8 @@ static const struct bench_option {
     { "queue-size", OPT_QUEUE_SIZE, "N", "ring entries (auto)" },
     { "dirty-log", OPT_DIRTY_LOG, NULL, "run with dirty logging on, as during a live "
       "migration (vhost-user)" },
+    { "idle", OPT_IDLE, NULL, "connect and issue nothing for --time seconds: what the "
+      "back-end (--pid) costs with a front-end attached and no I/O" },
     { "help", 'h', NULL, "this text" },
 };
 
@@ -805,6 +808,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case OPT_DIRTY_LOG:
             o->dirty_log = TRUE;
             break;
+        case OPT_IDLE:
+            o->idle = TRUE;
+            break;
         case 'h':
             usage(stdout);
             exit(0);
@@ -820,6 +826,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (!!o->socket == !!o->kernel) {
         fprintf(stderr, "vhost-scsi-bench: give exactly one of --socket and --kernel\n");
+        return -EINVAL;
+    }
+    if (o->idle && (o->verify || o->ios)) {
+        fprintf(stderr, "vhost-scsi-bench: --idle issues no I/O: not with --verify or --ios\n");
         return -EINVAL;
     }
     o->mode = RW_RANDREAD;
@@ -881,6 +891,20 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     return 0;
 }
 
+/* Ends jb's top-level object and prints it as one line. */
+static void json_print(JsonBuilder *jb)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    g_autoptr(JsonNode) root = NULL;
+    g_autofree char *text = NULL;
+
+    json_builder_end_object(jb);
+    root = json_builder_get_root(jb);
+    json_generator_set_root(gen, root);
+    text = json_generator_to_data(gen, NULL);
+    printf("%s\n", text);
+}
+
 static void print_result(struct bench *b, double secs, const struct vfe_stats *st,
                          const struct proc_sample *p0, const struct proc_sample *p1)
 {
@@ -899,9 +923,6 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
 
     if (o->json) {
         g_autoptr(JsonBuilder) jb = json_builder_new();
-        g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autoptr(JsonNode) root = NULL;
-        g_autofree char *text = NULL;
 
         json_builder_begin_object(jb);
         json_add_string(jb, "transport", o->socket ? "vhost-user" : "vhost-kernel");
@@ -938,11 +959,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
             json_add_double(jb, "ctxsw_per_io", csw, 4);
             json_builder_end_object(jb);
         }
-        json_builder_end_object(jb);
-        root = json_builder_get_root(jb);
-        json_generator_set_root(gen, root);
-        text = json_generator_to_data(gen, NULL);
-        printf("%s\n", text);
+        json_print(jb);
         return;
     }
     printf("%s %s bs=%u iodepth=%d queues=%d: %" PRIu64 " I/Os in %.2f s\n",
@@ -959,6 +976,64 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         printf("  verify: %" PRIu64 " blocks of %u bytes, %" PRIu64 " mismatches\n",
                b->verify_n, o->bs, b->mismatches);
     }
+}
+
+/*
+ * --idle: the queues are set up and nothing is issued for --time seconds;
+ * reports the back-end's CPU over that time (what a polling back-end
+ * burns for an attached, quiet guest) and the signals it sent meanwhile.
+ */
+static int run_idle(struct bench *b)
+{
+    struct opts *o = b->o;
+    struct proc_sample p0, p1;
+    struct vfe_stats st0, st1;
+    uint64_t t0 = now_ns(), t_end = t0 + (uint64_t)o->time_s * 1000000000ull;
+    long tck = sysconf(_SC_CLK_TCK);
+
+    vfe_get_stats(b->fe, &st0);
+    proc_sample(o->pid, &p0);
+    for (uint64_t t = t0; t < t_end; t = now_ns()) {
+        int r = vfe_poll(b->fe, (int)MIN((t_end - t) / 1000000 + 1, 1000));
+        if (r < 0) {
+            fprintf(stderr, "vhost-scsi-bench: idle: %s\n", g_strerror(-r));
+            return r;
+        }
+    }
+    double secs = (now_ns() - t0) / 1e9;
+    proc_sample(o->pid, &p1);
+    vfe_get_stats(b->fe, &st1);
+    bool have_cpu = p0.ok && p1.ok;
+    double cores = have_cpu ? (double)(p1.utime + p1.stime - p0.utime - p0.stime) / tck / secs : 0;
+    double csw = have_cpu ? (double)(p1.vcsw + p1.nvcsw - p0.vcsw - p0.nvcsw) / secs : 0;
+    uint64_t calls = st1.calls - st0.calls;
+
+    if (o->json) {
+        g_autoptr(JsonBuilder) jb = json_builder_new();
+
+        json_builder_begin_object(jb);
+        json_add_string(jb, "transport", o->socket ? "vhost-user" : "vhost-kernel");
+        json_add_string(jb, "rw", "idle");
+        json_add_int(jb, "queues", o->queues);
+        json_add_double(jb, "seconds", secs, 3);
+        json_add_int(jb, "interrupts", (gint64)calls);
+        if (have_cpu) {
+            json_builder_set_member_name(jb, "backend");
+            json_builder_begin_object(jb);
+            json_add_int(jb, "pid", o->pid);
+            json_add_double(jb, "cpu_cores", cores, 4);
+            json_builder_end_object(jb);
+        }
+        json_print(jb);
+        return 0;
+    }
+    printf("%s idle, %d queue(s): %.2f s, %" PRIu64 " interrupts\n",
+           o->socket ? "vhost-user" : "vhost-kernel", o->queues, secs, calls);
+    if (have_cpu) {
+        printf("  back-end pid %d: %.2f%% of a core, %.1f context switches/s\n", o->pid,
+               cores * 100, csw);
+    }
+    return 0;
 }
 
 /* Runs until nothing is in flight and nothing more will be issued. */
@@ -1088,6 +1163,11 @@ static int run(struct opts *po)
             fprintf(stderr, "vhost-scsi-bench: out of front-end memory\n");
             goto out;
         }
+    }
+
+    if (o.idle) {
+        ret = run_idle(&b) == 0 ? 0 : 1;
+        goto out;
     }
 
     struct vfe_stats st0, st1;

@@ -210,6 +210,41 @@ static void test_poll_modes_serve_correctly(void)
     }
 }
 
+/*
+ * The bench's --idle attaches, issues nothing for --time seconds and
+ * reports the back-end's CPU over that time (issue 16's idle goal is
+ * measured with it); with --verify or --ios it refuses, saying why.
+ */
+static void test_bench_idle_reports_the_back_end(void)
+{
+    const char *bench = g_getenv("VHOST_SCSI_BENCH");
+    const char *args[] = { "--lun", "0=null:16M", "--poll", "adaptive", NULL };
+    struct pu_daemon d;
+    char pid[16], *out, *err;
+
+    g_assert_nonnull(bench);
+    pu_daemon_init(&d);
+    pu_daemon_start(&d, args);
+    snprintf(pid, sizeof(pid), "%d", (int)d.proc.pid);
+    const char *argv[] = { bench, "--socket", d.sock, "--idle", "--time", "1", "--pid", pid,
+                           "--json", NULL };
+    g_assert_cmpint(run_sync(argv, &out, &err), ==, 0);
+    g_assert_nonnull(strstr(out, "\"rw\":\"idle\""));
+    g_assert_nonnull(strstr(out, "\"interrupts\":0"));
+    g_assert_nonnull(strstr(out, "\"cpu_cores\":"));
+    g_free(out);
+    g_free(err);
+
+    const char *bad[] = { bench, "--socket", d.sock, "--idle", "--verify", NULL };
+    g_assert_cmpint(run_sync(bad, &out, &err), !=, 0);
+    g_assert_nonnull(strstr(err, "--idle issues no I/O"));
+    g_free(out);
+    g_free(err);
+    g_assert_true(pu_daemon_alive(&d));
+    pu_daemon_stop(&d, false);
+    pu_daemon_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -218,5 +253,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cli/inherited-listening-socket", test_inherited_listening_socket);
     g_test_add_func("/cli/embedded-default", test_embedded_default);
     g_test_add_func("/cli/poll-modes-serve-correctly", test_poll_modes_serve_correctly);
+    g_test_add_func("/cli/bench-idle-reports-the-back-end", test_bench_idle_reports_the_back_end);
     return g_test_run();
 }
