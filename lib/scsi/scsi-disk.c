@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <endian.h>
 #include <string.h>
 
 #include "scsi-disk-int.h"
@@ -295,6 +296,32 @@ static int exec_rsoc(struct scsi_lun *lun, struct scsi_cmd *cmd)
 
 /* ---- dispatch ---------------------------------------------------------- */
 
+/*
+ * True when no bit outside d's usage data is set in bytes 1 .. cdb_len-2
+ * of the CDB, tested sixteen bytes at a time: the byte loop in dispatch
+ * was a tenth of a polled READ's instructions.  False also when the
+ * caller's buffer is too short for the wide reads; dispatch then walks the
+ * bytes, which it does anyway to name the first bad bit.
+ */
+static inline bool cdb_reserved_clear(const struct scsi_cmd *cmd, const struct op_desc *d)
+{
+    uint64_t c[2], u[2], keep[2];
+    unsigned last = d->cdb_len - 1u;   /* the control byte, checked on its own */
+
+    G_STATIC_ASSERT(sizeof(d->usage) == sizeof(c));
+    if (cmd->cdb_len < sizeof(c) || d->cdb_len < 2 || d->cdb_len > sizeof(c)) {
+        return false;
+    }
+    memcpy(c, cmd->cdb, sizeof(c));
+    memcpy(u, d->usage, sizeof(u));
+    /* Byte k of the CDB is byte k % 8 of word k / 8 once read little-endian. */
+    keep[0] = last >= 8 ? ~UINT64_C(0) : (UINT64_C(1) << (8 * last)) - 1;
+    keep[1] = last <= 8 ? 0 : (UINT64_C(1) << (8 * (last - 8))) - 1;
+    keep[0] &= ~UINT64_C(0xff);        /* the opcode */
+    return !(((le64toh(c[0]) & ~le64toh(u[0])) & keep[0]) |
+             ((le64toh(c[1]) & ~le64toh(u[1])) & keep[1]));
+}
+
 static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
 {
     const struct op_desc *d;
@@ -360,11 +387,13 @@ static int dispatch(struct scsi_lun *lun, struct scsi_cmd *cmd)
      * opcode, the last the control byte (checked above).  Before the
      * command's own checks: a reserved bit is reported as itself.
      */
-    for (unsigned i = 1; i + 1 < d->cdb_len; i++) {
-        uint8_t bad = cmd->cdb[i] & ~d->usage[i];
+    if (!cdb_reserved_clear(cmd, d)) {
+        for (unsigned i = 1; i + 1 < d->cdb_len; i++) {
+            uint8_t bad = cmd->cdb[i] & ~d->usage[i];
 
-        if (bad) {
-            return invalid_cdb(cmd, i, 31 - __builtin_clz(bad));
+            if (bad) {
+                return invalid_cdb(cmd, i, 31 - __builtin_clz(bad));
+            }
         }
     }
     /*

@@ -124,11 +124,20 @@ static struct scsi_lun *full_lun(struct spy **s)
     return lun;
 }
 
-static void test_reserved_bits_refused(void)
+/* virtio-scsi's CDB field: the transport passes all of it. */
+#define WHOLE_CDB_FIELD 32
+
+/*
+ * Each reserved bit is refused whether the transport hands over exactly
+ * the command's CDB or a whole CDB field with bytes to spare (virtio-scsi's
+ * 32, which the dispatch tests a word at a time): whatever lies past the
+ * control byte in the spare bytes is no part of the command.
+ */
+static void reserved_bits_refused(unsigned avail, uint8_t spare)
 {
     struct scsi_lun *lun = full_lun(NULL);
     g_autoptr(GArray) cmds = list_commands(lun);
-    uint8_t cdb[SC_CDB_MAX], buf[512];
+    uint8_t cdb[WHOLE_CDB_FIELD], buf[512];
     unsigned checked = 0;
 
     for (guint i = 0; i < cmds->len; i++) {
@@ -142,8 +151,9 @@ static void test_reserved_bits_refused(void)
                     continue;
                 }
                 base_cdb(c, cdb);
+                memset(cdb + c->len, spare, sizeof(cdb) - c->len);
                 cdb[byte] |= (uint8_t)(1u << bit);
-                r = run_cdb(lun, cdb, c->len, NULL, 0, buf, sizeof(buf));
+                r = run_cdb(lun, cdb, avail ? avail : c->len, NULL, 0, buf, sizeof(buf));
                 if (r.status != SAM_STAT_CHECK_CONDITION) {
                     g_error("opcode %02x/%02x: reserved byte %u bit %d accepted", c->op, c->sa,
                             byte, bit);
@@ -154,6 +164,46 @@ static void test_reserved_bits_refused(void)
         }
     }
     g_assert_cmpuint(checked, >, 500);
+    scsi_lun_free(lun);
+}
+
+static void test_reserved_bits_refused(void)
+{
+    reserved_bits_refused(0, 0);
+}
+
+static void test_reserved_bits_refused_in_whole_cdb_field(void)
+{
+    reserved_bits_refused(WHOLE_CDB_FIELD, 0xff);
+}
+
+/* Every command with all of its used bits set and garbage past it is not refused for a bit. */
+static void test_spare_bytes_ignored(void)
+{
+    struct scsi_lun *lun = full_lun(NULL);
+    g_autoptr(GArray) cmds = list_commands(lun);
+    uint8_t cdb[WHOLE_CDB_FIELD], buf[512];
+    unsigned checked = 0;
+
+    for (guint i = 0; i < cmds->len; i++) {
+        const struct listed *c = &g_array_index(cmds, struct listed, i);
+        struct result r;
+
+        base_cdb(c, cdb);
+        memset(cdb + c->len, 0xff, sizeof(cdb) - c->len);
+        r = run_cdb(lun, cdb, WHOLE_CDB_FIELD, NULL, 0, buf, sizeof(buf));
+        if (r.status == SAM_STAT_CHECK_CONDITION) {
+            struct sc_sense sn = sc_fixed_sense(r.sense, r.sense_len);
+
+            if (sn.code == SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB && sn.sksv && sn.in_cdb &&
+                sn.field >= c->len - 1) {
+                g_error("opcode %02x/%02x: byte %u past the command refused", c->op, c->sa,
+                        sn.field);
+            }
+        }
+        checked++;
+    }
+    g_assert_cmpuint(checked, >=, 40);
     scsi_lun_free(lun);
 }
 
@@ -534,6 +584,9 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/scsi-disk/strict/reserved-bits-refused", test_reserved_bits_refused);
+    g_test_add_func("/scsi-disk/strict/reserved-bits-refused-in-whole-cdb-field",
+                    test_reserved_bits_refused_in_whole_cdb_field);
+    g_test_add_func("/scsi-disk/strict/spare-bytes-ignored", test_spare_bytes_ignored);
     g_test_add_func("/scsi-disk/strict/used-bits-pass", test_used_bits_pass);
     g_test_add_func("/scsi-disk/strict/every-command-classified", test_every_command_classified);
     g_test_add_func("/scsi-disk/strict/lba-out-of-range", test_lba_out_of_range);
