@@ -13,6 +13,7 @@
 #ifndef VHOST_SCSI_SCSI_DISK_INT_H
 #define VHOST_SCSI_SCSI_DISK_INT_H
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -110,12 +111,8 @@ struct scsi_lun {
     uint64_t nb_blocks;    /* sd_nb_blocks(): a resize changes it under I/O */
     uint32_t bs;
 
-    /*
-     * Commands in flight, counted in two epochs (scsi-disk.c, "drain"):
-     * one word, so that a command joins the current epoch and a drain
-     * closes it in one atomic step each.
-     */
-    _Atomic uint64_t inflight;
+    /* Commands in flight, per thread and drain epoch (scsi-disk-drain.c). */
+    struct sd_inflight *inflight;
     /*
      * LUN-wide unit attentions: a count per condition, and their sum so the
      * data path checks one word; each nexus folds in what changed.
@@ -287,9 +284,17 @@ bool sd_ua_maybe_pending(struct scsi_lun *lun, struct scsi_cmd *cmd);
 
 /* ---- scsi-disk-drain.c: in-flight accounting ---------------------------- */
 
-/* Joins the current drain epoch; returns its slot for sd_inflight_put. */
-unsigned sd_inflight_get(struct scsi_lun *lun);
-void sd_inflight_put(struct scsi_lun *lun, unsigned slot);
+int sd_inflight_init(struct scsi_lun *lun);
+void sd_inflight_free(struct scsi_lun *lun);
+/*
+ * Joins the current drain epoch in the counter of I/O thread thread_id (0:
+ * none, a shared counter); returns the token for sd_inflight_put, which
+ * must then run on the same thread.
+ */
+unsigned sd_inflight_get(struct scsi_lun *lun, unsigned thread_id);
+void sd_inflight_put(struct scsi_lun *lun, unsigned token);
+/* A token no sd_inflight_get returns: the command counts nowhere. */
+#define SD_INFLIGHT_NONE UINT_MAX
 /*
  * A command that will wait for a drain of its own LUN stops counting as
  * in flight first (or the drain would wait for it); sd_cmd_finish then

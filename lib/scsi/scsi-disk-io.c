@@ -19,14 +19,11 @@
 
 enum { PHASE_SUBMITTING, PHASE_WAITING, PHASE_DONE_SYNC };
 
-/* cmd_priv.epoch of a command that left its epoch early (sd_cmd_leave_epoch). */
-#define EPOCH_LEFT 2u
-
 /* Per-command private area, overlaid on scsi_cmd.priv. */
 struct cmd_priv {
     struct op_state *op;
     struct iovec *heap_iov;  /* slice that did not fit cmd->iov_slice */
-    unsigned epoch;          /* the drain epoch slot the command joined */
+    unsigned epoch;          /* its sd_inflight_get token, or SD_INFLIGHT_NONE */
     enum io_class cls;       /* what the statistics count it as */
     struct sd_range range;   /* what it holds of the write range lock */
 };
@@ -127,7 +124,7 @@ void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls)
     cmd->data_in_xfer = 0;
     cmd->data_out_xfer = 0;
     memset(cmd->priv, 0, sizeof(cmd->priv));
-    cmd_priv(cmd)->epoch = sd_inflight_get(lun);
+    cmd_priv(cmd)->epoch = sd_inflight_get(lun, cmd->thread ? iothread_id(cmd->thread) : 0);
     cmd_priv(cmd)->cls = cls;
 }
 
@@ -166,7 +163,7 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
                  now - cmd->start_ns);
     /* cmd may be freed by complete(); lun and epoch were saved above. */
     cmd->complete(cmd);
-    if (epoch != EPOCH_LEFT) {
+    if (epoch != SD_INFLIGHT_NONE) {
         sd_inflight_put(lun, epoch);
     }
 }
@@ -175,9 +172,9 @@ void sd_cmd_leave_epoch(struct scsi_cmd *cmd)
 {
     struct cmd_priv *p = cmd_priv(cmd);
 
-    if (p->epoch != EPOCH_LEFT) {
+    if (p->epoch != SD_INFLIGHT_NONE) {
         sd_inflight_put(cmd->lun, p->epoch);
-        p->epoch = EPOCH_LEFT;
+        p->epoch = SD_INFLIGHT_NONE;
     }
 }
 /* ---- data helpers ------------------------------------------------------ */

@@ -293,7 +293,8 @@ static void pin(struct xcopy *x, struct scsi_lun *other)
         }
     }
     x->pinned[x->npinned] = other;
-    x->pinned_epoch[x->npinned++] = sd_inflight_get(other);
+    /* Slot 0: put back by xcopy_end, on whichever thread ends the copy. */
+    x->pinned_epoch[x->npinned++] = sd_inflight_get(other, 0);
 }
 
 /*

@@ -501,7 +501,7 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     pthread_mutex_init(&lun->lock, NULL);
     pthread_cond_init(&lun->drain_cond, NULL);
     lun->pr = scsi_pr_new(lun->name);
-    atomic_init(&lun->inflight, 0);
+    sd_inflight_init(lun);
     atomic_init(&lun->wce, be->write_cache);
     atomic_init(&lun->sanitize_state, SD_SANITIZE_IDLE);
     atomic_init(&lun->sanitize_progress, 0);
@@ -565,6 +565,7 @@ void scsi_lun_free(struct scsi_lun *lun)
     io_stats_destroy(&lun->stats);
     sd_qos_free(lun);
     sd_range_free(lun);
+    sd_inflight_free(lun);
     sd_xcopy_free(lun);
     g_free(lun->name);
     g_free(lun);

@@ -318,6 +318,7 @@ static void test_drain_done_runs_on_the_thread_named(void)
 struct parker {
     struct scsi_lun *lun;
     unsigned id;
+    struct iothread *own;      /* named by its commands (a counter of its own), or NULL */
     atomic_uint issued;        /* scsi_lun_exec returned */
     atomic_uint completed;     /* complete() called, in issue order */
     GQueue parked;             /* struct backend_io *, oldest first */
@@ -379,6 +380,7 @@ static gpointer parker_thread(gpointer opaque)
         p->cmd.cdb_len = sc_cdb(scsi_cdb_read10(w->id * 64 + i % STRESS_DEPTH, 512, BS,
                                                 0, 0, 0, 0, 0), p->cdb);
         p->cmd.cdb = p->cdb;
+        p->cmd.thread = w->own;
         p->cmd.complete = parked_complete;
         scsi_lun_exec(w->lun, &p->cmd);
         atomic_fetch_add(&w->issued, 1);
@@ -414,7 +416,13 @@ static void stress_drain_done(struct scsi_drain *d)
     g_mutex_unlock(&sd->lock);
 }
 
-static void test_drain_under_continuous_io(void)
+/*
+ * own_threads: each parker's commands name an I/O thread of their own (not
+ * run: the parker is its only user), so they count in per-thread counters
+ * with plain stores, and the drain relies on membarrier; otherwise they
+ * name none and share the atomic counter.
+ */
+static void drain_under_continuous_io(bool own_threads)
 {
     struct lun_backend *be = g_new0(struct lun_backend, 1);
     struct parker w[STRESS_THREADS];
@@ -434,6 +442,7 @@ static void test_drain_under_continuous_io(void)
         memset(&w[i], 0, sizeof(w[i]));
         w[i].lun = lun;
         w[i].id = i;
+        w[i].own = own_threads ? iothread_new("parker", i + 1, 0) : NULL;
         t[i] = g_thread_new("parker", parker_thread, &w[i]);
     }
     /* Every thread has a full set parked before the first drain. */
@@ -466,11 +475,22 @@ static void test_drain_under_continuous_io(void)
     for (unsigned i = 0; i < STRESS_THREADS; i++) {
         g_thread_join(t[i]);
         g_assert_cmpuint(atomic_load(&w[i].completed), ==, atomic_load(&w[i].issued));
+        iothread_free(w[i].own);
     }
     g_assert_cmpuint(scsi_lun_inflight(lun), ==, 0);
     g_mutex_clear(&sd.lock);
     g_cond_clear(&sd.cond);
     scsi_lun_free(lun);
+}
+
+static void test_drain_under_continuous_io(void)
+{
+    drain_under_continuous_io(false);
+}
+
+static void test_drain_under_continuous_io_per_thread(void)
+{
+    drain_under_continuous_io(true);
 }
 
 int main(int argc, char **argv)
@@ -490,6 +510,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/drain/done-runs-on-the-thread-named",
                     test_drain_done_runs_on_the_thread_named);
     g_test_add_func("/scsi-disk/drain/under-continuous-io", test_drain_under_continuous_io);
+    g_test_add_func("/scsi-disk/drain/under-continuous-io-per-thread-counters",
+                    test_drain_under_continuous_io_per_thread);
 
     return g_test_run();
 }
