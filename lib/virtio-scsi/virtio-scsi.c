@@ -121,8 +121,21 @@ static void req_finish(struct vscsi_req *r, const struct virtio_scsi_cmd_resp *r
 {
     struct vscsi_queue *q = r->q;
     size_t resp_len = MIN(sizeof(*resp), r->elem.in_len);
+    /*
+     * Only the sense bytes sense_len names are written, not the whole
+     * 96-byte field: a driver reads no more (the spec's sense_len), and
+     * for a GOOD command that leaves the response's second cache line
+     * alone, one transfer from the driver's core fewer per request.  The
+     * used length still covers the whole response: data-in follows it.
+     */
+    size_t wr = MIN(offsetof(struct virtio_scsi_cmd_resp, sense) +
+                    MIN(le32toh(resp->sense_len), VIRTIO_SCSI_SENSE_SIZE), resp_len);
 
-    iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, resp_len);
+    if (G_LIKELY(r->elem.in_num && r->elem.in_sg[0].iov_len >= wr)) {
+        memcpy(r->elem.in_sg[0].iov_base, resp, wr);
+    } else {
+        iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, wr);
+    }
     vq_fill(q->vq, &r->elem, (uint32_t)resp_len + data_in);
     if ((uint16_t)(q->vq->used_idx - q->vq->flushed_used_idx) >= VSCSI_PUBLISH_EVERY) {
         vq_flush(q->vq);

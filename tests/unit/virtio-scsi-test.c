@@ -292,6 +292,44 @@ static void main_barrier(struct fx *x)
     iothread_run_sync(x->th.main, nothing, NULL);
 }
 
+/*
+ * The response (virtio 1.2 5.6.6.1): a GOOD command's sense_len, resid,
+ * status and response are written and its sense field is not touched (the
+ * driver reads sense_len bytes of it); a CHECK CONDITION writes exactly its
+ * sense_len bytes of sense.  The used length covers the whole response
+ * either way, as data-in would follow it.
+ */
+static void test_response_writes_the_sense_it_reports(void)
+{
+    struct fx x;
+    struct cmd c;
+    uint8_t cdb[SC_CDB_MAX] = { 0x02 };     /* no such opcode */
+    unsigned n;
+
+    fx_setup(&x);
+    g_assert_cmpuint(fe_tur(&x.a, 0, 0, &c), ==, SAM_STAT_GOOD);
+    g_assert_cmpuint(le32toh(c.resp->sense_len), ==, 0);
+    g_assert_cmpuint(le32toh(c.resp->resid), ==, 0);
+    for (unsigned i = 0; i < sizeof(c.resp->sense); i++) {
+        g_assert_cmphex(c.resp->sense[i], ==, 0xee);
+    }
+    g_assert_cmpuint(tq_used_len(&x.a, c.qi, c.head), ==, sizeof(*c.resp));
+
+    c = fe_cmd(&x.a, VSCSI_FIRST_REQ_QUEUE, 0, 0, 1, cdb, 6, 0);
+    cmd_wait(&x.a, &c);
+    g_assert_cmpuint(c.resp->response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(c.resp->status, ==, SAM_STAT_CHECK_CONDITION);
+    n = le32toh(c.resp->sense_len);
+    g_assert_cmpuint(n, >=, 8);
+    g_assert_cmpuint(n, <, sizeof(c.resp->sense));
+    g_assert_cmpuint(sense_code(&c), ==, SCSI_SENSE_ASCQ_INVALID_OPERATION_CODE);
+    for (unsigned i = n; i < sizeof(c.resp->sense); i++) {
+        g_assert_cmphex(c.resp->sense[i], ==, 0xee);
+    }
+    g_assert_cmpuint(tq_used_len(&x.a, c.qi, c.head), ==, sizeof(*c.resp));
+    fx_teardown(&x);
+}
+
 static void test_quiesce_idle_queue_needs_no_wait(void)
 {
     struct fx x;
@@ -745,6 +783,8 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/virtio-scsi/lun/single-level", test_single_level_lun);
+    g_test_add_func("/virtio-scsi/response/writes-the-sense-it-reports",
+                    test_response_writes_the_sense_it_reports);
     g_test_add_func("/virtio-scsi/lun/report-luns-well-known-lun",
                     test_report_luns_well_known_lun);
     g_test_add_func("/virtio-scsi/lun/other-addresses-refused", test_other_addresses_refused);
