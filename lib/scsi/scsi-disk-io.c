@@ -123,7 +123,11 @@ void sd_cmd_begin(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls)
     cmd->sense_len = 0;
     cmd->data_in_xfer = 0;
     cmd->data_out_xfer = 0;
-    memset(cmd->priv, 0, sizeof(cmd->priv));
+    /* Unrolled stores, not memset: that became rep stosb, slow to start for 96 bytes. */
+#pragma GCC unroll 16
+    for (unsigned i = 0; i < G_N_ELEMENTS(cmd->priv); i++) {
+        cmd->priv[i] = 0;
+    }
     cmd_priv(cmd)->epoch = sd_inflight_get(lun, cmd->thread ? iothread_id(cmd->thread) : 0);
     cmd_priv(cmd)->cls = cls;
 }

@@ -173,7 +173,9 @@ static void req_fail(struct vscsi_req *r, uint8_t response)
 static void cmd_complete(struct scsi_cmd *cmd)
 {
     struct vscsi_req *r = cmd->opaque;
-    struct virtio_scsi_cmd_resp resp = { 0 };
+    /* Only the sense bytes it reports are set: req_finish copies no more. */
+    struct virtio_scsi_cmd_resp resp;
+    uint32_t sense_len = MIN(cmd->sense_len, VIRTIO_SCSI_SENSE_SIZE);
     uint64_t xfer, resid;
 
     if (r->elem.in_num && r->data_len && cmd->data_in) {
@@ -182,9 +184,10 @@ static void cmd_complete(struct scsi_cmd *cmd)
         xfer = MIN(cmd->data_out_xfer, r->data_len);
     }
     resid = r->data_len - xfer;
-    resp.sense_len = htole32(MIN(cmd->sense_len, VIRTIO_SCSI_SENSE_SIZE));
-    memcpy(resp.sense, cmd->sense, MIN(cmd->sense_len, VIRTIO_SCSI_SENSE_SIZE));
+    resp.sense_len = htole32(sense_len);
+    memcpy(resp.sense, cmd->sense, sense_len);
     resp.resid = htole32((uint32_t)MIN(resid, UINT32_MAX));
+    resp.status_qualifier = 0;
     resp.status = cmd->status;
     resp.response = VIRTIO_SCSI_S_OK;
     req_count(r, xfer, scsi_cmd_is_error(cmd), cmd->done_ns);
