@@ -4,12 +4,14 @@
 # the same guest run puts QEMU's own virtio-scsi-pci + scsi-hd (io_uring,
 # iothread, O_DIRECT like the target's `direct` LUN) on an identical file.
 # The guest runs the same fio jobs on both (4k randwrite and randread at
-# QD16, time based, then a sized randwrite with crc32c verify); the figures
-# are printed as a table and written to out/demo-results.txt.
+# QD16, time based, DEMO_ROUNDS rounds with the devices' order swapped
+# every round, then a sized randwrite with crc32c verify); the medians, the
+# rounds, the ratio and the interrupts per I/O of each are printed as a
+# table and written to out/demo-results.txt.
 # Exits non-zero if anything fails (build, target, guest, fio, verify).
 #
 # Environment: BUILD_DIR (default $BUILD, then build), DEMO_RUNTIME (seconds
-# per timed job, default 15), DEMO_VERIFY_SIZE (default 64M), DEMO_SKIP_DEPS=1
+# per timed job, default 10), DEMO_ROUNDS (default 3), DEMO_VERIFY_SIZE (default 64M), DEMO_SKIP_DEPS=1
 # to skip scripts/install-deps.sh, DEMO_SKIP_BUILD=1 to use the build as it is,
 # DEMO_KEEP=1 to keep the work directory.
 #
@@ -20,7 +22,8 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC"
 BUILD_DIR=${BUILD_DIR:-${BUILD:-build}}
 case "$BUILD_DIR" in /*) ;; *) BUILD_DIR=$SRC/$BUILD_DIR ;; esac
-RUNTIME=${DEMO_RUNTIME:-15}
+RUNTIME=${DEMO_RUNTIME:-10}
+ROUNDS=${DEMO_ROUNDS:-3}
 VSIZE=${DEMO_VERIFY_SIZE:-64M}
 OUT_DIR=$SRC/out
 RESULTS=$OUT_DIR/demo-results.txt
@@ -80,45 +83,64 @@ QEMU_ARGS=(
     -blockdev "driver=file,filename=$WORK/qemu.img,node-name=q0,aio=io_uring,cache.direct=on,discard=unmap"
     -device scsi-hd,bus=vs0.0,drive=q0
 )
-say "booting the guest (TCG; fio: ${RUNTIME}s per timed job, $VSIZE verify job)"
+say "booting the guest (TCG; fio: $ROUNDS rounds of ${RUNTIME}s per timed job, $VSIZE verify job)"
 LOG=$WORK/guest.log
 rc=0
-"$SRC/tests/guest/run-qemu.sh" --initrd "$INITRD" --log "$LOG" --timeout 600 \
-    --append "guest.devs=vhost-user-scsi@$VUS_PCI,qemu-virtio-scsi@$QEMU_PCI guest.runtime=$RUNTIME guest.verify_size=$VSIZE" \
+"$SRC/tests/guest/run-qemu.sh" --initrd "$INITRD" --log "$LOG" --timeout $((300 + ROUNDS * 4 * (RUNTIME + 10))) \
+    --append "guest.devs=vhost-user-scsi@$VUS_PCI,qemu-virtio-scsi@$QEMU_PCI guest.runtime=$RUNTIME guest.rounds=$ROUNDS guest.verify_size=$VSIZE" \
     -- "${QEMU_ARGS[@]}" || rc=$?
 tr -d '\r' <"$LOG" | grep -a '^# ' || true
 
-mapfile -t RES < <(tr -d '\r' <"$LOG" | grep -a '^DEMO-RESULT: ' | sed 's/^DEMO-RESULT: //')
-field() { sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"; }
-cell() {  # cell DEV JOB -> "IOPS MiB/s lat p99" or the error
-    local r
-    for r in "${RES[@]+"${RES[@]}"}"; do
-        [ "$(field dev "$r")" = "$1" ] && [ "$(field job "$r")" = "$2" ] || continue
-        if [ "$(field err "$r")" != 0 ]; then echo "ERROR ($(field err "$r"))"; return; fi
-        if [ -n "$(field verify "$r")" ]; then echo "verify $(field verify "$r")"; return; fi
-        printf '%7s IOPS %7.1f MiB/s %6s us avg %6s us p99' "$(field iops "$r")" \
-            "$(echo "$(field bw_kib "$r")" | awk '{ print $1 / 1024 }')" \
-            "$(field lat_us "$r")" "$(field p99_us "$r")"
-        return
-    done
-    echo "missing"
-}
-
+tr -d '\r' <"$LOG" | grep -a '^DEMO-RESULT: ' | sed 's/^DEMO-RESULT: //' >"$WORK/results.txt" || true
 {
     echo "vhost-scsi demo, $(date -u '+%Y-%m-%d %H:%M UTC'), $(qemu-system-x86_64 --version | head -n1)"
     echo "guest: Linux under TCG (-smp 2, 1G), 1 GiB sparse file per device, O_DIRECT on the host"
-    echo "fio: libaio, direct=1, bs=4k, iodepth=16, ${RUNTIME}s time_based (+2s ramp); verify: ${VSIZE} randwrite, crc32c"
+    echo "fio: libaio, direct=1, bs=4k, iodepth=16, ${RUNTIME}s time_based (+2s ramp), $ROUNDS rounds,"
+    echo "the devices' order swapped every round; verify: ${VSIZE} randwrite, crc32c"
     echo
-    printf '%-22s | %-52s | %-52s\n' "job" "vhost-scsi-target (vhost-user-scsi-pci)" \
-        "QEMU virtio-scsi-pci + scsi-hd (io_uring, iothread)"
-    printf -- '-%.0s' $(seq 132); echo
-    for job in randwrite-4k-qd16 randread-4k-qd16 "verify-$VSIZE"; do
-        printf '%-22s | %-52s | %-52s\n' "$job" "$(cell vhost-user-scsi "$job")" \
-            "$(cell qemu-virtio-scsi "$job")"
-    done
+    python3 - "$WORK/results.txt" "$RUNTIME" "$VSIZE" <<'PY'
+import statistics, sys
+
+path, runtime, vsize = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+devs = [("vhost-user-scsi", "vhost-scsi-target (vhost-user-scsi-pci)"),
+        ("qemu-virtio-scsi", "QEMU virtio-scsi-pci + scsi-hd (io_uring, iothread)")]
+rows = {}
+for line in open(path):
+    f = dict(w.split("=", 1) for w in line.split() if "=" in w)
+    rows.setdefault((f.get("dev"), f.get("job")), []).append(f)
+
+
+def cell(dev, job):
+    rs = rows.get((dev, job))
+    if not rs:
+        return "missing", None
+    bad = [r for r in rs if r.get("err") != "0"]
+    if bad:
+        return "ERROR (%s)" % bad[0].get("err"), None
+    if "verify" in rs[0]:
+        return "verify " + rs[0]["verify"], None
+    iops = [int(r["iops"]) for r in rs]
+    p99 = statistics.median(float(r["p99_us"]) for r in rs)
+    # The interrupts were counted over the ramp too: I/Os scaled to the whole run.
+    irq = statistics.median(int(r["irqs"]) / max(1.0, int(r["ios"]) * (runtime + 2) / runtime)
+                            for r in rs)
+    med = statistics.median(iops)
+    return ("%7d IOPS %6.0f us p99 %5.3f irq/IO (%s)" %
+            (med, p99, irq, " ".join(str(i) for i in iops)), med)
+
+
+print("%-20s | %-60s | %-60s | %s" % ("job (medians)", devs[0][1], devs[1][1], "ratio"))
+print("-" * 156)
+for job in ["randwrite-4k-qd16", "randread-4k-qd16", "verify-" + vsize]:
+    a, am = cell(devs[0][0], job)
+    b, bm = cell(devs[1][0], job)
+    ratio = "%.2fx" % (am / bm) if am and bm else ""
+    print("%-20s | %-60s | %-60s | %s" % (job, a, b, ratio))
+PY
     echo
     echo "Under TCG every guest instruction is emulated, so the absolute figures are"
     echo "small; the comparison between the two columns is what the demo shows."
+    echo "Rounds in brackets; irq/IO: the disk's request-queue interrupts per I/O."
 } >"$RESULTS"
 cat "$RESULTS"
 
