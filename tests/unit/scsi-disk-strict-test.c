@@ -127,6 +127,13 @@ static struct scsi_lun *full_lun(struct spy **s)
 /* virtio-scsi's CDB field: the transport passes all of it. */
 #define WHOLE_CDB_FIELD 32
 
+/* base_cdb in a whole CDB field, the bytes past the command set to spare. */
+static void field_cdb(const struct listed *c, uint8_t cdb[WHOLE_CDB_FIELD], uint8_t spare)
+{
+    base_cdb(c, cdb);
+    memset(cdb + c->len, spare, WHOLE_CDB_FIELD - c->len);
+}
+
 /*
  * Each reserved bit is refused whether the transport hands over exactly
  * the command's CDB or a whole CDB field with bytes to spare (virtio-scsi's
@@ -150,8 +157,7 @@ static void reserved_bits_refused(unsigned avail, uint8_t spare)
                 if ((c->usage[byte] & (1u << bit)) || is_sa_bit(c, byte, bit)) {
                     continue;
                 }
-                base_cdb(c, cdb);
-                memset(cdb + c->len, spare, sizeof(cdb) - c->len);
+                field_cdb(c, cdb, spare);
                 cdb[byte] |= (uint8_t)(1u << bit);
                 r = run_cdb(lun, cdb, avail ? avail : c->len, NULL, 0, buf, sizeof(buf));
                 if (r.status != SAM_STAT_CHECK_CONDITION) {
@@ -177,7 +183,7 @@ static void test_reserved_bits_refused_in_whole_cdb_field(void)
     reserved_bits_refused(WHOLE_CDB_FIELD, 0xff);
 }
 
-/* Every command with all of its used bits set and garbage past it is not refused for a bit. */
+/* No command is refused for a bit in the bytes past it, all set, of the whole field. */
 static void test_spare_bytes_ignored(void)
 {
     struct scsi_lun *lun = full_lun(NULL);
@@ -189,8 +195,7 @@ static void test_spare_bytes_ignored(void)
         const struct listed *c = &g_array_index(cmds, struct listed, i);
         struct result r;
 
-        base_cdb(c, cdb);
-        memset(cdb + c->len, 0xff, sizeof(cdb) - c->len);
+        field_cdb(c, cdb, 0xff);
         r = run_cdb(lun, cdb, WHOLE_CDB_FIELD, NULL, 0, buf, sizeof(buf));
         if (r.status == SAM_STAT_CHECK_CONDITION) {
             struct sc_sense sn = sc_fixed_sense(r.sense, r.sense_len);
