@@ -7,7 +7,9 @@
 # falls on both alike; the table gives medians and the ratio ours/SPDK.
 # Like is compared with like: our null:...,fill=none against SPDK's null
 # bdev (neither touches read buffers), ram: against SPDK's malloc bdev
-# (both copy); our zero-filling null: default gets its own rows.
+# (both copy); our zero-filling null: default gets its own rows.  Rows
+# marked "loaded host" run with a nice -n 10 busy loop on each core (goal
+# 5: compare each with its unloaded twin, IOPS and system time per I/O).
 # Writes the "SPDK peer" section of docs/performance.md (kept below the
 # analysis marker by make bench) and the raw JSON lines in out/bench-peer/.
 # Without an SPDK build the section says how to get one.  Asserts nothing.
@@ -79,7 +81,6 @@ stop() {
     fi
     PID=""
 }
-trap 'stop; rm -rf "$WORK"' EXIT
 
 wait_socket() {  # wait_socket PATH: until it exists, or the process died
     for _ in $(seq 400); do
@@ -150,10 +151,28 @@ fill() {
     fi
 }
 
+# The historic loaded host (issue 16 goal 5): a nice -n 10 busy loop on
+# each core for the length of a run; LOOPS holds their pids.
+LOOPS=()
+load_start() {
+    local c
+    for c in 0 1; do
+        setsid nice -n 10 taskset -c $c sh -c 'while :; do :; done' &
+        LOOPS+=($!)
+    done
+}
+load_stop() {
+    [ ${#LOOPS[@]} -gt 0 ] || return 0
+    kill "${LOOPS[@]}" 2>/dev/null || true
+    wait "${LOOPS[@]}" 2>/dev/null || true
+    LOOPS=()
+}
+trap 'load_stop; stop; rm -rf "$WORK"' EXIT
+
 ROWS=()
-# row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS"
+# row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS" [loaded]
 row() {
-    local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 i
+    local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 loaded=${8:-} i
     if [ -n "${PEER_ONLY:-}" ] && [[ " $PEER_ONLY " != *" $name "* ]]; then
         return
     fi
@@ -167,7 +186,9 @@ row() {
         for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours"); do
             if [ "$who" = ours ]; then ours "$lun" "$poll" "$queues"; else spdk "$bdev"; fi
             [ "$bdev" = malloc ] && fill
+            [ -n "$loaded" ] && load_start
             bench "$name" "$who" "$i" "$bargs --queues $queues"
+            load_stop
             stop
         done
     done
@@ -198,6 +219,13 @@ row ram-qd32-wait-pollon "ram vs malloc, QD32, bench waits, target --poll on" \
     "ram:64M" on 1 malloc "$R --iodepth 32"
 row ram-qd1-poll "ram vs malloc, QD1, bench polls, target --poll on" \
     "ram:64M" on 1 malloc "$R --iodepth 1 --poll"
+# Goal 5: the same under two nice -n 10 busy loops, one per core.
+row null-qd32-wait-polloff-loaded "null, QD32, bench waits, target --poll off, loaded host" \
+    "null:1G,fill=none" off 1 null "$R --iodepth 32" loaded
+row null-qd1-wait-polloff-loaded "null, QD1, bench waits, target --poll off, loaded host" \
+    "null:1G,fill=none" off 1 null "$R --iodepth 1" loaded
+row null-qd32-poll-loaded "null, QD32, bench polls, target --poll on, loaded host" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 32 --poll" loaded
 # Goal 2's idle half: a front-end attached, nothing issued; only CPU counts.
 row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
     "null:1G,fill=none" adaptive 1 null "--idle"
@@ -227,20 +255,24 @@ print(f"Written by `bash scripts/bench-peer.sh` on {datetime.datetime.utcnow():%
       "target's CPU time over the run in cores (SPDK's reactor polls: about 1.0 whatever "
       "the load).  Load average at the start of the runs: "
       f"{min(loads)} to {max(loads)}.\n")
-print("| configuration | ours (IOPS) | SPDK (IOPS) | ours/SPDK | ours CPU | SPDK CPU |")
-print("|---|---|---|---|---|---|")
+print("| configuration | ours (IOPS) | SPDK (IOPS) | ours/SPDK | ours CPU | SPDK CPU "
+      "| ours sys us/IO | SPDK sys us/IO |")
+print("|---|---|---|---|---|---|---|---|")
 cmds = []
 for n in rows:
     runs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
     desc, ocmd, scmd, bcmd = open(f"{out}/{n}.desc").read().rstrip("\n").split("\t")
     oc, sc = med(runs, "ours", cores), med(runs, "spdk", cores)
     if runs[0].get("rw") == "idle":
-        print(f"| {desc} | - | - | - | {oc:.3f} | {sc:.3f} |")
+        print(f"| {desc} | - | - | - | {oc:.3f} | {sc:.3f} | - | - |")
         cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
         continue
     o, s = med(runs, "ours", lambda r: r["iops"]), med(runs, "spdk", lambda r: r["iops"])
     fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
-    print(f"| {desc} | {fmt(o)} | {fmt(s)} | {o / s if s else 0:.2f} | {oc:.2f} | {sc:.2f} |")
+    sys_us = lambda r: r.get("backend", {}).get("sys_us_per_io", 0)
+    os_, ss = med(runs, "ours", sys_us), med(runs, "spdk", sys_us)
+    print(f"| {desc} | {fmt(o)} | {fmt(s)} | {o / s if s else 0:.2f} | {oc:.2f} | {sc:.2f} "
+          f"| {os_:.3f} | {ss:.3f} |")
     cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
 print("\nCommands (S: the socket, PID: the target's pid):\n")
 print("\n".join(cmds))
