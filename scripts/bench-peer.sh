@@ -10,13 +10,18 @@
 # (both copy); our zero-filling null: default gets its own rows.  Rows
 # marked "loaded host" run with a nice -n 10 busy loop on each core (goal
 # 5: compare each with its unloaded twin, IOPS and system time per I/O).
+# With PEER_BLOCKDEV=/dev/X (a block device whose contents may be
+# overwritten), goal 3's rows: a file: LUN with O_DIRECT on it against
+# SPDK's aio bdev on it, and host fio (io_uring, O_DIRECT, on CPU 1) on it
+# as a third party in each round.
 # Writes the "SPDK peer" section of docs/performance.md (kept below the
 # analysis marker by make bench) and the raw JSON lines in out/bench-peer/.
 # Without an SPDK build the section says how to get one.  Asserts nothing.
 #
 # Environment: BENCH_BUILD (default build-bench), BENCH_RUNTIME (5),
 # BENCH_REPS (3), BENCH_DOC (docs/performance.md), SPDK_DIR
-# (/opt/peers/spdk), PEER_ONLY="row-name ..." to run a subset.
+# (/opt/peers/spdk), PEER_ONLY="row-name ..." to run a subset,
+# PEER_BLOCKDEV (above).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -euo pipefail
@@ -117,6 +122,7 @@ spdk() {
     case "$1" in
         null) $r bdev_null_create Peer0 1024 512 >/dev/null ;;
         malloc) $r bdev_malloc_create -b Peer0 64 512 >/dev/null ;;
+        aio) $r bdev_aio_create "$PEER_BLOCKDEV" Peer0 512 >/dev/null ;;
     esac
     $r vhost_create_scsi_controller vhost.0 >/dev/null
     $r vhost_scsi_controller_add_target vhost.0 0 Peer0 >/dev/null
@@ -169,6 +175,24 @@ load_stop() {
 }
 trap 'load_stop; stop; rm -rf "$WORK"' EXIT
 
+# hostfio NAME REP "BENCH ARGS": fio with io_uring on PEER_BLOCKDEV, on
+# CPU 1 like the bench, the same pattern and depth; one JSON line shaped
+# like the bench's (iops, lat_us.p99).
+hostfio() {
+    local rw depth
+    rw=$(sed -n 's/.*--rw \([a-z]*\).*/\1/p' <<<"$3")
+    depth=$(sed -n 's/.*--iodepth \([0-9]*\).*/\1/p' <<<"$3")
+    setsid taskset -c 1 fio --name=peer --filename="$PEER_BLOCKDEV" --direct=1 \
+        --ioengine=io_uring --rw="$rw" --bs=4k --iodepth="$depth" --runtime="$RUNTIME" \
+        --time_based --output-format=json 2>/dev/null |
+    python3 -c 'import json, sys
+j = json.load(sys.stdin)["jobs"][0]
+d = j["read"] if j["read"]["io_bytes"] else j["write"]
+print(json.dumps({"iops": d["iops"], "lat_us": {"p99": d["clat_ns"]["percentile"]["99.000000"] / 1000},
+                  "who": "fio", "rep": int(sys.argv[1]), "loadavg": float(open("/proc/loadavg").read().split()[0])}))' \
+        "$2" >>"$OUT/$1.jsonl"
+}
+
 ROWS=()
 # row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS" [loaded]
 row() {
@@ -180,10 +204,15 @@ row() {
     ROWS+=("$name")
     printf '%s\t%s\t%s\t%s\n' "$desc" \
         "taskset -c 0 vhost-scsi-target --socket-path S --lun 0=$lun --queues $queues --threads 1 --poll $poll" \
-        "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create Peer0 $([ "$bdev" = null ] && echo 1024 || echo 64) 512" \
+        "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create $(case $bdev in null) echo Peer0 1024 ;; malloc) echo Peer0 64 ;; aio) echo "$PEER_BLOCKDEV Peer0" ;; esac) 512" \
         "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs" >"$OUT/$name.desc"
     for i in $(seq "$REPS"); do
-        for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours"); do
+        for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours") \
+                $([ "$bdev" = aio ] && echo fio); do
+            if [ "$who" = fio ]; then
+                hostfio "$name" "$i" "$bargs"
+                continue
+            fi
             if [ "$who" = ours ]; then ours "$lun" "$poll" "$queues"; else spdk "$bdev"; fi
             [ "$bdev" = malloc ] && fill
             [ -n "$loaded" ] && load_start
@@ -226,6 +255,14 @@ row null-qd1-wait-polloff-loaded "null, QD1, bench waits, target --poll off, loa
     "null:1G,fill=none" off 1 null "$R --iodepth 1" loaded
 row null-qd32-poll-loaded "null, QD32, bench polls, target --poll on, loaded host" \
     "null:1G,fill=none" on 1 null "$R --iodepth 32 --poll" loaded
+# Goal 3: a file: LUN with O_DIRECT on a block device (PEER_BLOCKDEV only).
+if [ -n "${PEER_BLOCKDEV:-}" ]; then
+    [ -b "$PEER_BLOCKDEV" ] || { echo "bench-peer: $PEER_BLOCKDEV is not a block device" >&2; exit 1; }
+    row blockdev-qd32-randread "block device, randread QD32, bench waits, target --poll off" \
+        "file:$PEER_BLOCKDEV,direct" off 1 aio "$R --iodepth 32"
+    row blockdev-qd32-randwrite "block device, randwrite QD32, bench waits, target --poll off" \
+        "file:$PEER_BLOCKDEV,direct" off 1 aio "--rw randwrite --bs 4k --iodepth 32"
+fi
 # Goal 2's idle half: a front-end attached, nothing issued; only CPU counts.
 row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
     "null:1G,fill=none" adaptive 1 null "--idle"
@@ -256,24 +293,28 @@ print(f"Written by `bash scripts/bench-peer.sh` on {datetime.datetime.utcnow():%
       "the load).  Load average at the start of the runs: "
       f"{min(loads)} to {max(loads)}.\n")
 print("| configuration | ours (IOPS) | SPDK (IOPS) | ours/SPDK | ours CPU | SPDK CPU "
-      "| ours sys us/IO | SPDK sys us/IO |")
-print("|---|---|---|---|---|---|---|---|")
+      "| ours sys us/IO | SPDK sys us/IO | host fio (IOPS) | ours/fio |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 cmds = []
 for n in rows:
     runs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
     desc, ocmd, scmd, bcmd = open(f"{out}/{n}.desc").read().rstrip("\n").split("\t")
     oc, sc = med(runs, "ours", cores), med(runs, "spdk", cores)
     if runs[0].get("rw") == "idle":
-        print(f"| {desc} | - | - | - | {oc:.3f} | {sc:.3f} | - | - |")
+        print(f"| {desc} | - | - | - | {oc:.3f} | {sc:.3f} | - | - | - | - |")
         cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
         continue
     o, s = med(runs, "ours", lambda r: r["iops"]), med(runs, "spdk", lambda r: r["iops"])
     fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
     sys_us = lambda r: r.get("backend", {}).get("sys_us_per_io", 0)
     os_, ss = med(runs, "ours", sys_us), med(runs, "spdk", sys_us)
+    f = med(runs, "fio", lambda r: r["iops"])
+    fcol = f"{fmt(f)} | {o / f:.2f}" if f else "- | -"
     print(f"| {desc} | {fmt(o)} | {fmt(s)} | {o / s if s else 0:.2f} | {oc:.2f} | {sc:.2f} "
-          f"| {os_:.3f} | {ss:.3f} |")
-    cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
+          f"| {os_:.3f} | {ss:.3f} | {fcol} |")
+    cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`" +
+                (" / host `fio --direct=1 --ioengine=io_uring --bs=4k` (same pattern and depth, CPU 1)"
+                 if f else ""))
 print("\nCommands (S: the socket, PID: the target's pid):\n")
 print("\n".join(cmds))
 EOF
