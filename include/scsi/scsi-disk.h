@@ -128,24 +128,31 @@ static inline void scsi_cmd_reset(struct scsi_cmd *cmd)
     /*
      * Word stores the compiler unrolls into vector stores, not memset: on
      * x86 the two memsets became rep stosb, whose start-up was a fifth of
-     * virtio-scsi's request set-up in perf (polled null LUN, QD32).
+     * virtio-scsi's request set-up in perf (polled null LUN, QD32).  The
+     * head's last word also clears the first bytes of sense[], which is
+     * written before it is read anyway.
      */
     typedef uint64_t word __attribute__((may_alias));
     enum {
-        HEAD = offsetof(struct scsi_cmd, sense) / sizeof(word),
-        TAIL0 = offsetof(struct scsi_cmd, data_in_xfer) / sizeof(word),
-        TAIL = (offsetof(struct scsi_cmd, priv) - offsetof(struct scsi_cmd, data_in_xfer)) /
-               sizeof(word),
+        W = sizeof(word),
+        HEAD = (offsetof(struct scsi_cmd, sense_len) + W) / W,
+        TAIL0 = offsetof(struct scsi_cmd, data_in_xfer) / W,
+        TAIL = (offsetof(struct scsi_cmd, priv) - offsetof(struct scsi_cmd, data_in_xfer)) / W,
     };
     word *w = (word *)cmd;
 
-    _Static_assert(offsetof(struct scsi_cmd, sense) % sizeof(word) == 2 &&
-                   offsetof(struct scsi_cmd, data_in_xfer) % sizeof(word) == 0 &&
-                   offsetof(struct scsi_cmd, priv) % sizeof(word) == 0,
-                   "scsi_cmd_reset clears whole words: status and sense_len end the head");
+    _Static_assert(HEAD * sizeof(word) <= offsetof(struct scsi_cmd, data_in_xfer),
+                   "the head's words stay inside sense[]");
+    if (offsetof(struct scsi_cmd, data_in_xfer) % W || offsetof(struct scsi_cmd, priv) % W) {
+        /* An ABI that packs 64-bit members on 4 bytes: the plain way. */
+        memset(cmd, 0, offsetof(struct scsi_cmd, sense));
+        memset(&cmd->data_in_xfer, 0,
+               offsetof(struct scsi_cmd, priv) - offsetof(struct scsi_cmd, data_in_xfer));
+        return;
+    }
 #pragma GCC unroll 32
-    for (unsigned i = 0; i <= HEAD; i++) {
-        w[i] = 0;      /* the head, and the word holding status and sense_len */
+    for (unsigned i = 0; i < HEAD; i++) {
+        w[i] = 0;
     }
 #pragma GCC unroll 32
     for (unsigned i = 0; i < TAIL; i++) {
