@@ -37,8 +37,8 @@
         }                                                                      \
     } while (0)
 
-size_t iov_to_buf(const struct iovec *iov, unsigned cnt, size_t offset,
-                  void *buf, size_t len)
+size_t iov_to_buf_sg(const struct iovec *iov, unsigned cnt, size_t offset,
+                     void *buf, size_t len)
 {
     size_t done;
 
@@ -47,8 +47,8 @@ size_t iov_to_buf(const struct iovec *iov, unsigned cnt, size_t offset,
     return done;
 }
 
-size_t iov_from_buf(const struct iovec *iov, unsigned cnt, size_t offset,
-                    const void *buf, size_t len)
+size_t iov_from_buf_sg(const struct iovec *iov, unsigned cnt, size_t offset,
+                       const void *buf, size_t len)
 {
     size_t done;
 

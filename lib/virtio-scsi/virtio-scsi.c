@@ -131,11 +131,7 @@ static void req_finish(struct vscsi_req *r, const struct virtio_scsi_cmd_resp *r
     size_t wr = MIN(offsetof(struct virtio_scsi_cmd_resp, sense) +
                     MIN(le32toh(resp->sense_len), VIRTIO_SCSI_SENSE_SIZE), resp_len);
 
-    if (G_LIKELY(r->elem.in_num && r->elem.in_sg[0].iov_len >= wr)) {
-        memcpy(r->elem.in_sg[0].iov_base, resp, wr);
-    } else {
-        iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, wr);
-    }
+    iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, wr);
     vq_fill(q->vq, &r->elem, (uint32_t)resp_len + data_in);
     if ((uint16_t)(q->vq->used_idx - q->vq->flushed_used_idx) >= VSCSI_PUBLISH_EVERY) {
         vq_flush(q->vq);
