@@ -8,12 +8,9 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include <errno.h>
-#include <linux/membarrier.h>
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "asym-fence.h"
 #include "scsi-disk-int.h"
 
 /*
@@ -31,7 +28,7 @@
  * LUN to go idle.
  *
  * The counters are those of a per-CPU reader-writer semaphore, as in
- * scsi-disk-range.c: a command's thread is its counter's only writer, so
+ * scsi-disk-range.c, with its fence (asym-fence.h): a command's thread is its counter's only writer, so
  * joining is a plain store followed by a compiler barrier and a re-read
  * of state, and leaving a plain store and a read of state; the drain, the
  * rare side, pays the fence for both with membarrier(2) between its store
@@ -74,8 +71,7 @@ int sd_inflight_init(struct scsi_lun *lun)
         atomic_init(&f->slot[i].n[0], 0);
         atomic_init(&f->slot[i].n[1], 0);
     }
-    /* Per process, idempotent; kernels before 4.14 (or a filter) refuse it. */
-    f->asym = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    f->asym = asym_fence_register();
     lun->inflight = f;
     return 0;
 }
@@ -99,24 +95,17 @@ static uint64_t epoch_sum(struct sd_inflight *f, unsigned e)
 
 static void epoch_check(struct scsi_lun *lun);
 
+/* Adds d to epoch e's count in slot s (its thread's own unless 0); returns state after. */
+static unsigned count(struct sd_inflight *f, unsigned s, unsigned e, int64_t d)
+{
+    return asym_add_then_read(&f->slot[s].n[e], d, s != 0, &f->state);
+}
+
 /* Leaves epoch e of slot s; sums again if a drain may be waiting for e. */
 static void leave(struct scsi_lun *lun, unsigned s, unsigned e)
 {
-    struct sd_inflight *f = lun->inflight;
-    unsigned st;
+    unsigned st = count(lun->inflight, s, e, -1);
 
-    if (s == 0) {
-        atomic_fetch_sub(&f->slot[0].n[e], 1);
-        st = atomic_load(&f->state);
-    } else {
-        _Atomic uint64_t *n = &f->slot[s].n[e];
-
-        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) - 1,
-                              memory_order_relaxed);
-        /* The other half of the fence is the drain's membarrier. */
-        atomic_signal_fence(memory_order_seq_cst);
-        st = atomic_load_explicit(&f->state, memory_order_relaxed);
-    }
     if ((st & STATE_DRAINING) && (st & 1u) != e) {
         epoch_check(lun);
     }
@@ -128,25 +117,10 @@ unsigned sd_inflight_get(struct scsi_lun *lun, unsigned thread_id)
     unsigned s = f->asym && thread_id < INFLIGHT_SLOTS ? thread_id : 0;
 
     for (;;) {
-        unsigned e;
+        unsigned e = atomic_load_explicit(&f->state, memory_order_relaxed) & 1u;
 
-        if (s == 0) {
-            e = atomic_load(&f->state) & 1u;
-            atomic_fetch_add(&f->slot[0].n[e], 1);
-            if ((atomic_load(&f->state) & 1u) == e) {
-                return TOKEN(s, e);
-            }
-        } else {
-            _Atomic uint64_t *n;
-
-            e = atomic_load_explicit(&f->state, memory_order_relaxed) & 1u;
-            n = &f->slot[s].n[e];
-            atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + 1,
-                                  memory_order_relaxed);
-            atomic_signal_fence(memory_order_seq_cst);
-            if ((atomic_load_explicit(&f->state, memory_order_relaxed) & 1u) == e) {
-                return TOKEN(s, e);
-            }
+        if ((count(f, s, e, 1) & 1u) == e) {
+            return TOKEN(s, e);
         }
         /* Closed as we joined: the drain may or may not have counted us; move. */
         leave(lun, s, e);
@@ -205,11 +179,12 @@ static uint64_t epoch_close(struct scsi_lun *lun)
     unsigned closed = atomic_load(&f->state) & 1u;
     uint64_t n;
 
+    int ret;
+
     atomic_store(&f->state, (closed ^ 1u) | STATE_DRAINING);
-    atomic_thread_fence(memory_order_seq_cst);   /* slot 0's half, without membarrier */
-    if (f->asym && syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) < 0) {
+    if ((ret = asym_fence_heavy(f->asym)) < 0) {
         /* Registered, so this cannot fail; if it did, the counts could not be trusted. */
-        g_error("%s: membarrier: %s", lun->name, g_strerror(errno));
+        g_error("%s: membarrier: %s", lun->name, g_strerror(-ret));
     }
     n = epoch_sum(f, closed);
     if (n == 0) {

@@ -32,12 +32,9 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include <errno.h>
-#include <linux/membarrier.h>
 #include <pthread.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
+#include "asym-fence.h"
 #include "scsi-disk-int.h"
 
 enum { RANGE_NONE, RANGE_FAST, RANGE_HELD, RANGE_WAITING };
@@ -72,7 +69,7 @@ int sd_range_init(struct scsi_lun *lun)
     }
     pthread_mutex_init(&rl->lock, NULL);
     /* Per process, idempotent; kernels before 4.14 (or a filter) refuse it. */
-    rl->asym = syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0;
+    rl->asym = asym_fence_register();
     if (!rl->asym) {
         g_debug("%s: no membarrier(2): writes pay a fence for the range lock", lun->name);
     }
@@ -177,17 +174,7 @@ static void run_granted(struct sd_range *run)
 /* Adds d to slot's count and returns whether an exclusive taker exists. */
 static bool fast_add(struct sd_range_lock *rl, unsigned slot, int64_t d)
 {
-    if (slot && rl->asym) {
-        _Atomic uint64_t *n = &rl->fast[slot].n;
-
-        atomic_store_explicit(n, atomic_load_explicit(n, memory_order_relaxed) + (uint64_t)d,
-                              memory_order_relaxed);
-        /* The other half of the fence is the exclusive taker's membarrier. */
-        atomic_signal_fence(memory_order_seq_cst);
-        return atomic_load_explicit(&rl->excl, memory_order_relaxed) != 0;
-    }
-    atomic_fetch_add(&rl->fast[slot].n, (uint64_t)d);
-    return atomic_load(&rl->excl) != 0;
+    return asym_add_then_read(&rl->fast[slot].n, d, slot && rl->asym, &rl->excl) != 0;
 }
 
 static void fast_put(struct sd_range_lock *rl, unsigned slot)
@@ -210,6 +197,7 @@ bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uin
     struct sd_range *r = sd_cmd_range(cmd);
     unsigned slot = cmd->thread ? iothread_id(cmd->thread) : 0;
     bool now;
+    int ret;
 
     g_assert(r->state == RANGE_NONE);
     r->slot = (uint16_t)(slot < RANGE_SLOTS ? slot : 0);
@@ -228,10 +216,9 @@ bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uin
     r->excl = excl;
     r->next = NULL;
     pthread_mutex_lock(&rl->lock);
-    if (excl && atomic_fetch_add(&rl->excl, 1) == 0 && rl->asym &&
-        syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) < 0) {
+    if (excl && atomic_fetch_add(&rl->excl, 1) == 0 && (ret = asym_fence_heavy(rl->asym)) < 0) {
         /* Registered, so this cannot fail; if it did, the counts could not be trusted. */
-        g_error("%s: membarrier: %s", lun->name, g_strerror(errno));
+        g_error("%s: membarrier: %s", lun->name, g_strerror(-ret));
     }
     now = grantable(rl, r, NULL);
     if (now) {
