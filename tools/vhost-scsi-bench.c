@@ -125,6 +125,7 @@ struct opts {
     gboolean poll;
     gboolean dirty_log;
     gboolean idle;
+    gboolean flush_first;
     int queue_size;
     int rwmix;           /* read percentage for --rw rw */
 
@@ -585,6 +586,34 @@ static void *decode_datain(struct scsi_task *task, const void *buf, size_t len)
     return scsi_datain_unmarshall(task);
 }
 
+/*
+ * --flush-first: one SYNCHRONIZE CACHE (10) of the whole LUN, so a back-end
+ * whose cache holds writes through until the first flush (librbd's default
+ * rbd_cache_writethrough_until_flush, the safety net for guests that never
+ * flush) is measured in the mode a flushing guest runs it in.
+ */
+static int flush_lun(struct bench *b)
+{
+    struct virtio_scsi_cmd_resp rs;
+    struct scsi_task *t = scsi_cdb_synchronizecache10(0, 0, 0, 0);
+    int r;
+
+    if (!t) {
+        return -ENOMEM;
+    }
+    r = exec_cmd(b, t, NULL, 0, &rs);
+    scsi_free_scsi_task(t);
+    if (r == 0 && (rs.response != VIRTIO_SCSI_S_OK || rs.status != 0)) {
+        fprintf(stderr, "vhost-scsi-bench: SYNCHRONIZE CACHE failed: response %u status 0x%02x\n",
+                rs.response, rs.status);
+        return -EIO;
+    }
+    if (r < 0) {
+        fprintf(stderr, "vhost-scsi-bench: SYNCHRONIZE CACHE: %s\n", g_strerror(-r));
+    }
+    return r;
+}
+
 static int prepare_lun(struct bench *b)
 {
     struct virtio_scsi_cmd_resp rs;
@@ -676,6 +705,7 @@ enum {
     OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
     OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
     OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG, OPT_IDLE,
+    OPT_FLUSH_FIRST,
 };
 
 static const struct bench_option {
@@ -710,6 +740,9 @@ static const struct bench_option {
       "migration (vhost-user)" },
     { "idle", OPT_IDLE, NULL, "connect and issue nothing for --time seconds: what the "
       "back-end (--pid) costs with a front-end attached and no I/O" },
+    { "flush-first", OPT_FLUSH_FIRST, NULL, "send one SYNCHRONIZE CACHE before measuring, as a "
+      "guest's first fsync or fio's rbd engine does (librbd's cache stays write-through until "
+      "the first flush)" },
     { "help", 'h', NULL, "this text" },
 };
 
@@ -810,6 +843,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
             break;
         case OPT_IDLE:
             o->idle = TRUE;
+            break;
+        case OPT_FLUSH_FIRST:
+            o->flush_first = TRUE;
             break;
         case 'h':
             usage(stdout);
@@ -1144,7 +1180,7 @@ static int run(struct opts *po)
         fprintf(stderr, "vhost-scsi-bench: cannot turn dirty logging on: %s\n", g_strerror(-r));
         goto out;
     }
-    if (prepare_lun(&b) < 0) {
+    if (prepare_lun(&b) < 0 || (o.flush_first && flush_lun(&b) < 0)) {
         goto out;
     }
 

@@ -383,6 +383,48 @@ static void test_ctl_prints_them(void)
     fx_stop(&x);
 }
 
+/* Commands of class other the bench sends to LUN 0 in one run with extra_arg. */
+static gint64 bench_others(struct fx *x, const char *extra_arg)
+{
+    const char *bench = g_getenv("VHOST_SCSI_BENCH");
+    const char *argv[] = { bench, "--socket", x->d.sock, "--rw", "read", "--ios", "1",
+                           "--iodepth", "1", "--quiet", extra_arg, NULL };
+    g_autoptr(JsonNode) before = call(x, "stats", NULL);
+    g_autoptr(JsonNode) after = NULL;
+    g_autofree char *out = NULL, *err = NULL;
+    int status = -1;
+
+    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_DEFAULT, NULL, NULL, &out,
+                               &err, &status, NULL));
+    if (!g_spawn_check_wait_status(status, NULL)) {
+        g_error("vhost-scsi-bench %s: %s", extra_arg ? extra_arg : "", err);
+    }
+    after = call(x, "stats", NULL);
+    g_assert_cmpint(fig(find(after, "backends", "lun0:0"), "total", "other", "errors"), ==, 0);
+    return fig(find(after, "backends", "lun0:0"), "total", "other", "ops") -
+           fig(find(before, "backends", "lun0:0"), "total", "other", "ops");
+}
+
+/*
+ * The bench's --flush-first sends exactly one SYNCHRONIZE CACHE before it
+ * measures (what a flushing guest or fio's rbd engine does first, which
+ * takes librbd's cache out of write-through): one more command of class
+ * other than the same run without it, whose count two runs pin down.
+ */
+static void test_bench_flush_first(void)
+{
+    struct fx x;
+    gint64 plain;
+
+    g_assert_nonnull(g_getenv("VHOST_SCSI_BENCH"));
+    fx_start(&x);
+    plain = bench_others(&x, NULL);
+    g_assert_cmpint(plain, >=, 2);      /* TEST UNIT READY, READ CAPACITY */
+    g_assert_cmpint(bench_others(&x, NULL), ==, plain);
+    g_assert_cmpint(bench_others(&x, "--flush-first"), ==, plain + 1);
+    fx_stop(&x);
+}
+
 static JsonNode *qos_params(const char *backend, const char *json_limits)
 {
     JsonNode *p = json_from_string(json_limits, NULL);
@@ -512,6 +554,7 @@ int main(int argc, char **argv)
     g_test_add_func("/stats/prometheus-text-agrees", test_prometheus_text);
     g_test_add_func("/stats/bad-requests-are-errors", test_bad_requests);
     g_test_add_func("/stats/ctl-prints-them", test_ctl_prints_them);
+    g_test_add_func("/stats/bench-flush-first-sends-one-flush", test_bench_flush_first);
     g_test_add_func("/qos/limits-reads", test_qos_limits_reads);
     g_test_add_func("/qos/saved-and-checked", test_qos_saved_and_checked);
     return g_test_run();
