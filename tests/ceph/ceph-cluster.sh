@@ -14,6 +14,9 @@
 #       kill every daemon of DIR's cluster (the data stays in DIR)
 #   ceph-cluster.sh osd-stop DIR N / osd-start DIR N
 #       stop (SIGKILL) / restart OSD N of that cluster
+#   ceph-cluster.sh mon-stop DIR / mon-start DIR
+#       stop (SIGKILL) / restart the monitor (same address and store); the
+#       start returns once it answers, bounded
 #   ceph-cluster.sh run DIR OSDS COMMAND...
 #       start, run COMMAND with CEPH_CONF set, stop and remove DIR (trap)
 #
@@ -55,16 +58,32 @@ osd_start() {
     echo $! >"$dir/osd.$n.pid"
 }
 
-osd_stop() {
-    local dir=$1 n=$2 pid
-    pid=$(cat "$dir/osd.$n.pid" 2>/dev/null) || return 0
+# SIGKILLs the daemon whose pid PIDFILE holds and waits until it is gone.
+kill_daemon() {
+    local pidfile=$1 pid
+    pid=$(cat "$pidfile" 2>/dev/null) || return 0
     kill -9 "$pid" 2>/dev/null || true
     # Bounded: a SIGKILLed process is gone within moments.
     for _ in $(seq 100); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
-    rm -f "$dir/osd.$n.pid"
+    rm -f "$pidfile"
+}
+
+osd_stop() {
+    kill_daemon "$1/osd.$2.pid"
+}
+
+mon_start() {
+    local dir=$1
+    ceph-mon -c "$dir/ceph.conf" -i a -f >>"$dir/mon.out" 2>&1 &
+    echo $! >"$dir/mon.pid"
+    cephc "$dir" mon stat >/dev/null || die "the monitor does not answer (see $dir/mon.a.log)"
+}
+
+mon_stop() {
+    kill_daemon "$1/mon.pid"
 }
 
 start() {
@@ -131,9 +150,7 @@ EOF
         --keyring "$dir/ceph.mon.a.keyring" >"$dir/mon.mkfs.out" 2>&1 ||
         { cat "$dir/mon.mkfs.out" >&2; die "ceph-mon --mkfs failed"; }
     cp "$dir/ceph.mon.a.keyring" "$dir/mon.a/keyring"
-    ceph-mon -c "$dir/ceph.conf" -i a -f >>"$dir/mon.out" 2>&1 &
-    echo $! >"$dir/mon.pid"
-    cephc "$dir" mon stat >/dev/null || die "the monitor does not answer (see $dir/mon.a.log)"
+    mon_start "$dir"
 
     for n in $(seq 0 $((osds - 1))); do
         local uuid
@@ -185,6 +202,14 @@ osd-start)
     [ $# -eq 3 ] || die "usage: ceph-cluster.sh osd-start DIR N"
     osd_start "$2" "$3"
     ;;
+mon-stop)
+    [ $# -eq 2 ] || die "usage: ceph-cluster.sh mon-stop DIR"
+    mon_stop "$2"
+    ;;
+mon-start)
+    [ $# -eq 2 ] || die "usage: ceph-cluster.sh mon-start DIR"
+    mon_start "$2"
+    ;;
 run)
     [ $# -ge 4 ] || die "usage: ceph-cluster.sh run DIR OSDS COMMAND..."
     dir=$2 osds=$3
@@ -196,6 +221,6 @@ run)
     "$@"
     ;;
 *)
-    die "usage: ceph-cluster.sh start|stop|osd-stop|osd-start|run ... (see the top of this file)"
+    die "usage: ceph-cluster.sh start|stop|osd-stop|osd-start|mon-stop|mon-start|run ... (see the top of this file)"
     ;;
 esac

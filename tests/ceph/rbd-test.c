@@ -781,6 +781,74 @@ static void test_cluster_unreachable(void)
     osd_run_free(&o);
 }
 
+/* ceph-cluster.sh WHAT DIR for the monitor (mon-stop, mon-start). */
+static void mon_cluster(const char *what)
+{
+    const char *argv[] = { g.cluster_sh, what, g.cluster_dir, NULL };
+
+    g_assert_cmpint(run_argv(argv, NULL), ==, 0);
+}
+
+/* Writes [from, to) and waits until each is answered, every wait bounded. */
+static void osd_write_range(struct osd_run *o, unsigned from, unsigned to)
+{
+    for (unsigned i = from; i < to; i++) {
+        osd_submit(o, i);
+    }
+    while (o->inflight) {
+        g_assert_cmpint(vfe_poll(o->fe, 6 * PU_TIMEOUT_MS), >, 0);
+    }
+}
+
+/*
+ * The monitor alone goes away (a restart or an upgrade of the monitors,
+ * the OSDs up): I/O needs only the OSDs, so writes go on GOOD with no
+ * BUSY and no NOT READY while it is gone, the daemon logs no outage, and
+ * once it is back writes go on again and the LUN closes normally; every
+ * acknowledged write is in the image.
+ */
+static void test_monitor_down_io_goes_on(void)
+{
+    enum { N = 192, FIRST = 64, SECOND = 128 };
+    const uint64_t seed = 0x303;
+    struct pu_daemon d = { 0 };
+    struct osd_run o;
+    size_t log_at;
+    int status;
+
+    image_create("mon", 16);
+    g_assert_true(serve(&d, "rbd/mon", ",busy-timeout=4", NULL));
+    osd_run_init(&o, connect_fe(&d), N, seed);
+    o.resend_busy = false;
+    osd_write_first(&o, FIRST);
+    log_at = pu_daemon_log_size(&d);
+    mon_cluster("mon-stop");
+    osd_write_range(&o, FIRST, SECOND);
+    {
+        /* It really was gone meanwhile: the CLI finds no monitor. */
+        const char *argv[] = { "ceph", "-c", g.conf, "--connect-timeout", "3", "mon", "stat",
+                               NULL };
+
+        g_assert_cmpint(run_argv(argv, NULL), !=, 0);
+    }
+    g_assert_cmpuint(o.busy, ==, 0);
+    g_assert_cmpuint(o.not_ready, ==, 0);
+    g_assert_cmpuint(o.acked_n, ==, SECOND);
+    mon_cluster("mon-start");
+    osd_write_range(&o, SECOND, N);
+    g_assert_cmpuint(o.acked_n, ==, N);
+    g_assert_false(log_has(&d, log_at, "no answer from the cluster"));
+    g_assert_true(pu_daemon_alive(&d));
+    vfe_close(o.fe);
+    status = pu_daemon_stop(&d, false);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    g_assert_false(log_has(&d, log_at, "did not finish within"));   /* the close did not hang */
+    pu_daemon_cleanup(&d);
+    osd_check_image("rbd/mon", &o, seed);
+    osd_run_free(&o);
+}
+
 /* The first watcher's address of an image ("127.0.0.1:0/NONCE"), from `rbd status`. */
 static char *watcher_address(const char *img)
 {
@@ -940,6 +1008,7 @@ int main(int argc, char **argv)
     g_test_add_func("/rbd/fault/one-of-two-osds-down", test_one_of_two_osds_down);
     g_test_add_func("/rbd/fault/cluster-unreachable-busy-then-not-ready",
                     test_cluster_unreachable);
+    g_test_add_func("/rbd/fault/monitor-down-io-goes-on", test_monitor_down_io_goes_on);
     g_test_add_func("/rbd/fault/blocklisted-fenced-then-re-added",
                     test_blocklisted_fenced_then_re_added);
     return g_test_run();
