@@ -402,6 +402,43 @@ static void test_second_writer_refused(void)
     stop(&a);
 }
 
+/*
+ * A shared disk: with the exclusive-lock feature off, two daemons serve
+ * one image as writers, and what one writes with FUA the other reads (it
+ * had not read that block before: librbd's cache is per client, which is
+ * why a shared disk's users flush, docs/rbd.md).
+ */
+static void test_shared_image_two_writers(void)
+{
+    struct pu_daemon a = { 0 }, b = { 0 };
+    struct vfe *fa, *fb;
+    struct vfe_req r;
+    uint8_t *ba, *bb;
+
+    g_free(rbd("create", "rbd/shared", "--size", "16M", "--image-feature=layering"));
+    g_assert_true(serve(&a, "rbd/shared", NULL, NULL));
+    g_assert_true(serve(&b, "rbd/shared", NULL, NULL));
+    fa = connect_fe(&a);
+    fb = connect_fe(&b);
+    ba = vfe_alloc(fa, 4096, 4096);
+    bb = vfe_alloc(fb, 4096, 4096);
+
+    pu_pattern_fill(ba, 4096, 0xa, 8 * 512);
+    g_assert_cmpuint(rw_4k(fa, true, true, 8, ba, &r), ==, 0);
+    g_assert_cmpuint(rw_4k(fb, false, false, 8, bb, &r), ==, 0);
+    g_assert_cmpuint(pu_pattern_mismatch(bb, 4096, 0xa, 8 * 512), ==, 4096);
+
+    pu_pattern_fill(bb, 4096, 0xb, 16 * 512);
+    g_assert_cmpuint(rw_4k(fb, true, true, 16, bb, &r), ==, 0);
+    g_assert_cmpuint(rw_4k(fa, false, false, 16, ba, &r), ==, 0);
+    g_assert_cmpuint(pu_pattern_mismatch(ba, 4096, 0xb, 16 * 512), ==, 4096);
+
+    vfe_close(fa);
+    vfe_close(fb);
+    stop(&b);
+    stop(&a);
+}
+
 /* An image that does not exist: the daemon says so and exits. */
 static void test_missing_image_refused(void)
 {
@@ -1002,6 +1039,7 @@ int main(int argc, char **argv)
     g_test_add_func("/rbd/flush-and-fua", test_flush_and_fua);
     g_test_add_func("/rbd/snapshot-read-only-and-stable", test_snapshot_read_only_and_stable);
     g_test_add_func("/rbd/second-writer-refused", test_second_writer_refused);
+    g_test_add_func("/rbd/shared-image-two-writers", test_shared_image_two_writers);
     g_test_add_func("/rbd/missing-image-refused", test_missing_image_refused);
     g_test_add_func("/rbd/resize-noticed", test_resize_noticed);
     g_test_add_func("/rbd/fault/osd-restart-during-writes", test_osd_restart_during_writes);
