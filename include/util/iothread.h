@@ -136,6 +136,13 @@ void iothread_get_stats(struct iothread *t, struct iothread_stats *st);
 /* fd handlers; call from the iothread itself (or before it starts). */
 int iothread_add_fd(struct iothread *t, int fd, uint32_t events,
                     iothread_fd_cb *cb, void *opaque);
+/*
+ * The same for a kick eventfd whose queue a poller of this thread reads:
+ * while the thread busy-polls, looking at it is not urgent, so the loop
+ * makes the epoll_wait system call less often when only such fds are left.
+ */
+int iothread_add_kick_fd(struct iothread *t, int fd, uint32_t events,
+                         iothread_fd_cb *cb, void *opaque);
 int iothread_mod_fd(struct iothread *t, int fd, uint32_t events);
 void iothread_del_fd(struct iothread *t, int fd);
 

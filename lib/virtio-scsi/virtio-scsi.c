@@ -475,15 +475,17 @@ static bool queue_set_notify_cb(void *opaque, bool enable)
  * semaphore-mode eventfd at its maximum) cannot make the loop spin.  A
  * kick fd that cannot be watched (the server only accepts eventfds, so
  * this is an allocation failure) breaks the queue visibly instead of
- * leaving it silently dead.
+ * leaving it silently dead.  A request queue's kick fd is one a poller
+ * reads the ring of (polled): a busy-polling thread looks at it seldom.
  */
-static bool watch_kick(struct vscsi_queue *q, iothread_fd_cb *cb)
+static bool watch_kick(struct vscsi_queue *q, iothread_fd_cb *cb, bool polled)
 {
     q->kick_watched = false;
     if (q->vq->kick_fd < 0) {
         return true;
     }
-    if (iothread_add_fd(q->t, q->vq->kick_fd, EPOLLIN | EPOLLET, cb, q) == 0) {
+    if ((polled ? iothread_add_kick_fd : iothread_add_fd)(q->t, q->vq->kick_fd,
+                                                          EPOLLIN | EPOLLET, cb, q) == 0) {
         q->kick_watched = true;
         return true;
     }
@@ -508,7 +510,7 @@ static void queue_arm(struct vscsi_queue *q)
 
     q->poller = iothread_add_poller(q->t, &p);
     q->kicks_undrained = 0;
-    if (!watch_kick(q, queue_kick_cb)) {
+    if (!watch_kick(q, queue_kick_cb, true)) {
         return;
     }
     queue_process(q);
@@ -744,7 +746,7 @@ static void aux_attach(void *opaque)
 
     q->running = true;
     q->broken_reported = false;
-    if (!watch_kick(q, ctrl_kick_cb)) {
+    if (!watch_kick(q, ctrl_kick_cb, false)) {
         return;
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {

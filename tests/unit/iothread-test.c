@@ -139,14 +139,33 @@ static void queue_nop(void *opaque)
     io_uring_sqe_set_data(sqe, &p->cb);
 }
 
-/* Runs queue (which prepares one SQE) on a new thread's ring; the completion's result. */
-static int uring_run_one(void (*queue)(void *opaque))
+struct poll_probe {
+    struct iothread *t;
+    atomic_int polls;
+    atomic_int armed;
+    atomic_int disarmed;
+};
+
+static void add_poller(void *opaque);
+
+/*
+ * Runs queue (which prepares one SQE) on a new thread's ring; the
+ * completion's result.  With poller set the thread busy-polls one (pp).
+ */
+static int uring_run(void (*queue)(void *opaque), struct poll_probe *poller)
 {
     struct probe p = { 0 };
 
     p.t = iothread_new("t-uring", 1, 8);
     g_assert_nonnull(p.t);
+    if (poller) {
+        poller->t = p.t;
+        iothread_set_poll(p.t, IOTHREAD_POLL_ON, 0);
+    }
     g_assert_cmpint(iothread_start(p.t), ==, 0);
+    if (poller) {
+        iothread_run_sync(p.t, add_poller, poller);
+    }
     iothread_run_sync(p.t, queue, &p);
     for (int i = 0; i < 100000 && !p.uring_done; i++) {
         iothread_run_sync(p.t, nothing, NULL);
@@ -156,9 +175,26 @@ static int uring_run_one(void (*queue)(void *opaque))
     return p.uring_res;
 }
 
+static int uring_run_one(void (*queue)(void *opaque))
+{
+    return uring_run(queue, NULL);
+}
+
 static void test_uring_completion_is_dispatched(void)
 {
     g_assert_cmpint(uring_run_one(queue_nop), ==, 0);
+}
+
+/*
+ * A busy-polling thread reaps its ring in the loop itself (it skips the
+ * ring only while no SQE it handed out is owed a completion).
+ */
+static void test_uring_completion_while_polling(void)
+{
+    struct poll_probe pp = { 0 };
+
+    g_assert_cmpint(uring_run(queue_nop, &pp), ==, 0);
+    g_assert_cmpint(atomic_load(&pp.polls), >, 0);
 }
 
 static void queue_openat(void *opaque)
@@ -181,12 +217,6 @@ static void test_uring_runs_only_backend_ops(void)
     g_assert_cmpint(uring_run_one(queue_openat), ==, -EACCES);
 }
 
-struct poll_probe {
-    struct iothread *t;
-    atomic_int polls;
-    atomic_int armed;
-    atomic_int disarmed;
-};
 
 static bool poll_cb(void *opaque)
 {
@@ -244,6 +274,7 @@ struct kick_probe {
     int efd;
     atomic_int seen;          /* handler runs */
     atomic_int polling;       /* of which saw iothread_polling() true */
+    bool as_kick_fd;          /* watched with iothread_add_kick_fd */
 };
 
 static void kick_cb(void *opaque, uint32_t events)
@@ -263,12 +294,13 @@ static void add_poller_and_kick_fd(void *opaque)
     struct kick_probe *k = opaque;
 
     add_poller(&k->pp);
-    g_assert_cmpint(iothread_add_fd(k->pp.t, k->efd, EPOLLIN, kick_cb, k), ==, 0);
+    g_assert_cmpint((k->as_kick_fd ? iothread_add_kick_fd : iothread_add_fd)(
+                        k->pp.t, k->efd, EPOLLIN, kick_cb, k), ==, 0);
 }
 
-static int kick_seen_polling(enum iothread_poll_mode mode)
+static int kick_seen_polling_as(enum iothread_poll_mode mode, bool as_kick_fd)
 {
-    struct kick_probe k = { .efd = eventfd(0, EFD_NONBLOCK) };
+    struct kick_probe k = { .efd = eventfd(0, EFD_NONBLOCK), .as_kick_fd = as_kick_fd };
     uint64_t one = 1;
     int polling;
 
@@ -285,6 +317,21 @@ static int kick_seen_polling(enum iothread_poll_mode mode)
     iothread_free(k.pp.t);
     close(k.efd);
     return polling;
+}
+
+static int kick_seen_polling(enum iothread_poll_mode mode)
+{
+    return kick_seen_polling_as(mode, false);
+}
+
+/*
+ * A kick fd the loop looks at seldom while it polls (only pollers' kicks
+ * and no timer: every IOTHREAD_EPOLL_EVERY_QUIET rounds) is still seen.
+ */
+static void test_kick_fd_seen_while_polling(void)
+{
+    g_assert_cmpint(kick_seen_polling_as(IOTHREAD_POLL_ON, true), ==, 1);
+    g_assert_cmpint(kick_seen_polling_as(IOTHREAD_POLL_OFF, true), ==, 0);
 }
 
 static void test_kick_while_polling_leaves_notifications_off(void)
@@ -881,6 +928,9 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/fd-handler-then-flush", test_fd_handler_then_flush);
     g_test_add_func("/iothread/uring-completion-is-dispatched", test_uring_completion_is_dispatched);
     g_test_add_func("/iothread/uring-runs-only-backend-ops", test_uring_runs_only_backend_ops);
+    g_test_add_func("/iothread/poll/uring-completion-while-polling",
+                    test_uring_completion_while_polling);
+    g_test_add_func("/iothread/poll/kick-fd-seen-while-polling", test_kick_fd_seen_while_polling);
     g_test_add_func("/iothread/adaptive-poll-rearms-when-idle", test_adaptive_poll_rearms_when_idle);
     g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
                     test_kick_while_polling_leaves_notifications_off);
