@@ -86,6 +86,13 @@ for spec in $(echo "$GUEST_DEVS" | tr , " "); do
         continue
     fi
     echo "# $label: /dev/$dev on $pci, $(($(cat /sys/block/$dev/size) / 2048)) MiB"
+    # How the guest's block layer set the disk up: a difference here is a
+    # difference in guest CPU per I/O, which under TCG is what IOPS follow.
+    q=/sys/block/$dev/queue
+    echo "# $label queue: scheduler $(cat $q/scheduler) nr_requests $(cat $q/nr_requests)" \
+        "hw_queues $(ls -d /sys/block/$dev/mq/* 2>/dev/null | wc -l)" \
+        "max_sectors_kb $(cat $q/max_sectors_kb) rotational $(cat $q/rotational)" \
+        "write_cache '$(cat $q/write_cache)' fua $(cat $q/fua 2>/dev/null || echo -)"
     DISKS="$DISKS $label:$dev:$pci"
 done
 REVERSED=
