@@ -108,6 +108,16 @@ ours() {
     wait_socket "$SOCK"
 }
 
+# bdev_args BDEV: the arguments of SPDK's bdev_BDEV_create for Peer0, as
+# run and as the commands list of the table shows them.
+bdev_args() {
+    case "$1" in
+        null) echo "Peer0 1024 512" ;;
+        malloc) echo "-b Peer0 64 512" ;;
+        aio) echo "$PEER_BLOCKDEV Peer0 512" ;;
+    esac
+}
+
 # spdk BDEV: SPDK's vhost on CPU 0 (one reactor, no hugepages), one
 # controller with the bdev as target 0; sets PID and SOCK.
 spdk() {
@@ -119,11 +129,8 @@ spdk() {
         -s 1024 -m 0x1 -u -S "$WORK/spdk" -r "$WORK/spdk.sock") >"$WORK/target.log" 2>&1 &
     PID=$!
     wait_socket "$WORK/spdk.sock"
-    case "$1" in
-        null) $r bdev_null_create Peer0 1024 512 >/dev/null ;;
-        malloc) $r bdev_malloc_create -b Peer0 64 512 >/dev/null ;;
-        aio) $r bdev_aio_create "$PEER_BLOCKDEV" Peer0 512 >/dev/null ;;
-    esac
+    # shellcheck disable=SC2046
+    $r bdev_"$1"_create $(bdev_args "$1") >/dev/null
     $r vhost_create_scsi_controller vhost.0 >/dev/null
     $r vhost_scsi_controller_add_target vhost.0 0 Peer0 >/dev/null
     wait_socket "$SOCK"
@@ -204,7 +211,7 @@ row() {
     ROWS+=("$name")
     printf '%s\t%s\t%s\t%s\n' "$desc" \
         "taskset -c 0 vhost-scsi-target --socket-path S --lun 0=$lun --queues $queues --threads 1 --poll $poll" \
-        "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create $(case $bdev in null) echo Peer0 1024 ;; malloc) echo Peer0 64 ;; aio) echo "$PEER_BLOCKDEV Peer0" ;; esac) 512" \
+        "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create $(bdev_args "$bdev")" \
         "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs" >"$OUT/$name.desc"
     for i in $(seq "$REPS"); do
         for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours") \

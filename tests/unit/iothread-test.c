@@ -217,7 +217,6 @@ static void test_uring_runs_only_backend_ops(void)
     g_assert_cmpint(uring_run_one(queue_openat), ==, -EACCES);
 }
 
-
 static bool poll_cb(void *opaque)
 {
     struct poll_probe *pp = opaque;
