@@ -1055,8 +1055,13 @@ int main(int argc, char **argv)
     g_test_add_func("/rbd/fault/one-of-two-osds-down", test_one_of_two_osds_down);
     g_test_add_func("/rbd/fault/cluster-unreachable-busy-then-not-ready",
                     test_cluster_unreachable);
-    g_test_add_func("/rbd/fault/monitor-down-io-goes-on", test_monitor_down_io_goes_on);
     g_test_add_func("/rbd/fault/blocklisted-fenced-then-re-added",
                     test_blocklisted_fenced_then_re_added);
+    /*
+     * Last: after the monitor's restart the OSDs take a while to find it
+     * again, and a blocklist added meanwhile reached them only after the
+     * blocklist case had written its last write (seen once in a full run).
+     */
+    g_test_add_func("/rbd/fault/monitor-down-io-goes-on", test_monitor_down_io_goes_on);
     return g_test_run();
 }
