@@ -878,7 +878,7 @@ static void usage(FILE *f)
 "  --queues N            request queues to offer (default 4; QEMU's num_queues <= N)\n"
 "  --threads N           I/O threads serving them (default min(queues, CPUs))\n"
 "  --poll off|adaptive|on  request queue polling (default off)\n"
-"  --poll-us N           adaptive polling window in microseconds (default 50)\n"
+"  --poll-us N           longest adaptive polling window in microseconds (default 50)\n"
 "  --socket-group NAME   make the socket 0660 and owned by this group\n"
 "  --allow-uid UID       accept only peers with this uid (repeatable)\n"
 "  --allow-gid GID       accept only peers with this gid (repeatable)\n"

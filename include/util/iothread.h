@@ -7,8 +7,13 @@
  * iothread only through iothread_run_sync() and iothread_post().
  *
  * Poll modes: OFF sleeps in epoll_wait; ON spins on the pollers forever;
- * ADAPTIVE spins for at most poll_ns after the last useful work, then arms
- * notifications and sleeps, so a loaded host gets its CPU back.
+ * ADAPTIVE spins for a window after the last useful work, then arms
+ * notifications and sleeps, so a loaded host gets its CPU back.  The
+ * window tunes itself between 0 and poll_ns (iothread_poll_window_next):
+ * it grows while the work that woke the thread came soon enough that a
+ * longer spin would have caught it, and shrinks while it came too late
+ * for any spin to pay, so a thread whose queues see a request every
+ * millisecond does not burn a poll window per request.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -91,7 +96,21 @@ struct iothread_stats {
      * (docs/security.md, "One command's work, and a neighbour").
      */
     uint64_t max_iteration_work;
+    uint64_t poll_window_ns; /* ADAPTIVE's spin window now (0: sleeps at once) */
 };
+
+/*
+ * ADAPTIVE's rule for its spin window, after a sleep: idle_ns is the time
+ * from the last useful work to the wake-up (the window spun, then the
+ * sleep).  Woken within max_ns of the work: a window that long would have
+ * caught it without the sleep, its wake-up and the driver's kick, so the
+ * window doubles (from IOTHREAD_POLL_WINDOW_MIN_NS, up to max_ns).  Woken
+ * later: no window up to max_ns would have, so it halves, to 0 below the
+ * minimum.  While the spin finds work the loop does not call it: the
+ * window that pays is kept.
+ */
+#define IOTHREAD_POLL_WINDOW_MIN_NS 4000
+uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t idle_ns, uint64_t max_ns);
 
 /* Creates a thread context (not yet running).  uring_depth 0: no io_uring. */
 struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_depth);

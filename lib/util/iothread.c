@@ -160,7 +160,7 @@ struct iothread {
     atomic_uint sync_pending;
 
     enum iothread_poll_mode poll_mode;
-    uint64_t poll_ns;
+    uint64_t poll_ns;         /* ADAPTIVE's longest window */
     bool notify_armed;        /* pollers' notifications are on */
 
     struct iothread_stats stats;
@@ -372,6 +372,17 @@ void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode, uint64_
     if (poll_ns) {
         t->poll_ns = poll_ns;
     }
+    t->stats.poll_window_ns = 0;
+}
+
+uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t idle_ns, uint64_t max_ns)
+{
+    if (idle_ns > max_ns) {
+        window_ns /= 2;
+        return window_ns < IOTHREAD_POLL_WINDOW_MIN_NS ? 0 : window_ns;
+    }
+    window_ns = window_ns ? window_ns * 2 : IOTHREAD_POLL_WINDOW_MIN_NS;
+    return window_ns < max_ns ? window_ns : max_ns;
 }
 
 const char *iothread_name(const struct iothread *t)
@@ -933,7 +944,7 @@ void iothread_run(struct iothread *t)
         }
         if (work || work_queued(t)) {
             last_work = now_ns();
-        } else if (now_ns() - last_work > t->poll_ns) {
+        } else if (now_ns() - last_work > t->stats.poll_window_ns) {
             bool pending = false;
 
             /*
@@ -946,6 +957,8 @@ void iothread_run(struct iothread *t)
                 iteration_begin(t);   /* what wakes it is timed from now */
                 dispatch_epoll(t, -1);
                 end_iteration(t);
+                t->stats.poll_window_ns = iothread_poll_window_next(
+                    t->stats.poll_window_ns, now_ns() - last_work, t->poll_ns);
             }
             last_work = now_ns();
         }

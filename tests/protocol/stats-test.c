@@ -44,9 +44,11 @@ struct fx {
     struct vfe *fe;
 };
 
-static void fx_start(struct fx *x)
+/* The daemon with three LUNs, two queues on two threads, and extra options. */
+static void fx_start_with(struct fx *x, const char *const *extra)
 {
     g_autofree char *img = NULL, *lun2 = NULL;
+    g_autoptr(GPtrArray) args = g_ptr_array_new();
 
     memset(x, 0, sizeof(*x));
     pu_daemon_init(&x->d);
@@ -57,10 +59,17 @@ static void fx_start(struct fx *x)
     g_assert_cmpint(truncate(img, 8 << 20), ==, 0);
     lun2 = g_strdup_printf("2=file:%s", img);
     {
-        const char *args[] = { "--lun", "0=ram:16M", "--lun", "1=null:64M", "--lun", lun2,
-                               "--control", x->ctl, "--queues", "2", "--threads", "2", NULL };
+        const char *base[] = { "--lun", "0=ram:16M", "--lun", "1=null:64M", "--lun", lun2,
+                               "--control", x->ctl, "--queues", "2", "--threads", "2" };
 
-        pu_daemon_start(&x->d, args);
+        for (size_t i = 0; i < G_N_ELEMENTS(base); i++) {
+            g_ptr_array_add(args, (gpointer)base[i]);
+        }
+        for (size_t i = 0; extra && extra[i]; i++) {
+            g_ptr_array_add(args, (gpointer)extra[i]);
+        }
+        g_ptr_array_add(args, NULL);
+        pu_daemon_start(&x->d, (const char **)args->pdata);
     }
     x->fd = ctl_client_connect(x->ctl);
     g_assert_cmpint(x->fd, >=, 0);
@@ -68,6 +77,11 @@ static void fx_start(struct fx *x)
     pu_make_ready(x->fe, 0);
     pu_make_ready(x->fe, 1);
     pu_make_ready(x->fe, 2);
+}
+
+static void fx_start(struct fx *x)
+{
+    fx_start_with(x, NULL);
 }
 
 static void fx_stop(struct fx *x)
@@ -425,6 +439,53 @@ static void test_bench_flush_first(void)
     fx_stop(&x);
 }
 
+/* The poll window each I/O thread reports: (min, max) over the threads. */
+static void poll_windows(struct fx *x, gint64 *min, gint64 *max)
+{
+    g_autoptr(JsonNode) st = call(x, "stats", NULL);
+    JsonArray *a = json_object_get_array_member(json_node_get_object(st), "threads");
+
+    g_assert_cmpuint(json_array_get_length(a), ==, 2);
+    *min = G_MAXINT64;
+    *max = 0;
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        gint64 w = json_object_get_int_member(json_array_get_object_element(a, i),
+                                              "poll_window_ns");
+
+        *min = MIN(*min, w);
+        *max = MAX(*max, w);
+    }
+}
+
+/*
+ * `--poll adaptive` tunes its spin window and reports it: with the
+ * longest window one second, a bench's requests (each within a second of
+ * the last) open the window of the thread that served them; a thread
+ * that does not poll reports none.
+ */
+static void test_poll_window_reported(void)
+{
+    static const char *const adaptive[] = { "--poll", "adaptive", "--poll-us", "1000000", NULL };
+    struct fx x;
+    gint64 lo, hi;
+
+    g_assert_nonnull(g_getenv("VHOST_SCSI_BENCH"));
+    fx_start(&x);
+    bench_others(&x, NULL);
+    poll_windows(&x, &lo, &hi);
+    g_assert_cmpint(hi, ==, 0);
+    fx_stop(&x);
+
+    fx_start_with(&x, adaptive);
+    for (int i = 0; i < 3; i++) {
+        bench_others(&x, NULL);
+    }
+    poll_windows(&x, &lo, &hi);
+    g_assert_cmpint(hi, >=, 4000);
+    g_assert_cmpint(hi, <=, 1000000000);
+    fx_stop(&x);
+}
+
 static JsonNode *qos_params(const char *backend, const char *json_limits)
 {
     JsonNode *p = json_from_string(json_limits, NULL);
@@ -555,6 +616,7 @@ int main(int argc, char **argv)
     g_test_add_func("/stats/bad-requests-are-errors", test_bad_requests);
     g_test_add_func("/stats/ctl-prints-them", test_ctl_prints_them);
     g_test_add_func("/stats/bench-flush-first-sends-one-flush", test_bench_flush_first);
+    g_test_add_func("/stats/poll-window-reported", test_poll_window_reported);
     g_test_add_func("/qos/limits-reads", test_qos_limits_reads);
     g_test_add_func("/qos/saved-and-checked", test_qos_saved_and_checked);
     return g_test_run();

@@ -263,6 +263,73 @@ static void test_adaptive_poll_rearms_when_idle(void)
 }
 
 /*
+ * ADAPTIVE's window: a wake-up within the longest window of the last work
+ * means a longer spin would have caught that work without the sleep, so
+ * the window opens and doubles, never past the longest; a later one means
+ * no spin would have, so it halves, and closes below the minimum.
+ */
+static void test_poll_window_grows_while_wakes_come_soon(void)
+{
+    const uint64_t max = 50000, min = IOTHREAD_POLL_WINDOW_MIN_NS;
+
+    g_assert_cmpuint(iothread_poll_window_next(0, 10000, max), ==, min);
+    g_assert_cmpuint(iothread_poll_window_next(min, 10000, max), ==, 2 * min);
+    g_assert_cmpuint(iothread_poll_window_next(32000, 40000, max), ==, max);
+    g_assert_cmpuint(iothread_poll_window_next(max, max, max), ==, max);
+    /* A longest window below the minimum is still the cap. */
+    g_assert_cmpuint(iothread_poll_window_next(0, 500, 1000), ==, 1000);
+}
+
+static void test_poll_window_shrinks_while_wakes_come_late(void)
+{
+    const uint64_t max = 50000, min = IOTHREAD_POLL_WINDOW_MIN_NS;
+
+    g_assert_cmpuint(iothread_poll_window_next(max, max + 1, max), ==, max / 2);
+    g_assert_cmpuint(iothread_poll_window_next(2 * min, 1000000, max), ==, min);
+    g_assert_cmpuint(iothread_poll_window_next(min, 1000000, max), ==, 0);
+    g_assert_cmpuint(iothread_poll_window_next(0, 1000000, max), ==, 0);
+}
+
+/*
+ * The loop follows the rule: a thread woken again and again well inside
+ * its longest window (one second here) opens its window, and says so in
+ * its statistics.
+ */
+struct stats_probe {
+    struct iothread *t;
+    struct iothread_stats st;
+};
+
+/* On the thread itself: its statistics are plain fields it writes. */
+static void read_stats(void *opaque)
+{
+    struct stats_probe *sp = opaque;
+
+    iothread_get_stats(sp->t, &sp->st);
+}
+
+static void test_adaptive_poll_window_opens_on_frequent_work(void)
+{
+    struct poll_probe pp = { 0 };
+    struct stats_probe sp = { 0 };
+    struct iothread_stats *st = &sp.st;
+
+    pp.t = sp.t = iothread_new("t-window", 1, 0);
+    iothread_set_poll(pp.t, IOTHREAD_POLL_ADAPTIVE, 1000000000ull);
+    iothread_get_stats(pp.t, st);
+    g_assert_cmpuint(st->poll_window_ns, ==, 0);
+    g_assert_cmpint(iothread_start(pp.t), ==, 0);
+    iothread_run_sync(pp.t, add_poller, &pp);
+    for (int i = 0; i < 100000 && st->poll_window_ns == 0; i++) {
+        iothread_run_sync(pp.t, nothing, NULL);
+        iothread_run_sync(pp.t, read_stats, &sp);
+    }
+    g_assert_cmpuint(st->poll_window_ns, >=, IOTHREAD_POLL_WINDOW_MIN_NS);
+    g_assert_cmpuint(st->poll_window_ns, <=, 1000000000ull);
+    iothread_free(pp.t);
+}
+
+/*
  * What an fd handler (a kick) learns from iothread_polling(): true on a
  * thread spinning on its pollers, so the source leaves its notifications
  * off (re-enabling them there made every kick arm the next one); false
@@ -931,6 +998,12 @@ int main(int argc, char **argv)
                     test_uring_completion_while_polling);
     g_test_add_func("/iothread/poll/kick-fd-seen-while-polling", test_kick_fd_seen_while_polling);
     g_test_add_func("/iothread/adaptive-poll-rearms-when-idle", test_adaptive_poll_rearms_when_idle);
+    g_test_add_func("/iothread/poll-window-grows-while-wakes-come-soon",
+                    test_poll_window_grows_while_wakes_come_soon);
+    g_test_add_func("/iothread/poll-window-shrinks-while-wakes-come-late",
+                    test_poll_window_shrinks_while_wakes_come_late);
+    g_test_add_func("/iothread/adaptive-poll-window-opens-on-frequent-work",
+                    test_adaptive_poll_window_opens_on_frequent_work);
     g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
                     test_kick_while_polling_leaves_notifications_off);
     g_test_add_func("/iothread/poll/kick-without-polling-rearms", test_kick_without_polling_rearms);
