@@ -11,7 +11,8 @@
 # polls on both sides (target --poll on, bench --poll); AB_TPOLL=MODE sets
 # the target's --poll alone (on, off, adaptive; the bench waits unless
 # AB_POLL is set too); AB_QDS="1 32" the queue depths; AB_CPUS="T B" pins
-# the target to CPU T and the bench to CPU B (taskset).
+# the target to CPU T and the bench to CPU B (taskset); AB_QUEUES=N gives
+# the target N request queues (default 1; the bench uses them all).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -u
@@ -37,7 +38,7 @@ for round in $(seq "$ROUNDS"); do
     [ $side = B ] && dir=$B && extra=${B_BENCH_ARGS:-}
     for qd in ${AB_QDS:-1 32}; do
       sock=$OUT/s.sock; rm -f $sock
-      $TPIN $dir/vhost-scsi-target --socket-path $sock --lun 0=$LUN --queues 1 --threads 1 --poll $TPOLL > $OUT/target.log 2>&1 &
+      $TPIN $dir/vhost-scsi-target --socket-path $sock --lun 0=$LUN --queues ${AB_QUEUES:-1} --threads 1 --poll $TPOLL > $OUT/target.log 2>&1 &
       pid=$!
       for i in $(seq 100); do [ -S $sock ] && break; sleep 0.05; done
       j=$($BPIN $dir/vhost-scsi-bench --socket $sock --time 3 --pid $pid --rw randread --bs $BS --iodepth $qd --json -q $BPOLL $extra 2>/dev/null)

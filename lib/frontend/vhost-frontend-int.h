@@ -60,6 +60,7 @@ struct vfe_queue {
     uint16_t avail_idx;          /* our copy of avail->idx */
     uint16_t kick_old;           /* avail idx at the last kick decision */
     uint16_t last_used;          /* next used entry we will read */
+    uint16_t used_event;         /* what we last wrote to the ring's used_event */
     uint16_t base;               /* ring base to give the back-end on start */
     unsigned inflight;
     bool broken;

@@ -140,7 +140,7 @@ static void queue_reset_state(struct vfe_queue *q)
     }
     q->free_head = 0;
     q->num_free = q->num;
-    q->avail_idx = q->kick_old = q->last_used = q->base = 0;
+    q->avail_idx = q->kick_old = q->last_used = q->base = q->used_event = 0;
     q->inflight = 0;
     q->broken = false;
 }
@@ -394,10 +394,18 @@ static int queue_reap(struct vfe *fe, struct vfe_queue *q)
              * A polling driver wants no signals: with EVENT_IDX a used_event
              * half the index space ahead is never crossed (at most num <=
              * 0x8000 entries are in flight); without it, NO_INTERRUPT.
+             * Written again only once the device could come within reach
+             * of it, as NO_INTERRUPT is written once: a store on every
+             * reap made the line the device reads at each completion
+             * bounce between the two cores (a cache miss per I/O on both
+             * sides that a polling Linux driver, which leaves used_event
+             * alone, does not pay).
              */
             if (vfe_has(fe, VIRTIO_RING_F_EVENT_IDX)) {
-                __atomic_store_n(used_event_ptr(q), (uint16_t)(q->last_used + 0x8000),
-                                 __ATOMIC_RELAXED);
+                if ((uint16_t)(q->used_event - q->last_used) <= q->num) {
+                    q->used_event = (uint16_t)(q->last_used + 0x8000);
+                    __atomic_store_n(used_event_ptr(q), q->used_event, __ATOMIC_RELAXED);
+                }
             } else if (!(q->avail->flags & VRING_AVAIL_F_NO_INTERRUPT)) {
                 __atomic_store_n(&q->avail->flags, VRING_AVAIL_F_NO_INTERRUPT,
                                  __ATOMIC_RELAXED);
@@ -408,7 +416,8 @@ static int queue_reap(struct vfe *fe, struct vfe_queue *q)
             break;
         }
         /* ask for a signal at the next completion, then recheck for a racing one */
-        __atomic_store_n(used_event_ptr(q), q->last_used, __ATOMIC_RELAXED);
+        q->used_event = q->last_used;
+        __atomic_store_n(used_event_ptr(q), q->used_event, __ATOMIC_RELAXED);
         __atomic_thread_fence(__ATOMIC_SEQ_CST);
         if (__atomic_load_n(&q->used->idx, __ATOMIC_ACQUIRE) == q->last_used) {
             break;

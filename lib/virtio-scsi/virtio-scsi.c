@@ -292,15 +292,21 @@ static void queue_answer_bad_chain(struct vscsi_queue *q)
     vq_answer_bad_chain(q->vq, &resp, sizeof(resp));
 }
 
+/* What a queue's turn has taken so far of its budget (VSCSI_TURN_*). */
+struct vscsi_turn {
+    unsigned reqs;
+    uint64_t bytes;
+};
+
 /*
- * Pops and starts as many requests as the ring, the pool and the turn's
- * budget allow (VSCSI_TURN_*; turn_over says the budget ended it).
+ * Pops and starts as many requests as the ring, the pool and what is left
+ * of the turn's budget allow (turn_over says the budget ended it).  A turn
+ * may drain more than once (a kick handler drains again when re-arming
+ * finds new requests), but its budget is the turn's, not each drain's.
  */
-static bool queue_drain_avail(struct vscsi_queue *q)
+static bool queue_drain_avail(struct vscsi_queue *q, struct vscsi_turn *turn)
 {
     bool progress = false;
-    unsigned turn_reqs = 0;
-    uint64_t turn_bytes = 0;
     /*
      * One start time for the whole batch, read when its first request is
      * popped, before any of it runs: a command that completes at once then
@@ -315,7 +321,7 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         struct vscsi_req *r = q->free_list;
         int ret;
 
-        if (turn_reqs >= VSCSI_TURN_REQUESTS || turn_bytes >= VSCSI_TURN_BYTES) {
+        if (turn->reqs >= VSCSI_TURN_REQUESTS || turn->bytes >= VSCSI_TURN_BYTES) {
             q->turn_over = vq_has_avail(q->vq);
             break;
         }
@@ -352,9 +358,9 @@ static bool queue_drain_avail(struct vscsi_queue *q)
         r->start_ns = start_ns;
         q->inflight++;
         progress = true;
-        turn_reqs++;
+        turn->reqs++;
         r->admitted_bytes = r->elem.out_len + r->elem.in_len;
-        turn_bytes += r->admitted_bytes;
+        turn->bytes += r->admitted_bytes;
         q->inflight_bytes += r->admitted_bytes;
         req_exec(q, r);
     }
@@ -398,12 +404,14 @@ static void queue_unyield(struct vscsi_queue *q)
 
 static void queue_process(struct vscsi_queue *q)
 {
+    struct vscsi_turn turn = { 0 };
+
     if (!q->running || q->stopping) {
         return;
     }
     do {
         vq_disable_notify(q->vq);
-        queue_drain_avail(q);
+        queue_drain_avail(q, &turn);
         if (q->turn_over) {
             queue_yield(q);
             return;
@@ -452,10 +460,12 @@ static bool queue_poll_cb(void *opaque)
 {
     struct vscsi_queue *q = opaque;
 
+    struct vscsi_turn turn = { 0 };
+
     if (q->starved || q->turn_queued) {
         return false;
     }
-    return queue_drain_avail(q);
+    return queue_drain_avail(q, &turn);
 }
 
 static bool queue_set_notify_cb(void *opaque, bool enable)

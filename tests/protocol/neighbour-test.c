@@ -74,14 +74,16 @@
 #define MAX_WORK_EXPENSIVE (64u << 10)
 /*
  * Under the cheap flood: a turn (VSCSI_TURN_BYTES, 256 KiB of buffers, in
- * lib/virtio-scsi/virtio-scsi-int.h) of the hostile queue, the neighbour's
- * read and a deferred piece, with room to spare; the whole ring popped in
- * one turn is 1.25 MiB.
+ * lib/virtio-scsi/virtio-scsi-int.h, and the request that crosses it) of
+ * the hostile queue, the neighbour's read and a deferred piece, with room
+ * to spare; the whole ring popped in one turn is 1.25 MiB, and two turns
+ * in one iteration (a kick handler that drained again, after re-arming
+ * found more, with a fresh budget: 516 KiB seen once) are over it.
  */
 #define CHEAP_QD 80             /* 3 descriptors each in a ring of 256 */
 #define CHEAP_BYTES (16u << 10)
 #define CHEAP_ROUNDS 40
-#define MAX_WORK_CHEAP (512u << 10)
+#define MAX_WORK_CHEAP (384u << 10)
 
 struct side {
     struct vfe *fe;
