@@ -11,7 +11,8 @@
 # keeps the raw JSON lines in out/bench/.  Not part of `make check`: it
 # asserts nothing, it measures.
 #
-# Environment: BENCH_BUILD (default build-bench, buildtype release),
+# Environment: BENCH_BUILD (default build-bench, buildtype release with
+# link-time optimisation, as the Debian package is built),
 # BENCH_RUNTIME (seconds per run, default 5), BENCH_REPS (default 3),
 # BENCH_DOC (default docs/performance.md), BENCH_SKIP_BUILD=1,
 # BENCH_ONLY="g1 g2 ..." to run a subset (the document then lists only those).
@@ -33,7 +34,7 @@ want() { [[ " $ONLY " == *" $1 "* ]]; }
 
 if [ -z "${BENCH_SKIP_BUILD:-}" ]; then
     say "building (release) in $BUILD"
-    [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" -Dbuildtype=release >/dev/null
+    [ -f "$BUILD/build.ninja" ] || meson setup "$BUILD" -Dbuildtype=release -Db_lto=true >/dev/null
     ninja -C "$BUILD" tools/vhost-scsi-target tools/vhost-scsi-bench >/dev/null
 fi
 TARGET=$BUILD/tools/vhost-scsi-target
