@@ -269,6 +269,11 @@ if [ -n "${PEER_BLOCKDEV:-}" ]; then
         "file:$PEER_BLOCKDEV,direct" off 1 aio "$R --iodepth 32"
     row blockdev-qd32-randwrite "block device, randwrite QD32, bench waits, target --poll off" \
         "file:$PEER_BLOCKDEV,direct" off 1 aio "--rw randwrite --bs 4k --iodepth 32"
+    # Like with like: SPDK's reactor polls the aio completions too.
+    row blockdev-qd32-randread-adaptive "block device, randread QD32, bench waits, target --poll adaptive" \
+        "file:$PEER_BLOCKDEV,direct" adaptive 1 aio "$R --iodepth 32"
+    row blockdev-qd32-randwrite-adaptive "block device, randwrite QD32, bench waits, target --poll adaptive" \
+        "file:$PEER_BLOCKDEV,direct" adaptive 1 aio "--rw randwrite --bs 4k --iodepth 32"
 fi
 # Goal 2's idle half: a front-end attached, nothing issued; only CPU counts.
 row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
