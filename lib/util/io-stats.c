@@ -91,14 +91,16 @@ void io_stats_destroy(struct io_stats *s)
     }
 }
 
-static struct io_stats_slot *slot_get(struct io_stats *s, unsigned i)
+/*
+ * A slot's first use, out of line, reached from io_stats_add by a tail
+ * call that starts the add over: inlined, or with the add carrying on
+ * after a call, it made every io_stats_add (two per command) save and
+ * restore five or six registers.
+ */
+static G_GNUC_NO_INLINE struct io_stats_slot *slot_alloc(struct io_stats *s, unsigned i)
 {
-    struct io_stats_slot *p = atomic_load_explicit(&s->slot[i], memory_order_acquire);
-    struct io_stats_slot *expected = NULL;
+    struct io_stats_slot *expected = NULL, *p;
 
-    if (G_LIKELY(p)) {
-        return p;
-    }
     /* Slot 0 may have several first writers at once: one allocation wins. */
     p = g_new0(struct io_stats_slot, 1);
     if (!atomic_compare_exchange_strong_explicit(&s->slot[i], &expected, p,
@@ -109,17 +111,33 @@ static struct io_stats_slot *slot_get(struct io_stats *s, unsigned i)
     return p;
 }
 
+
 static inline void own_add(_Atomic uint64_t *x, uint64_t n)
 {
     atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n,
                           memory_order_relaxed);
 }
 
+static G_GNUC_NO_INLINE void add_first(struct io_stats *s, unsigned thread_id,
+                                        enum io_class c, uint64_t bytes, bool error,
+                                        uint64_t lat_ns)
+{
+    slot_alloc(s, thread_id < IO_STATS_SLOTS ? thread_id : 0);
+    io_stats_add(s, thread_id, c, bytes, error, lat_ns);
+}
+
 void io_stats_add(struct io_stats *s, unsigned thread_id, enum io_class c, uint64_t bytes,
                   bool error, uint64_t lat_ns)
 {
     unsigned i = thread_id < IO_STATS_SLOTS ? thread_id : 0;
-    _Atomic uint64_t *v = slot_get(s, i)->v[c];
+    struct io_stats_slot *slot = atomic_load_explicit(&s->slot[i], memory_order_acquire);
+    _Atomic uint64_t *v;
+
+    if (G_UNLIKELY(!slot)) {
+        add_first(s, thread_id, c, bytes, error, lat_ns);   /* a tail call */
+        return;
+    }
+    v = slot->v[c];
 
     if (i == 0) {
         atomic_fetch_add_explicit(&v[F_OPS], 1, memory_order_relaxed);
