@@ -111,7 +111,6 @@ static G_GNUC_NO_INLINE struct io_stats_slot *slot_alloc(struct io_stats *s, uns
     return p;
 }
 
-
 static inline void own_add(_Atomic uint64_t *x, uint64_t n)
 {
     atomic_store_explicit(x, atomic_load_explicit(x, memory_order_relaxed) + n,

@@ -459,8 +459,7 @@ static void queue_flush_cb(void *opaque)
 static bool queue_poll_cb(void *opaque)
 {
     struct vscsi_queue *q = opaque;
-
-    struct vscsi_turn turn = { 0 };
+    struct vscsi_turn turn = { 0 };   /* a poll is a turn of its own */
 
     if (q->starved || q->turn_queued) {
         return false;
