@@ -117,12 +117,12 @@ static inline void own_add(_Atomic uint64_t *x, uint64_t n)
                           memory_order_relaxed);
 }
 
-static G_GNUC_NO_INLINE void add_first(struct io_stats *s, unsigned thread_id,
-                                        enum io_class c, uint64_t bytes, bool error,
-                                        uint64_t lat_ns)
+/* Slot i (a valid index, which io_stats_add maps to itself) made, then the add. */
+static G_GNUC_NO_INLINE void add_first(struct io_stats *s, unsigned i, enum io_class c,
+                                        uint64_t bytes, bool error, uint64_t lat_ns)
 {
-    slot_alloc(s, thread_id < IO_STATS_SLOTS ? thread_id : 0);
-    io_stats_add(s, thread_id, c, bytes, error, lat_ns);
+    slot_alloc(s, i);
+    io_stats_add(s, i, c, bytes, error, lat_ns);
 }
 
 void io_stats_add(struct io_stats *s, unsigned thread_id, enum io_class c, uint64_t bytes,
@@ -133,7 +133,7 @@ void io_stats_add(struct io_stats *s, unsigned thread_id, enum io_class c, uint6
     _Atomic uint64_t *v;
 
     if (G_UNLIKELY(!slot)) {
-        add_first(s, thread_id, c, bytes, error, lat_ns);   /* a tail call */
+        add_first(s, i, c, bytes, error, lat_ns);   /* a tail call */
         return;
     }
     v = slot->v[c];

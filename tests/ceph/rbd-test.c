@@ -115,18 +115,24 @@ static char *image_info(const char *img, const char *field)
     return g_strdup_printf("%" G_GINT64_FORMAT, json_node_get_int(n));
 }
 
-/* The id of pool rbd. */
-static char *pool_id(void)
+/* `ceph --format json ARGS` (up to four; NULL ends them), parsed (g_object_unref it). */
+static JsonParser *ceph_json(const char *a1, const char *a2, const char *a3, const char *a4)
 {
-    const char *argv[] = { "ceph", "-c", g.conf, "osd", "pool", "ls", "detail", "--format",
-                           "json", NULL };
+    const char *argv[] = { "ceph", "-c", g.conf, "--format", "json", a1, a2, a3, a4, NULL };
     g_autofree char *json = NULL;
-    g_autoptr(JsonParser) p = json_parser_new();
-    JsonArray *a;
+    JsonParser *p = json_parser_new();
 
     g_assert_cmpint(run_argv(argv, &json), ==, 0);
     g_assert_true(json_parser_load_from_data(p, json, -1, NULL));
-    a = json_node_get_array(json_parser_get_root(p));
+    return p;
+}
+
+/* The id of pool rbd. */
+static char *pool_id(void)
+{
+    g_autoptr(JsonParser) p = ceph_json("osd", "pool", "ls", "detail");
+    JsonArray *a = json_node_get_array(json_parser_get_root(p));
+
     return g_strdup_printf("%" G_GINT64_FORMAT,
                            json_object_get_int_member(json_array_get_object_element(a, 0),
                                                       "pool_id"));
@@ -916,18 +922,6 @@ static void ceph_cmd(const char *a1, const char *a2, const char *a3, const char 
     g_assert_cmpint(run_argv(argv, NULL), ==, 0);
 }
 
-/* `ceph ARGS --format json`, parsed (g_object_unref the parser). */
-static JsonParser *ceph_json(const char *a1, const char *a2, const char *a3)
-{
-    const char *argv[] = { "ceph", "-c", g.conf, "--format", "json", a1, a2, a3, NULL };
-    g_autofree char *json = NULL;
-    JsonParser *p = json_parser_new();
-
-    g_assert_cmpint(run_argv(argv, &json), ==, 0);
-    g_assert_true(json_parser_load_from_data(p, json, -1, NULL));
-    return p;
-}
-
 /*
  * Waits (60 s at most) until every OSD holds the monitors' current OSD map:
  * a map change (a blocklist entry) takes effect on a client's ops only
@@ -936,8 +930,8 @@ static JsonParser *ceph_json(const char *a1, const char *a2, const char *a3)
  */
 static void wait_osds_have_current_map(void)
 {
-    g_autoptr(JsonParser) dump = ceph_json("osd", "dump", NULL);
-    g_autoptr(JsonParser) ls = ceph_json("osd", "ls", NULL);
+    g_autoptr(JsonParser) dump = ceph_json("osd", "dump", NULL, NULL);
+    g_autoptr(JsonParser) ls = ceph_json("osd", "ls", NULL, NULL);
     gint64 epoch = json_object_get_int_member(json_node_get_object(json_parser_get_root(dump)),
                                               "epoch");
     JsonArray *ids = json_node_get_array(json_parser_get_root(ls));
@@ -949,7 +943,7 @@ static void wait_osds_have_current_map(void)
                                                json_array_get_int_element(ids, i));
 
         for (;;) {
-            g_autoptr(JsonParser) st = ceph_json("tell", who, "status");
+            g_autoptr(JsonParser) st = ceph_json("tell", who, "status", NULL);
             gint64 newest = json_object_get_int_member(
                 json_node_get_object(json_parser_get_root(st)), "newest_map");
 

@@ -290,11 +290,6 @@ static void test_poll_window_shrinks_while_wakes_come_late(void)
     g_assert_cmpuint(iothread_poll_window_next(0, 1000000, max), ==, 0);
 }
 
-/*
- * The loop follows the rule: a thread woken again and again well inside
- * its longest window (one second here) opens its window, and says so in
- * its statistics.
- */
 struct stats_probe {
     struct iothread *t;
     struct iothread_stats st;
@@ -308,6 +303,12 @@ static void read_stats(void *opaque)
     iothread_get_stats(sp->t, &sp->st);
 }
 
+/*
+ * The loop follows the rule: a thread woken again and again well inside
+ * its longest window (one second here) opens its window, and says so in
+ * its statistics (read on the thread: the update follows the sleep that
+ * a run_sync's return does not wait for).
+ */
 static void test_adaptive_poll_window_opens_on_frequent_work(void)
 {
     struct poll_probe pp = { 0 };
