@@ -1,8 +1,9 @@
 /*
- * The device side of a split virtqueue (virtio 1.2, 2.7): popping descriptor
- * chains from the available ring into iovecs, returning them on the used
- * ring, and deciding when the driver must be notified (EVENT_IDX,
- * NO_INTERRUPT, NOTIFY_ON_EMPTY).  Everything read from the rings is
+ * The device side of a virtqueue, split (virtio 1.2, 2.7) or packed (2.8,
+ * VIRTIO_F_RING_PACKED): popping descriptor chains the driver made
+ * available into iovecs, returning them as used, and deciding when the
+ * driver must be notified (EVENT_IDX, NO_INTERRUPT / event suppression,
+ * NOTIFY_ON_EMPTY).  Everything read from the rings is
  * untrusted; a malformed ring marks the queue broken, it never crashes us.
  *
  * A virtqueue is owned by exactly one thread while it runs.
@@ -25,7 +26,8 @@
 #define VQ_MAX_SG 1024
 
 struct vq_elem {
-    uint16_t head;            /* index of the chain's head descriptor */
+    uint16_t head;            /* split: the chain's head index; packed: its buffer id */
+    uint16_t ndescs;          /* packed: ring slots the chain took (vq_fill needs it) */
     unsigned out_num;         /* device-readable iovecs (driver -> device) */
     unsigned in_num;          /* device-writable iovecs (device -> driver) */
     struct iovec *out_sg;     /* points into the caller's iov array */
@@ -40,10 +42,31 @@ struct virtqueue {
     const char *name;             /* for log lines, e.g. "vq2"; not owned */
     unsigned index;
     unsigned num;                 /* ring size, power of two, <= 32768 */
+    bool packed;                  /* VIRTIO_F_RING_PACKED: the fields below marked packed */
     struct vring_desc *desc;
     struct vring_avail *avail;
     struct vring_used *used;
     const struct guest_mem *mem;
+
+    /*
+     * Packed rings: the descriptor ring (used descriptors are written back
+     * into it), the driver's event suppression area (read: may we
+     * interrupt?) and ours (written: should it kick?).  Indices below are
+     * then ring slots (< num), each with its lap's wrap counter.
+     */
+    struct vring_packed_desc *ring;
+    struct vring_packed_desc_event *driver_event;
+    struct vring_packed_desc_event *device_event;
+    bool avail_wrap;              /* packed: wrap counter of last_avail_idx */
+    bool used_wrap;               /* packed: wrap counter of used_idx */
+    bool flushed_wrap;            /* packed: wrap counter of flushed_used_idx */
+    bool signalled_wrap;          /* packed: wrap counter of signalled_used */
+    uint16_t unflushed;           /* packed: used descriptors written, not yet published */
+    uint16_t batch_slot;          /* packed: first of them, published last ... */
+    uint16_t batch_flags;         /* ... with these flags */
+    uint16_t last_pop_slot;       /* packed: where the last vq_pop began, for vq_unpop */
+    bool last_pop_wrap;
+    bool bad_wrap;                /* packed: lap of bad_head (then a ring slot) */
 
     uint16_t last_avail_idx;      /* next avail entry we will read */
     uint16_t shadow_avail_idx;    /* last avail->idx we read */
@@ -110,12 +133,26 @@ void vq_cleanup(struct virtqueue *vq);
  * Sets up the ring from host pointers already translated by the caller
  * (the vhost-user layer translates front-end addresses).  Checks alignment
  * and that num is a power of two <= 32768.  features is the negotiated
- * virtio feature set (EVENT_IDX, INDIRECT_DESC, NOTIFY_ON_EMPTY are used).
- * base is the first avail index to process (SET_VRING_BASE).
+ * virtio feature set (RING_PACKED, EVENT_IDX, INDIRECT_DESC,
+ * NOTIFY_ON_EMPTY are used).  base is SET_VRING_BASE's value: for a split
+ * ring the first avail index to process (the used index is in memory);
+ * for a packed ring, as vhost-user.rst has it, bits 0-14 the next avail
+ * slot, bit 15 its wrap counter, bits 16-30 the used slot, bit 31 its wrap
+ * counter (a fresh ring: 0x80008000).  A packed ring's desc is the
+ * descriptor ring, avail the driver's event area, used the device's.
  */
 int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
              void *desc, void *avail, void *used, uint64_t features,
-             uint16_t base);
+             uint32_t base);
+
+/* What GET_VRING_BASE answers: the base to resume from, encoded as vq_setup takes it. */
+uint32_t vq_get_base(const struct virtqueue *vq);
+
+/* Used elements filled but not yet published by vq_flush. */
+static inline unsigned vq_unflushed(const struct virtqueue *vq)
+{
+    return vq->packed ? vq->unflushed : (uint16_t)(vq->used_idx - vq->flushed_used_idx);
+}
 
 /*
  * Pops the next available chain.  iov/max_iov is caller storage for the
@@ -133,7 +170,10 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
  * queue already broken (not logged again).  Breaking a queue also signals
  * err_fd (SET_VRING_ERR) once.  Zero-length descriptors yield no
  * iovec.  An indirect descriptor ends the main-table chain (its NEXT flag is
- * ignored, as QEMU does) and needs VIRTIO_RING_F_INDIRECT_DESC.
+ * ignored, as QEMU does) and needs VIRTIO_RING_F_INDIRECT_DESC.  Packed
+ * rings: a chain is consecutive ring slots, its buffer id (elem->head) is
+ * the last descriptor's; an indirect ring descriptor with NEXT set is
+ * refused (the driver and we would disagree on the slots it takes).
  */
 int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
            unsigned max_iov);
@@ -148,7 +188,8 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
  * of in-flight heads (everything popped was either used or is in flight),
  * and vq->inflight counts the heads still to resubmit.  restore=false
  * zeroes the region (nothing from an earlier instance is trusted).  NULL
- * detaches.
+ * detaches.  A packed ring runs untracked (the region's layout is the
+ * split one): it detaches and returns 0.
  */
 struct vhost_user_inflight_queue;
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,

@@ -44,6 +44,7 @@
                           (1ull << VIRTIO_RING_F_INDIRECT_DESC) |   \
                           (1ull << VIRTIO_RING_F_EVENT_IDX) |       \
                           (1ull << VIRTIO_F_NOTIFY_ON_EMPTY) |      \
+                          (1ull << VIRTIO_F_RING_PACKED) |          \
                           (1ull << VHOST_F_LOG_ALL) |               \
                           (1ull << VHOST_USER_F_PROTOCOL_FEATURES))
 
@@ -63,7 +64,7 @@ struct vu_queue {
     unsigned num;                /* 0 until SET_VRING_NUM */
     struct vhost_vring_addr addr;
     bool addr_set;
-    uint16_t base;               /* where the next start resumes */
+    uint32_t base;               /* where the next start resumes (vq_setup's encoding) */
     bool started;                /* kick fd or polling given since the last stop */
     bool enabled;                /* SET_VRING_ENABLE (matters with PROTOCOL_FEATURES) */
     bool running;                /* between queue_start and queue_stop */
@@ -114,6 +115,7 @@ struct vu_dev {
     uint8_t status;
     struct guest_mem mem;
     struct vu_inflight inflight;
+    bool inflight_packed_said;   /* "packed rings run untracked" logged on this connection */
     struct vu_log log;
     bool log_skip_data_in;       /* test hook, see vu_dev_config */
     unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */

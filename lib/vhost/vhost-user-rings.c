@@ -62,6 +62,16 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
     if (!dev->inflight.area || idx >= dev->inflight.num_queues) {
         return 0;
     }
+    if (q->vq.packed) {
+        /* The area's layout is the split ring's (vu_inflight_queue_bytes). */
+        if (!dev->inflight_packed_said) {
+            g_message("%s: inflight tracking covers split rings only; the packed rings of "
+                      "this connection run without it (a restarted back-end cannot "
+                      "resubmit their requests)", dev->name);
+            dev->inflight_packed_said = true;
+        }
+        return 0;
+    }
     /*
      * Slices are sized for the device's maximum ring; a driver may choose
      * a smaller ring (its entries fit the slice), never a larger one.
@@ -96,10 +106,10 @@ void vu_queue_stop(struct vu_dev *dev, struct vu_queue *q)
     if (dev->ops && dev->ops->queue_stop) {
         dev->ops->queue_stop(dev->opaque, q->vq.index, &q->vq);
     }
-    q->base = q->vq.last_avail_idx;
+    q->base = vq_get_base(&q->vq);
     q->running = false;
     q->quiesced = false;
-    g_debug("%s: stopped at avail index %u", q->name, q->base);
+    g_debug("%s: stopped at ring base 0x%x", q->name, q->base);
 }
 
 static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx)
@@ -107,12 +117,14 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
     uint64_t n = q->num;
     /* used_event/avail_event exist only with EVENT_IDX (SeaBIOS omits them). */
     uint64_t ev = dev->features & (1ull << VIRTIO_RING_F_EVENT_IDX) ? 2 : 0;
+    /* A packed ring's "avail" and "used" are the driver's and device's 4-byte event areas. */
+    bool packed = dev->features & (1ull << VIRTIO_F_RING_PACKED);
     void *desc, *avail, *used;
     int r;
 
     desc = guest_mem_uva_ptr(&dev->mem, q->addr.desc_user_addr, 16 * n);
-    avail = guest_mem_uva_ptr(&dev->mem, q->addr.avail_user_addr, 4 + 2 * n + ev);
-    used = guest_mem_uva_ptr(&dev->mem, q->addr.used_user_addr, 4 + 8 * n + ev);
+    avail = guest_mem_uva_ptr(&dev->mem, q->addr.avail_user_addr, packed ? 4 : 4 + 2 * n + ev);
+    used = guest_mem_uva_ptr(&dev->mem, q->addr.used_user_addr, packed ? 4 : 4 + 8 * n + ev);
     if (!desc || !avail || !used) {
         if (dev->mem.nregions == 0) {
             g_debug("%s: waiting for a memory table to translate the ring", q->name);
@@ -151,7 +163,8 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
         return;
     }
     q->running = true;
-    g_debug("%s: started (%u entries, base %u, %s)", q->name, q->num, q->base,
+    g_debug("%s: started (%u entries, %s ring, base 0x%x, %s)", q->name, q->num,
+            q->vq.packed ? "packed" : "split", q->base,
             q->kick_fd >= 0 ? "kick fd" : "polling");
 }
 
@@ -327,7 +340,9 @@ int vu_handle_set_vring_base(struct vu_dev *dev, struct vu_msg *msg)
     if (r < 0) {
         return r;
     }
-    if (msg->p.state.num > UINT16_MAX) {
+    /* A packed ring's base carries both indices and wrap counters (vq_setup). */
+    if (msg->p.state.num > UINT16_MAX &&
+        !(dev->features & (1ull << VIRTIO_F_RING_PACKED))) {
         g_warning("%s: ring base %u does not fit a split ring index", dev->q[idx].name,
                   msg->p.state.num);
         return -EINVAL;

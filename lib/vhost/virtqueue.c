@@ -1,5 +1,6 @@
 /*
- * Device side of a split virtqueue: pops descriptor chains the guest made
+ * Device side of a split virtqueue, and the entry points that branch to the
+ * packed layout (virtqueue-packed.c): pops descriptor chains the guest made
  * available, returns them on the used ring, and decides when to interrupt
  * the driver and when to ask for kicks.  The rings live in guest memory and
  * the guest may rewrite them at any moment, so every index, length and
@@ -24,22 +25,9 @@
 
 #include "notify-fd.h"
 #include "virtqueue.h"
+#include "virtqueue-int.h"
 #include "vhost-user-proto.h"
 
-#define VQ_MAX_SIZE 32768u
-/* An indirect table is walked with 16-bit next fields: larger ones cannot be valid. */
-#define VQ_MAX_INDIRECT 65536u
-
-/*
- * The guest writes these fields concurrently; a single volatile access
- * stops the compiler from re-reading a value after it was checked.
- */
-#define READ_ONCE(x) (*(const volatile __typeof__(x) *)&(x))
-#define WRITE_ONCE(x, v) (*(volatile __typeof__(x) *)&(x) = (v))
-
-static inline void smp_rmb_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
-static inline void smp_wmb_release(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
-static inline void smp_mb(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 /* Orders stores for a successor process that reads them after we die. */
 static inline void program_order(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
@@ -59,8 +47,7 @@ static void __attribute__((cold)) notify_fd_hostile(struct virtqueue *vq, const 
     }
 }
 
-static int G_GNUC_PRINTF(3, 4) __attribute__((cold))
-vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
+int vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
 {
     if (!vq->broken) {
         va_list ap;
@@ -104,7 +91,7 @@ void vq_cleanup(struct virtqueue *vq)
     vq->inflight_region = NULL;
 }
 
-static bool host_range_in_mem(const struct guest_mem *mem, const void *p, uint64_t len)
+bool vq_host_range_in_mem(const struct guest_mem *mem, const void *p, uint64_t len)
 {
     for (unsigned i = 0; i < mem->nregions; i++) {
         const struct guest_mem_region *r = &mem->r[i];
@@ -117,18 +104,10 @@ static bool host_range_in_mem(const struct guest_mem *mem, const void *p, uint64
     return false;
 }
 
-/* Every store into guest memory of this file goes through one of these. */
-static inline void log_host(struct virtqueue *vq, const void *p, uint64_t len)
-{
-    if (__builtin_expect(vq->log != NULL, 0)) {
-        vhost_log_mark_host(vq->log, vq->mem, p, len);
-    }
-}
-
 static inline void set_used_flags(struct virtqueue *vq, uint16_t flags)
 {
     WRITE_ONCE(vq->used->flags, htole16(flags));
-    log_host(vq, &vq->used->flags, sizeof(vq->used->flags));
+    vq_log_host(vq, &vq->used->flags, sizeof(vq->used->flags));
 }
 
 static inline void set_avail_event(struct virtqueue *vq, uint16_t val)
@@ -138,7 +117,7 @@ static inline void set_avail_event(struct virtqueue *vq, uint16_t val)
                                     vq->num * sizeof(struct vring_used_elem));
 
     WRITE_ONCE(*ev, htole16(val));
-    log_host(vq, ev, sizeof(*ev));
+    vq_log_host(vq, ev, sizeof(*ev));
 }
 
 static inline uint16_t get_used_event(const struct virtqueue *vq)
@@ -148,8 +127,9 @@ static inline uint16_t get_used_event(const struct virtqueue *vq)
 
 int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
              void *desc, void *avail, void *used, uint64_t features,
-             uint16_t base)
+             uint32_t base)
 {
+    bool packed = features & (1ull << VIRTIO_F_RING_PACKED);
     uint64_t event_bytes;
 
     if (num == 0 || num > VQ_MAX_SIZE || (num & (num - 1))) {
@@ -160,45 +140,64 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
         g_warning("%s: ring addresses not set", vq->name);
         return -EINVAL;
     }
-    if ((uintptr_t)desc % 16 || (uintptr_t)avail % 2 || (uintptr_t)used % 4) {
-        g_warning("%s: misaligned ring (desc %p avail %p used %p)", vq->name, desc, avail,
-                  used);
-        return -EINVAL;
-    }
-    event_bytes = (features & (1ull << VIRTIO_RING_F_EVENT_IDX)) ? 2 : 0;
-    if (!host_range_in_mem(mem, desc, (uint64_t)num * sizeof(struct vring_desc)) ||
-        !host_range_in_mem(mem, avail, 4 + 2ull * num + event_bytes) ||
-        !host_range_in_mem(mem, used, 4 + 8ull * num + event_bytes)) {
-        g_warning("%s: ring of %u entries is not inside guest memory", vq->name, num);
-        return -EFAULT;
+    if (packed) {
+        int r = vq_packed_check(vq, mem, num, desc, avail, used);
+
+        if (r < 0) {
+            return r;
+        }
+    } else {
+        if ((uintptr_t)desc % 16 || (uintptr_t)avail % 2 || (uintptr_t)used % 4) {
+            g_warning("%s: misaligned ring (desc %p avail %p used %p)", vq->name, desc,
+                      avail, used);
+            return -EINVAL;
+        }
+        event_bytes = (features & (1ull << VIRTIO_RING_F_EVENT_IDX)) ? 2 : 0;
+        if (!vq_host_range_in_mem(mem, desc, (uint64_t)num * sizeof(struct vring_desc)) ||
+            !vq_host_range_in_mem(mem, avail, 4 + 2ull * num + event_bytes) ||
+            !vq_host_range_in_mem(mem, used, 4 + 8ull * num + event_bytes)) {
+            g_warning("%s: ring of %u entries is not inside guest memory", vq->name, num);
+            return -EFAULT;
+        }
+        if (base > UINT16_MAX) {
+            g_warning("%s: ring base 0x%x does not fit a split ring's index", vq->name, base);
+            return -EINVAL;
+        }
     }
 
     vq_cleanup(vq);
     vq->mem = mem;
     vq->num = num;
-    vq->desc = desc;
-    vq->avail = avail;
-    vq->used = used;
+    vq->packed = packed;
     vq->event_idx = features & (1ull << VIRTIO_RING_F_EVENT_IDX);
     vq->indirect = features & (1ull << VIRTIO_RING_F_INDIRECT_DESC);
     vq->notify_on_empty = features & (1ull << VIRTIO_F_NOTIFY_ON_EMPTY);
-    vq->last_avail_idx = base;
-    vq->shadow_avail_idx = base;
-    vq->heads_end = base;
-    /* Like Linux vhost, resume the used ring where the driver last saw it. */
-    vq->used_idx = le16toh(READ_ONCE(vq->used->idx));
-    vq->flushed_used_idx = vq->used_idx;
     vq->signalled_used_valid = false;
     vq->broken = false;
+    vq->has_bad_head = false;
     vq->notify_off = false;
     vq->inflight = 0;
     vq->inflight_counter = 0;
     vq->last_from_resubmit = false;
+    if (packed) {
+        vq_packed_setup(vq, desc, avail, used, base);
+        return 0;
+    }
+
+    vq->desc = desc;
+    vq->avail = avail;
+    vq->used = used;
+    vq->last_avail_idx = (uint16_t)base;
+    vq->shadow_avail_idx = (uint16_t)base;
+    vq->heads_end = (uint16_t)base;
+    /* Like Linux vhost, resume the used ring where the driver last saw it. */
+    vq->used_idx = le16toh(READ_ONCE(vq->used->idx));
+    vq->flushed_used_idx = vq->used_idx;
 
     /* A previous back-end may have left kicks suppressed; turn them on. */
     set_used_flags(vq, 0);
     if (vq->event_idx) {
-        set_avail_event(vq, base);
+        set_avail_event(vq, (uint16_t)base);
     }
     smp_mb();
     return 0;
@@ -233,32 +232,6 @@ static inline void read_desc(const struct vring_desc *table, unsigned i,
 }
 
 /*
- * guest_mem_gpa_iov with the common case inlined: the buffer lies inside
- * one region (the hot path of every request).
- */
-static inline int map_buffer(const struct guest_mem *mem, uint64_t gpa, uint32_t len,
-                             struct iovec *iov, unsigned max)
-{
-    for (unsigned i = 0; i < mem->nregions; i++) {
-        const struct guest_mem_region *r = &mem->r[i];
-        uint64_t off = gpa - r->gpa;
-
-        if (gpa >= r->gpa && off < r->size) {
-            if (len > r->size - off) {
-                break;              /* crosses into another region: slow path */
-            }
-            if (max == 0) {
-                return -ENOBUFS;
-            }
-            iov->iov_base = (char *)r->host + off;
-            iov->iov_len = len;
-            return 1;
-        }
-    }
-    return guest_mem_gpa_iov(mem, gpa, len, iov, max);
-}
-
-/*
  * Walks the chain starting at head into iov.  An indirect descriptor ends
  * the main-table chain (its NEXT flag is ignored, as QEMU does; the spec
  * forbids drivers to set it); nested indirect tables are rejected, as the
@@ -269,15 +242,13 @@ static int vq_map_chain(struct virtqueue *vq, uint16_t head, struct vq_elem *ele
 {
     const struct vring_desc *table = vq->desc;
     unsigned table_n = vq->num;
-    unsigned i = head, visited = 0, n = 0, out_num = 0;
-    uint64_t out_len = 0, in_len = 0;
-    bool in_indirect = false, seen_writable = false;
+    unsigned i = head, visited = 0;
+    bool in_indirect = false;
+    struct vq_chain c = { .iov = iov, .max_iov = MIN(max_iov, VQ_MAX_SG), .head = head };
 
-    if (max_iov > VQ_MAX_SG) {
-        max_iov = VQ_MAX_SG;
-    }
     for (;;) {
         struct vring_desc d;
+        int r;
 
         if (i >= table_n) {
             return vq_fail(vq, -EINVAL, "%sdescriptor index %u out of range (%u entries), "
@@ -292,18 +263,9 @@ static int vq_map_chain(struct virtqueue *vq, uint16_t head, struct vq_elem *ele
         read_desc(table, i, &d);
 
         if (d.flags & VRING_DESC_F_INDIRECT) {
-            if (!vq->indirect) {
-                return vq_fail(vq, -EINVAL, "indirect descriptor at head %u but "
-                               "INDIRECT_DESC was not negotiated", head);
-            }
-            if (in_indirect) {
-                return vq_fail(vq, -EINVAL, "nested indirect descriptor in chain at "
-                               "head %u", head);
-            }
-            if (d.len == 0 || d.len % sizeof(struct vring_desc) ||
-                d.len / sizeof(struct vring_desc) > VQ_MAX_INDIRECT) {
-                return vq_fail(vq, -EINVAL, "indirect table of %u bytes at head %u is "
-                               "empty, not a multiple of 16 or too large", d.len, head);
+            r = vq_check_indirect(vq, in_indirect, d.len, head);
+            if (r < 0) {
+                return r;
             }
             table = guest_mem_gpa_ptr(vq->mem, d.addr, d.len);
             if (!table || (uintptr_t)table % __alignof__(struct vring_desc)) {
@@ -317,47 +279,16 @@ static int vq_map_chain(struct virtqueue *vq, uint16_t head, struct vq_elem *ele
             visited = 0;
             continue;
         }
-
-        if (d.len) {
-            bool writable = d.flags & VRING_DESC_F_WRITE;
-            int r;
-
-            if (!writable && seen_writable) {
-                return vq_fail(vq, -EINVAL, "device-readable descriptor after a writable "
-                               "one in chain at head %u", head);
-            }
-            r = map_buffer(vq->mem, d.addr, d.len, iov + n, max_iov - n);
-            if (r == -ENOBUFS) {
-                return vq_fail(vq, -ENOBUFS, "chain at head %u needs more than %u buffers",
-                               head, max_iov);
-            }
-            if (r < 0) {
-                return vq_fail(vq, -EFAULT, "buffer 0x%" G_GINT64_MODIFIER "x+%u in chain "
-                               "at head %u is outside guest memory", (uint64_t)d.addr,
-                               d.len, head);
-            }
-            n += r;
-            if (writable) {
-                seen_writable = true;
-                in_len += d.len;
-            } else {
-                out_num = n;
-                out_len += d.len;
-            }
+        r = vq_chain_add(vq, &c, d.addr, d.len, d.flags & VRING_DESC_F_WRITE);
+        if (r < 0) {
+            return r;
         }
         if (!(d.flags & VRING_DESC_F_NEXT)) {
             break;
         }
         i = d.next;
     }
-
-    elem->head = head;
-    elem->out_num = out_num;
-    elem->in_num = n - out_num;
-    elem->out_sg = iov;
-    elem->in_sg = iov + out_num;
-    elem->out_len = out_len;
-    elem->in_len = in_len;
+    vq_chain_to_elem(&c, head, elem);
     return 1;
 }
 
@@ -422,6 +353,9 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
 
     if (vq->broken) {
         return -EIO;
+    }
+    if (vq->packed) {
+        return vq_packed_pop(vq, elem, iov, max_iov);
     }
     if (vq->resubmit_num > 0) {
         head = vq->resubmit[vq->resubmit_num - 1];
@@ -495,7 +429,7 @@ static void used_put(struct virtqueue *vq, uint16_t head, uint32_t len)
 
     WRITE_ONCE(e->id, htole32(head));
     WRITE_ONCE(e->len, htole32(len));
-    log_host(vq, e, sizeof(*e));
+    vq_log_host(vq, e, sizeof(*e));
     vq->used_idx++;
 }
 
@@ -504,12 +438,11 @@ static void used_publish(struct virtqueue *vq)
     /* Used elements must be visible before the index that publishes them. */
     smp_wmb_release();
     WRITE_ONCE(vq->used->idx, htole16(vq->used_idx));
-    log_host(vq, &vq->used->idx, sizeof(vq->used->idx));
+    vq_log_host(vq, &vq->used->idx, sizeof(vq->used->idx));
     vq->flushed_used_idx = vq->used_idx;
 }
 
-/* Writes the call eventfd (the caller decided the driver wants it). */
-static bool signal_call(struct virtqueue *vq)
+bool vq_signal_call(struct virtqueue *vq)
 {
     int r;
 
@@ -536,6 +469,9 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
     unsigned i, visited = 0;
     size_t written = 0;
 
+    if (vq->packed) {
+        return vq_packed_answer_bad_chain(vq, resp, resp_len);
+    }
     if (!vq->has_bad_head || !vq->used) {
         return -ENOENT;
     }
@@ -561,7 +497,7 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
                 break;
             }
             memcpy(p, src + written, n);
-            log_host(vq, p, n);
+            vq_log_host(vq, p, n);
             written += n;
         }
         if (!(d.flags & VRING_DESC_F_NEXT)) {
@@ -576,12 +512,16 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
      */
     used_put(vq, vq->bad_head, (uint32_t)written);
     used_publish(vq);
-    signal_call(vq);
+    vq_signal_call(vq);
     return (int)written;
 }
 
 void vq_unpop(struct virtqueue *vq)
 {
+    if (vq->packed) {
+        vq_packed_unpop(vq);
+        return;
+    }
     if (vq->last_from_resubmit) {
         vq->resubmit_num++;
         vq->last_from_resubmit = false;
@@ -604,6 +544,10 @@ void vq_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
         vhost_log_mark_iov(vq->log, vq->mem, elem->in_sg, elem->in_num);
     }
     if (vq->broken) {
+        return;
+    }
+    if (vq->packed) {
+        vq_packed_fill(vq, elem, len);
         return;
     }
     if (head >= vq->num) {
@@ -639,6 +583,10 @@ void vq_flush(struct virtqueue *vq)
 {
     uint16_t batch = vq->used_idx - vq->flushed_used_idx;
 
+    if (vq->packed) {
+        vq_packed_flush(vq);
+        return;
+    }
     if (vq->broken || batch == 0) {
         return;
     }
@@ -660,6 +608,11 @@ void vq_push(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
     vq_flush(vq);
 }
 
+uint32_t vq_get_base(const struct virtqueue *vq)
+{
+    return vq->packed ? vq_packed_get_base(vq) : vq->last_avail_idx;
+}
+
 void vq_set_log(struct virtqueue *vq, struct vhost_log *log)
 {
     vq->log = log;
@@ -669,6 +622,9 @@ bool vq_has_avail(struct virtqueue *vq)
 {
     if (vq->broken) {
         return false;
+    }
+    if (vq->packed) {
+        return vq_packed_has_avail(vq);
     }
     if (vq->last_avail_idx != vq->shadow_avail_idx) {
         return true;
@@ -683,6 +639,9 @@ bool vq_should_notify(struct virtqueue *vq)
 
     if (vq->broken) {
         return false;
+    }
+    if (vq->packed) {
+        return vq_packed_should_notify(vq);
     }
     /* Our used->idx store must be visible before we read the driver's wishes. */
     smp_mb();
@@ -706,12 +665,16 @@ bool vq_notify(struct virtqueue *vq)
     if (vq->call_fd < 0 || !vq_should_notify(vq)) {
         return false;
     }
-    return signal_call(vq);
+    return vq_signal_call(vq);
 }
 
 void vq_disable_notify(struct virtqueue *vq)
 {
     vq->notify_off = true;
+    if (vq->packed) {
+        vq_packed_disable_notify(vq);
+        return;
+    }
     if (!vq->event_idx) {
         set_used_flags(vq, le16toh(vq->used->flags) | VRING_USED_F_NO_NOTIFY);
     }
@@ -721,6 +684,9 @@ void vq_disable_notify(struct virtqueue *vq)
 bool vq_enable_notify(struct virtqueue *vq)
 {
     vq->notify_off = false;
+    if (vq->packed) {
+        return vq_packed_enable_notify(vq);
+    }
     if (vq->event_idx) {
         set_avail_event(vq, vq->shadow_avail_idx);
     } else {
@@ -753,6 +719,9 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
 
     vq_cleanup(vq);
     if (!region) {
+        return 0;
+    }
+    if (vq->packed) {
         return 0;
     }
     if (vq->num == 0 || region->desc_num != vq->num) {

@@ -298,6 +298,7 @@ static void tmf_start(struct vscsi_queue *cq, const struct vq_elem *e,
     /* The element's iovecs live in vscsi_ctrl_process's stack array: keep a copy. */
     tmf->elem = (struct vq_elem) {
         .head = e->head,
+        .ndescs = e->ndescs,
         .in_num = e->in_num,
         .in_len = e->in_len,
         .in_sg = g_memdup2(e->in_sg, e->in_num * sizeof(*e->in_sg)),

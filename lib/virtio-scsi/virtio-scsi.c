@@ -133,7 +133,7 @@ static void req_finish(struct vscsi_req *r, const struct virtio_scsi_cmd_resp *r
 
     iov_from_buf(r->elem.in_sg, r->elem.in_num, 0, resp, wr);
     vq_fill(q->vq, &r->elem, (uint32_t)resp_len + data_in);
-    if ((uint16_t)(q->vq->used_idx - q->vq->flushed_used_idx) >= VSCSI_PUBLISH_EVERY) {
+    if (vq_unflushed(q->vq) >= VSCSI_PUBLISH_EVERY) {
         vq_flush(q->vq);
         vq_notify(q->vq);
     } else {

@@ -1,8 +1,10 @@
 /*
- * Fuzz target for the descriptor-chain walker (lib/vhost/virtqueue.c): the
- * input becomes the contents of a fake guest RAM holding the rings and the
- * buffers; we pop until the ring is empty or declared broken and return
- * every chain.  Any crash, out-of-bounds access or hang is a bug.
+ * Fuzz target for the descriptor-chain walkers (lib/vhost/virtqueue.c,
+ * split, and virtqueue-packed.c): the input becomes the contents of a fake
+ * guest RAM holding the rings and the buffers; we pop until the ring is
+ * empty or declared broken, return every chain, and answer a malformed
+ * one as the virtio-scsi layer does.  Any crash, out-of-bounds access or
+ * hang is a bug.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -28,25 +30,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!ram) {
         ram = aligned_alloc(4096, FUZZ_RAM_SIZE);
     }
-    /* Header: ring size (power of two), features, base index, max iovecs. */
+    /*
+     * Header: ring size (power of two), features, base index, max iovecs;
+     * a packed ring's base has two more bytes (used slot and wrap counter).
+     */
     num = 1u << (fuzz_take(&in, 1) % 9);
     features = fuzz_take(&in, 1);
     features = ((features & 1) ? 1ull << VIRTIO_RING_F_EVENT_IDX : 0) |
                ((features & 2) ? 1ull << VIRTIO_RING_F_INDIRECT_DESC : 0) |
-               ((features & 4) ? 1ull << VIRTIO_F_NOTIFY_ON_EMPTY : 0);
-    uint16_t base = (uint16_t)fuzz_take(&in, 2);
+               ((features & 4) ? 1ull << VIRTIO_F_NOTIFY_ON_EMPTY : 0) |
+               ((features & 8) ? 1ull << VIRTIO_F_RING_PACKED : 0);
+    uint32_t base = (uint32_t)fuzz_take(&in, 2);
+    if (features & (1ull << VIRTIO_F_RING_PACKED)) {
+        base |= (uint32_t)fuzz_take(&in, 2) << 16;
+    }
     max_iov = 1 + (unsigned)(fuzz_take(&in, 1) % G_N_ELEMENTS(iov));
     fuzz_copy(&in, ram, FUZZ_RAM_SIZE);
 
     fuzz_mem_init(&mem, ram);
     vq_init(&vq, 2, "fuzz-vq");
-    /* Rings at fixed places: desc at 0, avail at 16*num, used 4 KiB-aligned after. */
+    /*
+     * Rings at fixed places: desc at 0, avail at 16*num, used 4 KiB-aligned
+     * after (packed: the driver's and the device's event areas there).
+     */
     size_t avail_off = 16u * num;
     size_t used_off = (avail_off + 6 + 2u * num + 4095) & ~4095ul;
     if (vq_setup(&vq, &mem, num, ram, ram + avail_off, ram + used_off, features, base) == 0) {
         for (unsigned i = 0; i < 4 * num + 4; i++) {
             int ret = vq_pop(&vq, &e, iov, max_iov);
 
+            if (ret < 0) {
+                (void)vq_answer_bad_chain(&vq, "fuzz-response", 13);
+            }
             if (ret <= 0) {
                 break;
             }

@@ -58,6 +58,18 @@ struct.pack_into("<QIHH", ram, 0x4010, GPA + 0x3300, 4096, 2, 0)
 struct.pack_into("<HHHH", ram, 256, 0, 2, 0, 2)
 write("fuzz-virtqueue", "two-chains", bytes([4, 3, 0, 0, 62]) + bytes(ram[:0x4100]))
 
+# The same two chains on a packed ring (features | 8): base 0x80008000 (slot
+# 0, both wrap counters 1); descriptors are addr, len, id, flags with AVAIL
+# (bit 7) set for lap 1, the buffer id in each of a chain's descriptors.
+ram = bytearray(0x10000)
+struct.pack_into("<QIHH", ram, 0, GPA + 0x3000, 51, 0, 0x80 | 1)
+struct.pack_into("<QIHH", ram, 16, GPA + 0x3100, 108, 0, 0x80 | 2)
+struct.pack_into("<QIHH", ram, 32, GPA + 0x4000, 32, 1, 0x80 | 4)   # indirect table
+struct.pack_into("<QIHH", ram, 0x4000, GPA + 0x3200, 51, 0, 0)
+struct.pack_into("<QIHH", ram, 0x4010, GPA + 0x3300, 4096, 0, 2)
+write("fuzz-virtqueue", "packed-two-chains",
+      bytes([4, 3 | 8, 0, 0x80, 0, 0x80, 62]) + bytes(ram[:0x4100]))
+
 # The NAA designator the SCSI layer derives for the fuzzer's LUN "fuzz-ram"
 # (lib/scsi/scsi-disk.c: FNV-1a of vendor, product and the serial, itself
 # FNV-1a of the name), so that an EXTENDED COPY seed names a LUN it reaches.

@@ -45,6 +45,38 @@ skip() { N=$((N + 1)); echo "ok $N - $1 # SKIP ${2:?skip needs a reason}"; }
 note() { echo "# $*"; }
 finish() { echo "1..$N"; [ "$FAILED" = 0 ]; exit $?; }
 
+# guest_check_packed_starts LOG MIN: one TAP line.  LOG is a `--verbose`
+# target's; each queue start must follow its connection's last SET_FEATURES:
+# packed where bit 34 (VIRTIO_F_RING_PACKED) was acked — Linux's driver on
+# a packed=on device — and split where it was not (SeaBIOS probes the disks
+# through split rings first); at least MIN starts must have been packed.
+guest_check_packed_starts() {
+    local verdict npacked nsplit nbad
+    verdict=$(python3 - "$1" <<'PY'
+import re, sys
+feats, n, bad = {}, {"packed": 0, "split": 0}, 0
+for line in open(sys.argv[1], errors="replace"):
+    m = re.search(r" (conn\d+): SET_FEATURES (0x[0-9a-f]+)", line)
+    if m:
+        feats[m[1]] = int(m[2], 16)
+    m = re.search(r" (conn\d+) vq\d+: started \(\d+ entries, (\w+) ring", line)
+    if m:
+        want = "packed" if feats.get(m[1], 0) >> 34 & 1 else "split"
+        if m[2] == want:
+            n[want] += 1
+        else:
+            bad += 1
+print(n["packed"], n["split"], bad)
+PY
+)
+    read -r npacked nsplit nbad <<<"$verdict"
+    if [ "$npacked" -ge "$2" ] && [ "$nbad" = 0 ]; then
+        pass "target ran $npacked queue starts packed as negotiated ($nsplit split, the firmware's)"
+    else
+        fail "queue layouts follow SET_FEATURES: $npacked packed, $nsplit split, $nbad wrong"
+    fi
+}
+
 # guest_work_dir NAME: WORK becomes a fresh directory, removed on exit unless
 # KEEP=1.  A script with more to stop on exit defines guest_cleanup_extra.
 guest_work_dir() {

@@ -31,6 +31,8 @@
 #                        virtio-scsi-pci + scsi-hd on the same files (checks
 #                        the test itself; scripts/bench-migration.sh)
 #   --mem SIZE, --smp N  guest RAM (default 1G) and vCPUs (default 1)
+#   --packed             the devices with packed=on (packed virtqueues: the
+#                        ring state travels in GET/SET_VRING_BASE)
 #   --append ARGS        more kernel arguments (e.g. loglevel=7 to debug)
 #   --build-dir DIR      meson build dir (default $BUILD_DIR or build)
 #   --keep               keep the work directory (logs, images)
@@ -42,7 +44,7 @@ set -uo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
-MIGRATIONS=5 LOAD=write PEER=target MEM=1G SMP=1 EXTRA_APPEND=""
+MIGRATIONS=5 LOAD=write PEER=target MEM=1G SMP=1 EXTRA_APPEND="" PACKED=0
 guest_extra_option() {
     case "$1" in
     --migrations) MIGRATIONS=$2; SHIFTED=2 ;;
@@ -51,6 +53,7 @@ guest_extra_option() {
     --mem) MEM=$2; SHIFTED=2 ;;
     --smp) SMP=$2; SHIFTED=2 ;;
     --append) EXTRA_APPEND=$2; SHIFTED=2 ;;
+    --packed) PACKED=1; SHIFTED=1 ;;
     esac
 }
 guest_parse_args "$@"
@@ -120,7 +123,8 @@ if [ "$PEER" = target ]; then
     TARGET=$BUILD_DIR/tools/vhost-scsi-target
     "$TARGET" --socket-path "$WORK/vhost-scsi.sock" --lun "0=file:$WORK/lun0.img" \
         --lun "1=file:$WORK/mbox.img" --lun "2=file:$WORK/lun2.img,direct" \
-        --lun "3=file:$WORK/lun3.img" --queues 2 >"$WORK/target.log" 2>&1 &
+        --lun "3=file:$WORK/lun3.img" --queues 2 $([ "$PACKED" = 0 ] || echo --verbose) \
+        >"$WORK/target.log" 2>&1 &
     TARGET_PID=$!
     DEV_ARGS=(--vhost-user-scsi "$WORK/vhost-scsi.sock" --num-queues 2) QEMU_ARGS=()
     if [ "$HEAVY" = 1 ]; then
@@ -131,6 +135,7 @@ if [ "$PEER" = target ]; then
         DEV_ARGS+=(--vhost-user-scsi "$WORK/hooked.sock")
         UNLOGGED=1
     fi
+    [ "$PACKED" = 0 ] || DEV_ARGS+=(--device-opts packed=on)
     if wait_for_socket "$WORK/vhost-scsi.sock" "$TARGET_PID" &&
        { [ "$HEAVY" = 0 ] || wait_for_socket "$WORK/hooked.sock" "$HOOKED_PID"; }; then
         pass "migration: target listening (luns 0-3)${HOOKED_PID:+, and a second one with the test hook log-skip-data-in (lun 5)}"
@@ -265,6 +270,10 @@ if [ "$LOAD" = write ]; then
     done
 fi
 
+# Every QEMU process's queues (the destinations' too) ran packed.
+if [ "$PEER" = target ] && [ "$PACKED" = 1 ]; then
+    guest_check_packed_starts "$WORK/target.log" $((4 * (MIGRATIONS + 1)))
+fi
 if [ "$PEER" = target ]; then
     target_stop_checked "$TARGET_PID" "$WORK/target.log"
     [ -z "$HOOKED_PID" ] || target_stop_checked "$HOOKED_PID" "$WORK/hooked.log"

@@ -13,6 +13,8 @@
 #   --vhost-user-scsi S  add `-device vhost-user-scsi-pci` on socket S
 #                        (repeatable: each gets its own chardev)
 #   --num-queues N       request queues of each vhost-user-scsi device (2)
+#   --device-opts OPTS   more properties of each vhost-user-scsi device
+#                        (e.g. packed=on)
 #   --kernel FILE        guest kernel (default: newest /boot/vmlinuz-*)
 #   --mem SIZE           guest RAM (1G); --smp N  vCPUs (2)
 #   --console            also copy the console to stdout while it runs
@@ -31,7 +33,7 @@ set -euo pipefail
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-INITRD="" LOG="" QMP="" INCOMING="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
+INITRD="" LOG="" QMP="" INCOMING="" DEVOPTS="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
 QEMU_BIN=${QEMU:-qemu-system-x86_64}
 SOCKS=()
 EXTRA=()
@@ -43,6 +45,7 @@ while [ $# -gt 0 ]; do
     --append) APPEND="$APPEND $2"; shift 2 ;;
     --vhost-user-scsi) SOCKS+=("$2"); shift 2 ;;
     --num-queues) NUMQ=$2; shift 2 ;;
+    --device-opts) DEVOPTS=",$2"; shift 2 ;;
     --kernel) KERNEL=$2; shift 2 ;;
     --mem) MEM=$2; shift 2 ;;
     --smp) SMP=$2; shift 2 ;;
@@ -71,7 +74,7 @@ args=(-machine q35,memory-backend=mem -accel tcg -cpu max -m "$MEM" -smp "$SMP"
 i=0
 for s in ${SOCKS[@]+"${SOCKS[@]}"}; do
     args+=(-chardev "socket,id=vus$i,path=$s"
-           -device "vhost-user-scsi-pci,id=vscsi$i,chardev=vus$i,num_queues=$NUMQ")
+           -device "vhost-user-scsi-pci,id=vscsi$i,chardev=vus$i,num_queues=$NUMQ$DEVOPTS")
     i=$((i + 1))
 done
 [ -z "$QMP" ] || args+=(-qmp "unix:$QMP,server=on,wait=off")

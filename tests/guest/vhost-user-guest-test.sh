@@ -20,6 +20,9 @@
 #   --fio-size S        size of the phase-1 verify jobs (default 64M)
 #   --resets N          device reset cycles in phase 1 (default 1)
 #   --target-arg ARG    extra target argument (repeatable, e.g. --verbose)
+#   --packed            the device with packed=on: the guest drives packed
+#                       virtqueues (VIRTIO_F_RING_PACKED); checks the target
+#                       ran every queue packed
 #   --no-reconnect      skip the second boot
 #   --keep              keep the work directory (logs, images)
 #   --console           show the guest console while it runs
@@ -32,6 +35,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 PEER=${GUEST_TEST_PEER:-target}
 LUN0_BYTES=512M LUN1_BYTES=256M LUN0_BS=512 LUN1_BS=512
 LUN0_SPEC="" LUN1_SPEC="" FIO_SIZE=64M RECONNECT=1 TARGET_ARGS=() RESETS=1 LUN0_OPTS="" LUN1_OPTS=""
+PACKED=0
 
 guest_extra_option() {
     case "$1" in
@@ -48,10 +52,13 @@ guest_extra_option() {
     --resets) RESETS=$2; SHIFTED=2 ;;
     --target-arg) TARGET_ARGS+=("$2"); SHIFTED=2 ;;
     --no-reconnect) RECONNECT=0; SHIFTED=1 ;;
+    --packed) PACKED=1; SHIFTED=1 ;;
     esac
 }
 guest_parse_args "$@"
 case "$PEER" in target|qemu) ;; *) echo "--peer must be target or qemu" >&2; exit 2 ;; esac
+# The queue-start lines that name the ring layout are debug lines.
+[ "$PACKED" = 0 ] || TARGET_ARGS+=(--verbose)
 bytes() { numfmt --from=iec "$1"; }
 LUN0_BYTES=$(bytes "$LUN0_BYTES") LUN1_BYTES=$(bytes "$LUN1_BYTES")
 
@@ -96,6 +103,7 @@ if [ "$PEER" = target ]; then
         sed 's/^/# target: /' "$WORK/target.log"; finish
     fi
     RUN_ARGS=(--vhost-user-scsi "$SOCK" --num-queues 2)
+    [ "$PACKED" = 0 ] || RUN_ARGS+=(--device-opts packed=on)
 else
     DISK1=$WORK/lun1.img
     truncate -s "$LUN1_BYTES" "$DISK1"
@@ -142,6 +150,9 @@ if [ "$RECONNECT" = 1 ] && [ -n "$MARKER" ] &&
 elif [ "$RECONNECT" = 1 ]; then
     skip "second boot" "phase 1 wrote no marker or the target died"
 fi
+
+# --- packed rings: QEMU passed packed=on through and the queues ran packed ---
+[ "$PACKED" = 0 ] || [ "$PEER" != target ] || guest_check_packed_starts "$WORK/target.log" 8
 
 # --- shutdown -----------------------------------------------------------------
 if [ "$PEER" = target ] && kill -0 "$TARGET_PID" 2>/dev/null; then

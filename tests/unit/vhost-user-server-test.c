@@ -73,9 +73,14 @@ static void test_feature_negotiation(void)
     g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_FEATURES, &bad, sizeof(bad), NULL, 0),
                      ==, 0);
     g_assert_cmphex(vu_dev_features(fx.dev), ==, f);
-    bad = ring_features | (1ull << VIRTIO_F_RING_PACKED);
+    bad = ring_features | (1ull << VIRTIO_F_IN_ORDER);
     request(&fx, VHOST_USER_SET_FEATURES, &bad, sizeof(bad), NULL, 0);
     g_assert_cmphex(vu_dev_features(fx.dev), ==, ring_features);
+    /* Packed rings are offered (QEMU's packed=on), and taken when acked. */
+    g_assert_cmphex(f & (1ull << VIRTIO_F_RING_PACKED), ==, 1ull << VIRTIO_F_RING_PACKED);
+    bad = ring_features | (1ull << VIRTIO_F_RING_PACKED);
+    request(&fx, VHOST_USER_SET_FEATURES, &bad, sizeof(bad), NULL, 0);
+    g_assert_cmphex(vu_dev_features(fx.dev), ==, bad);
 
     /* A protocol feature we did not offer is refused... */
     g_log_set_always_fatal(G_LOG_FATAL_MASK);
