@@ -894,10 +894,14 @@ static void timer_fired(struct iothread_timer *tm)
     p->early |= mono_ns() < p->deadline[i];
     p->off_thread |= !iothread_is_current(p->t);
     p->order[p->fired++] = (int)i;
-    /* Timer 0 re-arms itself once, from its own callback. */
+    /*
+     * Timer 0 re-arms itself once, from its own callback, 1 ms past its
+     * first deadline: not past "now", which on a loaded machine may
+     * already be beyond timer 3's deadline and make the order a race.
+     */
     if (i == 0 && !p->rearmed) {
         p->rearmed = true;
-        p->deadline[0] = mono_ns() + 1000000;
+        p->deadline[0] += 1000000;
         iothread_timer_arm(p->t, tm, p->deadline[0]);
     }
     g_cond_broadcast(&p->cond);
@@ -974,7 +978,7 @@ static void test_timers_fire_in_deadline_order(void)
         g_assert_true(g_cond_wait_until(&p.cond, &p.lock, end));
     }
     g_mutex_unlock(&p.lock);
-    /* 1 (10 ms), 0 (30 ms), 0 again (re-armed for 1 ms later), 3 (40 ms); 2 never. */
+    /* 1 (10 ms), 0 (30 ms), 0 again (re-armed for 31 ms), 3 (40 ms); 2 never. */
     g_assert_cmpint(p.order[0], ==, 1);
     g_assert_cmpint(p.order[1], ==, 0);
     g_assert_cmpint(p.order[2], ==, 0);
