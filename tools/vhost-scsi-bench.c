@@ -4,8 +4,9 @@
  * /dev/vhost-scsi) directly through the front-end library, so the numbers
  * measure the back-end and the virtqueue path without a VM in between:
  * IOPS, bandwidth, latency percentiles, interrupts and kicks per I/O and,
- * with --pid, the back-end's CPU time and context switches per I/O.
- * --verify writes a pattern and reads it back, as a smoke test.
+ * with --pid, the back-end's CPU time and context switches per I/O, over
+ * split rings or (--packed) packed ones.  --verify writes a pattern and
+ * reads it back, as a smoke test.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -21,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <glib.h>
+#include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
 
 #include <iscsi/scsi-lowlevel.h>
@@ -123,6 +125,7 @@ struct opts {
     gboolean no_event_idx;
     gboolean indirect;
     gboolean poll;
+    gboolean packed;
     gboolean dirty_log;
     gboolean idle;
     gboolean flush_first;
@@ -333,6 +336,12 @@ static void json_add_int(JsonBuilder *jb, const char *name, gint64 v)
 {
     json_builder_set_member_name(jb, name);
     json_builder_add_int_value(jb, v);
+}
+
+static void json_add_bool(JsonBuilder *jb, const char *name, bool v)
+{
+    json_builder_set_member_name(jb, name);
+    json_builder_add_boolean_value(jb, v);
 }
 
 /* Rounded to as many decimals as the figure has meaning (as the JSON always had). */
@@ -705,7 +714,7 @@ enum {
     OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
     OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
     OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG, OPT_IDLE,
-    OPT_FLUSH_FIRST,
+    OPT_FLUSH_FIRST, OPT_PACKED,
 };
 
 static const struct bench_option {
@@ -735,6 +744,8 @@ static const struct bench_option {
     { "indirect", OPT_INDIRECT, NULL, "use indirect descriptors" },
     { "poll", OPT_POLL, NULL, "busy-poll the used rings: no call signals, no waiting "
       "(takes a core)" },
+    { "packed", OPT_PACKED, NULL, "packed virtqueues (VIRTIO_F_RING_PACKED; vhost-user, "
+      "and the back-end must offer them)" },
     { "queue-size", OPT_QUEUE_SIZE, "N", "ring entries (auto)" },
     { "dirty-log", OPT_DIRTY_LOG, NULL, "run with dirty logging on, as during a live "
       "migration (vhost-user)" },
@@ -838,6 +849,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case OPT_POLL:
             o->poll = TRUE;
             break;
+        case OPT_PACKED:
+            o->packed = TRUE;
+            break;
         case OPT_DIRTY_LOG:
             o->dirty_log = TRUE;
             break;
@@ -866,6 +880,10 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->idle && (o->verify || o->ios)) {
         fprintf(stderr, "vhost-scsi-bench: --idle issues no I/O: not with --verify or --ios\n");
+        return -EINVAL;
+    }
+    if (o->packed && o->kernel) {
+        fprintf(stderr, "vhost-scsi-bench: --packed: the kernel's vhost has split rings only\n");
         return -EINVAL;
     }
     o->mode = RW_RANDREAD;
@@ -941,6 +959,12 @@ static void json_print(JsonBuilder *jb)
     printf("%s\n", text);
 }
 
+/* Whether the rings are packed: what was negotiated, as event_idx is reported. */
+static bool bench_packed(struct bench *b)
+{
+    return vfe_features(b->fe) & (1ull << VIRTIO_F_RING_PACKED);
+}
+
 static void print_result(struct bench *b, double secs, const struct vfe_stats *st,
                          const struct proc_sample *p0, const struct proc_sample *p1)
 {
@@ -966,6 +990,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_add_int(jb, "bs", o->bs);
         json_add_int(jb, "iodepth", o->iodepth);
         json_add_int(jb, "queues", o->queues);
+        json_add_bool(jb, "packed", bench_packed(b));
         json_add_int(jb, "ios", (gint64)b->done);
         json_add_int(jb, "reads", (gint64)b->reads);
         json_add_int(jb, "writes", (gint64)b->writes);
@@ -981,9 +1006,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_builder_end_object(jb);
         json_add_double(jb, "interrupts_per_io", irq, 4);
         json_add_double(jb, "kicks_per_io", kick, 4);
-        json_builder_set_member_name(jb, "event_idx");
-        json_builder_add_boolean_value(jb,
-                                       !!(vfe_features(b->fe) & (1ull << VIRTIO_RING_F_EVENT_IDX)));
+        json_add_bool(jb, "event_idx", vfe_features(b->fe) & (1ull << VIRTIO_RING_F_EVENT_IDX));
         json_add_int(jb, "verify_errors", (gint64)b->mismatches);
         json_add_int(jb, "unit_attentions", (gint64)b->unit_attentions);
         if (have_cpu) {
@@ -998,9 +1021,9 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_print(jb);
         return;
     }
-    printf("%s %s bs=%u iodepth=%d queues=%d: %" PRIu64 " I/Os in %.2f s\n",
+    printf("%s %s bs=%u iodepth=%d queues=%d%s: %" PRIu64 " I/Os in %.2f s\n",
            o->socket ? "vhost-user" : "vhost-kernel", o->verify ? "verify" : rw_mode_names[o->mode],
-           o->bs, o->iodepth, o->queues, b->done, secs);
+           o->bs, o->iodepth, o->queues, bench_packed(b) ? " ring=packed" : "", b->done, secs);
     printf("  IOPS %.0f  bandwidth %.2f MB/s\n", iops, mbs);
     printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", p50, p99, p999, lmax);
     printf("  interrupts/IO %.3f  kicks/IO %.3f\n", irq, kick);
@@ -1051,6 +1074,7 @@ static int run_idle(struct bench *b)
         json_add_string(jb, "transport", o->socket ? "vhost-user" : "vhost-kernel");
         json_add_string(jb, "rw", "idle");
         json_add_int(jb, "queues", o->queues);
+        json_add_bool(jb, "packed", bench_packed(b));
         json_add_double(jb, "seconds", secs, 3);
         json_add_int(jb, "interrupts", (gint64)calls);
         if (have_cpu) {
@@ -1063,8 +1087,9 @@ static int run_idle(struct bench *b)
         json_print(jb);
         return 0;
     }
-    printf("%s idle, %d queue(s): %.2f s, %" PRIu64 " interrupts\n",
-           o->socket ? "vhost-user" : "vhost-kernel", o->queues, secs, calls);
+    printf("%s idle, %d queue(s)%s: %.2f s, %" PRIu64 " interrupts\n",
+           o->socket ? "vhost-user" : "vhost-kernel", o->queues,
+           bench_packed(b) ? " ring=packed" : "", secs, calls);
     if (have_cpu) {
         printf("  back-end pid %d: %.2f%% of a core, %.1f context switches/s\n", o->pid,
                cores * 100, csw);
@@ -1167,6 +1192,7 @@ static int run(struct opts *po)
         .batch = true,
         .poll = o.poll,
         .dirty_log = o.dirty_log,
+        .packed = o.packed,
     };
     struct bench b = { .o = &o, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid() };
     int r = vfe_open(&cfg, &b.fe);

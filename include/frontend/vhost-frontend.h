@@ -1,9 +1,10 @@
 /*
  * A vhost front-end: the "host device" side of vhost that QEMU's
  * vhost-scsi and vhost-user-scsi devices implement, as a library.  It owns
- * a memfd region that stands in for guest RAM, builds split rings in it,
- * creates kick and call eventfds (the call eventfd is what an irqfd would be
- * in a VM), and drives a back-end over one of two transports:
+ * a memfd region that stands in for guest RAM, builds split rings in it (or
+ * packed ones, over vhost-user), creates kick and call eventfds (the call
+ * eventfd is what an irqfd would be in a VM), and drives a back-end over
+ * one of two transports:
  *   - the kernel's /dev/vhost-scsi (ioctls from linux/vhost.h, SET_ENDPOINT
  *     with a wwpn and tpgt), or
  *   - a vhost-user socket (the same steps as vhost-user messages).
@@ -46,6 +47,12 @@ struct vfe_config {
                                   instead of sleeping in poll(2) */
     bool dirty_log;            /* vhost-user: negotiate LOG_SHMFD, so that
                                   vfe_log_start can turn dirty logging on */
+    bool packed;               /* packed rings (VIRTIO_F_RING_PACKED, virtio 1.2
+                                  2.8): vfe_open fails with -ENOTSUP if the
+                                  back-end does not offer them (the kernel's
+                                  never does).  Last, in what was the struct's
+                                  tail padding: its size, and so soname 0's
+                                  ABI, is unchanged */
 };
 
 struct vfe;

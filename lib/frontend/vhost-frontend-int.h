@@ -21,9 +21,15 @@
 /* Where our "guest RAM" sits in the guest-physical space we describe. */
 #define VFE_GPA_BASE 0x100000000ull
 
-/* Per-descriptor-head scratch in shared memory: header, response, indirect table. */
+/*
+ * Per-chain scratch in shared memory, indexed like struct vfe_slot: header,
+ * response, indirect table.
+ */
 struct vfe_slot_mem {
-    struct vring_desc indirect[4];     /* first: descriptor tables are 16-byte aligned */
+    union {                            /* first: descriptor tables are 16-byte aligned */
+        struct vring_desc split[4];
+        struct vring_packed_desc packed[4];
+    } indirect;
     union {
         struct virtio_scsi_cmd_req cmd;
         struct virtio_scsi_ctrl_tmf_req tmf;
@@ -35,7 +41,10 @@ struct vfe_slot_mem {
     } resp;
 } __attribute__((aligned(16)));
 
-/* Private bookkeeping for one in-flight chain, indexed by its head. */
+/*
+ * Private bookkeeping for one in-flight chain, indexed by its head
+ * descriptor (split) or its buffer ID (packed).
+ */
 struct vfe_slot {
     struct vfe_req *req;     /* request queues; NULL for control/event */
     uint16_t ndesc;          /* ring descriptors the chain uses */
@@ -45,23 +54,58 @@ struct vfe_slot {
     uint32_t in_len;         /* device-writable bytes we posted */
 };
 
+/*
+ * One virtqueue, split or packed (VIRTIO_F_RING_PACKED).  A packed ring
+ * lives in the split ring's three areas: the descriptor ring where the
+ * descriptor table is, the driver's event suppression structure where the
+ * available ring is, the device's where the used ring is (the order of
+ * SET_VRING_ADDR's three addresses, as QEMU gives them).  Its indices are
+ * kept free-running like the split ones, so that the kick and reap
+ * arithmetic is the same: the ring slot is idx & (num - 1) and the wrap
+ * counter is 1 on even laps, 0 on odd ones (!(idx & num)); num is a power
+ * of two of at most 0x8000, so 65536 is a whole, even number of laps.
+ */
 struct vfe_queue {
     unsigned index;              /* virtqueue index: 0 control, 1 event, 2+ requests */
     char name[16];
     unsigned num;
-    struct vring_desc *desc;
-    struct vring_avail *avail;
-    struct vring_used *used;
+    bool packed;
+    union {
+        struct vring_desc *desc;
+        struct vring_packed_desc *pdesc;
+    };
+    union {
+        struct vring_avail *avail;
+        struct vring_packed_desc_event *driver_event;   /* ours: do signal / don't */
+    };
+    union {
+        struct vring_used *used;
+        struct vring_packed_desc_event *device_event;   /* the device's: do kick / don't */
+    };
     struct vfe_slot_mem *slot_mem;
     struct vfe_slot *slots;
-    uint16_t *next;              /* private descriptor chaining (free list and chains) */
+    /*
+     * Split: private descriptor chaining (free list and chains).  Packed:
+     * the free buffer IDs, one per chain, whatever ring slots it takes.
+     */
+    uint16_t *next;
     uint16_t free_head;
-    unsigned num_free;
-    uint16_t avail_idx;          /* our copy of avail->idx */
+    unsigned num_free;           /* free descriptors (split) or ring slots (packed) */
+    uint16_t avail_idx;          /* split: our copy of avail->idx; packed: descriptors made
+                                    available, so the next ring slot and wrap counter */
     uint16_t kick_old;           /* avail idx at the last kick decision */
-    uint16_t last_used;          /* next used entry we will read */
-    uint16_t used_event;         /* what we last wrote to the ring's used_event */
-    uint16_t base;               /* ring base to give the back-end on start */
+    uint16_t last_used;          /* next used entry we will read (packed: ring slot and
+                                    wrap counter, as avail_idx) */
+    uint16_t used_event;         /* what we last wrote to the ring's used_event (packed: off_wrap) */
+    uint16_t driver_flags;       /* packed: what we last wrote to driver_event->flags */
+    /*
+     * The ring base to give the back-end on start: split, its next avail
+     * index; packed, vhost-user's 32 bits (the next avail slot in 0-14,
+     * the avail wrap counter in 15, the used slot and wrap counter in
+     * 16-30 and 31), which carry its used index across a stop, where a
+     * split ring's is in the used ring.
+     */
+    uint32_t base;
     unsigned inflight;
     bool broken;
     int kick_fd;
@@ -78,7 +122,7 @@ struct vfe_transport_ops {
     int (*start_queue)(struct vfe *fe, struct vfe_queue *q);
     int (*start_done)(struct vfe *fe);      /* optional: after all queues */
     int (*stop_begin)(struct vfe *fe);      /* optional: before GET_VRING_BASE */
-    int (*get_base)(struct vfe *fe, struct vfe_queue *q, uint16_t *base);
+    int (*get_base)(struct vfe *fe, struct vfe_queue *q, uint32_t *base);
     void (*disconnect)(struct vfe *fe);
     /* fd that turns readable/hung-up when the back-end goes away; -1 if none */
     int (*watch_fd)(struct vfe *fe);
@@ -103,6 +147,7 @@ struct vfe {
     bool reply_ack;
     bool connected;
     bool started;
+    bool split_started;          /* started, with split rings: vfe_submit's fast path */
     bool dead;                   /* the back-end went away: no more messages */
     bool mem_added;              /* vhost-user: ADD_MEM_REG done on this connection */
 

@@ -4,7 +4,8 @@
  * vhost-scsi device uses: SET_OWNER, ABI version check, features, memory
  * table, vrings, then SET_ENDPOINT naming the LIO vhost target (wwpn);
  * stopping clears the endpoint before reading the ring bases back, because
- * only CLEAR_ENDPOINT makes the kernel stop and flush the queues.
+ * only CLEAR_ENDPOINT makes the kernel stop and flush the queues.  Split
+ * rings only: a packed ring asked for is refused before the device is opened.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -31,6 +32,12 @@ static int kioctl(struct vfe *fe, unsigned long req, void *arg, const char *what
 
 static int kernel_connect(struct vfe *fe)
 {
+    /* Linux's vhost has only split rings: its VHOST_FEATURES never include RING_PACKED. */
+    if (fe->cfg.packed) {
+        g_warning("vhost front-end: %s: the kernel's vhost has no packed rings "
+                  "(VIRTIO_F_RING_PACKED)", fe->path);
+        return -ENOTSUP;
+    }
     if (!fe->wwpn || !*fe->wwpn || strlen(fe->wwpn) >= sizeof(((struct vhost_scsi_target *)0)->vhost_wwpn)) {
         g_warning("vhost front-end: kernel vhost-scsi needs a wwpn shorter than 224 bytes");
         return -EINVAL;
@@ -137,7 +144,7 @@ static int kernel_stop_begin(struct vfe *fe)
     return kioctl(fe, VHOST_SCSI_CLEAR_ENDPOINT, &t, "VHOST_SCSI_CLEAR_ENDPOINT");
 }
 
-static int kernel_get_base(struct vfe *fe, struct vfe_queue *q, uint16_t *base)
+static int kernel_get_base(struct vfe *fe, struct vfe_queue *q, uint32_t *base)
 {
     struct vhost_vring_state s = { .index = q->index };
     int r = kioctl(fe, VHOST_GET_VRING_BASE, &s, "VHOST_GET_VRING_BASE");

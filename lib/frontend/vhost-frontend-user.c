@@ -248,10 +248,17 @@ static int user_connect(struct vfe *fe)
     uint64_t want = (1ull << VIRTIO_F_VERSION_1) |
                     (fe->cfg.event_idx ? 1ull << VIRTIO_RING_F_EVENT_IDX : 0) |
                     (fe->cfg.indirect ? 1ull << VIRTIO_RING_F_INDIRECT_DESC : 0) |
+                    (fe->cfg.packed ? 1ull << VIRTIO_F_RING_PACKED : 0) |
                     (1ull << VHOST_USER_F_PROTOCOL_FEATURES);
     fe->features = dev_features & want;
     if (!(fe->features & (1ull << VIRTIO_F_VERSION_1))) {
         g_warning("vhost front-end: %s does not offer VIRTIO_F_VERSION_1", fe->path);
+        return -ENOTSUP;
+    }
+    /* the rings are laid out for one format: no falling back to split behind the caller */
+    if (fe->cfg.packed && !(fe->features & (1ull << VIRTIO_F_RING_PACKED))) {
+        g_warning("vhost front-end: %s does not offer VIRTIO_F_RING_PACKED (packed rings)",
+                  fe->path);
         return -ENOTSUP;
     }
     return set_u64(fe, VHOST_USER_SET_FEATURES, fe->features, NULL, 0);
@@ -317,7 +324,7 @@ static int user_start_queue(struct vfe *fe, struct vfe_queue *q)
     return r;
 }
 
-static int user_get_base(struct vfe *fe, struct vfe_queue *q, uint16_t *base)
+static int user_get_base(struct vfe *fe, struct vfe_queue *q, uint32_t *base)
 {
     struct vhost_user_msg msg = {
         .hdr = { .request = VHOST_USER_GET_VRING_BASE, .size = sizeof(struct vhost_vring_state) },

@@ -11,6 +11,9 @@
  *    once, with the data they read;
  *  - the test hook that leaves data-in buffers unmarked
  *    (VHOST_SCSI_TEST_FAULT=log-skip-data-in) is caught: the check can fail.
+ * The first and the third again over packed rings, where the device
+ * writes its used descriptors into the descriptor ring and the hand-over's
+ * ring base carries its used index.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -33,12 +36,12 @@ struct fx {
     struct vfe *fe;
 };
 
-static void fx_start(struct fx *x, bool fault)
+static void fx_start(struct fx *x, bool fault, bool packed)
 {
     g_autofree char *img = NULL, *direct = NULL, *lun1 = NULL, *lun2 = NULL;
     struct vfe_config cfg = {
         .num_request_queues = 2, .queue_size = 128, .mem_size = 32 << 20,
-        .event_idx = true, .dirty_log = true,
+        .event_idx = true, .dirty_log = true, .packed = packed,
     };
 
     memset(x, 0, sizeof(*x));
@@ -84,11 +87,11 @@ static struct pu_log_counts rw(struct fx *x, unsigned lun, uint64_t seed)
     return c;
 }
 
-static void test_reads_mark_every_page(void)
+static void run_reads_mark_every_page(bool packed)
 {
     struct fx x;
 
-    fx_start(&x, false);
+    fx_start(&x, false, packed);
     g_assert_cmpint(vfe_log_start(x.fe), ==, 0);
     for (unsigned lun = 0; lun < 3; lun++) {
         struct pu_log_counts c = rw(&x, lun, 100 + lun);
@@ -106,11 +109,21 @@ static void test_reads_mark_every_page(void)
     fx_stop(&x);
 }
 
+static void test_reads_mark_every_page(void)
+{
+    run_reads_mark_every_page(false);
+}
+
+static void test_packed_reads_mark_every_page(void)
+{
+    run_reads_mark_every_page(true);
+}
+
 static void test_logging_off_sets_no_bit(void)
 {
     struct fx x;
 
-    fx_start(&x, false);
+    fx_start(&x, false, false);
     g_assert_cmpint(vfe_log_start(x.fe), ==, 0);
     g_assert_cmpint(vfe_log_stop(x.fe), ==, 0);
     vfe_log_clear(x.fe);
@@ -129,7 +142,7 @@ static void test_missing_data_in_marks_are_caught(void)
 {
     struct fx x;
 
-    fx_start(&x, true);
+    fx_start(&x, true, false);
     g_assert_cmpint(vfe_log_start(x.fe), ==, 0);
     for (unsigned lun = 0; lun < 3; lun++) {
         struct pu_log_counts c = rw(&x, lun, 300 + lun);
@@ -155,11 +168,11 @@ static gpointer stop_thread(gpointer p)
 
 #define HELD 16
 
-static void test_hand_over_completes_held_reads(void)
+static void run_hand_over_completes_held_reads(bool packed)
 {
     struct vfe_config cfg = {
         .num_request_queues = 1, .queue_size = 128, .mem_size = 32 << 20,
-        .event_idx = true, .dirty_log = true,
+        .event_idx = true, .dirty_log = true, .packed = packed,
     };
     g_autofree char *gate = NULL, *hold = NULL;
     struct pu_rw_spec w = { .lun = 0, .queues = 1, .n_io = HELD, .io_bytes = 4096, .seed = 9 };
@@ -240,6 +253,16 @@ static void test_hand_over_completes_held_reads(void)
     pu_daemon_cleanup(&d);
 }
 
+static void test_hand_over_completes_held_reads(void)
+{
+    run_hand_over_completes_held_reads(false);
+}
+
+static void test_packed_hand_over_completes_held_reads(void)
+{
+    run_hand_over_completes_held_reads(true);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -249,5 +272,9 @@ int main(int argc, char **argv)
                     test_hand_over_completes_held_reads);
     g_test_add_func("/dirty-log/missing-data-in-marks-are-caught",
                     test_missing_data_in_marks_are_caught);
+    g_test_add_func("/dirty-log/packed/reads-mark-every-page",
+                    test_packed_reads_mark_every_page);
+    g_test_add_func("/dirty-log/packed/hand-over-completes-held-reads",
+                    test_packed_hand_over_completes_held_reads);
     return g_test_run();
 }

@@ -8,9 +8,13 @@
  * on two queues, missing LUNs, TMFs, stop/start, reconnect, indirect
  * descriptors with ADD_MEM_REG, a full ring, a front-end that dies with
  * requests in flight) and disconnects; the daemon must keep listening
- * throughout and exit cleanly on SIGTERM at the end.  The last test
- * runs vhost-scsi-bench --verify against the same daemon.  Binaries come
- * from the environment (VHOST_SCSI_TARGET, VHOST_SCSI_BENCH), set by meson.
+ * throughout and exit cleanly on SIGTERM at the end.  The packed-ring
+ * tests repeat those that depend on the ring format (data integrity,
+ * indirect descriptors, stop/start, a full ring) with VIRTIO_F_RING_PACKED,
+ * which the daemon must offer: they fail, not skip, without it.  The last
+ * tests run vhost-scsi-bench --verify against the same daemon, with split
+ * rings and packed ones.  Binaries come from the environment
+ * (VHOST_SCSI_TARGET, VHOST_SCSI_BENCH), set by meson.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -22,6 +26,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <glib.h>
+#include <linux/virtio_config.h>
 #include <linux/virtio_scsi.h>
 
 #include "proto-util.h"
@@ -50,11 +55,19 @@ static void daemon_start(void)
     g_free(file);
 }
 
-static struct vfe *connect_fe(unsigned nrq, bool event_idx)
+static struct vfe *connect_ring(unsigned nrq, bool event_idx, bool packed)
 {
     struct vfe_config cfg = { .num_request_queues = nrq, .queue_size = 256,
-                              .mem_size = 32 << 20, .event_idx = event_idx };
-    return pu_connect_cfg(&d, &cfg);
+                              .mem_size = 32 << 20, .event_idx = event_idx, .packed = packed };
+    struct vfe *fe = pu_connect_cfg(&d, &cfg);
+
+    g_assert_cmpint(!!(vfe_features(fe) & (1ull << VIRTIO_F_RING_PACKED)), ==, packed);
+    return fe;
+}
+
+static struct vfe *connect_fe(unsigned nrq, bool event_idx)
+{
+    return connect_ring(nrq, event_idx, false);
 }
 
 /* ---- tests ----------------------------------------------------------- */
@@ -198,23 +211,45 @@ static void test_read_capacity(void)
     vfe_close(fe);
 }
 
-static void test_write_read_ram(void)
+static void run_write_read_ram(bool packed)
 {
-    struct vfe *fe = connect_fe(2, true);
+    struct vfe *fe = connect_ring(2, true, packed);
     pu_make_ready(fe, 0);
     /* 128 requests of 8 KiB in flight, 64 on each of two queues */
-    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 128, .io_bytes = 8192, .seed = 1 };
+    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 128, .io_bytes = 8192,
+                             .seed = packed ? 11 : 1 };
+    pu_write_read_compare(fe, &io);
+    vfe_close(fe);
+}
+
+static void test_write_read_ram(void)
+{
+    run_write_read_ram(false);
+}
+
+static void run_write_read_file(bool packed)
+{
+    struct vfe *fe = connect_ring(2, false, packed);   /* also without EVENT_IDX */
+    pu_make_ready(fe, 2);
+    struct pu_rw_spec io = { .lun = 2, .queues = 2, .n_io = 64, .io_bytes = 64 << 10,
+                             .seed = packed ? 12 : 2 };
     pu_write_read_compare(fe, &io);
     vfe_close(fe);
 }
 
 static void test_write_read_file(void)
 {
-    struct vfe *fe = connect_fe(2, false);   /* also without EVENT_IDX */
-    pu_make_ready(fe, 2);
-    struct pu_rw_spec io = { .lun = 2, .queues = 2, .n_io = 64, .io_bytes = 64 << 10, .seed = 2 };
-    pu_write_read_compare(fe, &io);
-    vfe_close(fe);
+    run_write_read_file(false);
+}
+
+static void test_packed_write_read_ram(void)
+{
+    run_write_read_ram(true);
+}
+
+static void test_packed_write_read_file(void)
+{
+    run_write_read_file(true);
 }
 
 static void test_null_lun(void)
@@ -278,11 +313,12 @@ static void test_lun_reset(void)
     vfe_close(fe);
 }
 
-static void test_stop_start(void)
+static void run_stop_start(bool packed)
 {
-    struct vfe *fe = connect_fe(2, true);
+    struct vfe *fe = connect_ring(2, true, packed);
     pu_make_ready(fe, 0);
-    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 32, .io_bytes = 4096, .seed = 3 };
+    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 32, .io_bytes = 4096,
+                             .seed = packed ? 13 : 3 };
     pu_write_read_compare(fe, &io);
     g_assert_cmpint(vfe_stop(fe), ==, 0);
     g_assert_cmpint(vfe_start(fe), ==, 0);
@@ -290,6 +326,17 @@ static void test_stop_start(void)
     io.verify_only = true;
     pu_write_read_compare(fe, &io);
     vfe_close(fe);
+}
+
+static void test_stop_start(void)
+{
+    run_stop_start(false);
+}
+
+/* A packed ring's base carries the device's used index too: a lost one would stall here. */
+static void test_packed_stop_start(void)
+{
+    run_stop_start(true);
 }
 
 static void test_reconnect(void)
@@ -306,23 +353,35 @@ static void test_reconnect(void)
     }
 }
 
-static void test_indirect_add_mem_reg(void)
+static void run_indirect_add_mem_reg(bool packed)
 {
     /* indirect descriptors, and the region given with ADD_MEM_REG */
     struct vfe_config cfg = { .num_request_queues = 2, .queue_size = 128, .mem_size = 32 << 20,
-                              .event_idx = true, .indirect = true, .add_mem_reg = true };
+                              .event_idx = true, .indirect = true, .add_mem_reg = true,
+                              .packed = packed };
     struct vfe *fe = pu_connect_cfg(&d, &cfg);
     pu_make_ready(fe, 0);
     /* 200 requests in flight fit a ring of 128 only as one descriptor each */
-    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 200, .io_bytes = 4096, .seed = 4 };
+    struct pu_rw_spec io = { .lun = 0, .queues = 2, .n_io = 200, .io_bytes = 4096,
+                             .seed = packed ? 14 : 4 };
     pu_write_read_compare(fe, &io);
     vfe_close(fe);
 }
 
-static void test_ring_full(void)
+static void test_indirect_add_mem_reg(void)
+{
+    run_indirect_add_mem_reg(false);
+}
+
+static void test_packed_indirect_add_mem_reg(void)
+{
+    run_indirect_add_mem_reg(true);
+}
+
+static void run_ring_full(bool packed)
 {
     struct vfe_config cfg = { .num_request_queues = 1, .queue_size = 16, .mem_size = 8 << 20,
-                              .event_idx = true, .batch = true };
+                              .event_idx = true, .batch = true, .packed = packed };
     struct vfe *fe = pu_connect_cfg(&d, &cfg);
     pu_make_ready(fe, 1);
     struct vfe_req reqs[16];
@@ -354,6 +413,16 @@ static void test_ring_full(void)
         vfe_free(fe, reqs[i].data);
     }
     vfe_close(fe);
+}
+
+static void test_ring_full(void)
+{
+    run_ring_full(false);
+}
+
+static void test_packed_ring_full(void)
+{
+    run_ring_full(true);
 }
 
 /*
@@ -408,28 +477,64 @@ static void test_frontend_crash(void)
     vfe_close(fe);
 }
 
-static void test_bench_verify(void)
+/* vhost-scsi-bench --verify ... --json --pid DAEMON ARGS...: its JSON, having succeeded. */
+static char *bench_verify(const char *const *args)
 {
     const char *bench = g_getenv("VHOST_SCSI_BENCH");
     g_assert_nonnull(bench);
-    const char *argv[] = { bench, "--socket", d.sock, "--verify", "--ios", "4000",
-                           "--iodepth", "32", "--queues", "2", "--bs", "4k", "--quiet",
-                           "--json", "--pid", NULL, NULL };
-    char *pid = g_strdup_printf("%d", d.proc.pid);
-    argv[G_N_ELEMENTS(argv) - 2] = pid;
+    GPtrArray *argv = g_ptr_array_new_with_free_func(g_free);
+    const char *fixed[] = { bench, "--socket", d.sock, "--verify", "--quiet", "--json", "--pid" };
+    for (unsigned i = 0; i < G_N_ELEMENTS(fixed); i++) {
+        g_ptr_array_add(argv, g_strdup(fixed[i]));
+    }
+    g_ptr_array_add(argv, g_strdup_printf("%d", d.proc.pid));
+    for (unsigned i = 0; args[i]; i++) {
+        g_ptr_array_add(argv, g_strdup(args[i]));
+    }
+    g_ptr_array_add(argv, NULL);
     char *out = NULL;
     int status;
     GError *err = NULL;
-    g_assert_true(g_spawn_sync(NULL, (char **)argv, NULL, G_SPAWN_CHILD_INHERITS_STDERR,
+    g_assert_true(g_spawn_sync(NULL, (char **)argv->pdata, NULL, G_SPAWN_CHILD_INHERITS_STDERR,
                                NULL, NULL, &out, NULL, &status, &err));
     g_assert_no_error(err);
     g_test_message("bench: %s", out);
     g_assert_true(g_spawn_check_wait_status(status, NULL));
     g_assert_nonnull(strstr(out, "\"verify_errors\":0"));
+    g_ptr_array_free(argv, true);
+    return out;
+}
+
+static void test_bench_verify(void)
+{
+    const char *args[] = { "--ios", "4000", "--iodepth", "32", "--queues", "2", "--bs", "4k",
+                           NULL };
+    char *out = bench_verify(args);
+    g_assert_nonnull(strstr(out, "\"packed\":false"));
     g_assert_nonnull(strstr(out, "\"reads\":4000"));
     g_assert_nonnull(strstr(out, "\"writes\":4000"));
     g_free(out);
-    g_free(pid);
+}
+
+/*
+ * Packed, on rings of 16 with 5 requests in flight: 3 descriptors a
+ * request, so chains run across the ring's end, for 8000 requests (750
+ * laps of each of two rings); then with indirect descriptors and without
+ * EVENT_IDX, polling.
+ */
+static void test_packed_bench_verify(void)
+{
+    const char *laps[] = { "--packed", "--ios", "4000", "--iodepth", "5", "--queue-size", "16",
+                           "--queues", "2", "--bs", "4k", NULL };
+    const char *other[] = { "--packed", "--ios", "4000", "--iodepth", "16", "--queue-size", "16",
+                            "--indirect", "--no-event-idx", "--poll", "--bs", "8k", NULL };
+    for (const char *const *args = laps; args; args = args == laps ? other : NULL) {
+        char *out = bench_verify(args);
+        g_assert_nonnull(strstr(out, "\"packed\":true"));
+        g_assert_nonnull(strstr(out, "\"reads\":4000"));
+        g_assert_nonnull(strstr(out, "\"writes\":4000"));
+        g_free(out);
+    }
 }
 
 int main(int argc, char **argv)
@@ -453,6 +558,12 @@ int main(int argc, char **argv)
     g_test_add_func("/target/ring-full", test_ring_full);
     g_test_add_func("/target/frontend-crash", test_frontend_crash);
     g_test_add_func("/target/bench-verify", test_bench_verify);
+    g_test_add_func("/target/packed/write-read-ram-2-queues", test_packed_write_read_ram);
+    g_test_add_func("/target/packed/write-read-file-no-event-idx", test_packed_write_read_file);
+    g_test_add_func("/target/packed/stop-start", test_packed_stop_start);
+    g_test_add_func("/target/packed/indirect-add-mem-reg", test_packed_indirect_add_mem_reg);
+    g_test_add_func("/target/packed/ring-full", test_packed_ring_full);
+    g_test_add_func("/target/packed/bench-verify", test_packed_bench_verify);
     daemon_start();
     int ret = g_test_run();
     g_assert_true(pu_daemon_alive(&d));

@@ -1,12 +1,17 @@
 /*
  * Tests of the vhost front-end library against a scripted in-process
- * vhost-user back-end (a thread with a tiny RAM disk), so the library's
- * side of the protocol is checked on its own: the handshake order and
- * payloads, REPLY_ACK, a back-end that rejects a step or never answers,
- * request layout and data integrity with many requests in flight,
- * EVENT_IDX kick and interrupt suppression, TMFs (waited for or not),
- * stop/start ring bases, a device that returns a descriptor it was never
- * given, a hang-up, and the data-buffer allocator.
+ * vhost-user back-end (a thread with a tiny RAM disk, serving split or
+ * packed rings as the front-end negotiated), so the library's side of the
+ * protocol is checked on its own: the handshake order and payloads,
+ * REPLY_ACK, a back-end that rejects a step or never answers, request
+ * layout and data integrity with many requests in flight, EVENT_IDX kick
+ * and interrupt suppression, TMFs (waited for or not), stop/start ring
+ * bases, a device that returns a descriptor it was never given, a
+ * hang-up, and the data-buffer allocator; for packed rings also many laps
+ * of a small ring with chains across its end, completions in reverse
+ * order, the kick decision against each device event setting (off_wrap
+ * in this lap, the last and the next), and the refusals when packed
+ * rings cannot be had.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -30,12 +35,20 @@
 #define MOCK_QUEUES 8
 #define DISK_BLOCKS 2048          /* of 512 bytes */
 
+/*
+ * A packed ring uses the split ring's three pointers for its descriptor
+ * ring, the driver's and the device's event suppression structures, and
+ * last_avail and used_idx as ring slots with a wrap counter beside each
+ * (as virtio 1.2 2.8 and vhost-user's ring base put them), not the
+ * front-end's free-running indices.
+ */
 struct mock_vq {
     unsigned num;
     struct vring_desc *desc;
     struct vring_avail *avail;
     struct vring_used *used;
     uint16_t last_avail, used_idx, signalled;
+    bool avail_wrap, used_wrap;
     int kick, call;
     bool enabled, running;
 };
@@ -47,12 +60,17 @@ struct mock {
     uint32_t silent_request;       /* never answer this request */
     bool bogus_used;               /* return a descriptor id never posted */
     bool hangup_on_io;             /* close the socket on the first request */
+    bool reverse;                  /* complete each batch of chains in reverse order */
+    bool frozen;                   /* (atomic) take kicks, process nothing: mock_freeze */
     uint64_t features;
 
     /* observed */
     GArray *log;                   /* struct vhost_user_msg headers + payload */
     uint64_t acked_features, protocol_features;
     unsigned signals;
+    unsigned wrapped_chains;       /* packed: chains that ran across the ring's end */
+    unsigned reordered;            /* batches completed out of order */
+    GMutex lock;                   /* held while the rings are processed */
 
     char *dir, *path;
     int listen_fd, conn;
@@ -97,6 +115,23 @@ struct chain {
     unsigned nin;
 };
 
+static void add_seg(struct mock *m, struct chain *c, uint64_t addr, uint32_t len, bool write)
+{
+    uint8_t *p = gpa_ptr(m, addr, len);
+
+    g_assert_nonnull(p);
+    if (write) {
+        g_assert_cmpuint(c->nin, <, 4);
+        c->in[c->nin] = p;
+        c->in_len[c->nin++] = len;
+    } else {
+        g_assert_cmpuint(c->nin, ==, 0);   /* out before in */
+        g_assert_cmpuint(c->nout, <, 4);
+        c->out[c->nout] = p;
+        c->out_len[c->nout++] = len;
+    }
+}
+
 static bool walk_chain(struct mock *m, struct mock_vq *q, uint16_t head, struct chain *c)
 {
     struct vring_desc *table = q->desc;
@@ -112,24 +147,133 @@ static bool walk_chain(struct mock *m, struct mock_vq *q, uint16_t head, struct 
     for (unsigned n = 0; n < 8; n++) {
         g_assert_cmpuint(i, <, max);
         struct vring_desc *d = &table[i];
-        uint8_t *p = gpa_ptr(m, d->addr, d->len);
-        g_assert_nonnull(p);
-        if (d->flags & VRING_DESC_F_WRITE) {
-            g_assert_cmpuint(c->nin, <, 4);
-            c->in[c->nin] = p;
-            c->in_len[c->nin++] = d->len;
-        } else {
-            g_assert_cmpuint(c->nin, ==, 0);   /* out before in */
-            g_assert_cmpuint(c->nout, <, 4);
-            c->out[c->nout] = p;
-            c->out_len[c->nout++] = d->len;
-        }
+        add_seg(m, c, d->addr, d->len, d->flags & VRING_DESC_F_WRITE);
         if (!(d->flags & VRING_DESC_F_NEXT)) {
             return true;
         }
         i = d->next;
     }
     return false;
+}
+
+static bool mock_packed(struct mock *m)
+{
+    return m->acked_features & (1ull << VIRTIO_F_RING_PACKED);
+}
+
+static struct vring_packed_desc *packed_ring(struct mock_vq *q)
+{
+    return (struct vring_packed_desc *)q->desc;
+}
+
+/* The front-end's event suppression structure (where a split ring's avail ring is). */
+static struct vring_packed_desc_event *driver_event(struct mock_vq *q)
+{
+    return (struct vring_packed_desc_event *)q->avail;
+}
+
+/* Ours (where a split ring's used ring is). */
+static struct vring_packed_desc_event *device_event(struct mock_vq *q)
+{
+    return (struct vring_packed_desc_event *)q->used;
+}
+
+static uint16_t wrap_bits(bool wrap)
+{
+    return wrap ? 1u << VRING_PACKED_EVENT_F_WRAP_CTR : 0;
+}
+
+/* Whether the descriptor at last_avail is available: AVAIL is our wrap counter, USED is not. */
+static bool packed_avail(struct mock_vq *q)
+{
+    uint16_t f = __atomic_load_n(&packed_ring(q)[q->last_avail].flags, __ATOMIC_ACQUIRE);
+
+    return !!(f & 1u << VRING_PACKED_DESC_F_AVAIL) == q->avail_wrap &&
+           !!(f & 1u << VRING_PACKED_DESC_F_USED) != q->avail_wrap;
+}
+
+/*
+ * Takes the chain at last_avail: every descriptor must be available and
+ * carry the head's buffer ID; an indirect one stands alone, its table's
+ * entries consecutive without NEXT.  Returns the ID, and the ring slots
+ * the chain took in *ndesc.
+ */
+static uint16_t walk_packed(struct mock *m, struct mock_vq *q, struct chain *c, uint16_t *ndesc)
+{
+    uint16_t id = packed_ring(q)[q->last_avail].id;
+
+    memset(c, 0, sizeof(*c));
+    for (*ndesc = 0;;) {
+        g_assert_true(packed_avail(q));
+        struct vring_packed_desc d = packed_ring(q)[q->last_avail];
+        bool next = d.flags & VRING_DESC_F_NEXT;
+        g_assert_cmpuint(d.id, ==, id);
+        g_assert_cmpuint(++*ndesc, <=, 4);
+        if (d.flags & VRING_DESC_F_INDIRECT) {
+            const struct vring_packed_desc *t = gpa_ptr(m, d.addr, d.len);
+            g_assert_nonnull(t);
+            g_assert_false(next);
+            g_assert_cmpuint(*ndesc, ==, 1);
+            g_assert_cmpuint(d.len % sizeof(*t), ==, 0);
+            for (unsigned i = 0; i < d.len / sizeof(*t); i++) {
+                g_assert_cmpuint(t[i].flags & (VRING_DESC_F_NEXT | VRING_DESC_F_INDIRECT), ==, 0);
+                add_seg(m, c, t[i].addr, t[i].len, t[i].flags & VRING_DESC_F_WRITE);
+            }
+        } else {
+            add_seg(m, c, d.addr, d.len, d.flags & VRING_DESC_F_WRITE);
+        }
+        if (++q->last_avail == q->num) {
+            q->last_avail = 0;
+            q->avail_wrap = !q->avail_wrap;
+            m->wrapped_chains += next;
+        }
+        if (!next) {
+            return id;
+        }
+    }
+}
+
+/* Writes a used descriptor at used_idx, flags last; the used index skips the chain's slots. */
+static void mock_push_packed(struct mock_vq *q, uint16_t id, uint32_t len, uint16_t ndesc)
+{
+    struct vring_packed_desc *d = &packed_ring(q)[q->used_idx];
+    const uint16_t both = 1u << VRING_PACKED_DESC_F_AVAIL | 1u << VRING_PACKED_DESC_F_USED;
+
+    d->id = id;
+    d->len = len;
+    __atomic_store_n(&d->flags, q->used_wrap ? both : 0, __ATOMIC_RELEASE);
+    q->used_idx += ndesc;
+    if (q->used_idx >= q->num) {
+        q->used_idx -= q->num;
+        q->used_wrap = !q->used_wrap;
+    }
+}
+
+/*
+ * Whether the front-end wants a signal for the used descriptors from
+ * (old, old_wrap) up to used_idx (fewer than a lap: more always signals),
+ * by its event suppression structure, as vhost's
+ * vhost_vring_packed_need_event reads it.
+ */
+static bool mock_packed_need_signal(struct mock_vq *q, uint16_t old, bool old_wrap,
+                                    unsigned advanced)
+{
+    struct vring_packed_desc_event ev = *driver_event(q);
+
+    if (ev.flags == VRING_PACKED_EVENT_FLAG_DISABLE) {
+        return false;
+    }
+    if (ev.flags != VRING_PACKED_EVENT_FLAG_DESC || advanced >= q->num) {
+        return true;
+    }
+    uint16_t event = ev.off_wrap & ~wrap_bits(true);
+    if (!!(ev.off_wrap & wrap_bits(true)) != q->used_wrap) {
+        event -= q->num;
+    }
+    if (old_wrap != q->used_wrap) {
+        old -= q->num;
+    }
+    return vring_need_event(event, q->used_idx, old);
 }
 
 static uint64_t be(const uint8_t *p, int n)
@@ -231,52 +375,136 @@ static void mock_notify(struct mock *m, struct mock_vq *q, uint16_t old)
     }
 }
 
+/* A chain taken, to be completed (in reverse order with m->reverse). */
+struct mock_done {
+    uint16_t id, ndesc;
+    uint32_t len;
+};
+
+/* Serves one chain; false when the connection should be dropped. */
+static bool mock_serve(struct mock *m, unsigned idx, struct chain *c, uint32_t *len)
+{
+    if (idx == 0) {
+        g_assert_cmpuint(c->out_len[0], ==, sizeof(struct virtio_scsi_ctrl_tmf_req));
+        struct virtio_scsi_ctrl_tmf_req *t = (void *)c->out[0];
+        g_assert_cmpuint(t->type, ==, VIRTIO_SCSI_T_TMF);
+        c->in[0][0] = t->subtype == VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET ?
+                      VIRTIO_SCSI_S_FUNCTION_SUCCEEDED : VIRTIO_SCSI_S_FUNCTION_REJECTED;
+        *len = 1;
+        return true;
+    }
+    if (m->hangup_on_io) {
+        return false;
+    }
+    *len = mock_scsi(m, c);
+    return true;
+}
+
+/* Takes every available chain of q into done[]; false when the connection should be dropped. */
+static bool mock_take(struct mock *m, unsigned idx, struct mock_done *done, unsigned *n)
+{
+    struct mock_vq *q = &m->vq[idx];
+    bool packed = mock_packed(m);
+
+    for (;;) {
+        uint16_t avail = packed ? 0 : __atomic_load_n(&q->avail->idx, __ATOMIC_ACQUIRE);
+        while (packed ? packed_avail(q) : q->last_avail != avail) {
+            struct chain c;
+            struct mock_done d = { .ndesc = 1 };
+            if (packed) {
+                d.id = walk_packed(m, q, &c, &d.ndesc);
+            } else {
+                d.id = q->avail->ring[q->last_avail & (q->num - 1)];
+                q->last_avail++;
+                g_assert_true(walk_chain(m, q, d.id, &c));
+            }
+            if (idx == 1) {
+                continue;   /* event buffers stay with the device */
+            }
+            if (!mock_serve(m, idx, &c, &d.len)) {
+                return false;
+            }
+            if (m->bogus_used && idx >= 2) {
+                d.id = (d.id + 1) % q->num;
+            }
+            g_assert_cmpuint(*n, <, q->num);
+            done[(*n)++] = d;
+        }
+        if (!(m->acked_features & (1ull << VIRTIO_RING_F_EVENT_IDX))) {
+            return true;
+        }
+        /* a kick for the next descriptor only, then recheck for a racing one */
+        if (packed) {
+            device_event(q)->off_wrap = q->last_avail | wrap_bits(q->avail_wrap);
+            device_event(q)->flags = VRING_PACKED_EVENT_FLAG_DESC;
+        } else {
+            uint16_t ae = q->last_avail;
+            memcpy(&q->used->ring[q->num], &ae, sizeof(ae));
+        }
+        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        if (!(packed ? packed_avail(q) :
+              __atomic_load_n(&q->avail->idx, __ATOMIC_ACQUIRE) != q->last_avail)) {
+            return true;
+        }
+    }
+}
+
 /* Returns false when the connection should be dropped. */
 static bool mock_process(struct mock *m, unsigned idx)
 {
     struct mock_vq *q = &m->vq[idx];
+    struct mock_done done[256];
+    unsigned n = 0;
     uint64_t v;
     if (read(q->kick, &v, 8) < 0) {
         /* spurious wakeup */
     }
-    uint16_t old = q->used_idx;
-    for (;;) {
-        uint16_t avail = __atomic_load_n(&q->avail->idx, __ATOMIC_ACQUIRE);
-        while (q->last_avail != avail) {
-            uint16_t head = q->avail->ring[q->last_avail & (q->num - 1)];
-            q->last_avail++;
-            struct chain c;
-            g_assert_true(walk_chain(m, q, head, &c));
-            uint32_t len = 0;
-            if (idx == 0) {
-                g_assert_cmpuint(c.out_len[0], ==, sizeof(struct virtio_scsi_ctrl_tmf_req));
-                struct virtio_scsi_ctrl_tmf_req *t = (void *)c.out[0];
-                g_assert_cmpuint(t->type, ==, VIRTIO_SCSI_T_TMF);
-                c.in[0][0] = t->subtype == VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET ?
-                             VIRTIO_SCSI_S_FUNCTION_SUCCEEDED : VIRTIO_SCSI_S_FUNCTION_REJECTED;
-                len = 1;
-            } else if (idx == 1) {
-                continue;   /* event buffers stay with the device */
-            } else {
-                if (m->hangup_on_io) {
-                    return false;
-                }
-                len = mock_scsi(m, &c);
-            }
-            mock_push(m, q, m->bogus_used && idx >= 2 ? (head + 1) % q->num : head, len);
-        }
-        if (m->acked_features & (1ull << VIRTIO_RING_F_EVENT_IDX)) {
-            uint16_t ae = q->last_avail;
-            memcpy(&q->used->ring[q->num], &ae, sizeof(ae));
-            __atomic_thread_fence(__ATOMIC_SEQ_CST);
-            if (__atomic_load_n(&q->avail->idx, __ATOMIC_ACQUIRE) != q->last_avail) {
-                continue;
-            }
-        }
-        break;
+    g_assert_cmpuint(q->num, <=, G_N_ELEMENTS(done));
+    g_mutex_lock(&m->lock);
+    if (__atomic_load_n(&m->frozen, __ATOMIC_ACQUIRE)) {
+        g_mutex_unlock(&m->lock);
+        return true;
     }
-    mock_notify(m, q, old);
-    return true;
+    uint16_t old = q->used_idx;
+    bool old_wrap = q->used_wrap;
+    bool alive = mock_take(m, idx, done, &n);
+    unsigned advanced = 0;
+    for (unsigned i = 0; alive && i < n; i++) {
+        const struct mock_done *d = &done[m->reverse ? n - 1 - i : i];
+        if (mock_packed(m)) {
+            mock_push_packed(q, d->id, d->len, d->ndesc);
+        } else {
+            mock_push(m, q, d->id, d->len);
+        }
+        advanced += d->ndesc;
+    }
+    m->reordered += m->reverse && n > 1;
+    if (alive && !mock_packed(m)) {
+        mock_notify(m, q, old);
+    } else if (alive && n && mock_packed_need_signal(q, old, old_wrap, advanced)) {
+        uint64_t one = 1;
+        __atomic_fetch_add(&m->signals, 1, __ATOMIC_SEQ_CST);
+        g_assert_cmpint(write(q->call, &one, 8), ==, 8);
+    }
+    g_mutex_unlock(&m->lock);
+    return alive;
+}
+
+/* From now on kicks are taken and nothing is processed, until mock_thaw. */
+static void mock_freeze(struct mock *m)
+{
+    g_mutex_lock(&m->lock);     /* a pass under way ends first, and none starts after */
+    __atomic_store_n(&m->frozen, true, __ATOMIC_RELEASE);
+    g_mutex_unlock(&m->lock);
+}
+
+/* Processes again; a kick of its own makes up for those that were taken. */
+static void mock_thaw(struct mock *m, struct vfe *fe, unsigned queue)
+{
+    uint64_t one = 1;
+
+    __atomic_store_n(&m->frozen, false, __ATOMIC_RELEASE);
+    g_assert_cmpint(write(vfe_kick_fd(fe, queue), &one, 8), ==, 8);
 }
 
 static int recv_fds(int fd, void *buf, size_t len, int *fds, unsigned *nfds)
@@ -372,7 +600,17 @@ static bool mock_message(struct mock *m)
         break;
     case VHOST_USER_SET_VRING_BASE:
         g_assert_cmpuint(idx, <, MOCK_QUEUES);
-        m->vq[idx].last_avail = msg.payload.state.num;
+        if (mock_packed(m)) {
+            uint32_t b = msg.payload.state.num;
+            m->vq[idx].last_avail = b & 0x7fff;
+            m->vq[idx].avail_wrap = b >> 15 & 1;
+            m->vq[idx].used_idx = b >> 16 & 0x7fff;
+            m->vq[idx].used_wrap = b >> 31;
+            g_assert_cmpuint(m->vq[idx].last_avail, <, m->vq[idx].num);
+            g_assert_cmpuint(m->vq[idx].used_idx, <, m->vq[idx].num);
+        } else {
+            m->vq[idx].last_avail = msg.payload.state.num;
+        }
         break;
     case VHOST_USER_SET_VRING_ADDR:
         g_assert_cmpuint(msg.payload.addr.index, <, MOCK_QUEUES);
@@ -381,7 +619,17 @@ static bool mock_message(struct mock *m)
         m->vq[idx].avail = uva_ptr(m, msg.payload.addr.avail_user_addr);
         m->vq[idx].used = uva_ptr(m, msg.payload.addr.used_user_addr);
         g_assert_nonnull(m->vq[idx].desc);
-        m->vq[idx].used_idx = m->vq[idx].used->idx;
+        g_assert_nonnull(m->vq[idx].avail);
+        g_assert_nonnull(m->vq[idx].used);
+        if (mock_packed(m)) {
+            /* virtio 1.2 2.8.10's alignments: 16 for the ring, 4 for the event areas */
+            g_assert_cmpuint(msg.payload.addr.desc_user_addr % 16, ==, 0);
+            g_assert_cmpuint(msg.payload.addr.avail_user_addr % 4, ==, 0);
+            g_assert_cmpuint(msg.payload.addr.used_user_addr % 4, ==, 0);
+        } else {
+            /* a packed ring's used index came with its base */
+            m->vq[idx].used_idx = m->vq[idx].used->idx;
+        }
         break;
     case VHOST_USER_SET_VRING_KICK:
     case VHOST_USER_SET_VRING_CALL:
@@ -405,6 +653,11 @@ static bool mock_message(struct mock *m)
         close(m->vq[idx].call);
         m->vq[idx].kick = m->vq[idx].call = -1;
         msg.payload.state.num = m->vq[idx].last_avail;
+        if (mock_packed(m)) {
+            msg.payload.state.num |= (uint32_t)wrap_bits(m->vq[idx].avail_wrap) |
+                                     (uint32_t)(m->vq[idx].used_idx |
+                                                wrap_bits(m->vq[idx].used_wrap)) << 16;
+        }
         mock_reply(m, &msg, sizeof(msg.payload.state));
         return true;
     case VHOST_USER_SET_OWNER:
@@ -474,11 +727,12 @@ static struct mock *mock_new(void)
     m->queue_num = MOCK_QUEUES;
     m->features = (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_RING_F_EVENT_IDX) |
                   (1ull << VIRTIO_RING_F_INDIRECT_DESC) | (1ull << VHOST_USER_F_PROTOCOL_FEATURES) |
-                  (1ull << VIRTIO_SCSI_F_HOTPLUG);
+                  (1ull << VIRTIO_SCSI_F_HOTPLUG) | (1ull << VIRTIO_F_RING_PACKED);
     m->log = g_array_new(false, true, sizeof(struct vhost_user_msg));
     m->dir = g_dir_make_tmp("vfe-test-XXXXXX", NULL);
     m->path = g_build_filename(m->dir, "sock", NULL);
     m->conn = -1;
+    g_mutex_init(&m->lock);
     for (unsigned i = 0; i < MOCK_QUEUES; i++) {
         m->vq[i].kick = m->vq[i].call = -1;
     }
@@ -524,6 +778,7 @@ static void mock_free(struct mock *m)
     g_free(m->path);
     g_free(m->dir);
     g_array_free(m->log, true);
+    g_mutex_clear(&m->lock);
     g_free(m);
 }
 
@@ -574,11 +829,14 @@ static void test_handshake_order(void)
     strict_warnings();
 }
 
-static void test_handshake(void)
+/* Tests whose data is whether the rings are packed. */
+static void test_handshake(gconstpointer data)
 {
+    bool packed = GPOINTER_TO_INT(data);
     struct mock *m = mock_new();
     mock_start(m);
     struct vfe_config cfg = user_cfg(m, 2);
+    cfg.packed = packed;
     struct vfe *fe;
     g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
 
@@ -596,10 +854,11 @@ static void test_handshake(void)
     g_assert_cmphex(m->protocol_features, ==,
                     (1ull << VHOST_USER_PROTOCOL_F_MQ) | (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |
                     (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS));
-    /* only what we understand is acked: not HOTPLUG, but EVENT_IDX and VERSION_1 */
+    /* only what we understand and asked for is acked: not HOTPLUG, RING_PACKED if asked */
     g_assert_cmphex(m->acked_features, ==,
                     (1ull << VIRTIO_F_VERSION_1) | (1ull << VIRTIO_RING_F_EVENT_IDX) |
-                    (1ull << VHOST_USER_F_PROTOCOL_FEATURES));
+                    (1ull << VHOST_USER_F_PROTOCOL_FEATURES) |
+                    (packed ? 1ull << VIRTIO_F_RING_PACKED : 0));
     const struct vhost_user_msg *mt = log_at(m, 7);
     g_assert_cmpuint(mt->payload.memory.nregions, ==, 1);
     g_assert_cmphex(mt->payload.memory.regions[0].guest_phys_addr, ==, 0x100000000ull);
@@ -619,6 +878,12 @@ static void test_handshake(void)
                             perq[i] == VHOST_USER_SET_VRING_KICK) ?
                            (unsigned)(msg->payload.u64 & 0xff) : msg->payload.state.index;
             g_assert_cmpuint(idx, ==, q);
+            if (perq[i] == VHOST_USER_SET_VRING_ADDR && packed) {
+                /* a packed ring's three areas apart (the mock checks their alignment) */
+                struct vhost_vring_addr a = msg->payload.addr;
+                g_assert_cmpuint(a.avail_user_addr, >=, a.desc_user_addr + 16 * 64);
+                g_assert_cmpuint(a.used_user_addr, >=, a.avail_user_addr + 4);
+            }
         }
     }
     /* every message without its own reply asked for an ACK, once REPLY_ACK was agreed */
@@ -691,18 +956,26 @@ static void count_done(struct vfe_req *r)
     ((struct counter *)r->opaque)->done++;
 }
 
-static void run_write_read(bool event_idx, bool indirect, bool add_mem_reg)
+/* A configuration of the I/O tests, as their test data. */
+struct io_opts {
+    bool event_idx, indirect, add_mem_reg, packed;
+};
+
+static void test_write_read(gconstpointer data)
 {
+    const struct io_opts *o = data;
     struct mock *m = mock_new();
     mock_start(m);
     struct vfe_config cfg = user_cfg(m, 2);
-    cfg.event_idx = event_idx;
-    cfg.indirect = indirect;
+    cfg.event_idx = o->event_idx;
+    cfg.indirect = o->indirect;
     cfg.batch = true;
-    cfg.add_mem_reg = add_mem_reg;
+    cfg.add_mem_reg = o->add_mem_reg;
+    cfg.packed = o->packed;
     struct vfe *fe;
     g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
-    g_assert_cmpint(!!(vfe_features(fe) & (1ull << VIRTIO_RING_F_EVENT_IDX)), ==, event_idx);
+    g_assert_cmpint(!!(vfe_features(fe) & (1ull << VIRTIO_RING_F_EVENT_IDX)), ==, o->event_idx);
+    g_assert_cmpint(!!(vfe_features(fe) & (1ull << VIRTIO_F_RING_PACKED)), ==, o->packed);
 
     /* the power-on unit attention comes first */
     struct vfe_req tur = { 0 };
@@ -771,26 +1044,219 @@ static void run_write_read(bool event_idx, bool indirect, bool add_mem_reg)
     strict_warnings();
 }
 
-static void test_io_event_idx(void)
+/*
+ * Many laps of a ring of 16: LAP_IOS one-block writes, then reads checked,
+ * LAP_DEPTH in flight; every fourth request a TEST UNIT READY, so chains
+ * of two and three descriptors mix, 11 descriptors a round (on a packed
+ * ring they run across the ring's end, and completed in reverse order
+ * their used descriptors land inside other chains' slots).
+ */
+#define LAP_RING 16
+#define LAP_DEPTH 5                /* 15 descriptors at most */
+#define LAP_IOS 600u               /* over 100 laps of the ring */
+
+struct laps {
+    struct vfe *fe;
+    bool write;
+    unsigned next, done;
+};
+
+static uint8_t lap_byte(unsigned i, unsigned j)
 {
-    run_write_read(true, false, false);
+    return (uint8_t)(i * 13 + j + 1);
 }
 
-static void test_io_no_event_idx(void)
+static void lap_submit(struct laps *l, struct vfe_req *r)
 {
-    run_write_read(false, false, false);
+    unsigned i = l->next++;
+
+    r->tag = i;
+    if (i % 4 == 3) {
+        memset(r->cdb, 0, sizeof(r->cdb));      /* TEST UNIT READY */
+        r->data_len = 0;
+    } else {
+        r->data_len = 512;
+        for (unsigned j = 0; j < 512; j++) {
+            ((uint8_t *)r->data)[j] = l->write ? lap_byte(i, j) : 0;
+        }
+        make_rw(r, l->write, i % DISK_BLOCKS, 1);
+    }
+    g_assert_cmpint(vfe_submit(l->fe, r), ==, 0);
 }
 
-static void test_io_indirect_add_mem_reg(void)
+static void lap_done(struct vfe_req *r)
 {
-    run_write_read(true, true, true);
+    struct laps *l = r->opaque;
+
+    g_assert_cmpuint(r->resp.response, ==, VIRTIO_SCSI_S_OK);
+    g_assert_cmpuint(r->resp.status, ==, 0);
+    for (unsigned j = 0; !l->write && r->data_len && j < 512; j++) {
+        g_assert_cmpuint(((uint8_t *)r->data)[j], ==, lap_byte(r->tag, j));
+    }
+    l->done++;
+    if (l->next < LAP_IOS) {
+        lap_submit(l, r);
+    }
 }
 
-static void test_bad_lun_and_tmf(void)
+struct lap_opts {
+    bool packed, event_idx, indirect, poll, reverse;
+};
+
+static void test_laps(gconstpointer data)
+{
+    const struct lap_opts *o = data;
+    struct mock *m = mock_new();
+    m->reverse = o->reverse;
+    mock_start(m);
+    struct vfe_config cfg = user_cfg(m, 1);
+    cfg.queue_size = LAP_RING;
+    cfg.event_idx = o->event_idx;
+    cfg.indirect = o->indirect;
+    cfg.poll = o->poll;
+    cfg.packed = o->packed;
+    cfg.batch = true;
+    struct vfe *fe;
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
+    struct vfe_req tur = { 0 };
+    vfe_lun(tur.lun, 0, 0);
+    g_assert_cmpint(vfe_exec(fe, &tur, 2000), ==, 0);      /* the unit attention */
+
+    struct vfe_req reqs[LAP_DEPTH];
+    struct laps l = { .fe = fe };
+    unsigned signals0 = __atomic_load_n(&m->signals, __ATOMIC_SEQ_CST);
+    memset(reqs, 0, sizeof(reqs));
+    for (unsigned i = 0; i < LAP_DEPTH; i++) {
+        vfe_lun(reqs[i].lun, 0, 0);
+        reqs[i].data = vfe_alloc(fe, 512, 512);
+        reqs[i].opaque = &l;
+        reqs[i].complete = lap_done;
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        l.write = pass == 0;
+        l.next = l.done = 0;
+        for (unsigned i = 0; i < LAP_DEPTH; i++) {
+            lap_submit(&l, &reqs[i]);
+        }
+        vfe_kick(fe);
+        while (l.done < LAP_IOS) {
+            g_assert_cmpint(vfe_poll(fe, 2000), >, 0);
+            vfe_kick(fe);
+        }
+    }
+    unsigned signals = __atomic_load_n(&m->signals, __ATOMIC_SEQ_CST) - signals0;
+    if (o->packed && !o->indirect) {
+        g_assert_cmpuint(m->wrapped_chains, >, 0);
+    }
+    if (o->reverse) {
+        g_assert_cmpuint(m->reordered, >, 0);
+    }
+    if (o->poll) {
+        /* at most the signals for what completed before the first reap asked for none */
+        g_assert_cmpuint(signals, <=, LAP_DEPTH);
+    }
+    if (o->packed) {
+        /* what the front-end asks of the device now that everything is reaped */
+        struct mock_vq *q = &m->vq[2];
+        g_mutex_lock(&m->lock);
+        struct vring_packed_desc_event ev = *driver_event(q);
+        uint16_t next_used = q->used_idx | wrap_bits(q->used_wrap);
+        g_mutex_unlock(&m->lock);
+        g_assert_cmpuint(ev.flags, ==, o->poll ? VRING_PACKED_EVENT_FLAG_DISABLE :
+                                       o->event_idx ? VRING_PACKED_EVENT_FLAG_DESC :
+                                       VRING_PACKED_EVENT_FLAG_ENABLE);
+        if (!o->poll && o->event_idx) {
+            g_assert_cmphex(ev.off_wrap, ==, next_used);
+        }
+    }
+    for (unsigned i = 0; i < LAP_DEPTH; i++) {
+        vfe_free(fe, reqs[i].data);
+    }
+    vfe_close(fe);
+    mock_free(m);
+    strict_warnings();
+}
+
+/*
+ * The kicks the front-end gives for n TEST UNIT READYs (two descriptors
+ * each) posted at once from slot 12 of an odd lap (wrap counter 0) of a
+ * packed ring of 16, with the device's event suppression structure set
+ * to off_wrap and flags meanwhile.
+ */
+static unsigned packed_kicks(struct mock *m, struct vfe *fe, uint16_t off_wrap, uint16_t flags,
+                             unsigned n)
+{
+    struct mock_vq *q = &m->vq[2];
+    struct vfe_req tur = { 0 }, reqs[3];
+    struct counter cnt = { 0 };
+    struct vfe_stats st0, st1;
+
+    vfe_lun(tur.lun, 0, 0);
+    for (;;) {
+        g_mutex_lock(&m->lock);
+        bool there = q->last_avail == 12 && !q->avail_wrap;
+        g_mutex_unlock(&m->lock);
+        if (there) {
+            break;
+        }
+        g_assert_cmpint(vfe_exec(fe, &tur, 2000), ==, 0);
+    }
+    mock_freeze(m);
+    *device_event(q) = (struct vring_packed_desc_event){ .off_wrap = off_wrap, .flags = flags };
+    vfe_get_stats(fe, &st0);
+    g_assert_cmpuint(n, <=, G_N_ELEMENTS(reqs));
+    for (unsigned i = 0; i < n; i++) {
+        reqs[i] = (struct vfe_req){ .opaque = &cnt, .complete = count_done };
+        vfe_lun(reqs[i].lun, 0, 0);
+        g_assert_cmpint(vfe_submit(fe, &reqs[i]), ==, 0);
+    }
+    vfe_kick(fe);
+    vfe_get_stats(fe, &st1);
+    mock_thaw(m, fe, 2);
+    while (cnt.done < n) {
+        g_assert_cmpint(vfe_poll(fe, 2000), >, 0);
+    }
+    return st1.kicks - st0.kicks;
+}
+
+static void test_packed_kick(void)
 {
     struct mock *m = mock_new();
     mock_start(m);
     struct vfe_config cfg = user_cfg(m, 1);
+    cfg.queue_size = 16;
+    cfg.packed = true;
+    cfg.batch = true;
+    struct vfe *fe;
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
+    uint16_t w0 = wrap_bits(false), w1 = wrap_bits(true);
+
+    g_assert_cmpuint(packed_kicks(m, fe, 0, VRING_PACKED_EVENT_FLAG_DISABLE, 1), ==, 0);
+    g_assert_cmpuint(packed_kicks(m, fe, 0, VRING_PACKED_EVENT_FLAG_ENABLE, 1), ==, 1);
+    /* posted 12-13, then 12-15: a kick once slot 14 of this lap is */
+    g_assert_cmpuint(packed_kicks(m, fe, 14 | w0, VRING_PACKED_EVENT_FLAG_DESC, 1), ==, 0);
+    g_assert_cmpuint(packed_kicks(m, fe, 14 | w0, VRING_PACKED_EVENT_FLAG_DESC, 2), ==, 1);
+    /* slot 1 of the next lap: not for 12-15, but for 12-15 and 0-1 */
+    g_assert_cmpuint(packed_kicks(m, fe, 1 | w1, VRING_PACKED_EVENT_FLAG_DESC, 2), ==, 0);
+    g_assert_cmpuint(packed_kicks(m, fe, 1 | w1, VRING_PACKED_EVENT_FLAG_DESC, 3), ==, 1);
+    /*
+     * Decided with the ring in its next lap: a wrap counter not ours puts
+     * off_wrap in the lap before, where slot 14 was posted and slot 10
+     * was not (that was before the last kick).
+     */
+    g_assert_cmpuint(packed_kicks(m, fe, 14 | w0, VRING_PACKED_EVENT_FLAG_DESC, 3), ==, 1);
+    g_assert_cmpuint(packed_kicks(m, fe, 10 | w0, VRING_PACKED_EVENT_FLAG_DESC, 3), ==, 0);
+    vfe_close(fe);
+    mock_free(m);
+    strict_warnings();
+}
+
+static void test_bad_lun_and_tmf(gconstpointer packed)
+{
+    struct mock *m = mock_new();
+    mock_start(m);
+    struct vfe_config cfg = user_cfg(m, 1);
+    cfg.packed = GPOINTER_TO_INT(packed);
     struct vfe *fe;
     g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
     struct vfe_req r = { 0 };
@@ -823,16 +1289,46 @@ static void test_bad_lun_and_tmf(void)
     strict_warnings();
 }
 
-static void test_stop_start(void)
+/* The ring base each queue was started with after message `from` of the log. */
+static void started_bases(struct mock *m, unsigned from, uint32_t base[3])
 {
+    unsigned seen = 0;
+
+    for (unsigned i = from; i < m->log->len; i++) {
+        const struct vhost_user_msg *msg = log_at(m, i);
+        if (msg->hdr.request == VHOST_USER_SET_VRING_BASE && msg->payload.state.index < 3) {
+            base[msg->payload.state.index] = msg->payload.state.num;
+            seen |= 1u << msg->payload.state.index;
+        }
+    }
+    g_assert_cmpuint(seen, ==, 7);
+}
+
+/*
+ * 13 TEST UNIT READYs on a ring of 16, a stop and a start: each queue
+ * resumes from the base the device reported.  On a packed ring that is
+ * the request queue's slot 10 of its second lap (26 descriptors) for
+ * both indices, wrap counters 0; the event queue's 8 buffers are taken
+ * and not used (avail slot 8, used slot 0, wrap counters 1).
+ */
+static void test_stop_start(gconstpointer data)
+{
+    bool packed = GPOINTER_TO_INT(data);
     struct mock *m = mock_new();
     mock_start(m);
     struct vfe_config cfg = user_cfg(m, 1);
+    cfg.queue_size = 16;
+    cfg.packed = packed;
     struct vfe *fe;
+    uint32_t base[3];
     g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
+    started_bases(m, 0, base);
+    for (unsigned i = 0; i < 3; i++) {
+        g_assert_cmphex(base[i], ==, packed ? 0x80008000 : 0);   /* a fresh ring */
+    }
     struct vfe_req r = { 0 };
     vfe_lun(r.lun, 0, 0);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 13; i++) {
         g_assert_cmpint(vfe_exec(fe, &r, 2000), ==, 0);
     }
     g_assert_cmpint(vfe_stop(fe), ==, 0);
@@ -843,29 +1339,60 @@ static void test_stop_start(void)
     g_assert_cmpuint(log_at(m, n - 1)->payload.state.index, ==, 2);
 
     g_assert_cmpint(vfe_start(fe), ==, 0);
-    /* the request queue resumes at the base the device reported: 5 */
-    bool seen = false;
-    for (unsigned i = n; i < m->log->len; i++) {
-        const struct vhost_user_msg *msg = log_at(m, i);
-        if (msg->hdr.request == VHOST_USER_SET_VRING_BASE && msg->payload.state.index == 2) {
-            g_assert_cmpuint(msg->payload.state.num, ==, 5);
-            seen = true;
-        }
+    started_bases(m, n, base);
+    g_assert_cmphex(base[0], ==, packed ? 0x80008000 : 0);
+    g_assert_cmphex(base[1], ==, packed ? 0x80008008 : 8);
+    g_assert_cmphex(base[2], ==, packed ? 0x000a000a : 13);
+    /* and goes on from there, a lap and more */
+    for (int i = 0; i < 10; i++) {
+        g_assert_cmpint(vfe_exec(fe, &r, 2000), ==, 0);
+        g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
     }
-    g_assert_true(seen);
-    g_assert_cmpint(vfe_exec(fe, &r, 2000), ==, 0);
-    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
     vfe_close(fe);
     mock_free(m);
     strict_warnings();
 }
 
-static void test_bogus_used_id(void)
+static void test_packed_not_offered(void)
+{
+    struct mock *m = mock_new();
+    m->features &= ~(1ull << VIRTIO_F_RING_PACKED);
+    mock_start(m);
+    struct vfe_config cfg = user_cfg(m, 1);
+    cfg.packed = true;
+    struct vfe *fe;
+    tolerate_warnings();
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, -ENOTSUP);
+    g_assert_null(fe);
+    /* nothing was agreed: the refusal comes before SET_FEATURES */
+    for (unsigned i = 0; i < m->log->len; i++) {
+        g_assert_cmpuint(log_at(m, i)->hdr.request, !=, VHOST_USER_SET_FEATURES);
+    }
+    mock_free(m);
+    strict_warnings();
+}
+
+/* The kernel's vhost has no packed rings: refused before the device is even opened. */
+static void test_packed_kernel_refused(void)
+{
+    struct vfe_config cfg = {
+        .transport = VFE_VHOST_KERNEL, .path = "/nonexistent/vhost-scsi",
+        .wwpn = "naa.5001405000000001", .tpgt = 1, .num_request_queues = 1, .packed = true,
+    };
+    struct vfe *fe;
+    tolerate_warnings();
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, -ENOTSUP);
+    g_assert_null(fe);
+    strict_warnings();
+}
+
+static void test_bogus_used_id(gconstpointer packed)
 {
     struct mock *m = mock_new();
     m->bogus_used = true;
     mock_start(m);
     struct vfe_config cfg = user_cfg(m, 1);
+    cfg.packed = GPOINTER_TO_INT(packed);
     struct vfe *fe;
     g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
     struct vfe_req r = { 0 };
@@ -947,17 +1474,52 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/vhost-frontend/open-close", test_handshake_order);
-    g_test_add_func("/vhost-frontend/handshake", test_handshake);
     g_test_add_func("/vhost-frontend/too-few-queues", test_too_few_queues);
     g_test_add_func("/vhost-frontend/rejected-step", test_rejected_step);
     g_test_add_func("/vhost-frontend/silent-backend", test_silent_backend);
-    g_test_add_func("/vhost-frontend/io/event-idx", test_io_event_idx);
-    g_test_add_func("/vhost-frontend/io/no-event-idx", test_io_no_event_idx);
-    g_test_add_func("/vhost-frontend/io/indirect-add-mem-reg", test_io_indirect_add_mem_reg);
-    g_test_add_func("/vhost-frontend/bad-lun-and-tmf", test_bad_lun_and_tmf);
-    g_test_add_func("/vhost-frontend/stop-start", test_stop_start);
-    g_test_add_func("/vhost-frontend/bogus-used-id", test_bogus_used_id);
+    /* split rings, then the same over packed ones (under /vhost-frontend/packed/) */
+    static const struct { const char *name; GTestDataFunc fn; } by_ring[] = {
+        { "handshake", test_handshake }, { "bad-lun-and-tmf", test_bad_lun_and_tmf },
+        { "stop-start", test_stop_start }, { "bogus-used-id", test_bogus_used_id },
+    };
+    for (int packed = 0; packed < 2; packed++) {
+        for (unsigned i = 0; i < G_N_ELEMENTS(by_ring); i++) {
+            g_autofree char *path = g_strdup_printf("/vhost-frontend%s/%s",
+                                                    packed ? "/packed" : "", by_ring[i].name);
+            g_test_add_data_func(path, GINT_TO_POINTER(packed), by_ring[i].fn);
+        }
+    }
+    static const struct { const char *name; struct io_opts o; } io[] = {
+        { "io/event-idx", { .event_idx = true } },
+        { "io/no-event-idx", { .event_idx = false } },
+        { "io/indirect-add-mem-reg", { .event_idx = true, .indirect = true, .add_mem_reg = true } },
+        { "packed/io/event-idx", { .event_idx = true, .packed = true } },
+        { "packed/io/no-event-idx", { .packed = true } },
+        { "packed/io/indirect-add-mem-reg",
+          { .event_idx = true, .indirect = true, .add_mem_reg = true, .packed = true } },
+    };
+    for (unsigned i = 0; i < G_N_ELEMENTS(io); i++) {
+        g_autofree char *path = g_strdup_printf("/vhost-frontend/%s", io[i].name);
+        g_test_add_data_func(path, &io[i].o, test_write_read);
+    }
+    static const struct { const char *name; struct lap_opts o; } laps[] = {
+        { "io/laps", { .event_idx = true } },
+        { "io/out-of-order", { .event_idx = true, .reverse = true } },
+        { "packed/laps/event-idx", { .packed = true, .event_idx = true } },
+        { "packed/laps/no-event-idx", { .packed = true } },
+        { "packed/laps/indirect", { .packed = true, .event_idx = true, .indirect = true } },
+        { "packed/laps/poll", { .packed = true, .event_idx = true, .poll = true } },
+        { "packed/out-of-order", { .packed = true, .event_idx = true, .reverse = true } },
+        { "packed/out-of-order-indirect", { .packed = true, .indirect = true, .reverse = true } },
+    };
+    for (unsigned i = 0; i < G_N_ELEMENTS(laps); i++) {
+        g_autofree char *path = g_strdup_printf("/vhost-frontend/%s", laps[i].name);
+        g_test_add_data_func(path, &laps[i].o, test_laps);
+    }
     g_test_add_func("/vhost-frontend/hangup", test_hangup);
     g_test_add_func("/vhost-frontend/allocator", test_allocator);
+    g_test_add_func("/vhost-frontend/packed/not-offered", test_packed_not_offered);
+    g_test_add_func("/vhost-frontend/packed/kernel-refused", test_packed_kernel_refused);
+    g_test_add_func("/vhost-frontend/packed/kick", test_packed_kick);
     return g_test_run();
 }
