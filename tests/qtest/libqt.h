@@ -7,7 +7,8 @@
  * a guest driver is explicit and can be made to misbehave on purpose.
  * Layers: qtest.c (process, protocols), pci.c (config space, BARs),
  * msix.c (vectors and interrupt slots), virtio-pci.c (modern transport),
- * alloc.c (guest RAM), vring.c (split virtqueue), virtio-scsi.c (requests).
+ * alloc.c (guest RAM), vring.c (split virtqueue), vring-packed.c (packed
+ * virtqueue), virtio-scsi.c (requests).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -199,7 +200,7 @@ void qt_vpci_notify(struct qt_vpci *v, struct qt_vring *vq);
 uint8_t qt_vpci_isr(struct qt_vpci *v);
 uint32_t qt_vpci_cfg_readl(struct qt_vpci *v, unsigned off);
 
-/* ---- vring.c: a split virtqueue in guest memory ---- */
+/* ---- vring.c: a split virtqueue in guest memory (packed: vring-packed.c) ---- */
 
 struct qt_sg {
     uint64_t addr;
@@ -207,23 +208,38 @@ struct qt_sg {
     bool write;        /* device writes (VRING_DESC_F_WRITE) */
 };
 
+/*
+ * A virtqueue, split or (packed set) packed.  For a packed ring desc is
+ * the descriptor ring, avail the driver event area and used the device
+ * event area (what the transport's queue_desc/driver/device take); a
+ * head is a buffer id, avail_idx and last_used are ring slots and
+ * num_free counts free slots.
+ */
 struct qt_vring {
     struct qts *s;
     uint16_t index, size;
     uint64_t desc, avail, used;
     uint16_t free_head, num_free;
-    uint16_t avail_idx;           /* shadow of avail->idx */
-    uint16_t last_used;
+    uint16_t avail_idx;           /* shadow of avail->idx; packed: next slot to fill */
+    uint16_t last_used;           /* packed: the slot of the next used descriptor */
     uint16_t vector;              /* MSI-X vector assigned, or NO_VECTOR */
     bool event_idx;
-    uint16_t *next_free;          /* driver-side free list */
-    uint16_t *chain_len;          /* descriptors per head, for freeing */
+    bool packed;                  /* VIRTIO_F_RING_PACKED */
+    bool avail_wrap, used_wrap;   /* packed: wrap counters of avail_idx and last_used */
+    uint16_t num_added;           /* packed: slots made available since the last kick decision */
+    unsigned kicks_skipped;       /* kick decisions the device event area said no to */
+    uint16_t *next_free;          /* driver-side free list (packed: of buffer ids) */
+    uint16_t *chain_len;          /* descriptors (packed: slots) per head, for freeing */
     bool *done;                   /* head completed, not yet consumed */
     uint32_t *done_len;
+    uint64_t *buf_addr;           /* packed: each id's first buffer (split reads it from desc) */
 };
 
 void qt_vring_init(struct qt_vring *vq, struct qts *s, struct qt_alloc *a,
                    uint16_t index, uint16_t size, bool event_idx);
+/* The driver-side state of either layout, no guest memory yet (the inits call it). */
+void qt_vring_init_state(struct qt_vring *vq, struct qts *s, uint16_t index, uint16_t size,
+                         bool event_idx, bool packed);
 void qt_vring_free(struct qt_vring *vq);
 /* Rewinds the driver state (after a device reset), keeping the memory. */
 void qt_vring_reset(struct qt_vring *vq);
@@ -242,6 +258,8 @@ uint16_t qt_vring_used_idx(struct qt_vring *vq);
  * chain's descriptors.
  */
 bool qt_vring_get(struct qt_vring *vq, uint32_t *head, uint32_t *len);
+/* Remembers head id as done with len (a layout's pop calls it); checks the id is ours. */
+void qt_vring_mark_used(struct qt_vring *vq, uint32_t id, uint32_t len);
 /* Pops one used element and remembers it as done (descriptors kept). */
 bool qt_vring_pop(struct qt_vring *vq, uint32_t *head, uint32_t *len);
 void qt_vring_free_chain(struct qt_vring *vq, uint16_t head);
@@ -251,10 +269,36 @@ bool qt_vring_wait_head(struct qt_vring *vq, uint16_t head, uint32_t *len,
 /* Waits for a used element (bounded); false on timeout. */
 bool qt_vring_wait(struct qt_vring *vq, uint32_t *head, uint32_t *len,
                    gint64 timeout_us);
+/* Whether the device wants a kick for what was added since the last call (split: always). */
+bool qt_vring_kick_needed(struct qt_vring *vq);
+/* The first buffer of head's chain (its address, as the driver gave it). */
+uint64_t qt_vring_buf_addr(struct qt_vring *vq, uint16_t head);
 /* EVENT_IDX: the driver's used_event (interrupt when used idx passes it). */
 void qt_vring_set_used_event(struct qt_vring *vq, uint16_t v);
 /* Without EVENT_IDX: VRING_AVAIL_F_NO_INTERRUPT. */
 void qt_vring_set_no_interrupt(struct qt_vring *vq, bool on);
+
+/* ---- vring-packed.c: a packed virtqueue (the qt_vring_* calls above serve it too) ---- */
+
+void qt_vring_packed_init(struct qt_vring *vq, struct qts *s, struct qt_alloc *a,
+                          uint16_t index, uint16_t size, bool event_idx);
+/* Called through qt_vring_reset, _add, _pop, _free_chain and _kick_needed. */
+void qt_vring_packed_reset(struct qt_vring *vq);
+int qt_vring_packed_add(struct qt_vring *vq, const struct qt_sg *sg, unsigned n);
+bool qt_vring_packed_pop(struct qt_vring *vq, uint32_t *head, uint32_t *len);
+void qt_vring_packed_free_chain(struct qt_vring *vq, uint16_t id);
+bool qt_vring_packed_kick_needed(struct qt_vring *vq);
+/* The device event area: VRING_PACKED_EVENT_FLAG_* and, with DESC, the slot and wrap bit. */
+void qt_vring_packed_device_event(struct qt_vring *vq, uint16_t *flags, uint16_t *off_wrap);
+/* The driver event area: VRING_PACKED_EVENT_FLAG_ENABLE or _DISABLE. */
+void qt_vring_packed_set_event(struct qt_vring *vq, uint16_t flags);
+/*
+ * EVENT_IDX: VRING_PACKED_EVENT_FLAG_DESC at the used slot `ahead` slots
+ * past the next one the driver reads (and that slot's lap; negative: a
+ * slot already used): the device interrupts once its used index moves
+ * past that slot.
+ */
+void qt_vring_packed_event_desc(struct qt_vring *vq, int ahead);
 
 /* ---- virtio-scsi.c: a virtio-scsi driver ---- */
 
@@ -278,7 +322,8 @@ struct qt_vscsi {
     struct qt_alloc alloc;
     unsigned nq;                  /* request queues */
     struct qt_vring vq[QT_VIRTIO_MAX_QUEUES];
-    uint64_t features;
+    uint64_t offered;             /* the device's features */
+    uint64_t features;            /* those the driver accepted */
     bool use_msix;
     uint64_t events;              /* event buffers, 8 x 16 bytes */
     /* The device leaves used.len 0 (Linux vhost-scsi, as Linux's own
@@ -291,6 +336,7 @@ struct qt_vscsi_opts {
     uint8_t busnr;                /* 0, or the bus behind a root port */
     uint16_t device_id;           /* 0: any virtio-scsi (0x1004 or 0x1048) */
     bool event_idx;               /* negotiate EVENT_IDX if offered */
+    bool packed;                  /* negotiate VIRTIO_F_RING_PACKED if offered */
     bool hotplug;                 /* negotiate VIRTIO_SCSI_F_HOTPLUG if offered */
     bool change;                  /* negotiate VIRTIO_SCSI_F_CHANGE if offered */
     bool no_msix;                 /* leave MSI-X disabled: INTx + ISR */
@@ -306,10 +352,12 @@ void qt_vscsi_cleanup(struct qt_vscsi *d);
 /* Request queue i (0-based) -> its qt_vring. */
 struct qt_vring *qt_vscsi_rq(struct qt_vscsi *d, unsigned i);
 
+/* Notifies vq's doorbell if the device wants a kick (qt_vring_kick_needed). */
+void qt_vscsi_kick(struct qt_vscsi *d, struct qt_vring *vq);
 /*
  * Queues a command without waiting: out_len bytes copied from out go to
  * the device (data-out), in_len bytes of buffer receive its data-in.
- * Kicks the queue unless nokick.  r gets the guest addresses.
+ * Kicks the queue (qt_vscsi_kick) unless nokick.  r gets the guest addresses.
  */
 void qt_vscsi_submit(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
                      const uint8_t *cdb, unsigned cdb_len, const void *out,

@@ -52,7 +52,11 @@ static void driver_init(struct qt_vscsi *d, const struct qt_vscsi_opts *o, bool 
 
     uint64_t offered = qt_vpci_device_features(v);
     g_assert(offered & (1ull << VIRTIO_F_VERSION_1));
+    d->offered = offered;
     d->features = 1ull << VIRTIO_F_VERSION_1;
+    if (o->packed && (offered & (1ull << VIRTIO_F_RING_PACKED))) {
+        d->features |= 1ull << VIRTIO_F_RING_PACKED;
+    }
     if (o->event_idx && (offered & (1ull << VIRTIO_RING_F_EVENT_IDX))) {
         d->features |= 1ull << VIRTIO_RING_F_EVENT_IDX;
     }
@@ -77,14 +81,18 @@ static void driver_init(struct qt_vscsi *d, const struct qt_vscsi_opts *o, bool 
         g_assert_cmpuint(qt_vpci_set_vector(v, 0xffff, 0), ==, 0);
     }
     bool eidx = d->features & (1ull << VIRTIO_RING_F_EVENT_IDX);
+    bool packed = d->features & (1ull << VIRTIO_F_RING_PACKED);
     for (unsigned q = 0; q < 2 + d->nq; q++) {
         struct qt_vring *vq = &d->vq[q];
         uint16_t max = qt_vpci_queue_max(v, q);
         g_assert_cmpuint(max, >=, 8);
-        if (first) {
+        if (first || vq->packed != packed) {
             /* Like Linux: the device's maximum, unless the scenario asks less. */
             uint16_t size = MIN(max, o->queue_size ? o->queue_size : QUEUE_SIZE_MAX);
-            qt_vring_init(vq, d->s, &d->alloc, q, size, eidx);
+            /* A ring of the other layout is left behind in guest RAM. */
+            qt_vring_free(vq);
+            (packed ? qt_vring_packed_init : qt_vring_init)(vq, d->s, &d->alloc, q, size,
+                                                            eidx);
         } else {
             vq->event_idx = eidx;
             qt_vring_reset(vq);
@@ -137,6 +145,13 @@ static void encode_lun(uint8_t *out, uint8_t lun)
     out[3] = lun;
 }
 
+void qt_vscsi_kick(struct qt_vscsi *d, struct qt_vring *vq)
+{
+    if (qt_vring_kick_needed(vq)) {
+        qt_vpci_notify(&d->vpci, vq);
+    }
+}
+
 void qt_vscsi_submit(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
                      const uint8_t *cdb, unsigned cdb_len, const void *out,
                      uint32_t in_len, uint32_t out_len, struct qt_scsi_req *r,
@@ -174,7 +189,7 @@ void qt_vscsi_submit(struct qt_vscsi *d, struct qt_vring *vq, uint8_t lun,
     }
     r->head = qt_vring_add(vq, sg, n);
     if (!nokick) {
-        qt_vpci_notify(&d->vpci, vq);
+        qt_vscsi_kick(d, vq);
     }
 }
 
@@ -259,7 +274,7 @@ uint8_t qt_vscsi_tmf(struct qt_vscsi *d, uint32_t subtype, uint8_t lun, uint64_t
     qts_memwrite(d->s, b, &resp, sizeof(resp));
     struct qt_sg sg[2] = { { a, sizeof(req), false }, { b, sizeof(resp), true } };
     int head = qt_vring_add(&d->vq[0], sg, 2);
-    qt_vpci_notify(&d->vpci, &d->vq[0]);
+    qt_vscsi_kick(d, &d->vq[0]);
     if (!qt_vring_wait_head(&d->vq[0], head, NULL, QT_TIMEOUT_US)) {
         g_error("control queue: TMF %u did not complete", subtype);
     }
@@ -276,7 +291,7 @@ void qt_vscsi_post_events(struct qt_vscsi *d, unsigned n)
         struct qt_sg sg = { d->events + (uint64_t)sz * i, sz, true };
         qt_vring_add(&d->vq[1], &sg, 1);
     }
-    qt_vpci_notify(&d->vpci, &d->vq[1]);
+    qt_vscsi_kick(d, &d->vq[1]);
 }
 
 bool qt_vscsi_get_event(struct qt_vscsi *d, uint32_t *event, uint8_t lun[8],
@@ -288,8 +303,7 @@ bool qt_vscsi_get_event(struct qt_vscsi *d, uint32_t *event, uint8_t lun[8],
         return false;
     }
     g_assert_cmpuint(len, ==, sizeof(ev));
-    /* The used head names the descriptor, which still holds the buffer address. */
-    uint64_t buf = qts_readq(d->s, d->vq[1].desc + 16ull * head);
+    uint64_t buf = qt_vring_buf_addr(&d->vq[1], head);
     g_assert_cmpuint(buf, >=, d->events);
     qts_memread(d->s, buf, &ev, sizeof(ev));
     *event = GUINT32_FROM_LE(ev.event);
