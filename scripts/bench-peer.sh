@@ -14,6 +14,10 @@
 # overwritten), goal 3's rows: a file: LUN with O_DIRECT on it against
 # SPDK's aio bdev on it, and host fio (io_uring, O_DIRECT, on CPU 1) on it
 # as a third party in each round.
+# Rows named *-packed give our target packed virtqueues (vhost-scsi-bench
+# --packed, as a guest with packed=on): SPDK's vhost-scsi does not offer
+# VIRTIO_F_RING_PACKED, so its side of those rows is its split ring, what
+# such a guest gets from it; each has its split twin in the table.
 # Writes the "SPDK peer" section of docs/performance.md (kept below the
 # analysis marker by make bench) and the raw JSON lines in out/bench-peer/.
 # Without an SPDK build the section says how to get one.  Asserts nothing.
@@ -202,6 +206,7 @@ print(json.dumps({"iops": d["iops"], "lat_us": {"p99": d["clat_ns"]["percentile"
 
 ROWS=()
 # row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS" [loaded]
+# (OURS_BENCH="ARGS" row ...: more bench options against our target only)
 row() {
     local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 loaded=${8:-} i
     if [ -n "${PEER_ONLY:-}" ] && [[ " $PEER_ONLY " != *" $name "* ]]; then
@@ -212,7 +217,8 @@ row() {
     printf '%s\t%s\t%s\t%s\n' "$desc" \
         "taskset -c 0 vhost-scsi-target --socket-path S --lun 0=$lun --queues $queues --threads 1 --poll $poll" \
         "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create $(bdev_args "$bdev")" \
-        "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs" >"$OUT/$name.desc"
+        "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs${OURS_BENCH:+ (ours: $OURS_BENCH)}" \
+        >"$OUT/$name.desc"
     for i in $(seq "$REPS"); do
         for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours") \
                 $([ "$bdev" = aio ] && echo fio); do
@@ -223,7 +229,8 @@ row() {
             if [ "$who" = ours ]; then ours "$lun" "$poll" "$queues"; else spdk "$bdev"; fi
             [ "$bdev" = malloc ] && fill
             [ -n "$loaded" ] && load_start
-            bench "$name" "$who" "$i" "$bargs --queues $queues"
+            bench "$name" "$who" "$i" "$bargs --queues $queues$([ "$who" = ours ] &&
+                echo " ${OURS_BENCH:-}")"
             load_stop
             stop
         done
@@ -245,6 +252,19 @@ row null-qd1-wait-pollon "null, QD1, bench waits, target --poll on" \
     "null:1G,fill=none" on 1 null "$R --iodepth 1"
 row null-qd1-wait-polloff "null, QD1, bench waits, target --poll off" \
     "null:1G,fill=none" off 1 null "$R --iodepth 1"
+# Packed rings against ours (SPDK: split, it offers no other).
+OURS_BENCH=--packed row null-qd32-poll-packed \
+    "null, QD32, bench polls, target --poll on; ours packed rings" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 32 --poll"
+OURS_BENCH=--packed row null-qd32-wait-adaptive-packed \
+    "null, QD32, bench waits, target --poll adaptive; ours packed rings" \
+    "null:1G,fill=none" adaptive 1 null "$R --iodepth 32"
+OURS_BENCH=--packed row null-qd1-poll-packed \
+    "null, QD1, bench polls, target --poll on; ours packed rings" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 1 --poll"
+OURS_BENCH=--packed row null-qd1-wait-pollon-packed \
+    "null, QD1, bench waits, target --poll on; ours packed rings" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 1"
 row null-2q-qd64-poll "null, 2 queues x QD64, bench polls, target --poll on" \
     "null:1G,fill=none" on 2 null "$R --iodepth 64 --poll"
 row zero-qd32-poll "null zero-filled (our default), QD32, bench polls, --poll on" \
