@@ -69,6 +69,7 @@ struct vu_queue {
     bool enabled;                /* SET_VRING_ENABLE (matters with PROTOCOL_FEATURES) */
     bool running;                /* between queue_start and queue_stop */
     bool quiesced;               /* ops->queue_quiesce called, not stopped or resumed yet */
+    bool packed_marked;          /* this connection marked the inflight area's slice (packed) */
     int kick_fd;
     int call_fd;
     int err_fd;

@@ -63,13 +63,29 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
         return 0;
     }
     if (q->vq.packed) {
-        /* The area's layout is the split ring's (vu_inflight_queue_bytes). */
-        if (!dev->inflight_packed_said) {
+        iq = (void *)(dev->inflight.area +
+                      idx * vu_inflight_queue_bytes(dev->inflight.queue_size));
+        /*
+         * The area's layout is the split ring's (vu_inflight_queue_bytes),
+         * so a packed ring is not tracked in it, only marked as having run:
+         * after a back-end restart QEMU cannot tell the new one where a
+         * packed ring stands (its indices are not in guest memory), and
+         * that is worth a warning where it happens.  Our own mark (a
+         * restart of the queue on this connection) is no such case.
+         */
+        if (iq->version != 0 && !q->packed_marked) {
+            g_warning("%s: a previous back-end ran this packed ring: where it stood and "
+                      "what it had popped are lost (inflight tracking covers split rings "
+                      "only); the guest's requests on it will time out", q->name);
+        } else if (!dev->inflight_packed_said) {
             g_message("%s: inflight tracking covers split rings only; the packed rings of "
                       "this connection run without it (a restarted back-end cannot "
-                      "resubmit their requests)", dev->name);
+                      "resume them)", dev->name);
             dev->inflight_packed_said = true;
         }
+        iq->version = 1;
+        iq->desc_num = q->num;
+        q->packed_marked = true;
         return 0;
     }
     /*

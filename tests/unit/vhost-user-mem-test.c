@@ -325,6 +325,54 @@ static void test_inflight_resubmit_after_restart(void)
     fixture_fini(&fx);
 }
 
+/*
+ * Packed rings are not tracked in the (split-layout) area, only marked:
+ * restarting the queue on the same connection says nothing, a new
+ * back-end that finds the mark warns that the ring's position and its
+ * popped requests are lost (QEMU cannot give it a packed ring's indices).
+ */
+static void test_inflight_packed_restart_warns(void)
+{
+    struct fixture fx;
+    struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
+    const uint64_t packed = 1ull << VIRTIO_F_RING_PACKED;
+    struct reply r;
+    int area_fd;
+
+    fixture_init(&fx, 0);
+    send_msg(fx.sock, VHOST_USER_GET_INFLIGHT_FD, VHOST_USER_VERSION, &in, sizeof(in));
+    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
+    r = recv_reply(fx.sock);
+    area_fd = r.fd;
+    in = r.p.inflight;
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
+                                 1), ==, 0);
+    negotiate(&fx, packed);
+    configure_queue(&fx, 2, 0, fx_eventfd(&fx), fx_eventfd(&fx));
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_assert_true(vu_dev_queue_running(fx.dev, 2));
+    g_assert_true(vu_dev_queue(fx.dev, 2)->packed);
+    g_assert_null(vu_dev_queue(fx.dev, 2)->inflight_region);
+    /* Stopped and started again by this back-end: its own mark, no warning. */
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 0);
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_assert_true(vu_dev_queue_running(fx.dev, 2));
+
+    /* A new back-end instance gets the area back and finds the mark. */
+    fixture_reconnect(&fx);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
+                                 1), ==, 0);
+    negotiate(&fx, packed);
+    g_test_expect_message("vhost-scsi", G_LOG_LEVEL_WARNING,
+                          "*vq2: a previous back-end ran this packed ring*");
+    configure_queue(&fx, 2, 0, fx_eventfd(&fx), fx_eventfd(&fx));
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_test_assert_expected_messages();
+    g_assert_true(vu_dev_queue_running(fx.dev, 2));
+    close(area_fd);
+    fixture_fini(&fx);
+}
+
 /* A driver may pick a ring smaller than the inflight area's queue size. */
 static void test_inflight_smaller_ring(void)
 {
@@ -356,6 +404,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vhost-user-server/add-remove-regions", test_add_remove_regions);
     g_test_add_func("/vhost-user-server/inflight-area", test_inflight_area);
     g_test_add_func("/vhost-user-server/inflight-smaller-ring", test_inflight_smaller_ring);
+    g_test_add_func("/vhost-user-server/inflight-packed-restart-warns",
+                    test_inflight_packed_restart_warns);
     g_test_add_func("/vhost-user-server/inflight-resubmit-after-restart",
                     test_inflight_resubmit_after_restart);
     /* These feed bad input and turn warnings non-fatal for the rest of the run. */
