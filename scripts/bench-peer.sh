@@ -204,9 +204,20 @@ print(json.dumps({"iops": d["iops"], "lat_us": {"p99": d["clat_ns"]["percentile"
         "$2" >>"$OUT/$1.jsonl"
 }
 
+# spdk_rate ROW REP: " --rate N", N the IOPS of SPDK's run of that round.
+spdk_rate() {
+    python3 -c 'import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+print(" --rate %d" % [r for r in runs if r["who"] == "spdk" and r["rep"] == int(sys.argv[2])][-1]["iops"])' \
+        "$OUT/$1.jsonl" "$2"
+}
+
 ROWS=()
 # row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS" [loaded]
-# (OURS_BENCH="ARGS" row ...: more bench options against our target only)
+# (OURS_BENCH="ARGS" row ...: more bench options against our target only;
+# AT_SPDK_RATE=1 row ...: each round runs SPDK first and then ours with
+# --rate at the IOPS SPDK reached in that round: goal 2's "SPDK's IOPS at
+# half a core" as a CPU figure)
 row() {
     local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 loaded=${8:-} i
     if [ -n "${PEER_ONLY:-}" ] && [[ " $PEER_ONLY " != *" $name "* ]]; then
@@ -217,10 +228,11 @@ row() {
     printf '%s\t%s\t%s\t%s\n' "$desc" \
         "taskset -c 0 vhost-scsi-target --socket-path S --lun 0=$lun --queues $queues --threads 1 --poll $poll" \
         "SPDK vhost -m 0x1 --no-huge -s 1024; bdev_${bdev}_create $(bdev_args "$bdev")" \
-        "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs${OURS_BENCH:+ (ours: $OURS_BENCH)}" \
+        "taskset -c 1 vhost-scsi-bench --socket S --time $RUNTIME --pid PID $bargs${OURS_BENCH:+ (ours: $OURS_BENCH)}${AT_SPDK_RATE:+ (ours: --rate at the IOPS SPDK reached in the same round)}" \
         >"$OUT/$name.desc"
     for i in $(seq "$REPS"); do
-        for who in $([ $((i % 2)) = 1 ] && echo "ours spdk" || echo "spdk ours") \
+        for who in $([ $((i % 2)) = 1 ] && [ -z "${AT_SPDK_RATE:-}" ] && echo "ours spdk" ||
+                     echo "spdk ours") \
                 $([ "$bdev" = aio ] && echo fio); do
             if [ "$who" = fio ]; then
                 hostfio "$name" "$i" "$bargs"
@@ -230,7 +242,8 @@ row() {
             [ "$bdev" = malloc ] && fill
             [ -n "$loaded" ] && load_start
             bench "$name" "$who" "$i" "$bargs --queues $queues$([ "$who" = ours ] &&
-                echo " ${OURS_BENCH:-}")"
+                echo " ${OURS_BENCH:-}")$([ "$who" = ours ] && [ -n "${AT_SPDK_RATE:-}" ] &&
+                spdk_rate "$name" "$i")"
             load_stop
             stop
         done
@@ -295,6 +308,13 @@ if [ -n "${PEER_BLOCKDEV:-}" ]; then
     row blockdev-qd32-randwrite-adaptive "block device, randwrite QD32, bench waits, target --poll adaptive" \
         "file:$PEER_BLOCKDEV,direct" adaptive 1 aio "--rw randwrite --bs 4k --iodepth 32"
 fi
+# Goal 2: ours paced at the IOPS SPDK reached in the same round (its CPU is the figure).
+AT_SPDK_RATE=1 row null-qd32-wait-adaptive-at-spdk-rate \
+    "null, QD32, bench waits, target --poll adaptive, ours at SPDK's IOPS (--rate)" \
+    "null:1G,fill=none" adaptive 1 null "$R --iodepth 32"
+AT_SPDK_RATE=1 OURS_BENCH=--packed row null-qd32-wait-adaptive-at-spdk-rate-packed \
+    "null, QD32, bench waits, target --poll adaptive, ours at SPDK's IOPS (--rate); ours packed rings" \
+    "null:1G,fill=none" adaptive 1 null "$R --iodepth 32"
 # Goal 2's idle half: a front-end attached, nothing issued; only CPU counts.
 row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
     "null:1G,fill=none" adaptive 1 null "--idle"

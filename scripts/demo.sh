@@ -15,7 +15,9 @@
 #
 # Environment: BUILD_DIR (default $BUILD, then build), DEMO_RUNTIME (seconds
 # per timed job, default 10), DEMO_ROUNDS (default 3), DEMO_VERIFY_SIZE (default 64M),
-# DEMO_TARGET_ARGS (the target's options, default "--poll adaptive"), DEMO_SKIP_DEPS=1
+# DEMO_TARGET_ARGS (the target's options, default "--poll adaptive"),
+# DEMO_DEVICE_OPTS (more properties of both controllers, e.g. packed=on:
+# packed virtqueues on both, like with like), DEMO_SKIP_DEPS=1
 # to skip scripts/install-deps.sh, DEMO_SKIP_BUILD=1 to use the build as it is,
 # DEMO_KEEP=1 to keep the work directory.
 #
@@ -30,6 +32,7 @@ RUNTIME=${DEMO_RUNTIME:-10}
 ROUNDS=${DEMO_ROUNDS:-3}
 VSIZE=${DEMO_VERIFY_SIZE:-64M}
 TARGET_ARGS=${DEMO_TARGET_ARGS---poll adaptive}
+DEVOPTS=${DEMO_DEVICE_OPTS:+,$DEMO_DEVICE_OPTS}
 OUT_DIR=$SRC/out
 RESULTS=$OUT_DIR/demo-results.txt
 say() { echo "== $*"; }
@@ -82,9 +85,9 @@ fi
 VUS_PCI=0000:00:04.0 QEMU_PCI=0000:00:05.0
 QEMU_ARGS=(
     -chardev "socket,id=vus0,path=$SOCK"
-    -device vhost-user-scsi-pci,chardev=vus0,num_queues=2,addr=04.0
+    -device "vhost-user-scsi-pci,chardev=vus0,num_queues=2,addr=04.0${DEVOPTS}"
     -object iothread,id=io0
-    -device virtio-scsi-pci,id=vs0,num_queues=2,iothread=io0,addr=05.0
+    -device "virtio-scsi-pci,id=vs0,num_queues=2,iothread=io0,addr=05.0${DEVOPTS}"
     -blockdev "driver=file,filename=$WORK/qemu.img,node-name=q0,aio=io_uring,cache.direct=on,discard=unmap"
     -device scsi-hd,bus=vs0.0,drive=q0
 )
@@ -101,6 +104,7 @@ tr -d '\r' <"$LOG" | grep -a '^DEMO-RESULT: ' | sed 's/^DEMO-RESULT: //' >"$WORK
     echo "vhost-scsi demo, $(date -u '+%Y-%m-%d %H:%M UTC'), $(qemu-system-x86_64 --version | head -n1)"
     echo "guest: Linux under TCG (-smp 2, 1G), 1 GiB sparse file per device, O_DIRECT on the host"
     echo "target options: --queues 2 $TARGET_ARGS; QEMU's iothread: its defaults (adaptive polling, up to 32 us)"
+    [ -z "$DEVOPTS" ] || echo "both controllers with: ${DEVOPTS#,}"
     echo "fio: libaio, direct=1, bs=4k, iodepth=16, ${RUNTIME}s time_based (+2s ramp), $ROUNDS rounds,"
     echo "the devices' order swapped every round; verify: ${VSIZE} randwrite, crc32c"
     echo

@@ -118,6 +118,7 @@ struct opts {
     int first_queue;
     int time_s;
     gint64 ios;
+    gint64 rate;         /* --rate: I/Os per second at most (0: as fast as it goes) */
     int pid;
     gboolean json;
     gboolean verify;
@@ -243,6 +244,13 @@ struct bench {
     uint64_t tag;
 
     bool running;                /* resubmit on completion */
+    /*
+     * --rate: the n-th I/O is issued no earlier than t_start + n / rate;
+     * a completion ahead of that schedule parks its slot until then.
+     */
+    uint64_t t_start, ns_per_io_q16;    /* 1e9 / rate, in 1/65536 ns */
+    struct io **parked;
+    unsigned nparked;
     bool failed;
     uint64_t issued, done, bytes, reads, writes;
     uint64_t limit;              /* 0: time-bound */
@@ -496,6 +504,12 @@ static void report_bad(struct bench *b, struct io *io)
             rs->response, rs->status, key, asc, ascq);
 }
 
+/* When --rate lets the next I/O go. */
+static uint64_t rate_due(const struct bench *b)
+{
+    return b->t_start + (uint64_t)(((unsigned __int128)b->issued * b->ns_per_io_q16) >> 16);
+}
+
 static void io_complete(struct vfe_req *req)
 {
     struct io *io = req->opaque;
@@ -544,9 +558,25 @@ static void io_complete(struct vfe_req *req)
         }
     }
     if (b->running) {
+        if (b->o->rate && t < rate_due(b)) {
+            b->parked[b->nparked++] = io;
+            return;
+        }
         /* the completion's clock reading is the next request's start: one per I/O */
         submit_io(b, io, t);
     }
+}
+
+/* Issues the parked slots whose turn has come; returns how many are still parked. */
+static unsigned rate_release(struct bench *b, uint64_t t)
+{
+    while (b->nparked && b->running && t >= rate_due(b)) {
+        submit_io(b, b->parked[--b->nparked], t);
+    }
+    if (!b->running) {
+        b->nparked = 0;
+    }
+    return b->nparked;
 }
 
 /* A synchronous command for the setup phase: the CDB of task, a libiscsi
@@ -714,7 +744,7 @@ enum {
     OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
     OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
     OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG, OPT_IDLE,
-    OPT_FLUSH_FIRST, OPT_PACKED,
+    OPT_FLUSH_FIRST, OPT_PACKED, OPT_RATE,
 };
 
 static const struct bench_option {
@@ -735,6 +765,8 @@ static const struct bench_option {
       "bench processes on one target, one queue each)" },
     { "time", OPT_TIME, "SECS", "run time in seconds (10)" },
     { "ios", OPT_IOS, "N", "stop after N I/Os" },
+    { "rate", OPT_RATE, "IOPS", "issue at most IOPS I/Os per second, evenly spaced: what the "
+      "back-end (--pid) costs at a given load" },
     { "lun", OPT_LUN, "T:L", "target:lun (0:0; with --kernel TPGT:0)" },
     { "pid", OPT_PID, "PID", "back-end pid for CPU accounting" },
     { "json", OPT_JSON, NULL, "print the result as JSON" },
@@ -831,6 +863,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
                 return -EINVAL;
             }
             break;
+        case OPT_RATE:
+            if (!int_arg(name, optarg, 1, 1000000000, &o->rate)) {
+                return -EINVAL;
+            }
+            break;
         case OPT_JSON:
             o->json = TRUE;
             break;
@@ -878,8 +915,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         fprintf(stderr, "vhost-scsi-bench: give exactly one of --socket and --kernel\n");
         return -EINVAL;
     }
-    if (o->idle && (o->verify || o->ios)) {
-        fprintf(stderr, "vhost-scsi-bench: --idle issues no I/O: not with --verify or --ios\n");
+    if (o->idle && (o->verify || o->ios || o->rate)) {
+        fprintf(stderr, "vhost-scsi-bench: --idle issues no I/O: not with --verify, --ios or "
+                "--rate\n");
         return -EINVAL;
     }
     if (o->packed && o->kernel) {
@@ -989,6 +1027,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_add_string(jb, "rw", o->verify ? "verify" : rw_mode_names[o->mode]);
         json_add_int(jb, "bs", o->bs);
         json_add_int(jb, "iodepth", o->iodepth);
+        json_add_int(jb, "rate", o->rate);
         json_add_int(jb, "queues", o->queues);
         json_add_bool(jb, "packed", bench_packed(b));
         json_add_int(jb, "ios", (gint64)b->done);
@@ -1103,7 +1142,19 @@ static int run_loop(struct bench *b, uint64_t t_end_ns)
     uint64_t last_tick = now_ns(), last_done = b->done;
     uint64_t t0 = last_tick, last_progress = last_tick;
 
+    if (b->o->rate) {
+        b->t_start = last_tick;
+        b->ns_per_io_q16 = (uint64_t)((1000000000ull << 16) / (uint64_t)b->o->rate);
+        if (!b->parked) {
+            b->parked = g_new(struct io *, b->nios);
+        }
+        b->nparked = 0;
+    }
     for (unsigned i = 0; i < b->nios; i++) {
+        if (b->o->rate && now_ns() < rate_due(b)) {
+            b->parked[b->nparked++] = &b->ios[i];
+            continue;
+        }
         if (submit_io(b, &b->ios[i], now_ns()) < 0) {
             return -EIO;
         }
@@ -1112,14 +1163,25 @@ static int run_loop(struct bench *b, uint64_t t_end_ns)
     /* --poll: look at the rings without sleeping; read the clock every 256 empty looks */
     int wait_ms = b->o->poll ? 0 : 1000;
     unsigned idle = 0;
-    while (b->issued != b->done) {
-        int r = vfe_poll(b->fe, wait_ms);
+    while (b->issued != b->done || b->nparked) {
+        int wait = wait_ms;
+        if (b->nparked) {
+            /* slots parked by --rate: the next is due within microseconds, so never sleep */
+            if (rate_release(b, now_ns())) {
+                wait = 0;
+            }
+            vfe_kick(b->fe);
+            if (b->issued == b->done) {
+                continue;
+            }
+        }
+        int r = vfe_poll(b->fe, wait);
         if (r < 0) {
             fprintf(stderr, "vhost-scsi-bench: %s\n", g_strerror(-r));
             return r;
         }
         vfe_kick(b->fe);
-        if (r == 0 && wait_ms == 0 && ++idle % 256) {
+        if (r == 0 && wait == 0 && ++idle % 256) {
             continue;
         }
         uint64_t t = now_ns();
@@ -1281,6 +1343,7 @@ out:
             vfe_free(b.fe, b.ios[i].req.data);
         }
         g_free(b.ios);
+        g_free(b.parked);
     }
     vfe_close(b.fe);
     return ret;
