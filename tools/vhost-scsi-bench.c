@@ -1142,12 +1142,11 @@ static int run_loop(struct bench *b, uint64_t t_end_ns)
     uint64_t last_tick = now_ns(), last_done = b->done;
     uint64_t t0 = last_tick, last_progress = last_tick;
 
-    if (b->o->rate) {
+    if (b->o->rate && !b->parked) {
+        /* one schedule for the whole run (--verify's write and read phases alike) */
         b->t_start = last_tick;
         b->ns_per_io_q16 = (uint64_t)((1000000000ull << 16) / (uint64_t)b->o->rate);
-        if (!b->parked) {
-            b->parked = g_new(struct io *, b->nios);
-        }
+        b->parked = g_new(struct io *, b->nios);
         b->nparked = 0;
     }
     for (unsigned i = 0; i < b->nios; i++) {

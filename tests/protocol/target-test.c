@@ -517,6 +517,24 @@ static void test_bench_verify(void)
 }
 
 /*
+ * --rate paces the bench: 4000 I/Os (2000 written, 2000 read back) at
+ * 8000 a second cannot take less than half a second, whatever the speed
+ * of the machine, and the data still verifies.
+ */
+static void test_bench_rate(void)
+{
+    const char *args[] = { "--ios", "2000", "--iodepth", "16", "--rate", "8000", NULL };
+    char *out = bench_verify(args);
+    const char *secs = strstr(out, "\"seconds\":");
+
+    g_assert_nonnull(strstr(out, "\"rate\":8000"));
+    g_assert_nonnull(strstr(out, "\"reads\":2000"));
+    g_assert_nonnull(secs);
+    g_assert_cmpfloat(g_ascii_strtod(secs + strlen("\"seconds\":"), NULL), >=, 0.49);
+    g_free(out);
+}
+
+/*
  * Packed, on rings of 16 with 5 requests in flight: 3 descriptors a
  * request, so chains run across the ring's end, for 8000 requests (750
  * laps of each of two rings); then with indirect descriptors and without
@@ -558,6 +576,7 @@ int main(int argc, char **argv)
     g_test_add_func("/target/ring-full", test_ring_full);
     g_test_add_func("/target/frontend-crash", test_frontend_crash);
     g_test_add_func("/target/bench-verify", test_bench_verify);
+    g_test_add_func("/target/bench-rate", test_bench_rate);
     g_test_add_func("/target/packed/write-read-ram-2-queues", test_packed_write_read_ram);
     g_test_add_func("/target/packed/write-read-file-no-event-idx", test_packed_write_read_file);
     g_test_add_func("/target/packed/stop-start", test_packed_stop_start);
