@@ -62,9 +62,8 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
     if (!dev->inflight.area || idx >= dev->inflight.num_queues) {
         return 0;
     }
+    iq = (void *)(dev->inflight.area + idx * vu_inflight_queue_bytes(dev->inflight.queue_size));
     if (q->vq.packed) {
-        iq = (void *)(dev->inflight.area +
-                      idx * vu_inflight_queue_bytes(dev->inflight.queue_size));
         /*
          * The area's layout is the split ring's (vu_inflight_queue_bytes),
          * so a packed ring is not tracked in it, only marked as having run:
@@ -98,7 +97,6 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
                   dev->inflight.queue_size);
         return 0;
     }
-    iq = (void *)(dev->inflight.area + idx * vu_inflight_queue_bytes(dev->inflight.queue_size));
     /* A zero version means nobody tracked this queue yet: nothing to resubmit. */
     restore = iq->version != 0;
     if (restore && iq->desc_num != q->num) {

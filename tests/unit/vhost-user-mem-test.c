@@ -277,6 +277,24 @@ static void test_inflight_area(void)
 }
 
 /*
+ * What QEMU does before it starts the rings: GET_INFLIGHT_FD for in's
+ * geometry, then SET_INFLIGHT_FD of the area it got.  Returns the area's
+ * fd; *in becomes what the back-end answered.
+ */
+static int inflight_handshake(struct fixture *fx, struct vhost_user_inflight *in)
+{
+    struct reply r;
+
+    send_msg(fx->sock, VHOST_USER_GET_INFLIGHT_FD, VHOST_USER_VERSION, in, sizeof(*in));
+    g_assert_cmpint(vu_dev_dispatch(fx->dev), ==, 0);
+    r = recv_reply(fx->sock);
+    *in = r.p.inflight;
+    g_assert_cmpuint(request_ack(fx, VHOST_USER_SET_INFLIGHT_FD, in, sizeof(*in), &r.fd, 1),
+                     ==, 0);
+    return r.fd;
+}
+
+/*
  * INFLIGHT_SHMFD across a back-end restart: the new instance gets the old
  * area back (SET_INFLIGHT_FD) and resubmits the request the old one had
  * popped but not completed.
@@ -285,17 +303,10 @@ static void test_inflight_resubmit_after_restart(void)
 {
     struct fixture fx;
     struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
-    struct reply r;
     int area_fd;
 
     fixture_init(&fx, 0);
-    send_msg(fx.sock, VHOST_USER_GET_INFLIGHT_FD, VHOST_USER_VERSION, &in, sizeof(in));
-    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
-    r = recv_reply(fx.sock);
-    area_fd = r.fd;
-    in = r.p.inflight;
-    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
-                                 1), ==, 0);
+    area_fd = inflight_handshake(&fx, &in);
     negotiate(&fx, 0);
     guest_post_requests(&fx, 2, 2);
     fx.fake.pop = 2;
@@ -336,17 +347,10 @@ static void test_inflight_packed_restart_warns(void)
     struct fixture fx;
     struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
     const uint64_t packed = 1ull << VIRTIO_F_RING_PACKED;
-    struct reply r;
     int area_fd;
 
     fixture_init(&fx, 0);
-    send_msg(fx.sock, VHOST_USER_GET_INFLIGHT_FD, VHOST_USER_VERSION, &in, sizeof(in));
-    g_assert_cmpint(vu_dev_dispatch(fx.dev), ==, 0);
-    r = recv_reply(fx.sock);
-    area_fd = r.fd;
-    in = r.p.inflight;
-    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
-                                 1), ==, 0);
+    area_fd = inflight_handshake(&fx, &in);
     negotiate(&fx, packed);
     configure_queue(&fx, 2, 0, fx_eventfd(&fx), fx_eventfd(&fx));
     set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
