@@ -510,6 +510,16 @@ static uint64_t rate_due(const struct bench *b)
     return b->t_start + (uint64_t)(((unsigned __int128)b->issued * b->ns_per_io_q16) >> 16);
 }
 
+/* --rate: parks io when the schedule has not come to it yet; true if it did. */
+static bool rate_park(struct bench *b, struct io *io, uint64_t t)
+{
+    if (!b->o->rate || t >= rate_due(b)) {
+        return false;
+    }
+    b->parked[b->nparked++] = io;
+    return true;
+}
+
 static void io_complete(struct vfe_req *req)
 {
     struct io *io = req->opaque;
@@ -558,8 +568,7 @@ static void io_complete(struct vfe_req *req)
         }
     }
     if (b->running) {
-        if (b->o->rate && t < rate_due(b)) {
-            b->parked[b->nparked++] = io;
+        if (rate_park(b, io, t)) {
             return;
         }
         /* the completion's clock reading is the next request's start: one per I/O */
@@ -1150,11 +1159,9 @@ static int run_loop(struct bench *b, uint64_t t_end_ns)
         b->nparked = 0;
     }
     for (unsigned i = 0; i < b->nios; i++) {
-        if (b->o->rate && now_ns() < rate_due(b)) {
-            b->parked[b->nparked++] = &b->ios[i];
-            continue;
-        }
-        if (submit_io(b, &b->ios[i], now_ns()) < 0) {
+        uint64_t t = now_ns();
+
+        if (!rate_park(b, &b->ios[i], t) && submit_io(b, &b->ios[i], t) < 0) {
             return -EIO;
         }
     }
