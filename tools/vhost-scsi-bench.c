@@ -127,6 +127,7 @@ struct opts {
     gboolean indirect;
     gboolean poll;
     gboolean packed;
+    gboolean inflight;
     gboolean dirty_log;
     gboolean idle;
     gboolean flush_first;
@@ -753,7 +754,7 @@ enum {
     OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
     OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
     OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG, OPT_IDLE,
-    OPT_FLUSH_FIRST, OPT_PACKED, OPT_RATE,
+    OPT_FLUSH_FIRST, OPT_PACKED, OPT_RATE, OPT_INFLIGHT,
 };
 
 static const struct bench_option {
@@ -787,6 +788,9 @@ static const struct bench_option {
       "(takes a core)" },
     { "packed", OPT_PACKED, NULL, "packed virtqueues (VIRTIO_F_RING_PACKED; vhost-user, "
       "and the back-end must offer them)" },
+    { "inflight", OPT_INFLIGHT, NULL, "share an inflight-tracking area with the back-end "
+      "(GET/SET_INFLIGHT_FD) when it offers one, as QEMU 8.2+ does: the bookkeeping a guest's "
+      "I/O pays for back-end restarts (vhost-user)" },
     { "queue-size", OPT_QUEUE_SIZE, "N", "ring entries (auto)" },
     { "dirty-log", OPT_DIRTY_LOG, NULL, "run with dirty logging on, as during a live "
       "migration (vhost-user)" },
@@ -898,6 +902,9 @@ static int parse_opts(int argc, char **argv, struct opts *o)
         case OPT_PACKED:
             o->packed = TRUE;
             break;
+        case OPT_INFLIGHT:
+            o->inflight = TRUE;
+            break;
         case OPT_DIRTY_LOG:
             o->dirty_log = TRUE;
             break;
@@ -931,6 +938,11 @@ static int parse_opts(int argc, char **argv, struct opts *o)
     }
     if (o->packed && o->kernel) {
         fprintf(stderr, "vhost-scsi-bench: --packed: the kernel's vhost has split rings only\n");
+        return -EINVAL;
+    }
+    if (o->inflight && o->kernel) {
+        fprintf(stderr, "vhost-scsi-bench: --inflight: the kernel's vhost has no inflight "
+                "tracking\n");
         return -EINVAL;
     }
     o->mode = RW_RANDREAD;
@@ -1006,6 +1018,14 @@ static void json_print(JsonBuilder *jb)
     printf("%s\n", text);
 }
 
+/* Whether the back-end keeps an inflight area: what was set up, not what was asked. */
+static bool bench_inflight(struct bench *b)
+{
+    size_t size;
+
+    return vfe_inflight_area(b->fe, &size) != NULL;
+}
+
 /* Whether the rings are packed: what was negotiated, as event_idx is reported. */
 static bool bench_packed(struct bench *b)
 {
@@ -1039,6 +1059,7 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_add_int(jb, "rate", o->rate);
         json_add_int(jb, "queues", o->queues);
         json_add_bool(jb, "packed", bench_packed(b));
+        json_add_bool(jb, "inflight", bench_inflight(b));
         json_add_int(jb, "ios", (gint64)b->done);
         json_add_int(jb, "reads", (gint64)b->reads);
         json_add_int(jb, "writes", (gint64)b->writes);
@@ -1069,9 +1090,10 @@ static void print_result(struct bench *b, double secs, const struct vfe_stats *s
         json_print(jb);
         return;
     }
-    printf("%s %s bs=%u iodepth=%d queues=%d%s: %" PRIu64 " I/Os in %.2f s\n",
+    printf("%s %s bs=%u iodepth=%d queues=%d%s%s: %" PRIu64 " I/Os in %.2f s\n",
            o->socket ? "vhost-user" : "vhost-kernel", o->verify ? "verify" : rw_mode_names[o->mode],
-           o->bs, o->iodepth, o->queues, bench_packed(b) ? " ring=packed" : "", b->done, secs);
+           o->bs, o->iodepth, o->queues, bench_packed(b) ? " ring=packed" : "",
+           bench_inflight(b) ? " inflight" : "", b->done, secs);
     printf("  IOPS %.0f  bandwidth %.2f MB/s\n", iops, mbs);
     printf("  latency us: p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", p50, p99, p999, lmax);
     printf("  interrupts/IO %.3f  kicks/IO %.3f\n", irq, kick);
@@ -1261,6 +1283,7 @@ static int run(struct opts *po)
         .poll = o.poll,
         .dirty_log = o.dirty_log,
         .packed = o.packed,
+        .inflight = o.inflight,
     };
     struct bench b = { .o = &o, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid() };
     int r = vfe_open(&cfg, &b.fe);

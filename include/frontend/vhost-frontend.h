@@ -53,6 +53,10 @@ struct vfe_config {
                                   never does).  Last, in what was the struct's
                                   tail padding: its size, and so soname 0's
                                   ABI, is unchanged */
+    bool inflight;             /* vhost-user: share an inflight-tracking area
+                                  (GET/SET_INFLIGHT_FD) when the back-end offers
+                                  INFLIGHT_SHMFD, as QEMU 8.2+'s vhost-user-scsi
+                                  does; also in the tail padding */
 };
 
 struct vfe;
@@ -144,6 +148,13 @@ int vfe_mem_fd(struct vfe *fe);
 /* The vhost-user socket or /dev/vhost-scsi fd (to watch for a hang-up). */
 int vfe_conn_fd(struct vfe *fe);
 uint64_t vfe_features(struct vfe *fe);
+/*
+ * The inflight-tracking area the back-end keeps (cfg.inflight, and the
+ * back-end offered it and gave one), read-only, and its size; NULL if
+ * there is none.  Its layout is the back-end's (vhost-user.rst describes
+ * the one QEMU's and ours use).
+ */
+const void *vfe_inflight_area(struct vfe *fe, size_t *size);
 
 /*
  * Dirty logging as QEMU drives it during a live migration (needs

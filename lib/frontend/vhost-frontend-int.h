@@ -171,6 +171,12 @@ struct vfe {
     int log_fd;
     uint8_t *log;
     size_t log_size;
+
+    /* vhost-user inflight-tracking area (cfg.inflight, offered): read-only view */
+    void *inflight_map;
+    size_t inflight_map_size;
+    const uint8_t *inflight_area;
+    size_t inflight_size;
 };
 
 static inline uint64_t vfe_gpa(const struct vfe *fe, const void *p)

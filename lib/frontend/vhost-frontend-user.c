@@ -9,9 +9,11 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <stdint.h>
 #include <poll.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <glib.h>
@@ -24,7 +26,8 @@
     ((1ull << VHOST_USER_PROTOCOL_F_MQ) |                 \
      (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |          \
      (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS) | \
-     (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD))
+     (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD) |         \
+     (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD))
 
 static int send_msg(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, unsigned nfds)
 {
@@ -42,7 +45,8 @@ static int send_msg(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, 
     return 0;
 }
 
-static int read_full(struct vfe *fe, void *buf, size_t len, const char *what)
+/* *fd_out (if not NULL, initially -1) takes the one fd a reply may carry. */
+static int read_full(struct vfe *fe, void *buf, size_t len, const char *what, int *fd_out)
 {
     size_t got = 0;
     while (got < len) {
@@ -59,11 +63,19 @@ static int read_full(struct vfe *fe, void *buf, size_t len, const char *what)
             }
             return -errno;
         }
-        /* A back-end has no fds to send a front-end here: any that come are closed. */
+        /*
+         * Only GET_INFLIGHT_FD's reply carries an fd; any other that comes
+         * (or a second) is closed by vhost_user_recvmsg.
+         */
+        int fd = -1;
         unsigned nfds = 0;
         bool lost = false;
-        ssize_t n = vhost_user_recvmsg(fe->fd, (uint8_t *)buf + got, len - got, NULL, 0, &nfds,
-                                       &lost, 0);
+        bool want_fd = fd_out && *fd_out < 0;
+        ssize_t n = vhost_user_recvmsg(fe->fd, (uint8_t *)buf + got, len - got,
+                                       want_fd ? &fd : NULL, want_fd ? 1 : 0, &nfds, &lost, 0);
+        if (nfds) {
+            *fd_out = fd;
+        }
         if (n == 0) {
             g_warning("vhost front-end: %s: back-end closed the socket awaiting %s",
                       fe->path, what);
@@ -82,10 +94,10 @@ static int read_full(struct vfe *fe, void *buf, size_t len, const char *what)
     return 0;
 }
 
-static int recv_reply(struct vfe *fe, uint32_t request, struct vhost_user_msg *reply)
+static int recv_reply(struct vfe *fe, uint32_t request, struct vhost_user_msg *reply, int *fd)
 {
     const char *what = vhost_user_request_name(request);
-    int r = read_full(fe, &reply->hdr, sizeof(reply->hdr), what);
+    int r = read_full(fe, &reply->hdr, sizeof(reply->hdr), what, fd);
     if (r < 0) {
         return r;
     }
@@ -96,15 +108,16 @@ static int recv_reply(struct vfe *fe, uint32_t request, struct vhost_user_msg *r
                   fe->path, what, reply->hdr.request, reply->hdr.flags, reply->hdr.size);
         return -EPROTO;
     }
-    return read_full(fe, &reply->payload, reply->hdr.size, what);
+    return read_full(fe, &reply->payload, reply->hdr.size, what, fd);
 }
 
 /*
- * Sends msg and waits for its explicit reply (into *reply) or, with
+ * Sends msg and waits for its explicit reply (into *reply, and the fd it
+ * carries into *reply_fd if not NULL: the caller closes it) or, with
  * REPLY_ACK, for the acknowledgement.
  */
-static int transact(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, unsigned nfds,
-                    struct vhost_user_msg *reply)
+static int transact_fd(struct vfe *fe, struct vhost_user_msg *msg, const int *fds,
+                       unsigned nfds, struct vhost_user_msg *reply, int *reply_fd)
 {
     if (fe->dead) {
         return -ENOTCONN;
@@ -118,7 +131,7 @@ static int transact(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, 
     }
     struct vhost_user_msg tmp;
     struct vhost_user_msg *rep = reply ? reply : &tmp;
-    r = recv_reply(fe, msg->hdr.request, rep);
+    r = recv_reply(fe, msg->hdr.request, rep, reply_fd);
     if (r < 0) {
         /* the stream is out of step or gone: nothing later can be trusted */
         fe->dead = true;
@@ -137,6 +150,12 @@ static int transact(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, 
         }
     }
     return 0;
+}
+
+static int transact(struct vfe *fe, struct vhost_user_msg *msg, const int *fds, unsigned nfds,
+                    struct vhost_user_msg *reply)
+{
+    return transact_fd(fe, msg, fds, nfds, reply, NULL);
 }
 
 static int get_u64(struct vfe *fe, uint32_t request, uint64_t *out)
@@ -174,6 +193,87 @@ static int set_state(struct vfe *fe, uint32_t request, unsigned index, unsigned 
     return transact(fe, &msg, NULL, 0, NULL);
 }
 
+/* Our view of the area: read by tests, never written (it is the back-end's). */
+static int inflight_map(struct vfe *fe, int fd, const struct vhost_user_inflight *in)
+{
+    uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+    uint64_t delta = in->mmap_offset % page;
+    void *map;
+
+    if (in->mmap_size > SIZE_MAX - delta) {
+        g_warning("vhost front-end: %s: inflight area of 0x%llx bytes", fe->path,
+                  (unsigned long long)in->mmap_size);
+        return -EPROTO;
+    }
+    map = mmap(NULL, delta + in->mmap_size, PROT_READ, MAP_SHARED, fd, in->mmap_offset - delta);
+    if (map == MAP_FAILED) {
+        int r = -errno;
+        g_warning("vhost front-end: %s: cannot map the inflight area: %s", fe->path,
+                  g_strerror(errno));
+        return r;
+    }
+    fe->inflight_map = map;
+    fe->inflight_map_size = delta + in->mmap_size;
+    fe->inflight_area = (uint8_t *)map + delta;
+    fe->inflight_size = in->mmap_size;
+    return 0;
+}
+
+/*
+ * The inflight-tracking area, set up as QEMU 8.2+'s vhost-user-scsi does
+ * it before the rings start: the back-end makes it (GET_INFLIGHT_FD) and
+ * we hand it straight back (SET_INFLIGHT_FD), as a front-end reconnecting
+ * to a restarted back-end would; the back-end then writes what it pops
+ * and completes there, which is the cost a QEMU guest's I/O pays and what
+ * vfe_inflight_area lets a test read.  A back-end that answers size 0
+ * tracks nothing, which QEMU tolerates and so do we.
+ */
+static int user_setup_inflight(struct vfe *fe)
+{
+    struct vhost_user_msg msg = {
+        .hdr = { .request = VHOST_USER_GET_INFLIGHT_FD, .size = sizeof(struct vhost_user_inflight) },
+        .payload.inflight = { .num_queues = (uint16_t)fe->num_queues,
+                              .queue_size = (uint16_t)fe->cfg.queue_size },
+    };
+    struct vhost_user_msg rep;
+    int fd = -1, r;
+
+    if (!(fe->protocol_features & (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD))) {
+        return 0;
+    }
+    r = transact_fd(fe, &msg, NULL, 0, &rep, &fd);
+    if (r < 0) {
+        goto out;
+    }
+    if (rep.hdr.size != sizeof(struct vhost_user_inflight)) {
+        g_warning("vhost front-end: %s: GET_INFLIGHT_FD reply has %u bytes", fe->path,
+                  rep.hdr.size);
+        r = -EPROTO;
+        goto out;
+    }
+    if (rep.payload.inflight.mmap_size == 0) {
+        goto out;   /* r == 0: the back-end tracks nothing */
+    }
+    if (fd < 0) {
+        g_warning("vhost front-end: %s: GET_INFLIGHT_FD reply without an fd", fe->path);
+        r = -EPROTO;
+        goto out;
+    }
+    struct vhost_user_inflight area = rep.payload.inflight;
+    r = inflight_map(fe, fd, &area);
+    if (r < 0) {
+        goto out;
+    }
+    msg.hdr.request = VHOST_USER_SET_INFLIGHT_FD;
+    msg.payload.inflight = area;
+    r = transact(fe, &msg, &fd, 1, NULL);
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    return r;
+}
+
 static int user_connect(struct vfe *fe)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -206,6 +306,9 @@ static int user_connect(struct vfe *fe)
         fe->protocol_features = pf & VFE_USER_PROTOCOL_WANTED;
         if (!fe->cfg.dirty_log) {
             fe->protocol_features &= ~(1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD);
+        }
+        if (!fe->cfg.inflight) {
+            fe->protocol_features &= ~(1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD);
         }
         r = set_u64(fe, VHOST_USER_SET_PROTOCOL_FEATURES, fe->protocol_features, NULL, 0);
         if (r < 0) {
@@ -242,6 +345,11 @@ static int user_connect(struct vfe *fe)
     }
     struct vhost_user_msg owner = { .hdr = { .request = VHOST_USER_SET_OWNER } };
     r = transact(fe, &owner, NULL, 0, NULL);
+    if (r < 0) {
+        return r;
+    }
+    /* Where QEMU's vhost-user-scsi asks for it: before the features and the rings. */
+    r = user_setup_inflight(fe);
     if (r < 0) {
         return r;
     }
@@ -348,6 +456,12 @@ static void user_disconnect(struct vfe *fe)
     if (fe->fd >= 0) {
         close(fe->fd);
         fe->fd = -1;
+    }
+    if (fe->inflight_map) {
+        munmap(fe->inflight_map, fe->inflight_map_size);
+        fe->inflight_map = NULL;
+        fe->inflight_area = NULL;
+        fe->inflight_size = 0;
     }
 }
 

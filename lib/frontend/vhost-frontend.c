@@ -1215,6 +1215,12 @@ int vfe_conn_fd(struct vfe *fe)
     return fe->fd;
 }
 
+const void *vfe_inflight_area(struct vfe *fe, size_t *size)
+{
+    *size = fe->inflight_size;
+    return fe->inflight_area;
+}
+
 uint64_t vfe_features(struct vfe *fe)
 {
     return fe->features;

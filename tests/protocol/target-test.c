@@ -7,7 +7,8 @@
  * INQUIRY, READ CAPACITY(16), data integrity with many requests in flight
  * on two queues, missing LUNs, TMFs, stop/start, reconnect, indirect
  * descriptors with ADD_MEM_REG, a full ring, a front-end that dies with
- * requests in flight) and disconnects; the daemon must keep listening
+ * requests in flight, the inflight-tracking area kept for a front-end that
+ * asks for one) and disconnects; the daemon must keep listening
  * throughout and exit cleanly on SIGTERM at the end.  The packed-ring
  * tests repeat those that depend on the ring format (data integrity,
  * indirect descriptors, stop/start, a full ring) with VIRTIO_F_RING_PACKED,
@@ -31,6 +32,7 @@
 
 #include "proto-util.h"
 #include "scsi-cmd.h"
+#include "vhost-user-proto.h"
 
 #define RAM_BYTES (64ull << 20)
 #define NULL_BYTES (1ull << 30)
@@ -505,6 +507,41 @@ static char *bench_verify(const char *const *args)
     return out;
 }
 
+/*
+ * With the front-end asking for inflight tracking (cfg.inflight, as QEMU
+ * 8.2+ does), the daemon gives an area with a slice per queue and keeps
+ * the request queue's split-layout record (vhost-user.rst) as it serves:
+ * started (version 1) for its ring size, its used index where the ring's
+ * is, nothing left marked in flight once every request has completed.
+ * Data still verifies through it.
+ */
+static void test_inflight_tracked(void)
+{
+    struct vfe_config cfg = { .num_request_queues = 1, .queue_size = 256, .mem_size = 32 << 20,
+                              .event_idx = true, .inflight = true };
+    struct vfe *fe = pu_connect_cfg(&d, &cfg);
+    struct vfe_stats st;
+    size_t size = 0;
+    const uint8_t *area = vfe_inflight_area(fe, &size);
+
+    g_assert_nonnull(area);
+    g_assert_cmpuint(size % 3, ==, 0);           /* control, event, one request queue */
+    pu_make_ready(fe, 0);
+    struct pu_rw_spec io = { .lun = 0, .queues = 1, .n_io = 64, .io_bytes = 4096, .seed = 21 };
+    pu_write_read_compare(fe, &io);
+    vfe_get_stats(fe, &st);
+
+    const struct vhost_user_inflight_queue *rq = (const void *)(area + 2 * (size / 3));
+    g_assert_cmpuint(rq->version, ==, 1);
+    g_assert_cmpuint(rq->desc_num, ==, 256);
+    g_assert_cmpuint(rq->used_idx, ==, (uint16_t)st.completions);
+    for (unsigned i = 0; i < 256; i++) {
+        g_assert_cmpuint(rq->desc[i].inflight, ==, 0);
+    }
+    vfe_close(fe);
+    g_assert_true(pu_daemon_alive(&d));
+}
+
 static void test_bench_verify(void)
 {
     const char *args[] = { "--ios", "4000", "--iodepth", "32", "--queues", "2", "--bs", "4k",
@@ -577,6 +614,7 @@ int main(int argc, char **argv)
     g_test_add_func("/target/frontend-crash", test_frontend_crash);
     g_test_add_func("/target/bench-verify", test_bench_verify);
     g_test_add_func("/target/bench-rate", test_bench_rate);
+    g_test_add_func("/target/inflight/tracked", test_inflight_tracked);
     g_test_add_func("/target/packed/write-read-ram-2-queues", test_packed_write_read_ram);
     g_test_add_func("/target/packed/write-read-file-no-event-idx", test_packed_write_read_file);
     g_test_add_func("/target/packed/stop-start", test_packed_stop_start);

@@ -11,7 +11,8 @@
  * of a small ring with chains across its end, completions in reverse
  * order, the kick decision against each device event setting (off_wrap
  * in this lap, the last and the next), and the refusals when packed
- * rings cannot be had.
+ * rings cannot be had; and the inflight-tracking area's handshake (asked
+ * for where QEMU asks, handed back, declined, not offered, broken).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -21,6 +22,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <glib.h>
 #include <glib/gstdio.h>
@@ -63,6 +65,7 @@ struct mock {
     bool reverse;                  /* complete each batch of chains in reverse order */
     bool frozen;                   /* (atomic) take kicks, process nothing: mock_freeze */
     uint64_t features;
+    enum { INFLIGHT_NOT_OFFERED, INFLIGHT_AREA, INFLIGHT_DECLINED, INFLIGHT_NO_FD } inflight;
 
     /* observed */
     GArray *log;                   /* struct vhost_user_msg headers + payload */
@@ -70,6 +73,9 @@ struct mock {
     unsigned signals;
     unsigned wrapped_chains;       /* packed: chains that ran across the ring's end */
     unsigned reordered;            /* batches completed out of order */
+    uint8_t *inflight_map;         /* the area GET_INFLIGHT_FD gave, mapped */
+    size_t inflight_size;
+    ino_t inflight_ino, set_inflight_ino;   /* the file given, and the one handed back */
     GMutex lock;                   /* held while the rings are processed */
 
     char *dir, *path;
@@ -103,6 +109,63 @@ static void mock_reply(struct mock *m, struct vhost_user_msg *msg, size_t size)
     msg->hdr.flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK;
     msg->hdr.size = size;
     g_assert_cmpint(write(m->conn, msg, sizeof(msg->hdr) + size), ==, sizeof(msg->hdr) + size);
+}
+
+/* A reply carrying one fd (GET_INFLIGHT_FD's); fd < 0: none. */
+static void mock_reply_fd(struct mock *m, struct vhost_user_msg *msg, size_t size, int fd)
+{
+    union {
+        char b[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr a;
+    } ctl;
+    struct iovec iov = { msg, sizeof(msg->hdr) + size };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+    msg->hdr.flags = VHOST_USER_VERSION | VHOST_USER_REPLY_MASK;
+    msg->hdr.size = size;
+    if (fd >= 0) {
+        mh.msg_control = ctl.b;
+        mh.msg_controllen = sizeof(ctl.b);
+        struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    }
+    g_assert_cmpint(sendmsg(m->conn, &mh, 0), ==, sizeof(msg->hdr) + size);
+}
+
+/*
+ * GET_INFLIGHT_FD as the script says: an area of a page per queue with
+ * a mark at its start, size 0 (no tracking), or a size with no fd.
+ */
+static void mock_get_inflight(struct mock *m, struct vhost_user_msg *msg)
+{
+    struct vhost_user_inflight in = msg->payload.inflight;
+    struct stat st;
+    int fd = -1;
+
+    memset(&msg->payload.inflight, 0, sizeof(msg->payload.inflight));
+    msg->payload.inflight.num_queues = in.num_queues;
+    msg->payload.inflight.queue_size = in.queue_size;
+    if (m->inflight != INFLIGHT_DECLINED) {
+        msg->payload.inflight.mmap_size = (uint64_t)in.num_queues * 4096;
+    }
+    if (m->inflight == INFLIGHT_AREA) {
+        m->inflight_size = (size_t)in.num_queues * 4096;
+        fd = memfd_create("mock-inflight", MFD_CLOEXEC);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(ftruncate(fd, (off_t)m->inflight_size), ==, 0);
+        g_assert_cmpint(fstat(fd, &st), ==, 0);
+        m->inflight_ino = st.st_ino;
+        m->inflight_map = mmap(NULL, m->inflight_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        g_assert_true(m->inflight_map != MAP_FAILED);
+        memcpy(m->inflight_map, "mock", 4);
+    }
+    mock_reply_fd(m, msg, sizeof(msg->payload.inflight), fd);
+    if (fd >= 0) {
+        close(fd);
+    }
 }
 
 /* Copies the in/out segments of one chain into flat buffers. */
@@ -557,9 +620,22 @@ static bool mock_message(struct mock *m)
         msg.payload.u64 = (1ull << VHOST_USER_PROTOCOL_F_MQ) |
                           (1ull << VHOST_USER_PROTOCOL_F_REPLY_ACK) |
                           (1ull << VHOST_USER_PROTOCOL_F_CONFIGURE_MEM_SLOTS) |
-                          (1ull << VHOST_USER_PROTOCOL_F_CONFIG);
+                          (1ull << VHOST_USER_PROTOCOL_F_CONFIG) |
+                          (m->inflight != INFLIGHT_NOT_OFFERED ?
+                           1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD : 0);
         mock_reply(m, &msg, 8);
         return true;
+    case VHOST_USER_GET_INFLIGHT_FD:
+        mock_get_inflight(m, &msg);
+        return true;
+    case VHOST_USER_SET_INFLIGHT_FD: {
+        struct stat st;
+
+        g_assert_cmpuint(nfds, ==, 1);
+        g_assert_cmpint(fstat(fds[0], &st), ==, 0);
+        m->set_inflight_ino = st.st_ino;
+        break;
+    }
     case VHOST_USER_SET_PROTOCOL_FEATURES:
         m->protocol_features = msg.payload.u64;
         break;
@@ -769,6 +845,9 @@ static void mock_free(struct mock *m)
     }
     if (m->mem) {
         munmap(m->mem, m->mem_size);
+    }
+    if (m->inflight_map) {
+        munmap(m->inflight_map, m->inflight_size);
     }
     close(m->listen_fd);
     close(m->stop_pipe[0]);
@@ -1372,6 +1451,123 @@ static void test_packed_not_offered(void)
     strict_warnings();
 }
 
+/* Where in the mock's log the first message of a kind is; -1: none. */
+static int log_find(struct mock *m, uint32_t request)
+{
+    for (unsigned i = 0; i < m->log->len; i++) {
+        if (log_at(m, i)->hdr.request == request) {
+            return (int)i;
+        }
+    }
+    return -1;
+}
+
+/* Opens with cfg.inflight against the mock as scripted, and sees the LUN answer. */
+static struct vfe *open_inflight(struct mock *m, bool want)
+{
+    struct vfe_config cfg = user_cfg(m, 2);
+    struct vfe_req tur = { 0 };
+    struct vfe *fe;
+
+    cfg.inflight = want;
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, 0);
+    vfe_lun(tur.lun, 0, 0);
+    g_assert_cmpint(vfe_exec(fe, &tur, 2000), ==, 0);      /* the unit attention */
+    g_assert_cmpint(vfe_exec(fe, &tur, 2000), ==, 0);
+    g_assert_cmpuint(tur.resp.status, ==, 0);
+    return fe;
+}
+
+/*
+ * With cfg.inflight and a back-end offering INFLIGHT_SHMFD, the area is
+ * asked for and handed back where QEMU's vhost-user-scsi does it: after
+ * SET_OWNER, before SET_FEATURES and the memory table, for every queue
+ * (control, event, requests) at the ring size; the fd handed back is the
+ * file the back-end gave, and the library's view of it is the back-end's
+ * memory (the mark written before and a change made after both show).
+ */
+static void test_inflight_handshake(void)
+{
+    struct mock *m = mock_new();
+    m->inflight = INFLIGHT_AREA;
+    mock_start(m);
+    struct vfe *fe = open_inflight(m, true);
+    int get = log_find(m, VHOST_USER_GET_INFLIGHT_FD);
+    int set = log_find(m, VHOST_USER_SET_INFLIGHT_FD);
+
+    g_assert_true(m->protocol_features & (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD));
+    g_assert_cmpint(get, >, log_find(m, VHOST_USER_SET_OWNER));
+    g_assert_cmpint(set, ==, get + 1);
+    g_assert_cmpint(log_find(m, VHOST_USER_SET_FEATURES), ==, set + 1);
+    g_assert_cmpint(log_find(m, VHOST_USER_SET_MEM_TABLE), >, set);
+    g_assert_cmpuint(log_at(m, get)->payload.inflight.num_queues, ==, 4);
+    g_assert_cmpuint(log_at(m, get)->payload.inflight.queue_size, ==, 64);
+    g_assert_cmpuint(log_at(m, set)->payload.inflight.mmap_size, ==, m->inflight_size);
+    g_assert_cmpuint(log_at(m, set)->payload.inflight.mmap_offset, ==, 0);
+    g_assert_cmpuint(log_at(m, set)->payload.inflight.num_queues, ==, 4);
+    g_assert_cmpuint(log_at(m, set)->payload.inflight.queue_size, ==, 64);
+    g_assert_cmpuint(m->set_inflight_ino, ==, m->inflight_ino);
+
+    size_t size = 0;
+    const uint8_t *area = vfe_inflight_area(fe, &size);
+    g_assert_nonnull(area);
+    g_assert_cmpuint(size, ==, m->inflight_size);
+    g_assert_cmpmem(area, 4, "mock", 4);
+    m->inflight_map[size - 1] = 0x5a;
+    g_assert_cmphex(area[size - 1], ==, 0x5a);
+    vfe_close(fe);
+    mock_free(m);
+}
+
+/*
+ * Runs without an area, I/O as usual: a back-end answering size 0 (it
+ * tracks nothing: asked, never handed back), and one not asked (the
+ * default) or not offering INFLIGHT_SHMFD (the feature not acked, nothing
+ * asked).
+ */
+struct inflight_case {
+    int script;                /* the mock's INFLIGHT_* */
+    bool want;                 /* cfg.inflight */
+    bool asked;                /* GET_INFLIGHT_FD expected */
+};
+
+static void test_inflight_without_area(gconstpointer data)
+{
+    const struct inflight_case *c = data;
+    struct mock *m = mock_new();
+    m->inflight = c->script;
+    mock_start(m);
+    struct vfe *fe = open_inflight(m, c->want);
+    size_t size = 1;
+
+    g_assert_cmpint(!!(m->protocol_features & (1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD)),
+                    ==, c->asked);
+    g_assert_cmpint(log_find(m, VHOST_USER_GET_INFLIGHT_FD) >= 0, ==, c->asked);
+    g_assert_cmpint(log_find(m, VHOST_USER_SET_INFLIGHT_FD), ==, -1);
+    g_assert_null(vfe_inflight_area(fe, &size));
+    g_assert_cmpuint(size, ==, 0);
+    vfe_close(fe);
+    mock_free(m);
+}
+
+/* An area with a size but no fd to map it by: the back-end is broken, the open fails. */
+static void test_inflight_no_fd(void)
+{
+    struct mock *m = mock_new();
+    m->inflight = INFLIGHT_NO_FD;
+    mock_start(m);
+    struct vfe_config cfg = user_cfg(m, 1);
+    struct vfe *fe;
+
+    cfg.inflight = true;
+    tolerate_warnings();
+    g_assert_cmpint(vfe_open(&cfg, &fe), ==, -EPROTO);
+    g_assert_null(fe);
+    g_assert_cmpint(log_find(m, VHOST_USER_SET_INFLIGHT_FD), ==, -1);
+    mock_free(m);
+    strict_warnings();
+}
+
 /* The kernel's vhost has no packed rings: refused before the device is even opened. */
 static void test_packed_kernel_refused(void)
 {
@@ -1521,5 +1717,19 @@ int main(int argc, char **argv)
     g_test_add_func("/vhost-frontend/packed/not-offered", test_packed_not_offered);
     g_test_add_func("/vhost-frontend/packed/kernel-refused", test_packed_kernel_refused);
     g_test_add_func("/vhost-frontend/packed/kick", test_packed_kick);
+    g_test_add_func("/vhost-frontend/inflight/handshake", test_inflight_handshake);
+    static const struct {
+        const char *name;
+        struct inflight_case c;
+    } no_area[] = {
+        { "declined", { INFLIGHT_DECLINED, true, true } },
+        { "not-asked", { INFLIGHT_AREA, false, false } },
+        { "not-offered", { INFLIGHT_NOT_OFFERED, true, false } },
+    };
+    for (unsigned i = 0; i < G_N_ELEMENTS(no_area); i++) {
+        g_autofree char *path = g_strdup_printf("/vhost-frontend/inflight/%s", no_area[i].name);
+        g_test_add_data_func(path, &no_area[i].c, test_inflight_without_area);
+    }
+    g_test_add_func("/vhost-frontend/inflight/no-fd", test_inflight_no_fd);
     return g_test_run();
 }

@@ -17,7 +17,7 @@ _vhost_scsi_target_opts='--socket-path --fd --lun --queues --threads --poll --po
     --control-max-request --sandbox --sandbox-user --print-capabilities --verbose --help'
 _vhost_scsi_bench_opts='--socket --kernel --rw --rwmixread --bs --iodepth --queues
     --first-queue --time --ios --lun --pid --json --verify --quiet --no-event-idx --indirect
-    --poll --packed --rate --queue-size --dirty-log --idle --flush-first --help'
+    --poll --packed --inflight --rate --queue-size --dirty-log --idle --flush-first --help'
 _vhost_scsi_lio_opts='--configfs --tpgt --nexus --force --json --format --partial --bus --num-queues
     --verbose --help'
 _vhost_scsi_ctl_target_opts='--control --controller --json --timeout-ms --help'
