@@ -15,6 +15,7 @@
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <glib.h>
 #include <linux/virtio_config.h>
@@ -200,9 +201,14 @@ static int inflight_map(struct vfe *fe, int fd, const struct vhost_user_inflight
     uint64_t delta = in->mmap_offset % page;
     void *map;
 
-    if (in->mmap_size > SIZE_MAX - delta) {
-        g_warning("vhost front-end: %s: inflight area of 0x%llx bytes", fe->path,
-                  (unsigned long long)in->mmap_size);
+    struct stat st;
+
+    /* A file shorter than the area would SIGBUS whoever reads the view. */
+    if (in->mmap_size > SIZE_MAX - delta || in->mmap_offset > UINT64_MAX - in->mmap_size ||
+        fstat(fd, &st) < 0 || (uint64_t)st.st_size < in->mmap_offset + in->mmap_size) {
+        g_warning("vhost front-end: %s: inflight area of 0x%llx bytes at 0x%llx is beyond "
+                  "the end of its file", fe->path, (unsigned long long)in->mmap_size,
+                  (unsigned long long)in->mmap_offset);
         return -EPROTO;
     }
     map = mmap(NULL, delta + in->mmap_size, PROT_READ, MAP_SHARED, fd, in->mmap_offset - delta);

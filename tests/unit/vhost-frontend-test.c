@@ -65,7 +65,8 @@ struct mock {
     bool reverse;                  /* complete each batch of chains in reverse order */
     bool frozen;                   /* (atomic) take kicks, process nothing: mock_freeze */
     uint64_t features;
-    enum { INFLIGHT_NOT_OFFERED, INFLIGHT_AREA, INFLIGHT_DECLINED, INFLIGHT_NO_FD } inflight;
+    enum { INFLIGHT_NOT_OFFERED, INFLIGHT_AREA, INFLIGHT_DECLINED, INFLIGHT_NO_FD,
+           INFLIGHT_SHORT } inflight;
 
     /* observed */
     GArray *log;                   /* struct vhost_user_msg headers + payload */
@@ -137,7 +138,8 @@ static void mock_reply_fd(struct mock *m, struct vhost_user_msg *msg, size_t siz
 
 /*
  * GET_INFLIGHT_FD as the script says: an area of a page per queue with
- * a mark at its start, size 0 (no tracking), or a size with no fd.
+ * a mark at its start, size 0 (no tracking), a size with no fd, or a
+ * size beyond the end of the file given.
  */
 static void mock_get_inflight(struct mock *m, struct vhost_user_msg *msg)
 {
@@ -150,6 +152,11 @@ static void mock_get_inflight(struct mock *m, struct vhost_user_msg *msg)
     msg->payload.inflight.queue_size = in.queue_size;
     if (m->inflight != INFLIGHT_DECLINED) {
         msg->payload.inflight.mmap_size = (uint64_t)in.num_queues * 4096;
+    }
+    if (m->inflight == INFLIGHT_SHORT) {
+        fd = memfd_create("mock-inflight-short", MFD_CLOEXEC);
+        g_assert_cmpint(fd, >=, 0);
+        g_assert_cmpint(ftruncate(fd, 4096), ==, 0);
     }
     if (m->inflight == INFLIGHT_AREA) {
         m->inflight_size = (size_t)in.num_queues * 4096;
@@ -1550,11 +1557,15 @@ static void test_inflight_without_area(gconstpointer data)
     mock_free(m);
 }
 
-/* An area with a size but no fd to map it by: the back-end is broken, the open fails. */
-static void test_inflight_no_fd(void)
+/*
+ * An area with a size but no fd to map it by, or a file shorter than the
+ * area (reading the view would SIGBUS): the back-end is broken, the open
+ * fails and nothing is handed back.
+ */
+static void test_inflight_broken(gconstpointer data)
 {
     struct mock *m = mock_new();
-    m->inflight = INFLIGHT_NO_FD;
+    m->inflight = GPOINTER_TO_INT(data);
     mock_start(m);
     struct vfe_config cfg = user_cfg(m, 1);
     struct vfe *fe;
@@ -1730,6 +1741,9 @@ int main(int argc, char **argv)
         g_autofree char *path = g_strdup_printf("/vhost-frontend/inflight/%s", no_area[i].name);
         g_test_add_data_func(path, &no_area[i].c, test_inflight_without_area);
     }
-    g_test_add_func("/vhost-frontend/inflight/no-fd", test_inflight_no_fd);
+    g_test_add_data_func("/vhost-frontend/inflight/no-fd", GINT_TO_POINTER(INFLIGHT_NO_FD),
+                         test_inflight_broken);
+    g_test_add_data_func("/vhost-frontend/inflight/short-file", GINT_TO_POINTER(INFLIGHT_SHORT),
+                         test_inflight_broken);
     return g_test_run();
 }
