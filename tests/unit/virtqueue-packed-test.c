@@ -1136,30 +1136,60 @@ static void drop_message(const gchar *domain, GLogLevelFlags level, const gchar 
 {
 }
 
+/* What the driver wrote into a request's writable buffer: the device answers it as the length. */
+static uint32_t ticket(const struct vq_elem *e)
+{
+    return *(const uint32_t *)e->in_sg[0].iov_base;
+}
+
+/* Reads every used descriptor the device published: each must carry its request's ticket. */
+static unsigned reap(struct tguest *t, const uint32_t *tickets)
+{
+    unsigned n = 0;
+    uint16_t id;
+    uint32_t len;
+
+    while (drv_get_used(t, &id, &len)) {
+        g_assert_cmpuint(len, ==, tickets[id]);
+        n++;
+    }
+    return n;
+}
+
 /*
  * Laps of chains of one to three slots completed out of order, some
  * batches left unflushed, and the back-end killed every few rounds,
  * wherever it stands: the driver gets every request back exactly once,
- * with the length its buffers were given.
+ * each answered with its own ticket (an id is used again and again: a
+ * stale or repeated completion would carry an older one).
  */
 static void test_inflight_restarts_anywhere(void)
 {
     struct tguest *t = tguest_tracked();
     struct vhost_user_inflight_queue_packed *q = t->record;
     struct vq_elem held[QSZ];
+    uint32_t tickets[QSZ];
     unsigned nheld = 0, added = 0, done = 0, slots = 0, restarts = 0;
     /* Each restart says where it resumes and what it resubmits: 84 lines of noise here. */
     guint quiet = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_MESSAGE, drop_message, NULL);
 
     for (unsigned round = 0; round < 300; round++) {
-        uint16_t id = (uint16_t)(round % QSZ);
-        unsigned n = 1 + round % 3;
-        uint32_t len;
+        uint16_t id;
 
-        if (t->ndescs[id] == 0 && slots + n <= QSZ) {
-            struct tbuf b[3] = { { data_gpa(0), 16, false }, { data_gpa(1), 8, false },
-                                 { data_gpa(id + 2), 32, true } };
+        /* Two more requests where ids and slots allow. */
+        for (unsigned a = 0; a < 2; a++) {
+            unsigned n = 1 + (round + a) % 3;
+            struct tbuf b[3];
 
+            id = (uint16_t)((2 * round + a) % QSZ);
+            if (t->ndescs[id] != 0 || slots + n > QSZ) {
+                continue;
+            }
+            b[0] = (struct tbuf){ data_gpa(0), 16, false };
+            b[1] = (struct tbuf){ data_gpa(1), 8, false };
+            b[2] = (struct tbuf){ data_gpa(id + 2), 32, true };
+            tickets[id] = 1000 + added;
+            *(uint32_t *)host_of(t, data_gpa(id + 2)) = tickets[id];
             drv_add(t, b + 3 - n, n, id);
             slots += n;
             added++;
@@ -1167,18 +1197,23 @@ static void test_inflight_restarts_anywhere(void)
         while (nheld < QSZ && vq_pop(&t->vq, &held[nheld], t->iov + 8 * nheld, 8) == 1) {
             nheld++;
         }
-        /* Complete the newest half, newest first; flush two rounds in three. */
-        for (unsigned k = nheld / 2; k > 0; k--) {
-            vq_fill(&t->vq, &held[nheld - 1], held[nheld - 1].head + 100);
+        /*
+         * Complete the newer half, newest first; flush two rounds in
+         * three, and each one alone right after a restart, so that the
+         * driver looks at every next slot.
+         */
+        for (unsigned k = (nheld + 1) / 2; k > 0; k--) {
+            vq_fill(&t->vq, &held[nheld - 1], ticket(&held[nheld - 1]));
             nheld--;
+            if (round % 7 == 0) {
+                vq_flush(&t->vq);
+                done += reap(t, tickets);
+            }
         }
         if (round % 3) {
             vq_flush(&t->vq);
         }
-        while (drv_get_used(t, &id, &len)) {
-            g_assert_cmpuint(len, ==, id + 100u);
-            done++;
-        }
+        done += reap(t, tickets);
         slots = 0;
         for (unsigned i = 0; i < QSZ; i++) {
             slots += t->ndescs[i];
@@ -1196,11 +1231,10 @@ static void test_inflight_restarts_anywhere(void)
     }
     while (nheld > 0) {
         nheld--;
-        vq_push(&t->vq, &held[nheld], held[nheld].head + 100);
+        vq_push(&t->vq, &held[nheld], ticket(&held[nheld]));
     }
-    for (uint16_t id; drv_get_used(t, &id, &(uint32_t){ 0 });) {
-        done++;
-    }
+    done += reap(t, tickets);
+    g_assert_false(vq_has_avail(&t->vq));
     g_log_remove_handler("vhost-scsi", quiet);
     g_assert_cmpuint(restarts, ==, 42);
     g_assert_cmpuint(added, >=, 100);
