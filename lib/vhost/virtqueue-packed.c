@@ -169,8 +169,9 @@ static inline int add_desc(struct virtqueue *vq, struct vq_chain *c, uint64_t ad
  * ends it, and a chain that finds no entry left means more descriptors
  * in flight than the ring has slots (or a front-end that rewrote links).
  */
-static inline int track_desc(struct virtqueue *vq, uint16_t *entry, uint64_t addr, uint32_t len,
-                             uint16_t flags, uint16_t id, unsigned head)
+static inline int track_desc(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip,
+                             uint16_t *entry, uint64_t addr, uint32_t len, uint16_t flags,
+                             uint16_t id, unsigned head)
 {
     struct vhost_user_inflight_desc_packed *e;
 
@@ -179,7 +180,7 @@ static inline int track_desc(struct virtqueue *vq, uint16_t *entry, uint64_t add
                        "area: more descriptors in flight than the ring's %u slots", head,
                        vq->num);
     }
-    e = &vq->inflight_packed->desc[*entry];
+    e = &ip->desc[*entry];
     e->addr = addr;
     e->len = len;
     e->flags = flags;
@@ -225,6 +226,8 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
     struct vq_chain c = { .iov = iov, .max_iov = MIN(max_iov, VQ_MAX_SG),
                           .head = vq->last_avail_idx };
     uint16_t slot = vq->last_avail_idx, id, entry = vq->track_free, last = entry;
+    /* In a local: the calls below would make the compiler load it again per descriptor. */
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
     bool wrap = vq->avail_wrap;
     unsigned count = 0;
 
@@ -243,9 +246,9 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
         if ((flags & VRING_DESC_F_INDIRECT) && (flags & VRING_DESC_F_NEXT)) {
             return vq_fail(vq, -EINVAL, "indirect descriptor at slot %u has NEXT set", slot);
         }
-        if (vq->inflight_packed) {
+        if (ip) {
             last = entry;
-            r = track_desc(vq, &entry, addr, len, flags, id, c.head);
+            r = track_desc(vq, ip, &entry, addr, len, flags, id, c.head);
             if (r < 0) {
                 return r;
             }
@@ -261,7 +264,7 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
     }
     vq_chain_to_elem(&c, id, elem);
     elem->ndescs = (uint16_t)count;
-    if (vq->inflight_packed) {
+    if (ip) {
         track_pop(vq, elem, last, entry);
     }
     vq->last_avail_idx = slot;
