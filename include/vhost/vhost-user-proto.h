@@ -179,6 +179,50 @@ struct vhost_user_inflight_queue {
     struct vhost_user_inflight_desc desc[];
 };
 
+/*
+ * The same area's "packed virtqueue" layout (DescStatePacked and
+ * QueueRegionPacked of vhost-user.rst): a packed ring's popped descriptors
+ * are copied into entries taken from a free list, because the ring slots
+ * they came from may be overwritten by used descriptors written out of
+ * order.  A chain's first entry holds its state (inflight, num, last,
+ * counter), and every entry one descriptor (id, flags, len, addr).  The
+ * old_* fields are the state after the last completed batch, so a batch
+ * interrupted halfway is rolled back or committed whole on reconnection.
+ * Both layouts start with features, version and desc_num.
+ */
+struct vhost_user_inflight_desc_packed {
+    uint8_t inflight;
+    uint8_t padding;
+    uint16_t next;          /* the next free entry, or the chain's next entry */
+    uint16_t last;          /* head entry: the chain's last entry */
+    uint16_t num;           /* head entry: the chain's descriptors (ring slots) */
+    uint64_t counter;       /* head entry: pop order */
+    uint16_t id;
+    uint16_t flags;
+    uint32_t len;
+    uint64_t addr;
+};
+
+struct vhost_user_inflight_queue_packed {
+    uint64_t features;
+    uint16_t version;
+    uint16_t desc_num;
+    uint16_t free_head;
+    uint16_t old_free_head;
+    uint16_t used_idx;
+    uint16_t old_used_idx;
+    uint8_t used_wrap_counter;
+    uint8_t old_used_wrap_counter;
+    uint8_t padding[7];
+    struct vhost_user_inflight_desc_packed desc[];
+};
+
+/* Another back-end reads what we write there: the layouts are the spec's, byte for byte. */
+_Static_assert(sizeof(struct vhost_user_inflight_queue) == 16, "QueueRegionSplit header");
+_Static_assert(sizeof(struct vhost_user_inflight_desc) == 16, "DescStateSplit");
+_Static_assert(sizeof(struct vhost_user_inflight_queue_packed) == 32, "QueueRegionPacked header");
+_Static_assert(sizeof(struct vhost_user_inflight_desc_packed) == 32, "DescStatePacked");
+
 /* The request table (vhost-user-proto.c). */
 #define VHOST_USER_SIZE_ANY (-1)        /* not checked: a request we do not interpret */
 #define VHOST_USER_SIZE_MEM_TABLE (-2)  /* depends on nregions: see the server */

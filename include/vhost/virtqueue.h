@@ -28,6 +28,7 @@
 struct vq_elem {
     uint16_t head;            /* split: the chain's head index; packed: its buffer id */
     uint16_t ndescs;          /* packed: ring slots the chain took (vq_fill needs it) */
+    uint16_t inflight_entry;  /* packed, tracked: the chain's first entry in the inflight area */
     unsigned out_num;         /* device-readable iovecs (driver -> device) */
     unsigned in_num;          /* device-writable iovecs (device -> driver) */
     struct iovec *out_sg;     /* points into the caller's iov array */
@@ -90,7 +91,7 @@ struct virtqueue {
     bool notify_off;              /* vq_disable_notify() in effect */
     unsigned inflight;            /* popped and not yet pushed */
     uint16_t flushed_used_idx;    /* used->idx as last published by vq_flush */
-    uint16_t last_head;           /* head of the last vq_pop, for vq_unpop */
+    uint16_t last_head;           /* head (packed: tracked entry) of the last vq_pop, for vq_unpop */
     bool last_from_resubmit;      /* ... and whether it came from resubmit[] */
 
     int kick_fd;                  /* -1 if none (polling) */
@@ -114,12 +115,21 @@ struct virtqueue {
 
     /*
      * Optional INFLIGHT_SHMFD tracking (vhost-user.rst, "Inflight I/O
-     * tracking", split-ring layout).  When set, vq_pop marks the head
-     * in flight and vq_fill/vq_flush clear it, so a restarted back-end can
-     * complete what a killed one had popped.
+     * tracking"), so a restarted back-end can complete what a killed one
+     * had popped.  Split rings (inflight_region): vq_pop marks the head in
+     * flight and vq_fill/vq_flush clear it.  Packed rings (inflight_packed):
+     * vq_pop copies the chain's descriptors into entries of the area's free
+     * list, and vq_flush gives a batch's entries back and records the used
+     * slot; the track_* fields are our own copies of the list's state, so
+     * the hot path never follows a link a front-end could have rewritten.
      */
     struct vhost_user_inflight_queue *inflight_region;
-    uint16_t *resubmit;           /* heads to hand out again before new ones */
+    struct vhost_user_inflight_queue_packed *inflight_packed;
+    uint16_t track_free;          /* packed: the first free entry (>= num: none) */
+    uint16_t track_batch;         /* packed: first entry of the last chain filled ... */
+    uint16_t track_batch_last;    /* ... and last entry of the first one filled ... */
+    uint16_t track_batch_n;       /* ... of this many chains, not yet flushed */
+    uint16_t *resubmit;           /* heads (packed: entries) to hand out again before new ones */
     unsigned resubmit_num;
     uint64_t inflight_counter;
 };
@@ -188,12 +198,31 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
  * of in-flight heads (everything popped was either used or is in flight),
  * and vq->inflight counts the heads still to resubmit.  restore=false
  * zeroes the region (nothing from an earlier instance is trusted).  NULL
- * detaches.  A packed ring runs untracked (the region's layout is the
- * split one): it detaches and returns 0.
+ * detaches.  A packed ring needs vq_set_inflight_packed: -EINVAL here.
  */
 struct vhost_user_inflight_queue;
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
                     bool restore);
+
+/*
+ * The same for a packed ring, with the packed layout of the region.
+ * restore=false starts a fresh record at the ring's current position.
+ * restore=true takes over a previous back-end's record: its last batch
+ * of completions is committed if the driver could already see it and
+ * rolled back if not; the ring's used slot and wrap counter come from the
+ * record and the avail slot lies past the slots its in-flight chains
+ * took, replacing vq_setup's base (for a packed ring QEMU has no fresher
+ * one to give after a crash); vq_pop hands out those chains first, from
+ * the record's copies of their descriptors, oldest first; and used
+ * descriptors of a batch the driver never saw are made unreadable to it
+ * again.  A record that does not hold together (an index, count or link
+ * out of range, a loop, chains sharing entries) is warned about and
+ * replaced by a fresh one: its requests are lost, nothing else.
+ * -EINVAL when desc_num differs from the ring's size or the ring is split.
+ */
+struct vhost_user_inflight_queue_packed;
+int vq_set_inflight_packed(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *region,
+                           bool restore);
 
 /*
  * After vq_pop failed on a malformed chain whose head index was valid
@@ -216,7 +245,8 @@ void vq_unpop(struct virtqueue *vq);
  * len bytes: whatever wrote there (io_uring, libiscsi, a memcpy, even
  * after an error) wrote only inside them, and an extra page costs the
  * migration a copy where a missing one would corrupt the guest.  Only
- * elem->head, in_sg and in_num are read.
+ * elem->head, in_sg and in_num are read (packed: ndescs and
+ * inflight_entry too).
  */
 void vq_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len);
 

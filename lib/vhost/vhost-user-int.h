@@ -35,8 +35,9 @@
 
 /*
  * Inflight tracking for rings up to QEMU's largest (VIRTQUEUE_MAX_SIZE):
- * at most 66 queues x 16 KiB, about 1 MiB per connection.  Larger rings
- * run untracked, rather than let each front-end make us commit 33 MiB.
+ * at most 66 queues x 32 KiB (the packed layout's slice), about 2 MiB per
+ * connection.  Larger rings run untracked, rather than let each front-end
+ * make us commit 66 MiB.
  */
 #define VU_INFLIGHT_MAX_QUEUE_SIZE 1024u
 
@@ -65,11 +66,13 @@ struct vu_queue {
     struct vhost_vring_addr addr;
     bool addr_set;
     uint32_t base;               /* where the next start resumes (vq_setup's encoding) */
+    uint32_t stop_base;          /* where the last stop left the ring */
     bool started;                /* kick fd or polling given since the last stop */
     bool enabled;                /* SET_VRING_ENABLE (matters with PROTOCOL_FEATURES) */
     bool running;                /* between queue_start and queue_stop */
     bool quiesced;               /* ops->queue_quiesce called, not stopped or resumed yet */
-    bool packed_marked;          /* this connection marked the inflight area's slice (packed) */
+    bool inflight_attached;      /* this connection tracked the ring in the inflight area ... */
+    bool inflight_was_packed;    /* ... in this layout */
     int kick_fd;
     int call_fd;
     int err_fd;
@@ -79,6 +82,7 @@ struct vu_inflight {
     void *map;                   /* what to munmap */
     size_t map_size;
     uint8_t *area;               /* first queue region */
+    size_t stride;               /* bytes from one queue's region to the next */
     uint16_t num_queues;
     uint16_t queue_size;
     int guard;                   /* guest-mem-guard handle */
@@ -116,7 +120,6 @@ struct vu_dev {
     uint8_t status;
     struct guest_mem mem;
     struct vu_inflight inflight;
-    bool inflight_packed_said;   /* "packed rings run untracked" logged on this connection */
     struct vu_log log;
     bool log_skip_data_in;       /* test hook, see vu_dev_config */
     unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
@@ -161,7 +164,6 @@ void vu_hang_up_hostile(struct vu_dev *dev, const char *name, const char *what);
 int vu_handle_set_vring_base(struct vu_dev *dev, struct vu_msg *msg);
 void vu_queue_stop(struct vu_dev *dev, struct vu_queue *q);
 void vu_stop_all(struct vu_dev *dev);
-size_t vu_inflight_queue_bytes(unsigned queue_size);
 void vu_refresh_all(struct vu_dev *dev);
 
 /* vhost-user-mem.c: the memory table and the inflight area */
@@ -171,6 +173,8 @@ int vu_handle_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg);
 int vu_handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg);
 int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg);
 void vu_inflight_unmap(struct vu_inflight *inf);
+size_t vu_inflight_packed_bytes(unsigned queue_size);
+void *vu_inflight_slice(const struct vu_dev *dev, unsigned idx);
 bool vu_mem_lost(const struct vu_dev *dev);
 int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg);
 

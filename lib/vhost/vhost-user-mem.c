@@ -211,6 +211,33 @@ void vu_inflight_unmap(struct vu_inflight *inf)
     memset(inf, 0, sizeof(*inf));
 }
 
+static size_t inflight_split_bytes(unsigned queue_size)
+{
+    return sizeof(struct vhost_user_inflight_queue) +
+           (size_t)queue_size * sizeof(struct vhost_user_inflight_desc);
+}
+
+size_t vu_inflight_packed_bytes(unsigned queue_size)
+{
+    return sizeof(struct vhost_user_inflight_queue_packed) +
+           (size_t)queue_size * sizeof(struct vhost_user_inflight_desc_packed);
+}
+
+/*
+ * The slices of an area we make: GET_INFLIGHT_FD may come before
+ * SET_FEATURES says whether the rings are packed, so each slice fits
+ * either layout (both start with their own header).
+ */
+static size_t inflight_stride(unsigned queue_size)
+{
+    return MAX(inflight_split_bytes(queue_size), vu_inflight_packed_bytes(queue_size));
+}
+
+void *vu_inflight_slice(const struct vu_dev *dev, unsigned idx)
+{
+    return dev->inflight.area + idx * dev->inflight.stride;
+}
+
 static int inflight_check_geometry(struct vu_dev *dev, const struct vhost_user_inflight *in)
 {
     unsigned qs = in->queue_size;
@@ -230,7 +257,7 @@ static int inflight_check_geometry(struct vu_dev *dev, const struct vhost_user_i
 }
 
 static void inflight_install(struct vu_dev *dev, void *map, size_t map_size, uint8_t *area,
-                             const struct vhost_user_inflight *in, int guard)
+                             size_t stride, const struct vhost_user_inflight *in, int guard)
 {
     vu_stop_all(dev);
     vu_inflight_unmap(&dev->inflight);
@@ -238,6 +265,7 @@ static void inflight_install(struct vu_dev *dev, void *map, size_t map_size, uin
     dev->inflight.map_size = map_size;
     dev->inflight.guard = guard;
     dev->inflight.area = area;
+    dev->inflight.stride = stride;
     dev->inflight.num_queues = in->num_queues;
     dev->inflight.queue_size = in->queue_size;
     vu_refresh_all(dev);
@@ -262,7 +290,7 @@ int vu_handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
     if (r < 0) {
         return r;
     }
-    size = in->num_queues * vu_inflight_queue_bytes(in->queue_size);
+    size = in->num_queues * inflight_stride(in->queue_size);
     fd = memfd_create("vhost-user-inflight", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         r = -errno;
@@ -285,7 +313,7 @@ int vu_handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
         return r;
     }
     /* Our own memfd, sealed: nobody can shrink it, nothing to guard. */
-    inflight_install(dev, map, size, map, in, 0);
+    inflight_install(dev, map, size, map, inflight_stride(in->queue_size), in, 0);
     reply->p.inflight = *in;
     reply->p.inflight.mmap_size = size;
     reply->p.inflight.mmap_offset = 0;
@@ -297,6 +325,7 @@ int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
 {
     const struct vhost_user_inflight *in = &msg->p.inflight;
     uint64_t need, page = (uint64_t)sysconf(_SC_PAGESIZE), delta;
+    size_t stride;
     struct stat st;
     void *map;
     int fd = vu_take_fd(msg, 0);
@@ -310,7 +339,16 @@ int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
     if (r < 0) {
         goto out;
     }
-    need = in->num_queues * vu_inflight_queue_bytes(in->queue_size);
+    /*
+     * An area made by an earlier version of ours has split-sized slices:
+     * its split rings go on in it, a packed ring runs untracked
+     * (queue_attach_inflight says so).
+     */
+    stride = inflight_stride(in->queue_size);
+    if (in->mmap_size < in->num_queues * stride) {
+        stride = inflight_split_bytes(in->queue_size);
+    }
+    need = in->num_queues * stride;
     delta = in->mmap_offset % page;
     /* A short file would SIGBUS us on first access; check before mapping. */
     if (in->mmap_size < need || in->mmap_size > SIZE_MAX - delta ||
@@ -337,7 +375,8 @@ int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
         r = guard;
         goto out;
     }
-    inflight_install(dev, map, delta + in->mmap_size, (uint8_t *)map + delta, in, guard);
+    inflight_install(dev, map, delta + in->mmap_size, (uint8_t *)map + delta, stride, in,
+                     guard);
     r = 0;
 out:
     close(fd);

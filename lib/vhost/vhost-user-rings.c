@@ -48,45 +48,25 @@ static bool queue_wanted(const struct vu_dev *dev, const struct vu_queue *q)
     return queue_configured(dev, q) && vu_log_ready(dev);
 }
 
-size_t vu_inflight_queue_bytes(unsigned queue_size)
-{
-    return sizeof(struct vhost_user_inflight_queue) +
-           (size_t)queue_size * sizeof(struct vhost_user_inflight_desc);
-}
-
+/*
+ * Tracks the ring in its slice of the inflight area, resuming from what
+ * the slice holds: a previous back-end's record, or ours from before the
+ * queue stopped.  On this connection's later starts the record is ours
+ * only in the layout we kept it in, and a packed ring's front-end base
+ * wins where it is not where we stopped (a virtio reset without
+ * RESET_DEVICE, say: the slice describes the previous driver's ring).
+ */
 static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigned idx)
 {
+    bool packed = q->vq.packed, first = !q->inflight_attached;
+    /* version and desc_num sit at the same place in both layouts. */
     struct vhost_user_inflight_queue *iq;
     bool restore;
 
     if (!dev->inflight.area || idx >= dev->inflight.num_queues) {
         return 0;
     }
-    iq = (void *)(dev->inflight.area + idx * vu_inflight_queue_bytes(dev->inflight.queue_size));
-    if (q->vq.packed) {
-        /*
-         * The area's layout is the split ring's (vu_inflight_queue_bytes),
-         * so a packed ring is not tracked in it, only marked as having run:
-         * after a back-end restart QEMU cannot tell the new one where a
-         * packed ring stands (its indices are not in guest memory), and
-         * that is worth a warning where it happens.  Our own mark (a
-         * restart of the queue on this connection) is no such case.
-         */
-        if (iq->version != 0 && !q->packed_marked) {
-            g_warning("%s: a previous back-end ran this packed ring: where it stood and "
-                      "what it had popped are lost (inflight tracking covers split rings "
-                      "only); the guest's requests on it will time out", q->name);
-        } else if (!dev->inflight_packed_said) {
-            g_message("%s: inflight tracking covers split rings only; the packed rings of "
-                      "this connection run without it (a restarted back-end cannot "
-                      "resume them)", dev->name);
-            dev->inflight_packed_said = true;
-        }
-        iq->version = 1;
-        iq->desc_num = q->num;
-        q->packed_marked = true;
-        return 0;
-    }
+    iq = vu_inflight_slice(dev, idx);
     /*
      * Slices are sized for the device's maximum ring; a driver may choose
      * a smaller ring (its entries fit the slice), never a larger one.
@@ -97,8 +77,24 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
                   dev->inflight.queue_size);
         return 0;
     }
+    if (packed && dev->inflight.stride < vu_inflight_packed_bytes(dev->inflight.queue_size)) {
+        if (first) {
+            g_warning("%s: the inflight area has %zu bytes per queue, a packed ring's record "
+                      "needs %zu (an area made by an earlier back-end for split rings); "
+                      "running without inflight tracking%s", q->name, dev->inflight.stride,
+                      vu_inflight_packed_bytes(dev->inflight.queue_size),
+                      iq->version ? ": where a previous back-end left this ring and what it "
+                      "had popped are lost" : "");
+        }
+        q->inflight_attached = true;
+        q->inflight_was_packed = true;
+        return 0;
+    }
     /* A zero version means nobody tracked this queue yet: nothing to resubmit. */
     restore = iq->version != 0;
+    if (!first && (packed != q->inflight_was_packed || (packed && q->base != q->stop_base))) {
+        restore = false;
+    }
     if (restore && iq->desc_num != q->num) {
         /* Tracking of a differently sized ring (before a guest reset) says nothing now. */
         g_warning("%s: inflight area tracked a %u-entry ring, the ring now has %u entries; "
@@ -108,6 +104,11 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
     if (!restore) {
         iq->version = 1;
         iq->desc_num = q->num;
+    }
+    q->inflight_attached = true;
+    q->inflight_was_packed = packed;
+    if (packed) {
+        return vq_set_inflight_packed(&q->vq, (void *)iq, restore);
     }
     return vq_set_inflight(&q->vq, iq, restore);
 }
@@ -121,6 +122,7 @@ void vu_queue_stop(struct vu_dev *dev, struct vu_queue *q)
         dev->ops->queue_stop(dev->opaque, q->vq.index, &q->vq);
     }
     q->base = vq_get_base(&q->vq);
+    q->stop_base = q->base;
     q->running = false;
     q->quiesced = false;
     g_debug("%s: stopped at ring base 0x%x", q->name, q->base);
@@ -295,8 +297,7 @@ void vu_reset_device(struct vu_dev *dev)
      * must not be "restored" from the previous driver's tracking.
      */
     for (unsigned i = 0; dev->inflight.area && i < dev->inflight.num_queues; i++) {
-        struct vhost_user_inflight_queue *iq =
-            (void *)(dev->inflight.area + i * vu_inflight_queue_bytes(dev->inflight.queue_size));
+        struct vhost_user_inflight_queue *iq = vu_inflight_slice(dev, i);
 
         /*
          * Version 0 reads as "never tracked" (see queue_attach_inflight),

@@ -32,6 +32,8 @@
 static inline void smp_rmb_acquire(void) { __atomic_thread_fence(__ATOMIC_ACQUIRE); }
 static inline void smp_wmb_release(void) { __atomic_thread_fence(__ATOMIC_RELEASE); }
 static inline void smp_mb(void) { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+/* Orders stores for a successor process that reads them after we die. */
+static inline void program_order(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 /* Marks the queue broken and logs the first malformation only; returns err. */
 int G_GNUC_PRINTF(3, 4) __attribute__((cold))
@@ -153,6 +155,18 @@ static inline void vq_chain_to_elem(const struct vq_chain *c, uint16_t head,
     elem->out_len = c->out_len;
     elem->in_len = c->in_len;
 }
+
+/* A request a previous back-end left in flight, found in the inflight area. */
+struct vq_resubmit {
+    uint16_t head;              /* split: the head index; packed: the chain's first entry */
+    uint64_t counter;           /* its pop order */
+};
+
+/*
+ * Makes vq_pop hand out list's requests, oldest counter first, before
+ * anything new, and continues the counter after the newest; frees list.
+ */
+void vq_resubmit_take(struct virtqueue *vq, struct vq_resubmit *list, unsigned count);
 
 /* The packed layout (virtqueue-packed.c); vq.c's entry points branch to these. */
 /* vq_setup's checks of a packed ring's placement, before anything changes. */

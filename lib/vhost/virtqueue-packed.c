@@ -9,15 +9,21 @@
  * malformed ring breaks the queue, never us.  Completions may come in any
  * order: a used descriptor goes to the next used slot, whichever request
  * it completes, and the used index moves on by that request's slot count.
+ * With an INFLIGHT_SHMFD area attached, popped chains and the used slot
+ * are recorded there in vhost-user.rst's packed layout, so that a
+ * back-end restarted under a running guest finds where the ring stands
+ * and what to resubmit (the "inflight tracking" part below).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <endian.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <string.h>
 
 #include <glib.h>
 
+#include "vhost-user-proto.h"
 #include "virtqueue.h"
 #include "virtqueue-int.h"
 
@@ -145,6 +151,69 @@ static int map_indirect(struct virtqueue *vq, struct vq_chain *c, uint64_t addr,
     return 0;
 }
 
+/* One descriptor's buffers, direct or through its indirect table. */
+static inline int add_desc(struct virtqueue *vq, struct vq_chain *c, uint64_t addr, uint32_t len,
+                           uint16_t flags)
+{
+    if (flags & VRING_DESC_F_INDIRECT) {
+        return map_indirect(vq, c, addr, len);
+    }
+    return vq_chain_add(vq, c, addr, len, flags & VRING_DESC_F_WRITE);
+}
+
+/*
+ * Copies a descriptor into the inflight area's entry *entry, the next one
+ * of the free list (the slot it came from may be overwritten by a used
+ * descriptor before the request completes), and moves *entry on.  The
+ * list's links come from shared memory: one that leads out of the area
+ * ends it, and a chain that finds no entry left means more descriptors
+ * in flight than the ring has slots (or a front-end that rewrote links).
+ */
+static inline int track_desc(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip,
+                             uint16_t *entry, uint64_t addr, uint32_t len, uint16_t flags,
+                             uint16_t id, unsigned head)
+{
+    struct vhost_user_inflight_desc_packed *e;
+
+    if (*entry >= vq->num) {
+        return vq_fail(vq, -ENOSPC, "chain at slot %u finds no free entry in the inflight "
+                       "area: more descriptors in flight than the ring's %u slots", head,
+                       vq->num);
+    }
+    e = &ip->desc[*entry];
+    e->addr = addr;
+    e->len = len;
+    e->flags = flags;
+    e->id = id;
+    *entry = READ_ONCE(e->next);
+    return 0;
+}
+
+/*
+ * Commits a chain copied from the free list's first entry on to before
+ * next: its state, then marked in flight, then the list's new head,
+ * current and old (vhost-user.rst's order; a successor that finds the
+ * mark but the head not moved on rolls the pop back).
+ */
+static void track_pop(struct virtqueue *vq, struct vq_elem *elem, uint16_t last, uint16_t next)
+{
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+    uint16_t first = vq->track_free;
+    struct vhost_user_inflight_desc_packed *h = &ip->desc[first];
+
+    h->num = elem->ndescs;
+    h->last = last;
+    h->counter = ++vq->inflight_counter;
+    program_order();
+    h->inflight = 1;
+    program_order();
+    ip->free_head = next;
+    ip->old_free_head = next;
+    vq->track_free = next;
+    vq->last_head = first;
+    elem->inflight_entry = first;
+}
+
 /*
  * Walks the chain that starts at last_avail_idx (available: the caller
  * checked its first descriptor).  The driver writes the first descriptor's
@@ -156,7 +225,9 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
 {
     struct vq_chain c = { .iov = iov, .max_iov = MIN(max_iov, VQ_MAX_SG),
                           .head = vq->last_avail_idx };
-    uint16_t slot = vq->last_avail_idx, id;
+    uint16_t slot = vq->last_avail_idx, id, entry = vq->track_free, last = entry;
+    /* In a local: the calls below would make the compiler load it again per descriptor. */
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
     bool wrap = vq->avail_wrap;
     unsigned count = 0;
 
@@ -172,15 +243,17 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
                            "ring (%u)", c.head, vq->num);
         }
         id = le16toh(READ_ONCE(d->id));
-        if (flags & VRING_DESC_F_INDIRECT) {
-            if (flags & VRING_DESC_F_NEXT) {
-                return vq_fail(vq, -EINVAL, "indirect descriptor at slot %u has NEXT set",
-                               slot);
-            }
-            r = map_indirect(vq, &c, addr, len);
-        } else {
-            r = vq_chain_add(vq, &c, addr, len, flags & VRING_DESC_F_WRITE);
+        if ((flags & VRING_DESC_F_INDIRECT) && (flags & VRING_DESC_F_NEXT)) {
+            return vq_fail(vq, -EINVAL, "indirect descriptor at slot %u has NEXT set", slot);
         }
+        if (ip) {
+            last = entry;
+            r = track_desc(vq, ip, &entry, addr, len, flags, id, c.head);
+            if (r < 0) {
+                return r;
+            }
+        }
+        r = add_desc(vq, &c, addr, len, flags);
         if (r < 0) {
             return r;
         }
@@ -191,8 +264,53 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
     }
     vq_chain_to_elem(&c, id, elem);
     elem->ndescs = (uint16_t)count;
+    if (ip) {
+        track_pop(vq, elem, last, entry);
+    }
     vq->last_avail_idx = slot;
     vq->avail_wrap = wrap;
+    return 1;
+}
+
+/*
+ * Hands out the oldest chain a previous back-end left in flight, from the
+ * inflight area's copy of its descriptors (vq_set_inflight_packed checked
+ * its links; they are checked again, the area being shared).
+ */
+static int __attribute__((noinline)) pop_resubmit(struct virtqueue *vq, struct vq_elem *elem,
+                                                  struct iovec *iov, unsigned max_iov)
+{
+    const struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+    uint16_t first = vq->resubmit[vq->resubmit_num - 1], entry = first, id = 0;
+    struct vq_chain c = { .iov = iov, .max_iov = MIN(max_iov, VQ_MAX_SG), .head = first };
+    unsigned n = READ_ONCE(ip->desc[first].num);
+
+    if (n == 0 || n > vq->num) {
+        return vq_fail(vq, -EINVAL, "resubmitted chain at inflight entry %u has %u "
+                       "descriptors, ring size %u", first, n, vq->num);
+    }
+    for (unsigned k = 0; k < n; k++) {
+        const struct vhost_user_inflight_desc_packed *e;
+        int r;
+
+        if (entry >= vq->num) {
+            return vq_fail(vq, -EINVAL, "resubmitted chain at inflight entry %u links to "
+                           "entry %u, ring size %u", first, entry, vq->num);
+        }
+        e = &ip->desc[entry];
+        id = READ_ONCE(e->id);
+        r = add_desc(vq, &c, READ_ONCE(e->addr), READ_ONCE(e->len), READ_ONCE(e->flags));
+        if (r < 0) {
+            return r;
+        }
+        entry = READ_ONCE(e->next);
+    }
+    vq_chain_to_elem(&c, id, elem);
+    elem->ndescs = (uint16_t)n;
+    elem->inflight_entry = first;
+    vq->resubmit_num--;
+    vq->last_head = first;
+    vq->last_from_resubmit = true;
     return 1;
 }
 
@@ -203,6 +321,15 @@ int vq_packed_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     bool wrap = vq->avail_wrap;
     int r;
 
+    if (__builtin_expect(vq->resubmit != NULL, 0)) {
+        if (vq->resubmit_num > 0) {
+            return pop_resubmit(vq, elem, iov, max_iov);
+        }
+        /* Resubmission is over; freed here so vq_unpop of the last one still works. */
+        g_free(vq->resubmit);
+        vq->resubmit = NULL;
+        vq->last_from_resubmit = false;
+    }
     if (!desc_is_avail(slot_flags(vq, slot), wrap)) {
         if (!vq->event_idx || vq->notify_off) {
             return 0;
@@ -229,11 +356,37 @@ int vq_packed_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     return 1;
 }
 
+/*
+ * Gives the last popped chain's entries back to the free list, in front
+ * (linked first, so a successor never finds them lost), then unmarks it.
+ */
+static void track_unpop(struct virtqueue *vq)
+{
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+    uint16_t first = vq->last_head, last = READ_ONCE(ip->desc[first].last) & (vq->num - 1);
+
+    ip->desc[last].next = vq->track_free;
+    program_order();
+    ip->free_head = first;
+    ip->old_free_head = first;
+    vq->track_free = first;
+    program_order();
+    ip->desc[first].inflight = 0;
+}
+
 void vq_packed_unpop(struct virtqueue *vq)
 {
+    if (vq->last_from_resubmit) {
+        vq->resubmit_num++;
+        vq->last_from_resubmit = false;
+        return;
+    }
     vq->last_avail_idx = vq->last_pop_slot;
     vq->avail_wrap = vq->last_pop_wrap;
     vq->inflight--;
+    if (vq->inflight_packed) {
+        track_unpop(vq);
+    }
 }
 
 /*
@@ -263,6 +416,59 @@ static void used_put(struct virtqueue *vq, uint16_t id, uint32_t len, unsigned n
     slot_advance(vq, &vq->used_idx, &vq->used_wrap, ndescs);
 }
 
+/*
+ * Links a completed chain's entries in front of the batch's (its last
+ * entry's link, unused while the chain is in flight): vq_flush gives the
+ * batch to the free list at once.  Pops before that flush take entries
+ * from the list as it was.  Entry indices are masked, not trusted.
+ */
+static void track_fill(struct virtqueue *vq, uint16_t first)
+{
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+    uint16_t mask = (uint16_t)(vq->num - 1), last;
+
+    first &= mask;
+    last = READ_ONCE(ip->desc[first].last) & mask;
+    if (vq->track_batch_n++ == 0) {
+        vq->track_batch_last = last;
+    }
+    ip->desc[last].next = vq->track_batch;
+    vq->track_batch = first;
+}
+
+static void track_publish_begin(struct virtqueue *vq)
+{
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+
+    if (vq->track_batch_n > 0) {
+        ip->desc[vq->track_batch_last].next = vq->track_free;
+        ip->free_head = vq->track_batch;
+    }
+    ip->used_idx = vq->used_idx;
+    ip->used_wrap_counter = vq->used_wrap;
+    program_order();
+}
+
+static void track_publish_end(struct virtqueue *vq)
+{
+    struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+    uint16_t mask = (uint16_t)(vq->num - 1), e = vq->track_batch;
+
+    program_order();
+    for (unsigned k = 0; k < vq->track_batch_n; k++) {
+        ip->desc[e].inflight = 0;
+        e = READ_ONCE(ip->desc[READ_ONCE(ip->desc[e].last) & mask].next) & mask;
+    }
+    program_order();
+    if (vq->track_batch_n > 0) {
+        vq->track_free = vq->track_batch;
+        vq->track_batch_n = 0;
+    }
+    ip->old_free_head = vq->track_free;
+    ip->old_used_idx = vq->used_idx;
+    ip->old_used_wrap_counter = vq->used_wrap;
+}
+
 void vq_packed_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
 {
     if (elem->ndescs == 0 || elem->ndescs > vq->num) {
@@ -274,13 +480,24 @@ void vq_packed_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t l
     if (vq->inflight > 0) {
         vq->inflight--;
     }
+    if (vq->inflight_packed) {
+        track_fill(vq, elem->inflight_entry);
+    }
 }
 
-/* Hands the batch of used descriptors to the driver: its first one's flags. */
+/*
+ * Hands the batch of used descriptors to the driver: its first one's
+ * flags.  With tracking, as vhost-user.rst orders it: the batch's entries
+ * go to the head of the free list and the used slot is recorded before,
+ * the chains are unmarked after, and then the old_* copies commit it all.
+ */
 static void used_publish(struct virtqueue *vq)
 {
     struct vring_packed_desc *d = &vq->ring[vq->batch_slot];
 
+    if (vq->inflight_packed) {
+        track_publish_begin(vq);
+    }
     smp_wmb_release();
     WRITE_ONCE(d->flags, htole16(vq->batch_flags));
     /* Again: a log sync between vq_fill's mark and this store would miss it. */
@@ -288,6 +505,9 @@ static void used_publish(struct virtqueue *vq)
     vq->unflushed = 0;
     vq->flushed_used_idx = vq->used_idx;
     vq->flushed_wrap = vq->used_wrap;
+    if (vq->inflight_packed) {
+        track_publish_end(vq);
+    }
 }
 
 void vq_packed_flush(struct virtqueue *vq)
@@ -416,4 +636,255 @@ bool vq_packed_enable_notify(struct virtqueue *vq)
     /* The driver must see the request before we re-check; pairs with its mb. */
     smp_mb();
     return vq_packed_has_avail(vq);
+}
+
+/* ---- inflight tracking: a fresh record, or a previous back-end's taken over ---- */
+
+/* Every entry free, linked in order; the last one's link (num) ends the list. */
+static void track_start_fresh(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip)
+{
+    for (unsigned i = 0; i < vq->num; i++) {
+        ip->desc[i].inflight = 0;
+        ip->desc[i].next = (uint16_t)(i + 1);
+    }
+    ip->free_head = 0;
+    ip->old_free_head = 0;
+    ip->used_idx = vq->used_idx;
+    ip->old_used_idx = vq->used_idx;
+    ip->used_wrap_counter = vq->used_wrap;
+    ip->old_used_wrap_counter = vq->used_wrap;
+    vq->track_free = 0;
+}
+
+enum { ENTRY_UNSEEN, ENTRY_FREE, ENTRY_CHAIN };
+
+/* What a previous back-end's record says, read once and checked. */
+struct track_restore {
+    struct virtqueue *vq;
+    struct vhost_user_inflight_queue_packed *ip;
+    uint8_t *role;              /* ENTRY_* of each entry */
+    uint16_t free_head, used;
+    bool used_wrap;
+    struct vq_resubmit *chains;
+    unsigned nchains, slots;    /* in-flight chains and the ring slots they took */
+    char why[128];              /* what did not hold together */
+};
+
+static bool G_GNUC_PRINTF(2, 3) restore_bad(struct track_restore *t, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    g_vsnprintf(t->why, sizeof(t->why), fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/*
+ * The record's state after its last complete batch: a batch whose used
+ * slot was recorded (used_idx moved past old_used_idx) is committed when
+ * the driver can see it (its first descriptor is no longer available in
+ * that lap), else rolled back with the free list's head.
+ */
+static bool restore_positions(struct track_restore *t)
+{
+    const struct vhost_user_inflight_queue_packed *ip = t->ip;
+    unsigned num = t->vq->num;
+    uint16_t used = READ_ONCE(ip->used_idx), old_used = READ_ONCE(ip->old_used_idx);
+    uint8_t wrap = READ_ONCE(ip->used_wrap_counter), old_wrap = READ_ONCE(ip->old_used_wrap_counter);
+
+    if (used >= num || old_used >= num || wrap > 1 || old_wrap > 1) {
+        return restore_bad(t, "used slot %u/%u or wrap counter %u/%u out of range", used,
+                           old_used, wrap, old_wrap);
+    }
+    if ((used != old_used || wrap != old_wrap) &&
+        !desc_is_avail(slot_flags(t->vq, old_used), old_wrap)) {
+        t->free_head = READ_ONCE(ip->free_head);
+        t->used = used;
+        t->used_wrap = wrap;
+    } else {
+        t->free_head = READ_ONCE(ip->old_free_head);
+        t->used = old_used;
+        t->used_wrap = old_wrap;
+    }
+    return true;
+}
+
+/* The free list: inside the area, no entry twice; an index past it ends the list. */
+static bool restore_free_list(struct track_restore *t)
+{
+    unsigned num = t->vq->num;
+    uint16_t e = t->free_head;
+
+    while (e < num) {
+        if (t->role[e] != ENTRY_UNSEEN) {
+            return restore_bad(t, "the free list loops at entry %u", e);
+        }
+        t->role[e] = ENTRY_FREE;
+        e = READ_ONCE(t->ip->desc[e].next);
+    }
+    return true;
+}
+
+/*
+ * The in-flight chains: each marked entry off the free list starts one of
+ * num entries linked by next and ending at last, sharing none with
+ * another; together they take no more slots than the ring has.
+ */
+static bool restore_chains(struct track_restore *t)
+{
+    const struct vhost_user_inflight_queue_packed *ip = t->ip;
+    unsigned num = t->vq->num;
+
+    for (unsigned i = 0; i < num; i++) {
+        const struct vhost_user_inflight_desc_packed *h = &ip->desc[i];
+        uint16_t n, e = (uint16_t)i;
+
+        if (t->role[i] == ENTRY_FREE || !READ_ONCE(h->inflight)) {
+            continue;
+        }
+        n = READ_ONCE(h->num);
+        if (n == 0 || n > num - t->slots) {
+            return restore_bad(t, "in-flight chains take more than the ring's %u slots "
+                               "(%u at entry %u)", num, n, i);
+        }
+        for (unsigned k = 0;; k++) {
+            if (e >= num || t->role[e] != ENTRY_UNSEEN) {
+                return restore_bad(t, "the chain at entry %u links to entry %u, out of the "
+                                   "area, free or another chain's", i, e);
+            }
+            t->role[e] = ENTRY_CHAIN;
+            if (k + 1 == n) {
+                break;
+            }
+            e = READ_ONCE(ip->desc[e].next);
+        }
+        if (READ_ONCE(h->last) != e) {
+            return restore_bad(t, "the chain at entry %u ends at entry %u, not at its "
+                               "last (%u)", i, e, READ_ONCE(h->last));
+        }
+        t->chains[t->nchains].head = (uint16_t)i;
+        t->chains[t->nchains].counter = READ_ONCE(h->counter);
+        t->nchains++;
+        t->slots += n;
+    }
+    return true;
+}
+
+/*
+ * The chains' slots lie between the used slot and the avail slot, and
+ * the driver reads none of them until we write a used descriptor there.
+ * One a dead back-end wrote there without publishing its batch (every
+ * used descriptor of a batch but the first has its flags) would be read
+ * as soon as the driver gets there: it becomes available again.
+ */
+static void restore_hide_unpublished(struct virtqueue *vq, unsigned slots)
+{
+    uint16_t slot = vq->used_idx;
+    bool wrap = vq->used_wrap;
+
+    for (unsigned k = 0; k < slots; k++) {
+        struct vring_packed_desc *d = &vq->ring[slot];
+        uint16_t flags = slot_flags(vq, slot);
+
+        if (!desc_is_avail(flags, wrap)) {
+            flags &= (uint16_t)~(DESC_F_AVAIL | DESC_F_USED);
+            WRITE_ONCE(d->flags, htole16(flags | (wrap ? DESC_F_AVAIL : DESC_F_USED)));
+            vq_log_host(vq, &d->flags, sizeof(d->flags));
+        }
+        slot_advance(vq, &slot, &wrap, 1);
+    }
+}
+
+/*
+ * Rewrites the record as it stands now: the chains in flight kept, every
+ * other entry free and unmarked, linked in order (leaked entries of a torn
+ * update included), and one state for current and old.
+ */
+static void restore_rewrite(struct track_restore *t)
+{
+    struct vhost_user_inflight_queue_packed *ip = t->ip;
+    struct virtqueue *vq = t->vq;
+    uint16_t first = (uint16_t)vq->num, *link = &first;
+
+    for (unsigned i = 0; i < vq->num; i++) {
+        if (t->role[i] != ENTRY_CHAIN) {
+            ip->desc[i].inflight = 0;
+            *link = (uint16_t)i;
+            link = &ip->desc[i].next;
+        }
+    }
+    *link = (uint16_t)vq->num;
+    ip->free_head = first;
+    ip->old_free_head = first;
+    ip->used_idx = vq->used_idx;
+    ip->old_used_idx = vq->used_idx;
+    ip->used_wrap_counter = vq->used_wrap;
+    ip->old_used_wrap_counter = vq->used_wrap;
+    vq->track_free = first;
+}
+
+static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip)
+{
+    struct track_restore t = { .vq = vq, .ip = ip };
+    uint32_t base = vq_packed_get_base(vq);
+    bool ok;
+
+    t.role = g_malloc0(vq->num);
+    t.chains = g_new(struct vq_resubmit, vq->num);
+    ok = restore_positions(&t) && restore_free_list(&t) && restore_chains(&t);
+    if (!ok) {
+        g_warning("%s: the inflight area's record of this packed ring does not hold together "
+                  "(%s); starting afresh: requests a previous back-end had popped from it are "
+                  "lost", vq->name, t.why);
+        g_free(t.role);
+        g_free(t.chains);
+        return false;
+    }
+    vq->used_idx = t.used;
+    vq->used_wrap = t.used_wrap;
+    vq->flushed_used_idx = t.used;
+    vq->flushed_wrap = t.used_wrap;
+    vq->signalled_used_valid = false;
+    /* Everything popped is either used or in flight; the rest is new. */
+    vq->last_avail_idx = t.used;
+    vq->avail_wrap = t.used_wrap;
+    slot_advance(vq, &vq->last_avail_idx, &vq->avail_wrap, t.slots);
+    vq->inflight = t.nchains;
+    restore_hide_unpublished(vq, t.slots);
+    restore_rewrite(&t);
+    g_free(t.role);
+    if (vq_packed_get_base(vq) != base) {
+        g_message("%s: resuming the packed ring at base 0x%08x from the inflight area, not "
+                  "at the front-end's 0x%08x", vq->name, vq_packed_get_base(vq), base);
+    }
+    if (t.nchains > 0) {
+        vq_resubmit_take(vq, t.chains, t.nchains);
+    } else {
+        g_free(t.chains);
+    }
+    /* Kicks were armed at the front-end's avail slot. */
+    arm_kicks(vq);
+    smp_mb();
+    return true;
+}
+
+int vq_set_inflight_packed(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *region,
+                           bool restore)
+{
+    vq_cleanup(vq);
+    if (!region) {
+        return 0;
+    }
+    if (!vq->packed || vq->num == 0 || region->desc_num != vq->num) {
+        g_warning("%s: packed inflight region has %u descriptors, %s ring has %u", vq->name,
+                  region->desc_num, vq->packed ? "packed" : "split", vq->num);
+        return -EINVAL;
+    }
+    vq->inflight_counter = 0;
+    if (!restore || !track_restore(vq, region)) {
+        track_start_fresh(vq, region);
+    }
+    vq->inflight_packed = region;
+    return 0;
 }

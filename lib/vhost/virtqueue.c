@@ -28,9 +28,6 @@
 #include "virtqueue-int.h"
 #include "vhost-user-proto.h"
 
-/* Orders stores for a successor process that reads them after we die. */
-static inline void program_order(void) { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
-
 /* Logs the first malformation only: a hostile guest must not flood the log. */
 /*
  * The front-end made one of its eventfds blocking and filled it (see
@@ -89,6 +86,8 @@ void vq_cleanup(struct virtqueue *vq)
     vq->resubmit = NULL;
     vq->resubmit_num = 0;
     vq->inflight_region = NULL;
+    vq->inflight_packed = NULL;
+    vq->track_batch_n = 0;
 }
 
 bool vq_host_range_in_mem(const struct guest_mem *mem, const void *p, uint64_t len)
@@ -697,23 +696,32 @@ bool vq_enable_notify(struct virtqueue *vq)
     return vq_has_avail(vq);
 }
 
-struct resubmit_entry {
-    uint16_t head;
-    uint64_t counter;
-};
-
 /* Newest first: vq_pop takes from the end of the array, oldest first. */
 static int resubmit_cmp(const void *a, const void *b)
 {
-    const struct resubmit_entry *x = a, *y = b;
+    const struct vq_resubmit *x = a, *y = b;
 
     return x->counter < y->counter ? 1 : x->counter > y->counter ? -1 : 0;
+}
+
+void vq_resubmit_take(struct virtqueue *vq, struct vq_resubmit *list, unsigned count)
+{
+    qsort(list, count, sizeof(list[0]), resubmit_cmp);
+    vq->resubmit = g_new(uint16_t, count);
+    for (unsigned k = 0; k < count; k++) {
+        vq->resubmit[k] = list[k].head;
+    }
+    vq->resubmit_num = count;
+    vq->inflight_counter = list[0].counter;
+    g_free(list);
+    g_message("%s: resubmitting %u in-flight requests from the previous back-end",
+              vq->name, count);
 }
 
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
                     bool restore)
 {
-    struct resubmit_entry *list;
+    struct vq_resubmit *list;
     unsigned count = 0;
     uint16_t used;
 
@@ -722,7 +730,9 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
         return 0;
     }
     if (vq->packed) {
-        return 0;
+        g_warning("%s: the split layout of the inflight area cannot track a packed ring",
+                  vq->name);
+        return -EINVAL;
     }
     if (vq->num == 0 || region->desc_num != vq->num) {
         g_warning("%s: inflight region has %u descriptors, ring has %u", vq->name,
@@ -769,7 +779,7 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
         return 0;
     }
 
-    list = g_new(struct resubmit_entry, count);
+    list = g_new(struct vq_resubmit, count);
     count = 0;
     for (unsigned i = 0; i < vq->num; i++) {
         if (region->desc[i].inflight) {
@@ -778,15 +788,6 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
             count++;
         }
     }
-    qsort(list, count, sizeof(list[0]), resubmit_cmp);
-    vq->resubmit = g_new(uint16_t, count);
-    for (unsigned k = 0; k < count; k++) {
-        vq->resubmit[k] = list[k].head;
-    }
-    vq->resubmit_num = count;
-    vq->inflight_counter = list[0].counter;
-    g_free(list);
-    g_message("%s: resubmitting %u in-flight requests from the previous back-end",
-              vq->name, count);
+    vq_resubmit_take(vq, list, count);
     return 0;
 }

@@ -299,6 +299,7 @@ static void tmf_start(struct vscsi_queue *cq, const struct vq_elem *e,
     tmf->elem = (struct vq_elem) {
         .head = e->head,
         .ndescs = e->ndescs,
+        .inflight_entry = e->inflight_entry,
         .in_num = e->in_num,
         .in_len = e->in_len,
         .in_sg = g_memdup2(e->in_sg, e->in_num * sizeof(*e->in_sg)),

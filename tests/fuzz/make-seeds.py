@@ -70,6 +70,19 @@ struct.pack_into("<QIHH", ram, 0x4010, GPA + 0x3300, 4096, 0, 2)
 write("fuzz-virtqueue", "packed-two-chains",
       bytes([4, 3 | 8, 0, 0x80, 0, 0x80, 62]) + bytes(ram[:0x4100]))
 
+# The same ring taken over from an inflight record (features | 16): the
+# first chain (slots 0-1) in flight in entries 0-1, the rest free from
+# entry 2; the record's 1024 bytes come before the RAM.  The new back-end
+# resubmits the chain from the record and pops the indirect one at slot 2.
+rec = bytearray(1024)
+struct.pack_into("<QHHHHHHBB", rec, 0, 0, 1, 16, 2, 2, 0, 0, 1, 1)
+struct.pack_into("<BBHHHQHHIQ", rec, 32, 1, 0, 1, 1, 2, 5, 0, 0x80 | 1, 51, GPA + 0x3000)
+struct.pack_into("<BBHHHQHHIQ", rec, 64, 0, 0, 2, 0, 0, 0, 0, 0x80 | 2, 108, GPA + 0x3100)
+for i in range(2, 16):
+    struct.pack_into("<H", rec, 32 + 32 * i + 2, i + 1)
+write("fuzz-virtqueue", "packed-inflight-restore",
+      bytes([4, 3 | 8 | 16, 0, 0x80, 0, 0x80, 62]) + bytes(rec) + bytes(ram[:0x4100]))
+
 # The NAA designator the SCSI layer derives for the fuzzer's LUN "fuzz-ram"
 # (lib/scsi/scsi-disk.c: FNV-1a of vendor, product and the serial, itself
 # FNV-1a of the name), so that an EXTENDED COPY seed names a LUN it reaches.

@@ -321,6 +321,23 @@ static void start_driver(struct env *e, const struct qt_vscsi_opts *o)
     qt_vscsi_clear_ua(&e->dev, qt_vscsi_rq(&e->dev, 0), 0);
 }
 
+/* Negotiates packed rings: offered, accepted with FEATURES_OK, every queue set up packed. */
+static void start_packed(struct env *e, struct qt_vscsi_opts *o)
+{
+    struct qt_vscsi *d = &e->dev;
+
+    o->packed = true;
+    vscsi_init(e, o);
+    g_assert(d->offered & (1ull << VIRTIO_F_RING_PACKED));
+    g_assert(d->features & (1ull << VIRTIO_F_RING_PACKED));
+    g_assert_cmphex(qt_vpci_status(&d->vpci) & VIRTIO_CONFIG_S_FEATURES_OK, ==,
+                    VIRTIO_CONFIG_S_FEATURES_OK);
+    g_assert(!o->event_idx || (d->features & (1ull << VIRTIO_RING_F_EVENT_IDX)));
+    for (unsigned q = 0; q < 2 + d->nq; q++) {
+        g_assert(d->vq[q].packed);
+    }
+}
+
 /* Submits one READ per request queue, round robin, without waiting. */
 static void submit_reads(struct qt_vscsi *d, struct qt_scsi_req *r, unsigned n,
                          uint16_t blocks)
@@ -1007,9 +1024,21 @@ static bool complete_ok_or_ua(struct qt_vscsi *d, struct qt_vring *vq, struct qt
     return false;
 }
 
-static void test_backend_killed_and_restarted(gconstpointer data)
+/*
+ * Packed rings: QEMU cannot give the new back-end a packed ring's
+ * position (it is not in guest memory), only the base of the ring's last
+ * start; the inflight area's record says where each ring stands.  Their
+ * rings are small and some way into their lap, so the requests in flight
+ * and queued go on around the end; and each holds a read on LUN 1 (hold:)
+ * that the requests after it pass, their used descriptors written over
+ * its slots: the new back-end has only the record to resubmit it from.
+ */
+static void backend_killed_and_restarted(gconstpointer data, bool packed)
 {
-    struct env_opts eo = { .reconnect = true, .file_lun = true };
+    struct env_opts eo = { .reconnect = true, .file_lun = true, .packed = packed,
+                           .hold_lun = packed };
+    struct qt_vscsi_opts o = { .queue_size = packed ? 32 : 0 };
+    struct qt_scsi_req held[NQ];
     int maj, min;
     qt_qemu_version(&maj, &min);
     if (maj < 8 || (maj == 8 && min < 2)) {
@@ -1025,7 +1054,22 @@ static void test_backend_killed_and_restarted(gconstpointer data)
     g_autofree uint8_t *buf = g_malloc(BLKS * BLOCK);
     uint8_t cdb[10];
 
-    start_driver(e, NULL);
+    if (packed) {
+        start_packed(e, &o);
+        qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+        qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 1);
+        g_assert(g_file_set_contents(e->hold, "", 0, NULL));
+        for (unsigned q = 0; q < d->nq; q++) {
+            qt_cdb_rw10(cdb, false, 8 * q, 2);
+            qt_vscsi_submit(d, qt_vscsi_rq(d, q), 1, cdb, 10, NULL, 2 * BLOCK, 0, &held[q],
+                            false);
+            for (unsigned i = 0; i < 3; i++) {
+                write_read_verify(d, qt_vscsi_rq(d, q), 4000 + 64 * q + 8 * i, 2, 50 + i);
+            }
+        }
+    } else {
+        start_driver(e, NULL);
+    }
     write_read_verify(d, qt_vscsi_rq(d, 0), 1000, BLKS, 90);
 
     /* Writes in flight when the back-end dies ... */
@@ -1044,6 +1088,9 @@ static void test_backend_killed_and_restarted(gconstpointer data)
                         &r[i], false);
     }
     g_assert(qmp_responsive(e->qts));
+    if (packed) {
+        g_assert_cmpuint(unlink(e->hold), ==, 0);
+    }
     target_start(e);
 
     /* QEMU reconnects and restarts the rings; every request completes. */
@@ -1056,6 +1103,10 @@ static void test_backend_killed_and_restarted(gconstpointer data)
             g_assert_cmpuint(qt_vscsi_cmd(d, vq, 0, cdb, 10, buf, BLKS * BLOCK, NULL, 0,
                                           NULL), ==, 0);
         }
+    }
+    /* The held reads too (the new back-end's LUN 1 may answer with its power-on UA). */
+    for (unsigned q = 0; packed && q < d->nq; q++) {
+        complete_ok_or_ua(d, qt_vscsi_rq(d, q), &held[q]);
     }
     qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
     g_autofree uint8_t *want = g_malloc(BLKS * BLOCK);
@@ -1073,6 +1124,16 @@ static void test_backend_killed_and_restarted(gconstpointer data)
                                   BLKS * BLOCK, NULL), ==, 0);
     g_assert(memcmp(buf, want, BLKS * BLOCK) == 0);
     env_free(e);
+}
+
+static void test_backend_killed_and_restarted(gconstpointer data)
+{
+    backend_killed_and_restarted(data, false);
+}
+
+static void test_backend_killed_and_restarted_packed(gconstpointer data)
+{
+    backend_killed_and_restarted(data, true);
 }
 
 /* ---- scenario 7: EVENT_IDX interrupt suppression ---- */
@@ -1353,23 +1414,6 @@ static void test_bad_absurd_transfer_length(gconstpointer data)
 }
 
 /* ---- scenario 9: packed virtqueues ---- */
-
-/* Negotiates packed rings: offered, accepted with FEATURES_OK, every queue set up packed. */
-static void start_packed(struct env *e, struct qt_vscsi_opts *o)
-{
-    struct qt_vscsi *d = &e->dev;
-
-    o->packed = true;
-    vscsi_init(e, o);
-    g_assert(d->offered & (1ull << VIRTIO_F_RING_PACKED));
-    g_assert(d->features & (1ull << VIRTIO_F_RING_PACKED));
-    g_assert_cmphex(qt_vpci_status(&d->vpci) & VIRTIO_CONFIG_S_FEATURES_OK, ==,
-                    VIRTIO_CONFIG_S_FEATURES_OK);
-    g_assert(!o->event_idx || (d->features & (1ull << VIRTIO_RING_F_EVENT_IDX)));
-    for (unsigned q = 0; q < 2 + d->nq; q++) {
-        g_assert(d->vq[q].packed);
-    }
-}
 
 /*
  * An idle device asks for kicks in its event area: ENABLE, or with
@@ -1716,6 +1760,8 @@ int main(int argc, char **argv)
     if (g_getenv("VHOST_SCSI_TARGET")) {
         add("backend/killed-and-restarted-with-requests-in-flight", &vhost_user,
             test_backend_killed_and_restarted);
+        add("backend/killed-and-restarted-with-requests-in-flight-packed", &vhost_user,
+            test_backend_killed_and_restarted_packed);
     }
     return g_test_run();
 }

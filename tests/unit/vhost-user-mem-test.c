@@ -5,9 +5,10 @@
  * longer holds), and whose regions ADD_MEM_REG and REM_MEM_REG add and
  * remove one at a time, refusing overlaps and regions their file cannot
  * back; and the inflight area, handed out zeroed and sealed, tracked in
- * by each starting queue, voided by a reset, refused for geometry it
- * cannot serve, and given back to a restarted back-end, which resubmits
- * what its predecessor had not completed.  The front-end is
+ * by each starting queue in its ring's layout (split or packed), voided
+ * by a reset, refused for geometry it cannot serve, and given back to a
+ * restarted back-end, which resumes where its predecessor left each ring
+ * and resubmits what it had not completed.  The front-end is
  * vhost-user-server-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -170,16 +171,23 @@ static void test_add_remove_regions(void)
     fixture_fini(&fx);
 }
 
+/* A queue's slice of an area we make: room for the larger, packed, layout. */
+static const size_t qbytes = sizeof(struct vhost_user_inflight_queue_packed) +
+                             RING_SIZE * sizeof(struct vhost_user_inflight_desc_packed);
+/* ... and of one an earlier version of ours made, for split rings only. */
+static const size_t split_qbytes = sizeof(struct vhost_user_inflight_queue) +
+                                   RING_SIZE * sizeof(struct vhost_user_inflight_desc);
+
 /*
- * GET_INFLIGHT_FD hands out a zeroed, sealed area sized for the queues;
- * after SET_INFLIGHT_FD each starting queue tracks its requests there.
+ * GET_INFLIGHT_FD hands out a zeroed, sealed area sized for the queues,
+ * in whichever layout their rings turn out to need (it may come before
+ * SET_FEATURES); after SET_INFLIGHT_FD each starting queue tracks its
+ * requests there.
  */
 static void test_inflight_area(void)
 {
     struct fixture fx;
     struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
-    const size_t qbytes = sizeof(struct vhost_user_inflight_queue) +
-                          RING_SIZE * sizeof(struct vhost_user_inflight_desc);
     struct vhost_user_inflight_queue *iq;
     struct reply r;
     struct stat st;
@@ -337,42 +345,144 @@ static void test_inflight_resubmit_after_restart(void)
 }
 
 /*
- * Packed rings are not tracked in the (split-layout) area, only marked:
- * restarting the queue on the same connection says nothing, a new
- * back-end that finds the mark warns that the ring's position and its
- * popped requests are lost (QEMU cannot give it a packed ring's indices).
+ * The same on a packed ring, whose position QEMU cannot give a new
+ * back-end (it sends the base of the ring's last start): the record in
+ * the area says where the ring stands and what to resubmit, before what
+ * the guest added meanwhile.
  */
-static void test_inflight_packed_restart_warns(void)
+static const uint64_t packed = 1ull << VIRTIO_F_RING_PACKED;
+
+/*
+ * A fresh inflight area and a packed queue 2 that pops requests 0 and 1
+ * and completes request 0: request 1 stays in flight.  Returns the area's fd.
+ */
+static int packed_ring_with_one_in_flight(struct fixture *fx, struct vhost_user_inflight *in)
+{
+    int area_fd;
+
+    fixture_init(fx, 0);
+    area_fd = inflight_handshake(fx, in);
+    negotiate(fx, packed);
+    guest_post_packed_requests(fx, 2, 0, 2);
+    fx->fake.pop = 2;
+    fx->fake.complete = 1;
+    configure_queue(fx, 2, PACKED_FRESH_BASE, fx_eventfd(fx), fx_eventfd(fx));
+    set_state(fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    return area_fd;
+}
+
+static void test_inflight_packed_resubmit_after_restart(void)
 {
     struct fixture fx;
     struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
-    const uint64_t packed = 1ull << VIRTIO_F_RING_PACKED;
-    int area_fd;
+    int area_fd = packed_ring_with_one_in_flight(&fx, &in);
 
-    fixture_init(&fx, 0);
-    area_fd = inflight_handshake(&fx, &in);
-    negotiate(&fx, packed);
-    configure_queue(&fx, 2, 0, fx_eventfd(&fx), fx_eventfd(&fx));
-    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
-    g_assert_true(vu_dev_queue_running(fx.dev, 2));
     g_assert_true(vu_dev_queue(fx.dev, 2)->packed);
-    g_assert_null(vu_dev_queue(fx.dev, 2)->inflight_region);
-    /* Stopped and started again by this back-end: its own mark, no warning. */
-    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 0);
-    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
-    g_assert_true(vu_dev_queue_running(fx.dev, 2));
+    g_assert_true(fx.fake.inflight_at_start[2]);
+    g_assert_cmpuint(fx.fake.popped, ==, 2);
+    g_assert_cmpint(guest_packed_used_id(&fx, 2, 0), ==, 0);
+    g_assert_cmpint(guest_packed_used_id(&fx, 2, 1), ==, -1);
 
-    /* A new back-end instance gets the area back and finds the mark. */
+    /* Restart: the area back, the base QEMU had at the start, one more request posted. */
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    fixture_reconnect(&fx);
+    guest_post_packed_requests(&fx, 2, 2, 1);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
+                                 1), ==, 0);
+    negotiate(&fx, packed);
+    fx.fake.pop = 2;
+    fx.fake.complete = 2;
+    configure_queue(&fx, 2, PACKED_FRESH_BASE, fx_eventfd(&fx), fx_eventfd(&fx));
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_assert_cmpuint(fx.fake.resubmit_at_start, ==, 1);
+    g_assert_cmpuint(fx.fake.start_base[2], ==, 2);     /* the avail slot past request 1 */
+    g_assert_cmpuint(fx.fake.popped, ==, 2);
+    g_assert_cmpuint(fx.fake.heads[0], ==, 1);
+    g_assert_cmpstr(fx.fake.first_bytes[0], ==, "request 1");
+    g_assert_cmpuint(fx.fake.heads[1], ==, 2);
+    g_assert_cmpint(guest_packed_used_id(&fx, 2, 1), ==, 1);
+    g_assert_cmpint(guest_packed_used_id(&fx, 2, 2), ==, 2);
+    close(area_fd);
+    fixture_fini(&fx);
+}
+
+/*
+ * A packed ring stopped and started again on the same connection resumes
+ * from the record where the front-end's base is where it stopped (what
+ * was in flight comes back); a base the front-end moved (a virtio reset
+ * that did not say RESET_DEVICE) wins, and the record starts afresh.
+ */
+static void test_inflight_packed_restart_on_the_connection(void)
+{
+    struct fixture fx;
+    struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
+    int area_fd = packed_ring_with_one_in_flight(&fx, &in);
+
+    /* The fake's stop completes nothing: request 1 stays in flight. */
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 0);
+    fx.fake.pop = 0;
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_assert_cmpuint(fx.fake.starts[2], ==, 2);
+    g_assert_cmpuint(fx.fake.resubmit_at_start, ==, 1);
+    g_assert_cmpuint(fx.fake.start_base[2], ==, 2);
+
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 0);
+    set_state(&fx, VHOST_USER_SET_VRING_BASE, 2, PACKED_FRESH_BASE);
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+    g_assert_cmpuint(fx.fake.starts[2], ==, 3);
+    g_assert_cmpuint(fx.fake.resubmit_at_start, ==, 0);
+    g_assert_cmpuint(fx.fake.start_base[2], ==, 0);
+    close(area_fd);
+    fixture_fini(&fx);
+}
+
+/*
+ * An area an earlier version of ours made has split-sized slices (it
+ * comes back after an upgrade): split rings go on tracking in it at that
+ * stride, a packed ring runs untracked and says why.
+ */
+static void test_inflight_area_of_an_earlier_version(void)
+{
+    struct fixture fx;
+    struct vhost_user_inflight in = {
+        .mmap_size = NUM_QUEUES * split_qbytes, .num_queues = NUM_QUEUES,
+        .queue_size = RING_SIZE,
+    };
+    int area_fd = memfd_create("inflight-v1", MFD_CLOEXEC);
+    struct vhost_user_inflight_queue *iq;
+    uint8_t *area;
+
+    g_assert_cmpint(ftruncate(area_fd, NUM_QUEUES * split_qbytes), ==, 0);
+    area = mmap(NULL, NUM_QUEUES * split_qbytes, PROT_READ | PROT_WRITE, MAP_SHARED, area_fd,
+                0);
+    g_assert_true(area != MAP_FAILED);
+    fixture_init(&fx, 0);
+    g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
+                                 1), ==, 0);
+    negotiate(&fx, 0);
+    configure_queue(&fx, 1, 0, fx_eventfd(&fx), fx_eventfd(&fx));
+    set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 1, 1);
+    g_assert_true(fx.fake.inflight_at_start[1]);
+    iq = (struct vhost_user_inflight_queue *)(area + split_qbytes);
+    g_assert_cmpuint(iq->version, ==, 1);
+    iq->desc[7].counter = 0x5a5a;
+    g_assert_cmpuint(vu_dev_queue(fx.dev, 1)->inflight_region->desc[7].counter, ==, 0x5a5a);
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
     fixture_reconnect(&fx);
     g_assert_cmpuint(request_ack(&fx, VHOST_USER_SET_INFLIGHT_FD, &in, sizeof(in), &area_fd,
                                  1), ==, 0);
     negotiate(&fx, packed);
     g_test_expect_message("vhost-scsi", G_LOG_LEVEL_WARNING,
-                          "*vq2: a previous back-end ran this packed ring*");
-    configure_queue(&fx, 2, 0, fx_eventfd(&fx), fx_eventfd(&fx));
+                          "*vq2: the inflight area has 4112 bytes per queue, a packed ring's "
+                          "record needs 8224*running without inflight tracking");
+    configure_queue(&fx, 2, PACKED_FRESH_BASE, fx_eventfd(&fx), fx_eventfd(&fx));
     set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
     g_test_assert_expected_messages();
     g_assert_true(vu_dev_queue_running(fx.dev, 2));
+    g_assert_false(fx.fake.inflight_at_start[2]);
+    munmap(area, NUM_QUEUES * split_qbytes);
     close(area_fd);
     fixture_fini(&fx);
 }
@@ -408,8 +518,12 @@ int main(int argc, char **argv)
     g_test_add_func("/vhost-user-server/add-remove-regions", test_add_remove_regions);
     g_test_add_func("/vhost-user-server/inflight-area", test_inflight_area);
     g_test_add_func("/vhost-user-server/inflight-smaller-ring", test_inflight_smaller_ring);
-    g_test_add_func("/vhost-user-server/inflight-packed-restart-warns",
-                    test_inflight_packed_restart_warns);
+    g_test_add_func("/vhost-user-server/inflight-packed-resubmit-after-restart",
+                    test_inflight_packed_resubmit_after_restart);
+    g_test_add_func("/vhost-user-server/inflight-packed-restart-on-the-connection",
+                    test_inflight_packed_restart_on_the_connection);
+    g_test_add_func("/vhost-user-server/inflight-area-of-an-earlier-version",
+                    test_inflight_area_of_an_earlier_version);
     g_test_add_func("/vhost-user-server/inflight-resubmit-after-restart",
                     test_inflight_resubmit_after_restart);
     /* These feed bad input and turn warnings non-fatal for the rest of the run. */

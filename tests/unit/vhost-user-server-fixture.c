@@ -37,7 +37,7 @@ static int fake_queue_start(void *opaque, unsigned idx, struct virtqueue *vq)
     f->start_base[idx] = vq->last_avail_idx;
     f->start_kick_fd[idx] = vq->kick_fd;
     f->started_vq[idx] = vq;
-    f->inflight_at_start[idx] = vq->inflight_region != NULL;
+    f->inflight_at_start[idx] = vq->inflight_region != NULL || vq->inflight_packed != NULL;
     f->resubmit_at_start = vq->resubmit_num;
     for (unsigned i = 0; i < f->pop && f->popped < G_N_ELEMENTS(f->heads); i++) {
         struct iovec iov[4];
@@ -370,7 +370,7 @@ const uint64_t ring_features = (1ull << VIRTIO_F_VERSION_1) |
                                (1ull << VIRTIO_F_NOTIFY_ON_EMPTY);
 const uint64_t proto_bit = 1ull << VHOST_USER_F_PROTOCOL_FEATURES;
 
-void configure_queue(struct fixture *fx, unsigned idx, uint16_t base, int kick,
+void configure_queue(struct fixture *fx, unsigned idx, uint32_t base, int kick,
                      int call)
 {
     set_state(fx, VHOST_USER_SET_VRING_NUM, idx, RING_SIZE);
@@ -389,19 +389,47 @@ void negotiate(struct fixture *fx, uint64_t extra_features)
     set_mem_table(fx, fx->memfd, MEM_GPA, MEM_UVA);
 }
 
+/* Request i's 16-byte buffer, saying "request i": its guest address. */
+static uint64_t guest_request_buf(struct fixture *fx, unsigned i)
+{
+    uint64_t buf = 0x80000 + 0x100 * i;
+
+    g_snprintf((char *)fx->ram + buf, 16, "request %u", i);
+    return MEM_GPA + buf;
+}
+
 void guest_post_requests(struct fixture *fx, unsigned idx, unsigned n)
 {
     struct vring_desc *desc = (void *)(fx->ram + DESC_OFF(idx));
     struct vring_avail *avail = (void *)(fx->ram + AVAIL_OFF(idx));
 
     for (unsigned i = 0; i < n; i++) {
-        uint64_t buf = 0x80000 + 0x100 * i;
-
-        desc[i] = (struct vring_desc){ .addr = MEM_GPA + buf, .len = 16 };
-        g_snprintf((char *)fx->ram + buf, 16, "request %u", i);
+        desc[i] = (struct vring_desc){ .addr = guest_request_buf(fx, i), .len = 16 };
         avail->ring[(avail->idx + i) % RING_SIZE] = i;
     }
     __atomic_store_n(&avail->idx, avail->idx + n, __ATOMIC_RELEASE);
+}
+
+void guest_post_packed_requests(struct fixture *fx, unsigned idx, unsigned first, unsigned n)
+{
+    struct vring_packed_desc *ring = (void *)(fx->ram + DESC_OFF(idx));
+
+    for (unsigned i = first; i < first + n; i++) {
+        ring[i] = (struct vring_packed_desc){ .addr = guest_request_buf(fx, i), .len = 16,
+                                             .id = (uint16_t)i };
+        __atomic_store_n(&ring[i].flags, 1u << VRING_PACKED_DESC_F_AVAIL, __ATOMIC_RELEASE);
+    }
+}
+
+int guest_packed_used_id(struct fixture *fx, unsigned idx, unsigned slot)
+{
+    const struct vring_packed_desc *d = (void *)(fx->ram + DESC_OFF(idx) + 16 * slot);
+    uint16_t used = 1u << VRING_PACKED_DESC_F_AVAIL | 1u << VRING_PACKED_DESC_F_USED;
+
+    if ((__atomic_load_n(&d->flags, __ATOMIC_ACQUIRE) & used) != used) {
+        return -1;
+    }
+    return d->id;
 }
 
 uint16_t guest_used_idx(struct fixture *fx, unsigned idx)

@@ -151,7 +151,7 @@ extern const uint64_t proto_bit;
  * What QEMU's vhost_dev_start sends for queue idx (after SET_FEATURES and
  * the memory table), minus the final SET_VRING_ENABLE.
  */
-void configure_queue(struct fixture *fx, unsigned idx, uint16_t base, int kick,
+void configure_queue(struct fixture *fx, unsigned idx, uint32_t base, int kick,
                      int call);
 
 /* Protocol features, SET_FEATURES with bit 30 and a one-region memory table. */
@@ -162,5 +162,17 @@ void guest_post_requests(struct fixture *fx, unsigned idx, unsigned n);
 
 /* The used index of queue idx, as the guest reads it. */
 uint16_t guest_used_idx(struct fixture *fx, unsigned idx);
+
+/* A packed ring's base where both sides start: slot 0, wrap counters 1. */
+#define PACKED_FRESH_BASE 0x80008000u
+
+/*
+ * guest_post_requests for a packed ring in its first lap: ids first ..
+ * first+n-1 (request i's buffer says "request i") in slots first onwards.
+ */
+void guest_post_packed_requests(struct fixture *fx, unsigned idx, unsigned first, unsigned n);
+
+/* The id the device wrote at a slot of queue idx's packed ring in lap 1, or -1: none. */
+int guest_packed_used_id(struct fixture *fx, unsigned idx, unsigned slot);
 
 #endif
