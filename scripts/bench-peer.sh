@@ -278,6 +278,11 @@ OURS_BENCH=--packed row null-qd1-poll-packed \
 OURS_BENCH=--packed row null-qd1-wait-pollon-packed \
     "null, QD1, bench waits, target --poll on; ours packed rings" \
     "null:1G,fill=none" on 1 null "$R --iodepth 1"
+# Inflight tracking as QEMU 8.2+'s vhost-user-scsi sets it up (both targets offer it).
+row null-qd32-poll-inflight "null, QD32, bench polls, target --poll on; inflight tracking" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 32 --poll --inflight"
+row null-qd1-poll-inflight "null, QD1, bench polls, target --poll on; inflight tracking" \
+    "null:1G,fill=none" on 1 null "$R --iodepth 1 --poll --inflight"
 row null-2q-qd64-poll "null, 2 queues x QD64, bench polls, target --poll on" \
     "null:1G,fill=none" on 2 null "$R --iodepth 64 --poll"
 row zero-qd32-poll "null zero-filled (our default), QD32, bench polls, --poll on" \
