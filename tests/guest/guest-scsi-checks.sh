@@ -12,7 +12,12 @@
 # in phase 1 survived.  GUEST_PHASE=live asks the host, by "GUEST-WANT: add",
 # "resize" and "remove" lines on the console, to change LUN 2 while fio
 # writes and verifies LUN 0, and checks Linux follows each change with no
-# manual rescan (GUEST_LUN2_BYTES, then GUEST_LUN2_GROWN).
+# manual rescan (GUEST_LUN2_BYTES, then GUEST_LUN2_GROWN).  GUEST_PHASE=restart
+# asks the host ("GUEST-WANT: restart") to kill the back-end and start a new
+# one while fio writes and verifies LUN 0; the host writes a token into LUN
+# 1's file while no back-end runs, so the guest knows the new one serves once
+# it reads the token there, and checks fio was still running then and ends
+# with zero errors and no I/O error in the kernel log.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -123,6 +128,17 @@ fio_verify() {  # fio_verify DESC DEV SIZE
     else
         fail "$1"
         diag /tmp/fio.out
+    fi
+}
+
+# fio_job_clean PID OUT DESC WHAT: the background fio job PID (terse output
+# in OUT) ended well and found no verify error while WHAT happened.
+fio_job_clean() {
+    if wait "$1" && ! grep -qi 'verify.*bad\|crc32c.*wanted' "$2"; then
+        pass "$3 ran through $4 with zero errors"
+    else
+        fail "$3 through $4"
+        diag "$2"
     fi
 }
 
@@ -249,11 +265,39 @@ if [ "$PHASE" = live ]; then
         dmesg | tail -n 20 | sed 's/^/# dmesg: /'
         echo "GUEST-WANT: done"
     fi
-    if wait $FIO_PID && ! grep -qi 'verify.*bad\|crc32c.*wanted' /tmp/steady.out; then
-        pass "lun0 fio write+crc32c verify ran through the changes with zero errors"
+    fio_job_clean $FIO_PID /tmp/steady.out "lun0 fio write+crc32c verify" "the changes"
+    echo "1..$N"
+    exit $((FAILED > 0))
+fi
+
+if [ "$PHASE" = restart ]; then
+    IO_BEFORE=$(io_done "$D0")
+    # Sized, not time_based (fio 3.33 skips a time_based job's verify phase),
+    # and large enough to outlast the restart by far under TCG.
+    fio --name=through --filename="/dev/$D0" --direct=1 --ioengine=libaio --iodepth=16 \
+        --rw=randwrite --bs=4k --size=${GUEST_RESTART_FIO:-192M} --verify=crc32c \
+        --verify_fatal=1 --do_verify=1 --output-format=terse --terse-version=3 \
+        >/tmp/through.out 2>&1 &
+    FIO_PID=$!
+    # Its first writes have completed before the back-end goes away.
+    wait_until '[ "$(io_done $D0)" -gt $((IO_BEFORE + 256)) ]' 60
+    echo "GUEST-WANT: restart"
+    if wait_until '[ "$(dd if=/dev/$D1 bs=4096 count=1 iflag=direct 2>/dev/null | head -c 16)" = "RESTARTED-TOKEN!" ]' 120; then
+        pass "the new back-end serves: lun1 reads the token written while none ran"
+        if kill -0 $FIO_PID 2>/dev/null; then
+            pass "lun0's fio was still writing when the new back-end took over"
+        else
+            fail "lun0's fio was still writing when the new back-end took over (it had ended)"
+        fi
     else
-        fail "lun0 fio write+crc32c verify through the changes"
-        diag /tmp/steady.out
+        fail "the new back-end serves (no token on lun1 within 120 s)"
+    fi
+    fio_job_clean $FIO_PID /tmp/through.out "lun0 fio write+crc32c verify" "the restart"
+    if dmesg | grep -qi 'I/O error\|critical target error\|timing out command'; then
+        fail "no I/O error or command timeout in the kernel log"
+        dmesg | grep -i 'error\|timing out' | tail -n 10 | sed 's/^/# dmesg: /'
+    else
+        pass "no I/O error or command timeout in the kernel log"
     fi
     echo "1..$N"
     exit $((FAILED > 0))

@@ -173,6 +173,21 @@ relay_kernel_guest() {
     esac
 }
 
+# guest_wait_want WHAT LOG PID SECS: waits up to SECS for the guest's
+# "GUEST-WANT: WHAT" line in the console LOG of QEMU process PID (no filter
+# between tail and grep: a pipe's buffering would hold it back).
+guest_wait_want() {
+    timeout "$4" grep -q -m1 "GUEST-WANT: $1" <(tail -n +1 -f --pid="$3" "$2" 2>/dev/null)
+}
+
+# guest_kill_all PID...: SIGTERM to each process still running, reaped.
+guest_kill_all() {
+    local p
+    for p in "$@"; do
+        if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; fi
+    done
+}
+
 # target_stop_checked PID LOG: SIGTERM to the target (SIGKILL if it is still
 # running 10 s later) and two TAP lines: it exited with status 0, and its
 # log has no sanitizer report.

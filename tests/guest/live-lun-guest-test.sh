@@ -34,11 +34,7 @@ LUN2_BYTES=$((64 << 20)) LUN2_GROWN=$((96 << 20))
 WANT_TIMEOUT=150
 
 TARGET_PID="" QEMU_PID=""
-guest_cleanup_extra() {
-    for p in $QEMU_PID $TARGET_PID; do
-        if kill -0 "$p" 2>/dev/null; then kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; fi
-    done
-}
+guest_cleanup_extra() { guest_kill_all "$QEMU_PID" "$TARGET_PID"; }
 guest_work_dir live-lun-guest
 
 IMG_DIR=${GUEST_IMAGE_DIR:-$BUILD_DIR/guest-images}
@@ -68,12 +64,8 @@ ctl() {  # ctl DESC ARGS...: one control call, its output as a note on failure
     fi
 }
 
-# wait_want WHAT: waits (bounded) for the guest's "GUEST-WANT: WHAT" line
-# (no filter between tail and grep: a pipe's buffering would hold it back).
-wait_want() {
-    timeout "$WANT_TIMEOUT" grep -q -m1 "GUEST-WANT: $1" \
-        <(tail -n +1 -f --pid="$QEMU_PID" "$WORK/guest.log" 2>/dev/null)
-}
+# wait_want WHAT: the guest asked for WHAT (within WANT_TIMEOUT).
+wait_want() { guest_wait_want "$1" "$WORK/guest.log" "$QEMU_PID" "$WANT_TIMEOUT"; }
 
 APPEND="guest.lun0_bytes=$LUN0_BYTES guest.lun0_bs=512 guest.lun1_bytes=$LUN1_BYTES"
 APPEND+=" guest.lun1_bs=512 guest.lun2_bytes=$LUN2_BYTES guest.lun2_grown=$LUN2_GROWN"

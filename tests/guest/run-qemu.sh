@@ -15,6 +15,8 @@
 #   --num-queues N       request queues of each vhost-user-scsi device (2)
 #   --device-opts OPTS   more properties of each vhost-user-scsi device
 #                        (e.g. packed=on)
+#   --chardev-opts OPTS  more options of each vhost-user-scsi device's
+#                        socket chardev (e.g. reconnect-ms=500)
 #   --kernel FILE        guest kernel (default: newest /boot/vmlinuz-*)
 #   --mem SIZE           guest RAM (1G); --smp N  vCPUs (2)
 #   --console            also copy the console to stdout while it runs
@@ -33,7 +35,7 @@ set -euo pipefail
 
 usage() { sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 
-INITRD="" LOG="" QMP="" INCOMING="" DEVOPTS="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
+INITRD="" LOG="" QMP="" INCOMING="" DEVOPTS="" CHAROPTS="" TIMEOUT=240 GRACE=20 APPEND="" KERNEL="" MEM=1G SMP=2 NUMQ=2 CONSOLE=0
 QEMU_BIN=${QEMU:-qemu-system-x86_64}
 SOCKS=()
 EXTRA=()
@@ -46,6 +48,7 @@ while [ $# -gt 0 ]; do
     --vhost-user-scsi) SOCKS+=("$2"); shift 2 ;;
     --num-queues) NUMQ=$2; shift 2 ;;
     --device-opts) DEVOPTS=",$2"; shift 2 ;;
+    --chardev-opts) CHAROPTS=",$2"; shift 2 ;;
     --kernel) KERNEL=$2; shift 2 ;;
     --mem) MEM=$2; shift 2 ;;
     --smp) SMP=$2; shift 2 ;;
@@ -73,7 +76,7 @@ args=(-machine q35,memory-backend=mem -accel tcg -cpu max -m "$MEM" -smp "$SMP"
       -append "console=ttyS0 quiet panic=-1$APPEND")
 i=0
 for s in ${SOCKS[@]+"${SOCKS[@]}"}; do
-    args+=(-chardev "socket,id=vus$i,path=$s"
+    args+=(-chardev "socket,id=vus$i,path=$s$CHAROPTS"
            -device "vhost-user-scsi-pci,id=vscsi$i,chardev=vus$i,num_queues=$NUMQ$DEVOPTS")
     i=$((i + 1))
 done
