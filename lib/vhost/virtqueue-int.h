@@ -178,6 +178,9 @@ void vq_packed_setup(struct virtqueue *vq, void *ring, void *driver_event, void 
 int vq_packed_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
                   unsigned max_iov);
 void vq_packed_unpop(struct virtqueue *vq);
+/* The oldest chain a previous back-end left in flight, from the inflight area's copies. */
+int vq_packed_pop_resubmit(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
+                           unsigned max_iov);
 int vq_packed_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len);
 void vq_packed_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len);
 void vq_packed_flush(struct virtqueue *vq);

@@ -277,8 +277,8 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
  * inflight area's copy of its descriptors (vq_set_inflight_packed checked
  * its links; they are checked again, the area being shared).
  */
-static int __attribute__((noinline)) pop_resubmit(struct virtqueue *vq, struct vq_elem *elem,
-                                                  struct iovec *iov, unsigned max_iov)
+int vq_packed_pop_resubmit(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
+                           unsigned max_iov)
 {
     const struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
     uint16_t first = vq->resubmit[vq->resubmit_num - 1], entry = first, id = 0;
@@ -321,15 +321,6 @@ int vq_packed_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     bool wrap = vq->avail_wrap;
     int r;
 
-    if (__builtin_expect(vq->resubmit != NULL, 0)) {
-        if (vq->resubmit_num > 0) {
-            return pop_resubmit(vq, elem, iov, max_iov);
-        }
-        /* Resubmission is over; freed here so vq_unpop of the last one still works. */
-        g_free(vq->resubmit);
-        vq->resubmit = NULL;
-        vq->last_from_resubmit = false;
-    }
     if (!desc_is_avail(slot_flags(vq, slot), wrap)) {
         if (!vq->event_idx || vq->notify_off) {
             return 0;
@@ -376,11 +367,6 @@ static void track_unpop(struct virtqueue *vq)
 
 void vq_packed_unpop(struct virtqueue *vq)
 {
-    if (vq->last_from_resubmit) {
-        vq->resubmit_num++;
-        vq->last_from_resubmit = false;
-        return;
-    }
     vq->last_avail_idx = vq->last_pop_slot;
     vq->avail_wrap = vq->last_pop_wrap;
     vq->inflight--;
@@ -640,22 +626,6 @@ bool vq_packed_enable_notify(struct virtqueue *vq)
 
 /* ---- inflight tracking: a fresh record, or a previous back-end's taken over ---- */
 
-/* Every entry free, linked in order; the last one's link (num) ends the list. */
-static void track_start_fresh(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip)
-{
-    for (unsigned i = 0; i < vq->num; i++) {
-        ip->desc[i].inflight = 0;
-        ip->desc[i].next = (uint16_t)(i + 1);
-    }
-    ip->free_head = 0;
-    ip->old_free_head = 0;
-    ip->used_idx = vq->used_idx;
-    ip->old_used_idx = vq->used_idx;
-    ip->used_wrap_counter = vq->used_wrap;
-    ip->old_used_wrap_counter = vq->used_wrap;
-    vq->track_free = 0;
-}
-
 enum { ENTRY_UNSEEN, ENTRY_FREE, ENTRY_CHAIN };
 
 /* What a previous back-end's record says, read once and checked. */
@@ -797,18 +767,18 @@ static void restore_hide_unpublished(struct virtqueue *vq, unsigned slots)
 }
 
 /*
- * Rewrites the record as it stands now: the chains in flight kept, every
- * other entry free and unmarked, linked in order (leaked entries of a torn
+ * Writes the record as the ring stands now: the chains in flight kept
+ * (role: ENTRY_* of each entry; NULL: a fresh record, none), every other
+ * entry free and unmarked, linked in order (leaked entries of a torn
  * update included), and one state for current and old.
  */
-static void restore_rewrite(struct track_restore *t)
+static void record_rewrite(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip,
+                           const uint8_t *role)
 {
-    struct vhost_user_inflight_queue_packed *ip = t->ip;
-    struct virtqueue *vq = t->vq;
     uint16_t first = (uint16_t)vq->num, *link = &first;
 
     for (unsigned i = 0; i < vq->num; i++) {
-        if (t->role[i] != ENTRY_CHAIN) {
+        if (!role || role[i] != ENTRY_CHAIN) {
             ip->desc[i].inflight = 0;
             *link = (uint16_t)i;
             link = &ip->desc[i].next;
@@ -852,7 +822,7 @@ static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue
     slot_advance(vq, &vq->last_avail_idx, &vq->avail_wrap, t.slots);
     vq->inflight = t.nchains;
     restore_hide_unpublished(vq, t.slots);
-    restore_rewrite(&t);
+    record_rewrite(vq, ip, t.role);
     g_free(t.role);
     if (vq_packed_get_base(vq) != base) {
         g_message("%s: resuming the packed ring at base 0x%08x from the inflight area, not "
@@ -883,7 +853,7 @@ int vq_set_inflight_packed(struct virtqueue *vq, struct vhost_user_inflight_queu
     }
     vq->inflight_counter = 0;
     if (!restore || !track_restore(vq, region)) {
-        track_start_fresh(vq, region);
+        record_rewrite(vq, region, NULL);
     }
     vq->inflight_packed = region;
     return 0;

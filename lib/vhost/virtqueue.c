@@ -344,6 +344,22 @@ static inline void vq_prefetch_next(const struct virtqueue *vq)
     }
 }
 
+/* Hands out the oldest head a previous back-end left in flight. */
+static int __attribute__((noinline)) pop_resubmit(struct virtqueue *vq, struct vq_elem *elem,
+                                                  struct iovec *iov, unsigned max_iov)
+{
+    uint16_t head = vq->resubmit[vq->resubmit_num - 1];
+    int r = vq_map_chain(vq, head, elem, iov, max_iov);
+
+    if (r < 0) {
+        return r;
+    }
+    vq->resubmit_num--;
+    vq->last_head = head;
+    vq->last_from_resubmit = true;
+    return 1;
+}
+
 int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
            unsigned max_iov)
 {
@@ -353,24 +369,18 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
     if (vq->broken) {
         return -EIO;
     }
-    if (vq->packed) {
-        return vq_packed_pop(vq, elem, iov, max_iov);
-    }
-    if (vq->resubmit_num > 0) {
-        head = vq->resubmit[vq->resubmit_num - 1];
-        r = vq_map_chain(vq, head, elem, iov, max_iov);
-        if (r < 0) {
-            return r;
+    if (__builtin_expect(vq->resubmit != NULL, 0)) {
+        if (vq->resubmit_num > 0) {
+            return vq->packed ? vq_packed_pop_resubmit(vq, elem, iov, max_iov)
+                              : pop_resubmit(vq, elem, iov, max_iov);
         }
-        vq->resubmit_num--;
-        vq->last_head = head;
-        vq->last_from_resubmit = true;
-        return 1;
-    }
-    if (vq->resubmit) {
         /* Restore is over; done here so vq_unpop of the last resubmit still works. */
         g_free(vq->resubmit);
         vq->resubmit = NULL;
+        vq->last_from_resubmit = false;
+    }
+    if (vq->packed) {
+        return vq_packed_pop(vq, elem, iov, max_iov);
     }
 
     if (vq->last_avail_idx == vq->shadow_avail_idx) {
@@ -517,13 +527,13 @@ int vq_answer_bad_chain(struct virtqueue *vq, const void *resp, size_t resp_len)
 
 void vq_unpop(struct virtqueue *vq)
 {
-    if (vq->packed) {
-        vq_packed_unpop(vq);
-        return;
-    }
     if (vq->last_from_resubmit) {
         vq->resubmit_num++;
         vq->last_from_resubmit = false;
+        return;
+    }
+    if (vq->packed) {
+        vq_packed_unpop(vq);
         return;
     }
     vq->last_avail_idx--;
