@@ -66,11 +66,16 @@ request_irqs() {
 run_job() {  # run_job LABEL DEV PCI ROUND JOB DIR FIO-ARGS...
     label=$1 dev=$2 pci=$3 round=$4 job=$5 dir=$6; shift 6
     before=$(request_irqs "$pci")
+    # The host reads the CPU time of the target and of QEMU's threads when
+    # it sees these on the console: what each device costs the host per I/O.
+    echo "DEMO-PHASE: begin dev=$label job=$job round=$round"
     if fio --name="$job" --filename="/dev/$dev" --direct=1 --ioengine=libaio \
            --bs=4k --output-format=terse --terse-version=3 "$@" >/tmp/fio.$$ 2>&1; then
+        echo "DEMO-PHASE: end dev=$label job=$job round=$round"
         report "$label" "$job" "$dir" /tmp/fio.$$ "$round" $(($(request_irqs "$pci") - before))
     else
         FAILED=1
+        echo "DEMO-PHASE: end dev=$label job=$job round=$round"
         echo "DEMO-RESULT: dev=$label job=$job round=$round err=fio-failed"
         sed 's/^/# /' /tmp/fio.$$
     fi
