@@ -10,10 +10,10 @@
  * ADAPTIVE spins for a window after the last useful work, then arms
  * notifications and sleeps, so a loaded host gets its CPU back.  The
  * window tunes itself between 0 and poll_ns (iothread_poll_window_next):
- * it grows while the work that woke the thread came soon enough that a
- * longer spin would have caught it, and shrinks while it came too late
- * for any spin to pay, so a thread whose queues see a request every
- * millisecond does not burn a poll window per request.
+ * it grows while the work that woke the thread came soon after it went
+ * to sleep, and shrinks while it came too late for any spin to pay, so a
+ * thread whose queues see a request every millisecond does not burn a
+ * poll window per request.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -100,17 +100,22 @@ struct iothread_stats {
 };
 
 /*
- * ADAPTIVE's rule for its spin window, after a sleep: idle_ns is the time
- * from the last useful work to the wake-up (the window spun, then the
- * sleep).  Woken within max_ns of the work: a window that long would have
- * caught it without the sleep, its wake-up and the driver's kick, so the
- * window doubles (from IOTHREAD_POLL_WINDOW_MIN_NS, up to max_ns).  Woken
- * later: no window up to max_ns would have, so it halves, to 0 below the
- * minimum.  While the spin finds work the loop does not call it: the
- * window that pays is kept.
+ * ADAPTIVE's rule for its spin window, after a sleep: slept_ns is the
+ * sleep alone, from re-arming notifications to the wake-up, as QEMU's
+ * iothread judges its poll time (its block_ns).  Woken within max_ns of
+ * going to sleep: work comes at a pace a spin can meet, and a longer one
+ * would have caught this without the sleep, its wake-up and the driver's
+ * kick, so the window doubles (from IOTHREAD_POLL_WINDOW_MIN_NS, up to
+ * max_ns).  Woken later: it halves, to 0 below the minimum.  While the
+ * spin finds work the loop does not call it: the window that pays is
+ * kept.  Judging the sleep and not the time since the last work keeps a
+ * whole window open for work that comes in bursts a little further apart
+ * than the window (a guest's queue of 16 under TCG: half the wake-ups and
+ * kicks, docs/performance.md), and costs nothing when requests come evenly
+ * spaced, where the sleep is as long as the gap.
  */
 #define IOTHREAD_POLL_WINDOW_MIN_NS 4000
-uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t idle_ns, uint64_t max_ns);
+uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64_t max_ns);
 
 /* Creates a thread context (not yet running).  uring_depth 0: no io_uring. */
 struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_depth);

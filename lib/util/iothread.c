@@ -375,9 +375,9 @@ void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode, uint64_
     t->stats.poll_window_ns = 0;
 }
 
-uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t idle_ns, uint64_t max_ns)
+uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64_t max_ns)
 {
-    if (idle_ns > max_ns) {
+    if (slept_ns > max_ns) {
         window_ns /= 2;
         return window_ns < IOTHREAD_POLL_WINDOW_MIN_NS ? 0 : window_ns;
     }
@@ -954,11 +954,13 @@ void iothread_run(struct iothread *t)
              */
             set_notify_all(t, true, &pending);
             if (!pending && !(t->has_ring && io_uring_cq_ready(&t->ring))) {
+                uint64_t slept = now_ns();
+
                 iteration_begin(t);   /* what wakes it is timed from now */
                 dispatch_epoll(t, -1);
                 end_iteration(t);
                 t->stats.poll_window_ns = iothread_poll_window_next(
-                    t->stats.poll_window_ns, now_ns() - last_work, t->poll_ns);
+                    t->stats.poll_window_ns, now_ns() - slept, t->poll_ns);
             }
             last_work = now_ns();
         }

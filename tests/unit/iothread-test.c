@@ -263,10 +263,10 @@ static void test_adaptive_poll_rearms_when_idle(void)
 }
 
 /*
- * ADAPTIVE's window: a wake-up within the longest window of the last work
- * means a longer spin would have caught that work without the sleep, so
- * the window opens and doubles, never past the longest; a later one means
- * no spin would have, so it halves, and closes below the minimum.
+ * ADAPTIVE's window: a wake-up within the longest window of going to sleep
+ * means work comes at a pace a spin can meet, so the window opens and
+ * doubles, never past the longest; a later one means no spin would have
+ * caught it, so it halves, and closes below the minimum.
  */
 static void test_poll_window_grows_while_wakes_come_soon(void)
 {
@@ -327,6 +327,61 @@ static void test_adaptive_poll_window_opens_on_frequent_work(void)
     }
     g_assert_cmpuint(st->poll_window_ns, >=, IOTHREAD_POLL_WINDOW_MIN_NS);
     g_assert_cmpuint(st->poll_window_ns, <=, 1000000000ull);
+    iothread_free(pp.t);
+}
+
+/*
+ * Waits until the loop has re-armed notifications since the last wake-up
+ * (it does so right before it sleeps), lets it sleep sleep_us, wakes it
+ * with work and reads its statistics (on the thread: a window as long as
+ * the longest is still spinning then, so the read follows the update).
+ * *mark is the re-arm count while the thread slept before the last
+ * wake-up: only a later re-arm is a sleep after it.
+ */
+static void wake_after_sleep(struct poll_probe *pp, struct stats_probe *sp, int *mark,
+                             unsigned sleep_us)
+{
+    while (atomic_load(&pp->armed) == *mark) {
+        g_usleep(20);
+    }
+    g_usleep(sleep_us);
+    *mark = atomic_load(&pp->armed);   /* asleep: nothing re-arms until we wake it */
+    iothread_run_sync(pp->t, nothing, NULL);
+    iothread_run_sync(pp->t, read_stats, sp);
+}
+
+/*
+ * The loop judges its window by the sleep alone, as QEMU's iothread does:
+ * a thread that spun its whole window and was woken soon after it went to
+ * sleep keeps the window, although the work came later than the longest
+ * window after the last work (bursts a little further apart than the
+ * window, a TCG guest's queue, are then mostly caught by the spin); one
+ * woken later than the longest window into its sleep halves it.  The
+ * longest window is 100 ms so that the host's scheduling cannot blur the
+ * 30 ms sleep into a 100 ms one.
+ */
+static void test_adaptive_poll_window_judged_by_the_sleep(void)
+{
+    const uint64_t max = 100 * 1000 * 1000ull;
+    struct poll_probe pp = { 0 };
+    struct stats_probe sp = { 0 };
+    int mark = -1;
+
+    pp.t = sp.t = iothread_new("t-window", 1, 0);
+    iothread_set_poll(pp.t, IOTHREAD_POLL_ADAPTIVE, max);
+    g_assert_cmpint(iothread_start(pp.t), ==, 0);
+    iothread_run_sync(pp.t, add_poller, &pp);
+    /* Woken 1 ms into each sleep: the window doubles up to the longest. */
+    for (int i = 0; i < 64 && sp.st.poll_window_ns < max; i++) {
+        wake_after_sleep(&pp, &sp, &mark, 1000);
+    }
+    g_assert_cmpuint(sp.st.poll_window_ns, ==, max);
+    /* 130 ms after the last work, but 30 ms into the sleep: kept. */
+    wake_after_sleep(&pp, &sp, &mark, 30000);
+    g_assert_cmpuint(sp.st.poll_window_ns, ==, max);
+    /* 150 ms into the sleep: halved. */
+    wake_after_sleep(&pp, &sp, &mark, 150000);
+    g_assert_cmpuint(sp.st.poll_window_ns, ==, max / 2);
     iothread_free(pp.t);
 }
 
@@ -1009,6 +1064,8 @@ int main(int argc, char **argv)
                     test_poll_window_shrinks_while_wakes_come_late);
     g_test_add_func("/iothread/adaptive-poll-window-opens-on-frequent-work",
                     test_adaptive_poll_window_opens_on_frequent_work);
+    g_test_add_func("/iothread/adaptive-poll-window-judged-by-the-sleep",
+                    test_adaptive_poll_window_judged_by_the_sleep);
     g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
                     test_kick_while_polling_leaves_notifications_off);
     g_test_add_func("/iothread/poll/kick-without-polling-rearms", test_kick_without_polling_rearms);
