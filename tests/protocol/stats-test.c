@@ -457,8 +457,8 @@ static gint64 poll_window_max(struct fx *x)
 /*
  * `--poll adaptive` tunes its spin window and reports it: with the
  * longest window one second, a bench's requests (each within a second of
- * the last) open the window of the thread that served them; a thread
- * that does not poll reports none.
+ * the thread going to sleep) open the window of the thread that served
+ * them; a thread that does not poll reports none.
  */
 static void test_poll_window_reported(void)
 {
