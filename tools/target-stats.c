@@ -164,6 +164,8 @@ static void threads_stats_json(JsonBuilder *b, struct target *tgt)
         json_builder_add_string_value(b, iothread_name(tgt->threads[i]));
         add_uint(b, "loops", st.loops);
         add_uint(b, "wakeups", st.wakeups);
+        add_uint(b, "wakeups_kick", st.wakeups_kick);
+        add_uint(b, "wakeups_uring", st.wakeups_uring);
         add_uint(b, "max_iteration_work_bytes", st.max_iteration_work);
         add_uint(b, "poll_window_ns", st.poll_window_ns);
         json_builder_end_object(b);

@@ -84,7 +84,9 @@ struct iothread_task {
 };
 
 struct iothread_stats {
-    uint64_t wakeups;       /* returns from epoll_wait that found events */
+    uint64_t wakeups;       /* returns from a sleeping epoll_wait: events or task work */
+    uint64_t wakeups_kick;  /* of those, ones that brought a kick fd's event */
+    uint64_t wakeups_uring; /* ones that brought io_uring completions */
     uint64_t loops;         /* loop iterations */
     uint64_t uring_submits; /* io_uring_submit calls */
     /*

@@ -849,18 +849,36 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
     if (n < 0) {
         if (errno != EINTR) {
             g_warning("iothread %s: epoll_wait: %s", t->name, g_strerror(errno));
+        } else if (timeout_ms != 0 && t->has_ring) {
+            /*
+             * The I/O threads block signals: what interrupts their sleep
+             * is io_uring's task work, which posts a backend's completion
+             * (an O_DIRECT read or write finishing) before the ring's fd
+             * could say so.
+             */
+            t->stats.wakeups++;
+            t->stats.wakeups_uring++;
         }
         return 0;
     }
-    if (n > 0 && timeout_ms != 0) {
+    bool woke = n > 0 && timeout_ms != 0, by_kick = false, by_uring = false;
+
+    if (woke) {
         t->stats.wakeups++;
     }
     for (int i = 0; i < n; i++) {
         struct fd_handler *h = evs[i].data.ptr;
 
+        by_kick |= h->polled_too;
+        by_uring |= h == &t->uring_handler;
         if (!h->deleted) {
             h->cb(h->opaque, evs[i].events);
         }
+    }
+    /* What woke it, for an operator weighing --poll: a driver's kick, or a backend's I/O. */
+    if (woke) {
+        t->stats.wakeups_kick += by_kick;
+        t->stats.wakeups_uring += by_uring;
     }
     return n;
 }

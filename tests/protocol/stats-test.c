@@ -455,6 +455,28 @@ static gint64 poll_window_max(struct fx *x)
 }
 
 /*
+ * Each thread says what woke it: a thread that does not poll was woken by
+ * the bench's kicks (its requests went to a RAM LUN, no io_uring), and
+ * neither kind is more than its wake-ups.
+ */
+static void thread_wakeups_check(struct fx *x)
+{
+    g_autoptr(JsonNode) st = call(x, "stats", NULL);
+    JsonArray *a = json_object_get_array_member(json_node_get_object(st), "threads");
+    gint64 kicks = 0;
+
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonObject *t = json_array_get_object_element(a, i);
+        gint64 all = json_object_get_int_member(t, "wakeups");
+
+        g_assert_cmpint(json_object_get_int_member(t, "wakeups_kick"), <=, all);
+        g_assert_cmpint(json_object_get_int_member(t, "wakeups_uring"), <=, all);
+        kicks += json_object_get_int_member(t, "wakeups_kick");
+    }
+    g_assert_cmpint(kicks, >=, 1);
+}
+
+/*
  * `--poll adaptive` tunes its spin window and reports it: with the
  * longest window one second, a bench's requests (each within a second of
  * the thread going to sleep) open the window of the thread that served
@@ -470,6 +492,7 @@ static void test_poll_window_reported(void)
     fx_start(&x);
     bench_others(&x, NULL);
     g_assert_cmpint(poll_window_max(&x), ==, 0);
+    thread_wakeups_check(&x);
     fx_stop(&x);
 
     fx_start_with(&x, adaptive);

@@ -21,6 +21,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -464,6 +465,120 @@ static void test_kick_while_polling_leaves_notifications_off(void)
 static void test_kick_without_polling_rearms(void)
 {
     g_assert_cmpint(kick_seen_polling(IOTHREAD_POLL_OFF), ==, 0);
+}
+
+/*
+ * A sleeping thread counts what woke it, for an operator weighing --poll:
+ * a kick fd's event is a kick wake-up; a completion of its io_uring (a
+ * read of a pipe that waited for data, as an O_DIRECT read waits for the
+ * device: io_uring's task work interrupts the sleep) is a ring wake-up;
+ * work handed over by run_sync is neither.
+ */
+struct wake_probe {
+    struct iothread *t;
+    pid_t tid;
+    int efd;
+    int pipe[2];
+    char byte;
+    atomic_int kicks;
+    atomic_int reads;
+    struct iothread_uring_cb cb;
+    struct stats_probe sp;
+};
+
+static void wake_kick_cb(void *opaque, uint32_t events)
+{
+    struct wake_probe *w = opaque;
+    uint64_t v;
+
+    (void)events;
+    g_assert_cmpint(read(w->efd, &v, sizeof(v)), ==, sizeof(v));
+    atomic_fetch_add(&w->kicks, 1);
+}
+
+static void wake_read_done(struct iothread_uring_cb *cb, int res)
+{
+    struct wake_probe *w = (struct wake_probe *)((char *)cb - offsetof(struct wake_probe, cb));
+
+    g_assert_cmpint(res, ==, 1);
+    atomic_fetch_add(&w->reads, 1);
+}
+
+static void wake_watch(void *opaque)
+{
+    struct wake_probe *w = opaque;
+
+    w->tid = (pid_t)syscall(SYS_gettid);
+    g_assert_cmpint(iothread_add_kick_fd(w->t, w->efd, EPOLLIN, wake_kick_cb, w), ==, 0);
+}
+
+/* Submitted before the caller returns, so the read is waiting when it writes. */
+static void wake_queue_read(void *opaque)
+{
+    struct wake_probe *w = opaque;
+    struct io_uring_sqe *sqe = iothread_get_sqe(w->t);
+
+    g_assert_nonnull(sqe);
+    io_uring_prep_read(sqe, w->pipe[0], &w->byte, 1, 0);
+    w->cb.fn = wake_read_done;
+    io_uring_sqe_set_data(sqe, &w->cb);
+    g_assert_cmpint(iothread_submit(w->t), ==, 1);
+}
+
+/* Until the thread sleeps (state S: its epoll_wait). */
+static void wait_asleep(struct wake_probe *w)
+{
+    g_autofree char *path = g_strdup_printf("/proc/self/task/%d/stat", (int)w->tid);
+
+    for (int i = 0; i < 500000; i++) {
+        g_autofree char *stat = NULL;
+
+        g_assert_true(g_file_get_contents(path, &stat, NULL, NULL));
+        if (strrchr(stat, ')')[2] == 'S') {
+            return;
+        }
+        g_usleep(20);
+    }
+    g_assert_not_reached();
+}
+
+static void wait_count(atomic_int *n, int want)
+{
+    for (int i = 0; i < 500000 && atomic_load(n) < want; i++) {
+        g_usleep(20);
+    }
+    g_assert_cmpint(atomic_load(n), ==, want);
+}
+
+static void test_wakeups_counted_by_source(void)
+{
+    struct wake_probe w = { .efd = eventfd(0, EFD_NONBLOCK) };
+    uint64_t one = 1;
+
+    g_assert_cmpint(pipe(w.pipe), ==, 0);
+    w.t = w.sp.t = iothread_new("t-wake", 1, 8);
+    g_assert_cmpint(iothread_start(w.t), ==, 0);
+    iothread_run_sync(w.t, wake_watch, &w);
+    iothread_run_sync(w.t, read_stats, &w.sp);
+    g_assert_cmpuint(w.sp.st.wakeups_kick, ==, 0);
+    g_assert_cmpuint(w.sp.st.wakeups_uring, ==, 0);
+
+    wait_asleep(&w);
+    g_assert_cmpint(write(w.efd, &one, sizeof(one)), ==, sizeof(one));
+    wait_count(&w.kicks, 1);
+    iothread_run_sync(w.t, wake_queue_read, &w);
+    wait_asleep(&w);
+    g_assert_cmpint(write(w.pipe[1], "x", 1), ==, 1);
+    wait_count(&w.reads, 1);
+    iothread_run_sync(w.t, read_stats, &w.sp);
+    g_assert_cmpuint(w.sp.st.wakeups_kick, ==, 1);
+    g_assert_cmpuint(w.sp.st.wakeups_uring, ==, 1);
+    /* The two, and the run_syncs' own. */
+    g_assert_cmpuint(w.sp.st.wakeups, >=, 3);
+    iothread_free(w.t);
+    close(w.efd);
+    close(w.pipe[0]);
+    close(w.pipe[1]);
 }
 
 /* ---- post ------------------------------------------------------------- */
@@ -1066,6 +1181,7 @@ int main(int argc, char **argv)
                     test_adaptive_poll_window_opens_on_frequent_work);
     g_test_add_func("/iothread/adaptive-poll-window-judged-by-the-sleep",
                     test_adaptive_poll_window_judged_by_the_sleep);
+    g_test_add_func("/iothread/wakeups-counted-by-source", test_wakeups_counted_by_source);
     g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
                     test_kick_while_polling_leaves_notifications_off);
     g_test_add_func("/iothread/poll/kick-without-polling-rearms", test_kick_without_polling_rearms);
