@@ -581,6 +581,32 @@ static void test_wakeups_counted_by_source(void)
     close(w.pipe[1]);
 }
 
+/*
+ * A completion that comes as task work (the pipe read waited: io_uring
+ * posts it from the task's own context) reaches a thread that spins and
+ * never sleeps: with COOP_TASKRUN the kernel does not interrupt it, the
+ * loop sees IORING_SQ_TASKRUN and enters the kernel to run the work.
+ */
+static void test_uring_task_work_while_polling(void)
+{
+    struct wake_probe w = { .efd = -1 };
+    struct poll_probe pp = { 0 };
+
+    g_assert_cmpint(pipe(w.pipe), ==, 0);
+    w.t = w.sp.t = pp.t = iothread_new("t-taskwork", 1, 8);
+    iothread_set_poll(w.t, IOTHREAD_POLL_ON, 0);
+    g_assert_cmpint(iothread_start(w.t), ==, 0);
+    iothread_run_sync(w.t, add_poller, &pp);
+    iothread_run_sync(w.t, wake_queue_read, &w);
+    g_assert_cmpint(write(w.pipe[1], "x", 1), ==, 1);
+    wait_count(&w.reads, 1);
+    iothread_run_sync(w.t, read_stats, &w.sp);
+    g_assert_cmpuint(w.sp.st.wakeups_uring, ==, 0);   /* it never slept */
+    iothread_free(w.t);
+    close(w.pipe[0]);
+    close(w.pipe[1]);
+}
+
 /* ---- post ------------------------------------------------------------- */
 
 #define GATE_TIMEOUT_US (10 * G_TIME_SPAN_SECOND)
@@ -1182,6 +1208,8 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/adaptive-poll-window-judged-by-the-sleep",
                     test_adaptive_poll_window_judged_by_the_sleep);
     g_test_add_func("/iothread/wakeups-counted-by-source", test_wakeups_counted_by_source);
+    g_test_add_func("/iothread/poll/uring-task-work-while-polling",
+                    test_uring_task_work_while_polling);
     g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
                     test_kick_while_polling_leaves_notifications_off);
     g_test_add_func("/iothread/poll/kick-without-polling-rearms", test_kick_without_polling_rearms);
