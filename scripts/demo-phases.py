@@ -8,10 +8,10 @@
 # whole QEMU process. The guest's figures say what each device gives; these
 # say what it costs the host, and under TCG the host's two cores are shared
 # by the guest's vCPUs and the devices, so a device that spins takes CPU
-# from the guest it serves. It stops at the guest's `GUEST-EXIT:` line or
-# when QEMU's pid file names a process that has gone.
+# from the guest it serves. It stops when the file DONE exists (the demo
+# creates it once QEMU has exited) and the log has been read to its end.
 #
-# Usage: demo-phases.py LOG QEMU_PIDFILE OUT NAME=PID...
+# Usage: demo-phases.py LOG QEMU_PIDFILE DONE OUT NAME=PID...
 #   NAME=PID   a target process to account (e.g. vhost-user-scsi=1234)
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -92,31 +92,33 @@ def snapshot(qpid, targets):
 
 
 def main():
-    if len(sys.argv) < 4:
-        sys.exit("usage: demo-phases.py LOG QEMU_PIDFILE OUT NAME=PID...")
-    log, pidfile, out = sys.argv[1:4]
+    if len(sys.argv) < 5:
+        sys.exit("usage: demo-phases.py LOG QEMU_PIDFILE DONE OUT NAME=PID...")
+    log, pidfile, done, out = sys.argv[1:5]
     targets = []
-    for arg in sys.argv[4:]:
+    for arg in sys.argv[5:]:
         name, _, pid = arg.partition("=")
         targets.append((name, int(pid)))
-    while not os.path.exists(log):
-        time.sleep(0.01)
     qpid = None
-    seen_qemu = False
     buf = b""
-    with open(log, "rb") as f, open(out, "w") as o:
+    f = None
+    with open(out, "w") as o:
         while True:
+            # Looked at before reading: a log read empty after DONE appeared is complete.
+            finished = os.path.exists(done)
+            if f is None:
+                if not os.path.exists(log):
+                    if finished:
+                        return
+                    time.sleep(0.01)
+                    continue
+                f = open(log, "rb")
             chunk = f.read()
             if not chunk:
-                # A 10 ms poll: a phase lasts seconds, so the error is small.
-                if qpid is None:
-                    qpid = qemu_pid(pidfile)
-                if qpid is not None:
-                    seen_qemu = True
-                    if not os.path.exists("/proc/%d" % qpid):
-                        return
-                elif seen_qemu:
+                if finished:
+                    f.close()
                     return
+                # A 10 ms poll: a phase lasts seconds, so the error is small.
                 time.sleep(0.01)
                 continue
             buf += chunk
@@ -124,12 +126,11 @@ def main():
             for raw in lines:
                 line = raw.decode("utf-8", "replace").rstrip("\r")
                 if line.startswith("DEMO-PHASE: "):
+                    # QEMU writes its pid file before the guest boots.
                     if qpid is None:
                         qpid = qemu_pid(pidfile)
                     o.write("%s %s\n" % (line[len("DEMO-PHASE: "):], snapshot(qpid, targets)))
                     o.flush()
-                elif line.startswith("GUEST-EXIT: "):
-                    return
 
 
 if __name__ == "__main__":

@@ -127,13 +127,15 @@ fi
 say "booting the guest (TCG; fio: $ROUNDS rounds of ${RUNTIME}s per timed job, $VSIZE verify job)"
 LOG=$WORK/guest.log
 PHASES=$WORK/phases.txt
-python3 "$SRC/scripts/demo-phases.py" "$LOG" "$WORK/qemu.pid" "$PHASES" "${WATCHED[@]}" &
+python3 "$SRC/scripts/demo-phases.py" "$LOG" "$WORK/qemu.pid" "$WORK/qemu.done" "$PHASES" \
+    "${WATCHED[@]}" &
 WATCH_PID=$!
 rc=0
 "$SRC/tests/guest/run-qemu.sh" --initrd "$INITRD" --log "$LOG" --timeout $((300 + ROUNDS * 6 * (RUNTIME + 10))) \
     --append "guest.devs=$GUEST_DEVS guest.runtime=$RUNTIME guest.rounds=$ROUNDS guest.verify_size=$VSIZE" \
     -- "${QEMU_ARGS[@]}" || rc=$?
-# It ends at GUEST-EXIT or with QEMU, both of which have happened.
+# QEMU has exited: the watcher reads the rest of the log and ends.
+touch "$WORK/qemu.done"
 wait "$WATCH_PID" 2>/dev/null || true
 WATCH_PID=""
 tr -d '\r' <"$LOG" | grep -a '^# ' || true
@@ -144,7 +146,7 @@ tr -d '\r' <"$LOG" | grep -a '^DEMO-RESULT: ' | sed 's/^DEMO-RESULT: //' >"$WORK
     echo "guest: Linux under TCG (-smp 2, 1G), 1 GiB sparse file per device, O_DIRECT on the host"
     echo "target options: --queues 2 $TARGET_ARGS; QEMU's iothread: its defaults (adaptive polling, up to 32 us)"
     [ -z "$TARGET_B_ARGS" ] || echo "target B: $TARGET_B --queues 2 $TARGET_B_ARGS"
-    [ -z "$DEVOPTS" ] || echo "both controllers with: ${DEVOPTS#,}"
+    [ -z "$DEVOPTS" ] || echo "every controller with: ${DEVOPTS#,}"
     echo "fio: libaio, direct=1, bs=4k, iodepth=16, ${RUNTIME}s time_based (+2s ramp), $ROUNDS rounds,"
     echo "the devices' order swapped every round; verify: ${VSIZE} randwrite, crc32c"
     echo

@@ -865,21 +865,18 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
             g_warning("iothread %s: epoll_wait: %s", t->name, g_strerror(errno));
         } else if (timeout_ms != 0 && t->has_ring) {
             /*
-             * The I/O threads block signals: what interrupts their sleep
-             * is io_uring's task work, which posts a backend's completion
-             * (an O_DIRECT read or write finishing) before the ring's fd
-             * could say so.
+             * io_uring's task work interrupts the sleep to post a backend's
+             * completion (an O_DIRECT read or write finishing) before the
+             * ring's fd could say so (the daemon's SIGINT and SIGTERM are
+             * blocked in every thread: its signalfd takes them).
              */
             t->stats.wakeups++;
             t->stats.wakeups_uring++;
         }
         return 0;
     }
-    bool woke = n > 0 && timeout_ms != 0, by_kick = false, by_uring = false;
+    bool by_kick = false, by_uring = false;
 
-    if (woke) {
-        t->stats.wakeups++;
-    }
     for (int i = 0; i < n; i++) {
         struct fd_handler *h = evs[i].data.ptr;
 
@@ -890,7 +887,8 @@ static int dispatch_epoll(struct iothread *t, int timeout_ms)
         }
     }
     /* What woke it, for an operator weighing --poll: a driver's kick, or a backend's I/O. */
-    if (woke) {
+    if (n > 0 && timeout_ms != 0) {
+        t->stats.wakeups++;
         t->stats.wakeups_kick += by_kick;
         t->stats.wakeups_uring += by_uring;
     }
