@@ -87,7 +87,9 @@ truncate -s 1G "$WORK/target.img" "$WORK/qemu.img"
 
 start_target() {  # start_target BINARY SOCKET IMAGE LOG ARGS...: sets STARTED_PID
     local bin=$1 sock=$2 img=$3 log=$4; shift 4
-    "$bin" --socket-path "$sock" --lun "0=file:$img,direct" --queues 2 "$@" >"$log" 2>&1 &
+    # The control socket (SOCKET's name, .ctl) lets demo-phases.py ask what woke its threads.
+    "$bin" --socket-path "$sock" --control "${sock%.sock}.ctl" --lun "0=file:$img,direct" \
+        --queues 2 "$@" >"$log" 2>&1 &
     STARTED_PID=$!
     if ! wait_for_socket "$sock" "$STARTED_PID"; then
         echo "demo: the target did not start:" >&2; cat "$log" >&2; exit 1
@@ -117,12 +119,12 @@ QEMU_ARGS=(
     -device scsi-hd,bus=vs0.0,drive=q0
 )
 GUEST_DEVS=vhost-user-scsi@$VUS_PCI,qemu-virtio-scsi@$QEMU_PCI
-WATCHED=(vhost-user-scsi="$TARGET_PID")
+WATCHED=(vhost-user-scsi="$TARGET_PID@$WORK/vhost-scsi.ctl")
 if [ -n "$TARGET_B_PID" ]; then
     QEMU_ARGS+=(-chardev "socket,id=vus1,path=$WORK/vhost-scsi-b.sock"
                 -device "vhost-user-scsi-pci,chardev=vus1,num_queues=2,addr=06.0${DEVOPTS}")
     GUEST_DEVS=$GUEST_DEVS,vhost-user-scsi-b@$VUS_B_PCI
-    WATCHED+=(vhost-user-scsi-b="$TARGET_B_PID")
+    WATCHED+=(vhost-user-scsi-b="$TARGET_B_PID@$WORK/vhost-scsi-b.ctl")
 fi
 say "booting the guest (TCG; fio: $ROUNDS rounds of ${RUNTIME}s per timed job, $VSIZE verify job)"
 LOG=$WORK/guest.log
@@ -183,14 +185,16 @@ def cost(dev, job, rnd):
         return None
     d = {}
     for k in b:
-        if k.startswith(("cpu_", "wake_")) and b[k] != "None" and e.get(k, "None") != "None":
+        if (k.startswith(("cpu_", "wake_", "wrk_", "kick_", "uring_")) and b[k] != "None"
+                and e.get(k, "None") != "None"):
             d[k] = int(e[k]) - int(b[k])
     own = "iothread" if dev == QEMU else dev
     if "cpu_" + own not in d or "cpu_qemu" not in d:
         return None
     targets = sum(v for k, v in d.items() if k.startswith("cpu_vhost-user-scsi"))
     return (d["cpu_" + own], d.get("cpu_qemu_main", 0), d["cpu_qemu"] + targets,
-            d.get("wake_" + own, 0), d.get("wake_qemu_main", 0))
+            d.get("wake_" + own, 0), d.get("wake_qemu_main", 0),
+            d.get("kick_" + own), d.get("uring_" + own), d.get("wrk_" + own))
 
 
 def cell(dev, job):
@@ -231,6 +235,30 @@ for job in ["randwrite-4k-qd16", "randread-4k-qd16", "verify-" + vsize]:
         text, med = (qtext, qmed) if dev == QEMU else cell(dev, job)
         ratio = "%.2fx" % (med / qmed) if med and qmed and dev != QEMU else ""
         print("%-18s %-27s %s %s" % (job, title, text, ratio))
+# Where the device's wake-ups are: its io_uring workers' (the kernel's
+# threads for writes that would block, an allocating write to the sparse
+# image), and for a target what woke its I/O threads (its stats): a kick is
+# a request the thread was asleep for, a completion a host write or read it
+# was asleep for; the rest are the daemon's other threads.
+print()
+for dev, title in devs:
+    for job in ["randwrite-4k-qd16", "randread-4k-qd16"]:
+        got = []
+        for r in rows.get((dev, job), []):
+            c = cost(dev, job, r.get("round"))
+            if r.get("err") == "0" and "ios" in r and c:
+                n = max(1.0, int(r["ios"]) * (runtime + 2) / runtime)
+                got.append([None if v is None else v / n for v in c[3:]])
+        if not got:
+            continue
+
+        def med(i):
+            vals = [g[i] for g in got if g[i] is not None]
+            return "%.2f" % statistics.median(vals) if vals else "-"
+        line = "%-27s %-18s wake-ups/IO %s, io_uring workers' %s" % (title, job, med(0), med(4))
+        if dev != QEMU:
+            line += "; I/O threads woken by a kick %s, by a completion %s" % (med(2), med(3))
+        print(line)
 # The disks of a round ran a minute or two apart at most: their ratio is
 # less exposed to this machine's drift than the ratio of the medians.
 print()
@@ -251,7 +279,8 @@ PY
     echo "Under TCG every guest instruction is emulated, so the absolute figures are"
     echo "small; the comparison between the two columns is what the demo shows."
     echo "irq/IO: the disk's request-queue interrupts per I/O. Host CPU per I/O (us, median"
-    echo "of the rounds): dev = the device's own thread(s) (the target process; QEMU's iothread),"
+    echo "of the rounds): dev = the device's own threads (the target process; QEMU's iothread and"
+    echo "its io_uring workers),"
     echo "main = QEMU's main loop (under TCG it turns every call eventfd into an interrupt),"
     echo "host = QEMU and the target(s) together: the guest's vCPUs included. Wake-ups per I/O:"
     echo "voluntary context switches of dev and main (each a sleep ended by a kick, a call or a"
