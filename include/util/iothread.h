@@ -103,8 +103,10 @@ struct iothread_stats {
 
 /*
  * ADAPTIVE's rule for its spin window, after a sleep: slept_ns is the
- * sleep alone, from re-arming notifications to the wake-up, as QEMU's
- * iothread judges its poll time (its block_ns).  Woken within max_ns of
+ * sleep alone, from re-arming notifications to the wake-up (QEMU's
+ * iothread judges its poll time by its block_ns, which also counts the
+ * poll before the sleep: here the spin is left out on purpose, see
+ * below).  Woken within max_ns of
  * going to sleep: work comes at a pace a spin can meet, and a longer one
  * would have caught this without the sleep, its wake-up and the driver's
  * kick, so the window doubles (from IOTHREAD_POLL_WINDOW_MIN_NS, up to
