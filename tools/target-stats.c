@@ -168,6 +168,7 @@ static void threads_stats_json(JsonBuilder *b, struct target *tgt)
         add_uint(b, "wakeups_uring", st.wakeups_uring);
         add_uint(b, "max_iteration_work_bytes", st.max_iteration_work);
         add_uint(b, "poll_window_ns", st.poll_window_ns);
+        add_uint(b, "poll_window_uring_ns", st.poll_window_uring_ns);
         json_builder_end_object(b);
     }
     json_builder_end_array(b);

@@ -99,6 +99,7 @@ struct iothread_stats {
      */
     uint64_t max_iteration_work;
     uint64_t poll_window_ns; /* ADAPTIVE's spin window now (0: sleeps at once) */
+    uint64_t poll_window_uring_ns; /* its window for io_uring completions */
 };
 
 /*
@@ -120,6 +121,21 @@ struct iothread_stats {
  */
 #define IOTHREAD_POLL_WINDOW_MIN_NS 4000
 uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64_t max_ns);
+
+/*
+ * ADAPTIVE's second window, for the backends' io_uring completions: the
+ * thread spins for the larger of the two.  Judged each time an iteration
+ * reaps completions, found by the spin or after a sleep, by waited_ns, the
+ * time since the thread last had work: within the window, it paid and
+ * stays; within max_ns, it doubles (from IOTHREAD_POLL_WINDOW_MIN_NS); later,
+ * it closes.  This is QEMU's rule for each of its handlers' poll times.  A
+ * backend whose I/O completes at a pace a spin can meet (a host write a
+ * few tens of microseconds after submission) keeps the thread awake after
+ * each batch, whatever the kicks' window says, and so does the guest's next
+ * request that comes meanwhile: no sleep, no kick (docs/performance.md).
+ */
+uint64_t iothread_poll_window_uring_next(uint64_t window_ns, uint64_t waited_ns,
+                                         uint64_t max_ns);
 
 /* Creates a thread context (not yet running).  uring_depth 0: no io_uring. */
 struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_depth);

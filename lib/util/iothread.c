@@ -136,6 +136,7 @@ struct iothread {
      * fd is in the epoll set, looked at every IOTHREAD_EPOLL_EVERY rounds.
      */
     unsigned ring_owed;
+    uint64_t cqes_reaped;   /* for the loop to tell an iteration that reaped some */
 
     GPtrArray *handlers;      /* struct fd_handler *, owned */
     unsigned urgent_fds;      /* handlers not polled_too: the busy loop looks often */
@@ -278,6 +279,7 @@ static void reap_cqes(struct iothread *t)
              * again (short I/O resubmission) and must not see this CQE.
              */
             io_uring_cqe_seen(&t->ring, cqes[i]);
+            t->cqes_reaped++;
             if (t->ring_owed) {
                 t->ring_owed--;
             }
@@ -387,6 +389,7 @@ void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode, uint64_
         t->poll_ns = poll_ns;
     }
     t->stats.poll_window_ns = 0;
+    t->stats.poll_window_uring_ns = 0;
 }
 
 uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64_t max_ns)
@@ -394,6 +397,19 @@ uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64
     if (slept_ns > max_ns) {
         window_ns /= 2;
         return window_ns < IOTHREAD_POLL_WINDOW_MIN_NS ? 0 : window_ns;
+    }
+    window_ns = window_ns ? window_ns * 2 : IOTHREAD_POLL_WINDOW_MIN_NS;
+    return window_ns < max_ns ? window_ns : max_ns;
+}
+
+uint64_t iothread_poll_window_uring_next(uint64_t window_ns, uint64_t waited_ns,
+                                         uint64_t max_ns)
+{
+    if (waited_ns <= window_ns) {
+        return window_ns;
+    }
+    if (waited_ns > max_ns) {
+        return 0;
     }
     window_ns = window_ns ? window_ns * 2 : IOTHREAD_POLL_WINDOW_MIN_NS;
     return window_ns < max_ns ? window_ns : max_ns;
@@ -927,6 +943,7 @@ void iothread_run(struct iothread *t)
     while (!atomic_load_explicit(&t->quit, memory_order_acquire)) {
         bool polling = t->poll_mode != IOTHREAD_POLL_OFF && t->pollers->len > 0;
         bool work;
+        uint64_t reaped = t->cqes_reaped;
 
         iteration_begin(t);
         if (!polling) {
@@ -978,9 +995,16 @@ void iothread_run(struct iothread *t)
         if (t->poll_mode != IOTHREAD_POLL_ADAPTIVE) {
             continue;
         }
+        if (t->cqes_reaped != reaped) {
+            /* Completions, wherever in the iteration they were reaped. */
+            t->stats.poll_window_uring_ns = iothread_poll_window_uring_next(
+                t->stats.poll_window_uring_ns, now_ns() - last_work, t->poll_ns);
+            work = true;
+        }
         if (work || work_queued(t)) {
             last_work = now_ns();
-        } else if (now_ns() - last_work > t->stats.poll_window_ns) {
+        } else if (now_ns() - last_work > MAX(t->stats.poll_window_ns,
+                                              t->stats.poll_window_uring_ns)) {
             bool pending = false;
 
             /*
@@ -990,13 +1014,26 @@ void iothread_run(struct iothread *t)
              */
             set_notify_all(t, true, &pending);
             if (!pending && !(t->has_ring && io_uring_cq_ready(&t->ring))) {
-                uint64_t slept = now_ns();
+                uint64_t slept = now_ns(), uring_wakes = t->stats.wakeups_uring, woke;
 
                 iteration_begin(t);   /* what wakes it is timed from now */
+                reaped = t->cqes_reaped;
                 dispatch_epoll(t, -1);
+                woke = now_ns();
                 end_iteration(t);
                 t->stats.poll_window_ns = iothread_poll_window_next(
                     t->stats.poll_window_ns, now_ns() - slept, t->poll_ns);
+                if (t->cqes_reaped != reaped) {
+                    /*
+                     * Completions that woke it were waited for since the last
+                     * work, the spin and the sleep; others were of I/O
+                     * submitted since something else woke it.
+                     */
+                    uint64_t since = t->stats.wakeups_uring != uring_wakes ? last_work : woke;
+
+                    t->stats.poll_window_uring_ns = iothread_poll_window_uring_next(
+                        t->stats.poll_window_uring_ns, now_ns() - since, t->poll_ns);
+                }
             }
             last_work = now_ns();
         }

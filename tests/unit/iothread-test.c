@@ -607,6 +607,73 @@ static void test_uring_task_work_while_polling(void)
     close(w.pipe[1]);
 }
 
+/*
+ * The window for io_uring completions follows QEMU's rule for a handler's
+ * poll time: a completion that came within the window leaves it alone,
+ * one within the longest window doubles it (opening it at the minimum),
+ * a later one closes it at once.
+ */
+static void test_poll_window_uring_rule(void)
+{
+    const uint64_t max = 50000, min = IOTHREAD_POLL_WINDOW_MIN_NS;
+
+    g_assert_cmpuint(iothread_poll_window_uring_next(0, 200, max), ==, min);
+    g_assert_cmpuint(iothread_poll_window_uring_next(min, 1000, max), ==, min);
+    g_assert_cmpuint(iothread_poll_window_uring_next(min, min + 1, max), ==, 2 * min);
+    g_assert_cmpuint(iothread_poll_window_uring_next(32000, 40000, max), ==, max);
+    g_assert_cmpuint(iothread_poll_window_uring_next(max, max, max), ==, max);
+    g_assert_cmpuint(iothread_poll_window_uring_next(max, max + 1, max), ==, 0);
+    g_assert_cmpuint(iothread_poll_window_uring_next(0, max + 1, max), ==, 0);
+}
+
+static void note_tid(void *opaque)
+{
+    struct wake_probe *w = opaque;
+
+    w->tid = (pid_t)syscall(SYS_gettid);
+}
+
+/*
+ * In the loop: a read whose data was already there completes as soon as
+ * it is submitted, and opens the window, though the thread had slept
+ * before it was asked to submit (the sleep is not the completion's
+ * wait); a read that waited longer than the longest window, while the
+ * thread slept, closes it.
+ */
+static void test_poll_window_uring_follows_completions(void)
+{
+    struct wake_probe w = { .efd = -1 };
+    struct poll_probe pp = { 0 };
+    const uint64_t max = 5 * 1000 * 1000;   /* 5 ms: far above a prompt completion */
+
+    g_assert_cmpint(pipe(w.pipe), ==, 0);
+    w.t = w.sp.t = pp.t = iothread_new("t-uwin", 1, 8);
+    iothread_set_poll(w.t, IOTHREAD_POLL_ADAPTIVE, max);
+    g_assert_cmpint(iothread_start(w.t), ==, 0);
+    iothread_run_sync(w.t, add_poller, &pp);
+    iothread_run_sync(w.t, note_tid, &w);
+
+    wait_asleep(&w);
+    g_usleep(2 * max / 1000);   /* asleep for longer than any window */
+    g_assert_cmpint(write(w.pipe[1], "x", 1), ==, 1);
+    iothread_run_sync(w.t, wake_queue_read, &w);
+    wait_count(&w.reads, 1);
+    iothread_run_sync(w.t, read_stats, &w.sp);
+    g_assert_cmpuint(w.sp.st.poll_window_uring_ns, ==, IOTHREAD_POLL_WINDOW_MIN_NS);
+
+    iothread_run_sync(w.t, wake_queue_read, &w);
+    wait_asleep(&w);
+    g_usleep(2 * max / 1000);   /* the completion comes later than any window */
+    g_assert_cmpint(write(w.pipe[1], "y", 1), ==, 1);
+    wait_count(&w.reads, 2);
+    iothread_run_sync(w.t, read_stats, &w.sp);
+    g_assert_cmpuint(w.sp.st.poll_window_uring_ns, ==, 0);
+
+    iothread_free(w.t);
+    close(w.pipe[0]);
+    close(w.pipe[1]);
+}
+
 /* ---- post ------------------------------------------------------------- */
 
 #define GATE_TIMEOUT_US (10 * G_TIME_SPAN_SECOND)
@@ -1205,6 +1272,9 @@ int main(int argc, char **argv)
                     test_poll_window_shrinks_while_wakes_come_late);
     g_test_add_func("/iothread/adaptive-poll-window-opens-on-frequent-work",
                     test_adaptive_poll_window_opens_on_frequent_work);
+    g_test_add_func("/iothread/adaptive/uring-window-rule", test_poll_window_uring_rule);
+    g_test_add_func("/iothread/adaptive/uring-window-follows-completions",
+                    test_poll_window_uring_follows_completions);
     g_test_add_func("/iothread/adaptive-poll-window-judged-by-the-sleep",
                     test_adaptive_poll_window_judged_by_the_sleep);
     g_test_add_func("/iothread/wakeups-counted-by-source", test_wakeups_counted_by_source);
