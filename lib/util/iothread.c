@@ -392,14 +392,20 @@ void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode, uint64_
     t->stats.poll_window_uring_ns = 0;
 }
 
+/* Both windows grow alike: opened at the minimum, then doubled, never past max_ns. */
+static uint64_t poll_window_doubled(uint64_t window_ns, uint64_t max_ns)
+{
+    window_ns = window_ns ? window_ns * 2 : IOTHREAD_POLL_WINDOW_MIN_NS;
+    return window_ns < max_ns ? window_ns : max_ns;
+}
+
 uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64_t max_ns)
 {
     if (slept_ns > max_ns) {
         window_ns /= 2;
         return window_ns < IOTHREAD_POLL_WINDOW_MIN_NS ? 0 : window_ns;
     }
-    window_ns = window_ns ? window_ns * 2 : IOTHREAD_POLL_WINDOW_MIN_NS;
-    return window_ns < max_ns ? window_ns : max_ns;
+    return poll_window_doubled(window_ns, max_ns);
 }
 
 uint64_t iothread_poll_window_uring_next(uint64_t window_ns, uint64_t waited_ns,
@@ -411,8 +417,14 @@ uint64_t iothread_poll_window_uring_next(uint64_t window_ns, uint64_t waited_ns,
     if (waited_ns > max_ns) {
         return 0;
     }
-    window_ns = window_ns ? window_ns * 2 : IOTHREAD_POLL_WINDOW_MIN_NS;
-    return window_ns < max_ns ? window_ns : max_ns;
+    return poll_window_doubled(window_ns, max_ns);
+}
+
+/* Completions were reaped, waited for since since_ns: the window's verdict. */
+static void judge_uring_window(struct iothread *t, uint64_t since_ns)
+{
+    t->stats.poll_window_uring_ns = iothread_poll_window_uring_next(
+        t->stats.poll_window_uring_ns, now_ns() - since_ns, t->poll_ns);
 }
 
 const char *iothread_name(const struct iothread *t)
@@ -997,8 +1009,7 @@ void iothread_run(struct iothread *t)
         }
         if (t->cqes_reaped != reaped) {
             /* Completions, wherever in the iteration they were reaped. */
-            t->stats.poll_window_uring_ns = iothread_poll_window_uring_next(
-                t->stats.poll_window_uring_ns, now_ns() - last_work, t->poll_ns);
+            judge_uring_window(t, last_work);
             work = true;
         }
         if (work || work_queued(t)) {
@@ -1029,10 +1040,8 @@ void iothread_run(struct iothread *t)
                      * work, the spin and the sleep; others were of I/O
                      * submitted since something else woke it.
                      */
-                    uint64_t since = t->stats.wakeups_uring != uring_wakes ? last_work : woke;
-
-                    t->stats.poll_window_uring_ns = iothread_poll_window_uring_next(
-                        t->stats.poll_window_uring_ns, now_ns() - since, t->poll_ns);
+                    judge_uring_window(t, t->stats.wakeups_uring != uring_wakes ? last_work
+                                                                                : woke);
                 }
             }
             last_work = now_ns();
