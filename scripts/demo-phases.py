@@ -62,17 +62,19 @@ def tasks(pid):
         return []
 
 
-def thread_named(pid, name):
+def comm(task_dir):
+    """A task's name, None if it has gone."""
     try:
-        for tid in os.listdir("/proc/%d/task" % pid):
-            try:
-                with open("/proc/%d/task/%s/comm" % (pid, tid)) as f:
-                    if f.read().strip() == name:
-                        return int(tid)
-            except OSError:
-                continue
+        with open(task_dir + "/comm") as f:
+            return f.read().strip()
     except OSError:
-        pass
+        return None
+
+
+def thread_named(pid, name):
+    for d in tasks(pid):
+        if comm(d) == name:
+            return int(os.path.basename(d))
     return None
 
 
@@ -108,27 +110,13 @@ def with_workers(pid, tid):
     """A thread's task dir and those of its io_uring workers (iou-wrk-TID), which
     run the writes it submits that cannot go without blocking (an allocating
     write to a sparse file): its work, wherever the kernel runs it."""
-    dirs = ["/proc/%d/task/%d" % (pid, tid)]
-    for d in tasks(pid):
-        try:
-            with open(d + "/comm") as f:
-                if f.read().strip() == "iou-wrk-%d" % tid:
-                    dirs.append(d)
-        except OSError:
-            continue
-    return dirs
+    return ["/proc/%d/task/%d" % (pid, tid)] + [d for d in tasks(pid)
+                                                if comm(d) == "iou-wrk-%d" % tid]
 
 
 def workers(task_dirs):
-    got = []
-    for d in task_dirs:
-        try:
-            with open(d + "/comm") as f:
-                if f.read().startswith("iou-wrk-"):
-                    got.append(d)
-        except OSError:
-            continue
-    return got
+    """The io_uring workers among the tasks."""
+    return [d for d in task_dirs if (comm(d) or "").startswith("iou-wrk-")]
 
 
 def cpu_sum(stat_dirs):
