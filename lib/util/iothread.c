@@ -785,6 +785,18 @@ static bool work_queued(const struct iothread *t)
     return t->defer_head || t->resume_head || t->resume_due;
 }
 
+/*
+ * A backend's completion is posted, or held by the kernel as task work that
+ * posts it on this thread's next system call: a blocking epoll_wait would
+ * return at once (EINTR, or the ring's fd ready) without sleeping, and be
+ * counted as a wake-up that never was.
+ */
+static bool uring_work_waiting(struct iothread *t)
+{
+    return t->has_ring && (io_uring_cq_ready(&t->ring) ||
+                           (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN));
+}
+
 /* At the loop's end: everything queued, and what that queues, until nothing is left. */
 static void run_all_left(struct iothread *t)
 {
@@ -960,7 +972,7 @@ void iothread_run(struct iothread *t)
         iteration_begin(t);
         if (!polling) {
             /* Deferred or resumed tasks left: look at the fds without sleeping. */
-            dispatch_epoll(t, work_queued(t) ? 0 : -1);
+            dispatch_epoll(t, work_queued(t) || uring_work_waiting(t) ? 0 : -1);
             run_resumed(t);
             end_iteration(t);
             continue;
@@ -1024,7 +1036,14 @@ void iothread_run(struct iothread *t)
              * raced with the re-arm is not left waiting for a kick.
              */
             set_notify_all(t, true, &pending);
-            if (!pending && !(t->has_ring && io_uring_cq_ready(&t->ring))) {
+            if (!pending && uring_work_waiting(t)) {
+                /*
+                 * Reap it polling, with last_work kept: the completion
+                 * window judges it as one that came after the window.
+                 */
+                continue;
+            }
+            if (!pending) {
                 uint64_t slept = now_ns(), uring_wakes = t->stats.wakeups_uring, woke;
 
                 iteration_begin(t);   /* what wakes it is timed from now */

@@ -608,6 +608,67 @@ static void test_uring_task_work_while_polling(void)
 }
 
 /*
+ * A completion that lands while the thread is still at work (after it
+ * reaped, before it sleeps) is held as task work that any system call
+ * runs: the thread must not count the sleep it then skips as a wake-up.
+ * The flush hook, the last thing an iteration runs, makes that moment
+ * reliable: it makes no system call until the test has written the pipe.
+ */
+struct late_probe {
+    struct wake_probe w;
+    atomic_int stage;   /* 1: armed; 2: flush running; 3: pipe written */
+};
+
+static void late_flush(void *opaque)
+{
+    struct late_probe *l = opaque;
+    int armed = 1;
+
+    if (!atomic_compare_exchange_strong(&l->stage, &armed, 2)) {
+        return;
+    }
+    for (unsigned long i = 0; atomic_load(&l->stage) != 3; i++) {
+        g_assert_cmpuint(i, <, 1ul << 34);   /* seconds: the writer is gone */
+    }
+}
+
+static void late_add_flush(void *opaque)
+{
+    struct late_probe *l = opaque;
+
+    l->w.tid = (pid_t)syscall(SYS_gettid);
+    g_assert_cmpint(iothread_add_flush(l->w.t, late_flush, l), >=, 0);
+}
+
+static void test_task_work_before_sleep_is_no_wake_up(void)
+{
+    struct late_probe l = { .w = { .efd = -1 } };
+
+    g_assert_cmpint(pipe(l.w.pipe), ==, 0);
+    l.w.t = l.w.sp.t = iothread_new("t-late", 1, 8);
+    g_assert_cmpint(iothread_start(l.w.t), ==, 0);
+    iothread_run_sync(l.w.t, late_add_flush, &l);
+    iothread_run_sync(l.w.t, wake_queue_read, &l.w);
+
+    atomic_store(&l.stage, 1);
+    iothread_post(l.w.t, nothing, NULL);   /* an iteration, so that the flush runs */
+    for (int i = 0; i < 500000 && atomic_load(&l.stage) != 2; i++) {
+        g_usleep(20);
+    }
+    g_assert_cmpint(atomic_load(&l.stage), ==, 2);
+    g_assert_cmpint(write(l.w.pipe[1], "x", 1), ==, 1);
+    atomic_store(&l.stage, 3);
+    wait_count(&l.w.reads, 1);
+
+    wait_asleep(&l.w);
+    iothread_run_sync(l.w.t, read_stats, &l.w.sp);
+    g_assert_cmpuint(l.w.sp.st.wakeups_uring, ==, 0);
+    iothread_free(l.w.t);
+    close(l.w.pipe[0]);
+    close(l.w.pipe[1]);
+}
+
+/*
  * The window for io_uring completions follows QEMU's rule for a handler's
  * poll time: a completion that came within the window leaves it alone,
  * one within the longest window doubles it (opening it at the minimum),
@@ -1280,6 +1341,8 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/wakeups-counted-by-source", test_wakeups_counted_by_source);
     g_test_add_func("/iothread/poll/uring-task-work-while-polling",
                     test_uring_task_work_while_polling);
+    g_test_add_func("/iothread/wakeups/task-work-before-sleep-is-no-wake-up",
+                    test_task_work_before_sleep_is_no_wake_up);
     g_test_add_func("/iothread/poll/kick-while-polling-leaves-notifications-off",
                     test_kick_while_polling_leaves_notifications_off);
     g_test_add_func("/iothread/poll/kick-without-polling-rearms", test_kick_without_polling_rearms);
