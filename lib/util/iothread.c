@@ -786,15 +786,22 @@ static bool work_queued(const struct iothread *t)
 }
 
 /*
- * A backend's completion is posted, or held by the kernel as task work that
- * posts it on this thread's next system call: a blocking epoll_wait would
- * return at once (EINTR, or the ring's fd ready) without sleeping, and be
- * counted as a wake-up that never was.
+ * Completions held by the kernel as task work (COOP_TASKRUN), which this
+ * thread's next system call runs and posts; the ring must exist.
  */
-static bool uring_work_waiting(struct iothread *t)
+static bool uring_task_work_held(const struct iothread *t)
 {
-    return t->has_ring && (io_uring_cq_ready(&t->ring) ||
-                           (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN));
+    return IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN;
+}
+
+/*
+ * A backend's completion is posted, or held as task work: a blocking
+ * epoll_wait would return at once (EINTR, or the ring's fd ready) without
+ * sleeping, and be counted as a wake-up that never was.
+ */
+static bool uring_work_waiting(const struct iothread *t)
+{
+    return t->has_ring && (io_uring_cq_ready(&t->ring) || uring_task_work_held(t));
 }
 
 /* At the loop's end: everything queued, and what that queues, until nothing is left. */
@@ -985,7 +992,7 @@ void iothread_run(struct iothread *t)
         work = run_pollers(t);
         if (t->ring_owed) {
             /* Task work waiting to post completions: one system call runs it all. */
-            if (IO_URING_READ_ONCE(*t->ring.sq.kflags) & IORING_SQ_TASKRUN) {
+            if (uring_task_work_held(t)) {
                 io_uring_get_events(&t->ring);
             }
             if (io_uring_cq_ready(&t->ring)) {

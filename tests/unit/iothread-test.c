@@ -607,6 +607,13 @@ static void test_uring_task_work_while_polling(void)
     close(w.pipe[1]);
 }
 
+static void note_tid(void *opaque)
+{
+    struct wake_probe *w = opaque;
+
+    w->tid = (pid_t)syscall(SYS_gettid);
+}
+
 /*
  * A completion that lands while the thread is still at work (after it
  * reaped, before it sleeps) is held as task work that any system call
@@ -636,7 +643,7 @@ static void late_add_flush(void *opaque)
 {
     struct late_probe *l = opaque;
 
-    l->w.tid = (pid_t)syscall(SYS_gettid);
+    note_tid(&l->w);
     g_assert_cmpint(iothread_add_flush(l->w.t, late_flush, l), >=, 0);
 }
 
@@ -652,10 +659,7 @@ static void test_task_work_before_sleep_is_no_wake_up(void)
 
     atomic_store(&l.stage, 1);
     iothread_post(l.w.t, nothing, NULL);   /* an iteration, so that the flush runs */
-    for (int i = 0; i < 500000 && atomic_load(&l.stage) != 2; i++) {
-        g_usleep(20);
-    }
-    g_assert_cmpint(atomic_load(&l.stage), ==, 2);
+    wait_count(&l.stage, 2);
     g_assert_cmpint(write(l.w.pipe[1], "x", 1), ==, 1);
     atomic_store(&l.stage, 3);
     wait_count(&l.w.reads, 1);
@@ -685,13 +689,6 @@ static void test_poll_window_uring_rule(void)
     g_assert_cmpuint(iothread_poll_window_uring_next(max, max, max), ==, max);
     g_assert_cmpuint(iothread_poll_window_uring_next(max, max + 1, max), ==, 0);
     g_assert_cmpuint(iothread_poll_window_uring_next(0, max + 1, max), ==, 0);
-}
-
-static void note_tid(void *opaque)
-{
-    struct wake_probe *w = opaque;
-
-    w->tid = (pid_t)syscall(SYS_gettid);
 }
 
 /*
