@@ -312,6 +312,12 @@ if [ -n "${PEER_BLOCKDEV:-}" ]; then
         "file:$PEER_BLOCKDEV,direct" adaptive 1 aio "$R --iodepth 32"
     row blockdev-qd32-randwrite-adaptive "block device, randwrite QD32, bench waits, target --poll adaptive" \
         "file:$PEER_BLOCKDEV,direct" adaptive 1 aio "--rw randwrite --bs 4k --iodepth 32"
+    # Both spend a core: on a host whose wake-ups cost more than the
+    # device's latency, the mode that answers as SPDK's reactor does.
+    row blockdev-qd32-randread-pollon "block device, randread QD32, bench waits, target --poll on" \
+        "file:$PEER_BLOCKDEV,direct" on 1 aio "$R --iodepth 32"
+    row blockdev-qd32-randwrite-pollon "block device, randwrite QD32, bench waits, target --poll on" \
+        "file:$PEER_BLOCKDEV,direct" on 1 aio "--rw randwrite --bs 4k --iodepth 32"
 fi
 # Goal 2: ours paced at the IOPS SPDK reached in the same round (its CPU is the figure).
 AT_SPDK_RATE=1 row null-qd32-wait-adaptive-at-spdk-rate \
