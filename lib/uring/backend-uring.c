@@ -232,6 +232,7 @@ static bool file_io_step(struct file_backend *fb, struct backend_io *io,
         }
         io->uring_cb.fn = file_io_cqe;
         io_uring_sqe_set_data(sqe, &io->uring_cb);
+        iothread_sqe_ready(t);
         return true;
     }
 

@@ -667,6 +667,13 @@ int iothread_submit(struct iothread *t)
     return ret;
 }
 
+void iothread_sqe_ready(struct iothread *t)
+{
+    if (t->poll_mode == IOTHREAD_POLL_ON && t->pollers->len > 0) {
+        iothread_submit(t);
+    }
+}
+
 /*
  * Runs the queued work; returns true if it ran anything.  With bounded set
  * (the loop's own pass) it runs only what was queued when it began: work

@@ -732,6 +732,72 @@ static void test_poll_window_uring_follows_completions(void)
     close(w.pipe[1]);
 }
 
+/*
+ * A thread that polls all the time submits each SQE as it is made ready
+ * (the device sees requests as they come); one that sleeps submits an
+ * iteration's together, once.
+ */
+struct ready_probe {
+    struct iothread *t;
+    struct iothread_uring_cb cb;
+    atomic_int done;
+    uint64_t submits;          /* io_uring_submit calls the two SQEs took */
+};
+
+static void ready_done(struct iothread_uring_cb *cb, int res)
+{
+    struct ready_probe *r = (struct ready_probe *)((char *)cb - offsetof(struct ready_probe, cb));
+
+    g_assert_cmpint(res, ==, 0);
+    atomic_fetch_add(&r->done, 1);
+}
+
+static void ready_two_nops(void *opaque)
+{
+    struct ready_probe *r = opaque;
+    struct iothread_stats st;
+    uint64_t before;
+
+    iothread_get_stats(r->t, &st);
+    before = st.uring_submits;
+    for (int i = 0; i < 2; i++) {
+        struct io_uring_sqe *sqe = iothread_get_sqe(r->t);
+
+        g_assert_nonnull(sqe);
+        io_uring_prep_nop(sqe);
+        r->cb.fn = ready_done;
+        io_uring_sqe_set_data(sqe, &r->cb);
+        iothread_sqe_ready(r->t);
+    }
+    iothread_get_stats(r->t, &st);
+    r->submits = st.uring_submits - before;
+}
+
+static uint64_t submits_for_two(enum iothread_poll_mode mode)
+{
+    struct ready_probe r = { 0 };
+    struct poll_probe pp = { 0 };
+
+    r.t = pp.t = iothread_new("t-ready", 1, 8);
+    iothread_set_poll(r.t, mode, 0);
+    g_assert_cmpint(iothread_start(r.t), ==, 0);
+    iothread_run_sync(r.t, add_poller, &pp);
+    iothread_run_sync(r.t, ready_two_nops, &r);
+    for (int i = 0; i < 100000 && atomic_load(&r.done) < 2; i++) {
+        iothread_run_sync(r.t, nothing, NULL);
+    }
+    g_assert_cmpint(atomic_load(&r.done), ==, 2);
+    iothread_free(r.t);
+    return r.submits;
+}
+
+static void test_sqe_ready_submits_at_once_when_polling(void)
+{
+    g_assert_cmpuint(submits_for_two(IOTHREAD_POLL_ON), ==, 2);
+    g_assert_cmpuint(submits_for_two(IOTHREAD_POLL_OFF), ==, 0);
+    g_assert_cmpuint(submits_for_two(IOTHREAD_POLL_ADAPTIVE), ==, 0);
+}
+
 /* ---- post ------------------------------------------------------------- */
 
 #define GATE_TIMEOUT_US (10 * G_TIME_SPAN_SECOND)
@@ -1333,6 +1399,8 @@ int main(int argc, char **argv)
     g_test_add_func("/iothread/adaptive/uring-window-rule", test_poll_window_uring_rule);
     g_test_add_func("/iothread/adaptive/uring-window-follows-completions",
                     test_poll_window_uring_follows_completions);
+    g_test_add_func("/iothread/poll/sqe-ready-submits-at-once-when-polling",
+                    test_sqe_ready_submits_at_once_when_polling);
     g_test_add_func("/iothread/adaptive-poll-window-judged-by-the-sleep",
                     test_adaptive_poll_window_judged_by_the_sleep);
     g_test_add_func("/iothread/wakeups-counted-by-source", test_wakeups_counted_by_source);
