@@ -738,38 +738,24 @@ static void test_poll_window_uring_follows_completions(void)
  * iteration's together, once.
  */
 struct ready_probe {
-    struct iothread *t;
-    struct iothread_uring_cb cb;
-    atomic_int done;
+    struct probe nop[2];       /* queue_nop's: one SQE and its completion each */
     uint64_t submits;          /* io_uring_submit calls the two SQEs took */
 };
-
-static void ready_done(struct iothread_uring_cb *cb, int res)
-{
-    struct ready_probe *r = (struct ready_probe *)((char *)cb - offsetof(struct ready_probe, cb));
-
-    g_assert_cmpint(res, ==, 0);
-    atomic_fetch_add(&r->done, 1);
-}
 
 static void ready_two_nops(void *opaque)
 {
     struct ready_probe *r = opaque;
+    struct iothread *t = r->nop[0].t;
     struct iothread_stats st;
     uint64_t before;
 
-    iothread_get_stats(r->t, &st);
+    iothread_get_stats(t, &st);
     before = st.uring_submits;
     for (int i = 0; i < 2; i++) {
-        struct io_uring_sqe *sqe = iothread_get_sqe(r->t);
-
-        g_assert_nonnull(sqe);
-        io_uring_prep_nop(sqe);
-        r->cb.fn = ready_done;
-        io_uring_sqe_set_data(sqe, &r->cb);
-        iothread_sqe_ready(r->t);
+        queue_nop(&r->nop[i]);
+        iothread_sqe_ready(t);
     }
-    iothread_get_stats(r->t, &st);
+    iothread_get_stats(t, &st);
     r->submits = st.uring_submits - before;
 }
 
@@ -778,16 +764,19 @@ static uint64_t submits_for_two(enum iothread_poll_mode mode)
     struct ready_probe r = { 0 };
     struct poll_probe pp = { 0 };
 
-    r.t = pp.t = iothread_new("t-ready", 1, 8);
-    iothread_set_poll(r.t, mode, 0);
-    g_assert_cmpint(iothread_start(r.t), ==, 0);
-    iothread_run_sync(r.t, add_poller, &pp);
-    iothread_run_sync(r.t, ready_two_nops, &r);
-    for (int i = 0; i < 100000 && atomic_load(&r.done) < 2; i++) {
-        iothread_run_sync(r.t, nothing, NULL);
+    r.nop[0].t = r.nop[1].t = pp.t = iothread_new("t-ready", 1, 8);
+    iothread_set_poll(pp.t, mode, 0);
+    g_assert_cmpint(iothread_start(pp.t), ==, 0);
+    iothread_run_sync(pp.t, add_poller, &pp);
+    iothread_run_sync(pp.t, ready_two_nops, &r);
+    for (int i = 0; i < 100000 && !(r.nop[0].uring_done && r.nop[1].uring_done); i++) {
+        iothread_run_sync(pp.t, nothing, NULL);
     }
-    g_assert_cmpint(atomic_load(&r.done), ==, 2);
-    iothread_free(r.t);
+    for (int i = 0; i < 2; i++) {
+        g_assert_true(r.nop[i].uring_done);
+        g_assert_cmpint(r.nop[i].uring_res, ==, 0);
+    }
+    iothread_free(pp.t);
     return r.submits;
 }
 
