@@ -49,7 +49,7 @@ fi
 # The tree as git knows it (tracked and new files, not the build directories).
 mkdir -p "$WORK/vhost-scsi"
 if git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1; then
-    (cd "$SRC" && git ls-files -co --exclude-standard -z | tar --null -T - --no-recursion -cf -) |
+    (cd "$SRC" && git ls-files -co --exclude-standard -z | tar --null --no-recursion -T - -cf -) |
         tar -xf - -C "$WORK/vhost-scsi"
 else
     tar -C "$SRC" --exclude='./build*' --exclude=./obj-\* -cf - . | tar -xf - -C "$WORK/vhost-scsi"
