@@ -14,6 +14,9 @@
 # overwritten), goal 3's rows: a file: LUN with O_DIRECT on it against
 # SPDK's aio bdev on it, and host fio (io_uring, O_DIRECT, on CPU 1) on it
 # as a third party in each round.
+# A second table (goal 4) sets two target threads against one, and SPDK's
+# two reactors against one, each run with two bench processes free to
+# use both CPUs, at 256k where the target's copy is most of the work.
 # Rows named *-packed give our target packed virtqueues (vhost-scsi-bench
 # --packed, as a guest with packed=on): SPDK's vhost-scsi does not offer
 # VIRTIO_F_RING_PACKED, so its side of those rows is its split ring, what
@@ -212,6 +215,11 @@ print(" --rate %d" % [r for r in runs if r["who"] == "spdk" and r["rep"] == int(
         "$OUT/$1.jsonl" "$2"
 }
 
+# selected NAME: whether PEER_ONLY (if set) names the row.
+selected() {
+    [ -z "${PEER_ONLY:-}" ] || [[ " $PEER_ONLY " == *" $1 "* ]]
+}
+
 ROWS=()
 # row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS" [loaded]
 # (OURS_BENCH="ARGS" row ...: more bench options against our target only;
@@ -220,9 +228,7 @@ ROWS=()
 # half a core" as a CPU figure)
 row() {
     local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 loaded=${8:-} i
-    if [ -n "${PEER_ONLY:-}" ] && [[ " $PEER_ONLY " != *" $name "* ]]; then
-        return
-    fi
+    selected "$name" || return 0
     say "$name: $desc"
     ROWS+=("$name")
     printf '%s\t%s\t%s\t%s\n' "$desc" \
@@ -330,9 +336,107 @@ AT_SPDK_RATE=1 OURS_BENCH=--packed row null-qd32-wait-adaptive-at-spdk-rate-pack
 row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
     "null:1G,fill=none" adaptive 1 null "--idle"
 
-python3 - "$OUT" "$RUNTIME" "$REPS" "${ROWS[@]}" >"$WORK/section.md" <<'EOF'
+# Goal 4: two target threads against one, and against SPDK with two
+# reactors.  Each run serves two queues to two bench processes, one queue
+# each (SPDK gives each reactor a controller of its own, its unit of
+# placement; ours takes both queues on one socket, --first-queue), both
+# benches free to run on either CPU: on two CPUs a second thread or
+# reactor has to share its core with a bench, so the rows use large
+# requests, where the target's copy is the work and a bench's share of a
+# core is small.  SCALE_ROWS lists them for the second table.
+SCALE_ROWS=()
+# ours_n N LUN POLL: our target on CPUs 0..N-1 with N threads, two queues.
+ours_n() {
+    SOCK=$WORK/ours.sock
+    rm -f "$SOCK"
+    setsid taskset -c "$([ "$1" = 1 ] && echo 0 || echo 0,1)" "$TARGET" --socket-path "$SOCK" \
+        --lun "0=$2" --queues 2 --threads "$1" --poll "$3" >"$WORK/target.log" 2>&1 &
+    PID=$!
+    wait_socket "$SOCK"
+    SOCKS=("$SOCK" "$SOCK")
+    QARGS=("--first-queue 0" "--first-queue 1")
+}
+# spdk_n N MB: SPDK with N reactors, two controllers of one malloc bdev
+# each (MB MiB), on reactor 0 and reactor N-1.
+spdk_n() {
+    local r="python3 $SPDK/scripts/rpc.py -s $WORK/spdk.sock" c
+    rm -rf "$WORK/spdk"
+    mkdir -p "$WORK/spdk"
+    (cd "$SPDK" && LD_LIBRARY_PATH=build/lib exec setsid build/bin/vhost --no-huge \
+        -s $(($2 * 2 + 1024)) -m "$([ "$1" = 1 ] && echo 0x1 || echo 0x3)" -u -S "$WORK/spdk" \
+        -r "$WORK/spdk.sock") >"$WORK/target.log" 2>&1 &
+    PID=$!
+    wait_socket "$WORK/spdk.sock"
+    for c in 0 1; do
+        $r bdev_malloc_create -b "Peer$c" "$2" 512 >/dev/null
+        $r vhost_create_scsi_controller --cpumask "$([ "$c" = 1 ] && [ "$1" = 2 ] && echo 0x2 ||
+            echo 0x1)" "vhost.$c" >/dev/null
+        $r vhost_scsi_controller_add_target "vhost.$c" 0 "Peer$c" >/dev/null
+    done
+    wait_socket "$WORK/spdk/vhost.1"
+    SOCKS=("$WORK/spdk/vhost.0" "$WORK/spdk/vhost.1")
+    QARGS=("" "")
+}
+# scale_run NAME WHO REP "BENCH ARGS" FILL_MB: fills what each bench
+# reads (FILL_MB MiB each, untimed), then runs both benches at once; one
+# JSON line with their IOPS summed.
+scale_run() {
+    local b out=() pids=() iops
+    for b in 0 1; do
+        # shellcheck disable=SC2086
+        setsid taskset -c 1 "$BENCH" --socket "${SOCKS[$b]}" ${QARGS[$b]} -q --rw write \
+            --bs 1m --iodepth 4 --ios "$5" >/dev/null ||
+            { echo "bench-peer: fill failed: $1 ($2)" >&2; cat "$WORK/target.log" >&2; exit 1; }
+    done
+    for b in 0 1; do
+        out[b]=$WORK/scale.$b.json
+        # shellcheck disable=SC2086
+        setsid taskset -c 0,1 "$BENCH" --socket "${SOCKS[$b]}" ${QARGS[$b]} --json -q \
+            --time "$RUNTIME" $4 >"${out[$b]}" &
+        pids[b]=$!
+    done
+    for b in 0 1; do
+        wait "${pids[$b]}" ||
+            { echo "bench-peer: run failed: $1 ($2)" >&2; cat "$WORK/target.log" >&2; exit 1; }
+    done
+    iops=$(python3 -c 'import json, sys; print(sum(json.load(open(f))["iops"] for f in sys.argv[1:]))' \
+        "${out[@]}")
+    printf '{"iops":%s,"who":"%s","rep":%s,"loadavg":%s}\n' "$iops" "$2" "$3" \
+        "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/$1.jsonl"
+}
+# scale_row NAME "DESCRIPTION" OURS_LUN OURS_POLL MALLOC_MB "BENCH ARGS"
+scale_row() {
+    local name=$1 desc=$2 lun=$3 poll=$4 mb=$5 bargs=$6 i who
+    selected "$name" || return 0
+    say "$name: $desc"
+    SCALE_ROWS+=("$name")
+    printf '%s\t%s\t%s\t%s\n' "$desc" \
+        "taskset -c 0 (0,1) vhost-scsi-target --socket-path S --lun 0=$lun --queues 2 --threads 1 (2) --poll $poll" \
+        "SPDK vhost -m 0x1 (0x3) --no-huge; two controllers (cpumask 0x1 and 0x1 (0x2)), bdev_malloc_create -b PeerN $mb 512 each" \
+        "two of taskset -c 0,1 vhost-scsi-bench --socket S --time $RUNTIME $bargs (ours: --first-queue 0 and 1), each LUN written first" \
+        >"$OUT/$name.desc"
+    for i in $(seq "$REPS"); do
+        for who in $([ $((i % 2)) = 1 ] && echo "ours-1 ours-2 spdk-1 spdk-2" ||
+                     echo "spdk-2 spdk-1 ours-2 ours-1"); do
+            case $who in
+                ours-*) ours_n "${who#ours-}" "$lun" "$poll" ;;
+                spdk-*) spdk_n "${who#spdk-}" "$mb" ;;
+            esac
+            scale_run "$name" "$who" "$i" "$bargs --queues 1" \
+                "$([ "${who%-*}" = ours ] && echo $((mb * 2)) || echo "$mb")"
+            stop
+        done
+    done
+}
+scale_row ram-2t-256k "ram vs malloc, 2 queues x QD8, 256k randread, bench waits, target --poll off" \
+    "ram:1G" off 512 "--rw randread --bs 256k --iodepth 8"
+scale_row ram-2t-256k-pollon "ram vs malloc, 2 queues x QD8, 256k randread, bench waits, target --poll on" \
+    "ram:1G" on 512 "--rw randread --bs 256k --iodepth 8"
+
+python3 - "$OUT" "$RUNTIME" "$REPS" "${ROWS[@]}" -- "${SCALE_ROWS[@]}" >"$WORK/section.md" <<'EOF'
 import datetime, json, os, platform, statistics, subprocess, sys
-out, runtime, reps, rows = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+out, runtime, reps, rest = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+rows, scale_rows = rest[:rest.index("--")], rest[rest.index("--") + 1:]
 
 def med(runs, who, f):
     v = [f(r) for r in runs if r["who"] == who]
@@ -344,7 +448,8 @@ def cores(r):  # the target's CPU use in cores: CPU time per I/O x IOPS (or meas
         return b.get("cpu_cores", 0)
     return (b.get("usr_us_per_io", 0) + b.get("sys_us_per_io", 0)) * r["iops"] / 1e6
 
-loads = [json.loads(l)["loadavg"] for n in rows for l in open(f"{out}/{n}.jsonl")] or [0]
+loads = [json.loads(l)["loadavg"] for n in rows + scale_rows
+         for l in open(f"{out}/{n}.jsonl")] or [0]
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
 print("## SPDK peer (issue 16)\n")
@@ -378,6 +483,22 @@ for n in rows:
     cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`" +
                 (" / host `fio --direct=1 --ioengine=io_uring --bs=4k` (same pattern and depth, CPU 1)"
                  if f else ""))
+if scale_rows:
+    print("\nTwo threads against one (goal 4; rows above: one thread, one CPU). Each run has "
+          "two bench processes, one queue each, on CPUs 0-1 with the target: IOPS of both "
+          "summed, medians of the rounds; the order of the four runs reversed every round; "
+          "in the commands, parentheses give the two-thread and two-reactor runs.\n")
+    print("| configuration | ours 1 thread | ours 2 threads | ours 2/1 | SPDK 1 reactor "
+          "| SPDK 2 reactors | SPDK 2/1 | ours/SPDK, 2 each |")
+    print("|---|---|---|---|---|---|---|---|")
+for n in scale_rows:
+    runs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
+    desc, ocmd, scmd, bcmd = open(f"{out}/{n}.desc").read().rstrip("\n").split("\t")
+    o1, o2, s1, s2 = (med(runs, w, lambda r: r["iops"]) for w in ("ours-1", "ours-2", "spdk-1", "spdk-2"))
+    fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.1f}k"
+    print(f"| {desc} | {fmt(o1)} | {fmt(o2)} | {o2 / o1 if o1 else 0:.2f} | {fmt(s1)} | {fmt(s2)} "
+          f"| {s2 / s1 if s1 else 0:.2f} | {o2 / s2 if s2 else 0:.2f} |")
+    cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
 print("\nCommands (S: the socket, PID: the target's pid):\n")
 print("\n".join(cmds))
 EOF
