@@ -105,14 +105,19 @@ wait_socket() {  # wait_socket PATH: until it exists, or the process died
     exit 1
 }
 
-# ours LUN POLL QUEUES: our target on CPU 0; sets PID and SOCK.
-ours() {
+# ours_start CPUS LUN POLL QUEUES THREADS: our target; sets PID and SOCK.
+ours_start() {
     SOCK=$WORK/ours.sock
     rm -f "$SOCK"
-    setsid taskset -c 0 "$TARGET" --socket-path "$SOCK" --lun "0=$1" --queues "$3" \
-        --threads 1 --poll "$2" >"$WORK/target.log" 2>&1 &
+    setsid taskset -c "$1" "$TARGET" --socket-path "$SOCK" --lun "0=$2" --queues "$4" \
+        --threads "$5" --poll "$3" >"$WORK/target.log" 2>&1 &
     PID=$!
     wait_socket "$SOCK"
+}
+
+# ours LUN POLL QUEUES: our target on CPU 0, one thread; sets PID and SOCK.
+ours() {
+    ours_start 0 "$1" "$2" "$3" 1
 }
 
 # bdev_args BDEV: the arguments of SPDK's bdev_BDEV_create for Peer0, as
@@ -125,17 +130,23 @@ bdev_args() {
     esac
 }
 
-# spdk BDEV: SPDK's vhost on CPU 0 (one reactor, no hugepages), one
-# controller with the bdev as target 0; sets PID and SOCK.
-spdk() {
-    local r="python3 $SPDK/scripts/rpc.py -s $WORK/spdk.sock"
+# spdk_start CPUS MASK MEM_MB: SPDK's vhost (no hugepages) on CPUS with
+# reactors MASK, its RPC socket up; sets PID.
+spdk_start() {
     rm -rf "$WORK/spdk"
     mkdir -p "$WORK/spdk"
-    SOCK=$WORK/spdk/vhost.0
-    (cd "$SPDK" && LD_LIBRARY_PATH=build/lib exec setsid taskset -c 0 build/bin/vhost --no-huge \
-        -s 1024 -m 0x1 -u -S "$WORK/spdk" -r "$WORK/spdk.sock") >"$WORK/target.log" 2>&1 &
+    (cd "$SPDK" && LD_LIBRARY_PATH=build/lib exec setsid taskset -c "$1" build/bin/vhost --no-huge \
+        -s "$3" -m "$2" -u -S "$WORK/spdk" -r "$WORK/spdk.sock") >"$WORK/target.log" 2>&1 &
     PID=$!
     wait_socket "$WORK/spdk.sock"
+}
+
+# spdk BDEV: SPDK's vhost on CPU 0 (one reactor), one controller with the
+# bdev as target 0; sets PID and SOCK.
+spdk() {
+    local r="python3 $SPDK/scripts/rpc.py -s $WORK/spdk.sock"
+    SOCK=$WORK/spdk/vhost.0
+    spdk_start 0 0x1 1024
     # shellcheck disable=SC2046
     $r bdev_"$1"_create $(bdev_args "$1") >/dev/null
     $r vhost_create_scsi_controller vhost.0 >/dev/null
@@ -345,14 +356,10 @@ row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
 # requests, where the target's copy is the work and a bench's share of a
 # core is small.  SCALE_ROWS lists them for the second table.
 SCALE_ROWS=()
-# ours_n N LUN POLL: our target on CPUs 0..N-1 with N threads, two queues.
+# ours_n N LUN POLL: our target on CPUs 0..N-1 with N threads, two queues;
+# one LUN for both benches, so only the first fills it.
 ours_n() {
-    SOCK=$WORK/ours.sock
-    rm -f "$SOCK"
-    setsid taskset -c "$([ "$1" = 1 ] && echo 0 || echo 0,1)" "$TARGET" --socket-path "$SOCK" \
-        --lun "0=$2" --queues 2 --threads "$1" --poll "$3" >"$WORK/target.log" 2>&1 &
-    PID=$!
-    wait_socket "$SOCK"
+    ours_start "$([ "$1" = 1 ] && echo 0 || echo 0,1)" "$2" "$3" 2 "$1"
     SOCKS=("$SOCK" "$SOCK")
     QARGS=("--first-queue 0" "--first-queue 1")
 }
@@ -360,13 +367,8 @@ ours_n() {
 # each (MB MiB), on reactor 0 and reactor N-1.
 spdk_n() {
     local r="python3 $SPDK/scripts/rpc.py -s $WORK/spdk.sock" c
-    rm -rf "$WORK/spdk"
-    mkdir -p "$WORK/spdk"
-    (cd "$SPDK" && LD_LIBRARY_PATH=build/lib exec setsid build/bin/vhost --no-huge \
-        -s $(($2 * 2 + 1024)) -m "$([ "$1" = 1 ] && echo 0x1 || echo 0x3)" -u -S "$WORK/spdk" \
-        -r "$WORK/spdk.sock") >"$WORK/target.log" 2>&1 &
-    PID=$!
-    wait_socket "$WORK/spdk.sock"
+    spdk_start "$([ "$1" = 1 ] && echo 0 || echo 0,1)" "$([ "$1" = 1 ] && echo 0x1 || echo 0x3)" \
+        $(($2 * 2 + 1024))
     for c in 0 1; do
         $r bdev_malloc_create -b "Peer$c" "$2" 512 >/dev/null
         $r vhost_create_scsi_controller --cpumask "$([ "$c" = 1 ] && [ "$1" = 2 ] && echo 0x2 ||
@@ -377,15 +379,17 @@ spdk_n() {
     SOCKS=("$WORK/spdk/vhost.0" "$WORK/spdk/vhost.1")
     QARGS=("" "")
 }
-# scale_run NAME WHO REP "BENCH ARGS" FILL_MB: fills what each bench
-# reads (FILL_MB MiB each, untimed), then runs both benches at once; one
-# JSON line with their IOPS summed.
+# scale_run NAME WHO REP "BENCH ARGS" "FILL0 FILL1": fills what each bench
+# reads (FILLn MiB through bench n, untimed; 0: nothing), then runs both
+# benches at once; one JSON line with their IOPS summed.
 scale_run() {
-    local b out=() pids=() iops
+    local b out=() pids=() iops fill
+    read -r -a fill <<<"$5"
     for b in 0 1; do
+        [ "${fill[b]}" -gt 0 ] || continue
         # shellcheck disable=SC2086
         setsid taskset -c 1 "$BENCH" --socket "${SOCKS[$b]}" ${QARGS[$b]} -q --rw write \
-            --bs 1m --iodepth 4 --ios "$5" >/dev/null ||
+            --bs 1m --iodepth 4 --ios "${fill[b]}" >/dev/null ||
             { echo "bench-peer: fill failed: $1 ($2)" >&2; cat "$WORK/target.log" >&2; exit 1; }
     done
     for b in 0 1; do
@@ -423,7 +427,7 @@ scale_row() {
                 spdk-*) spdk_n "${who#spdk-}" "$mb" ;;
             esac
             scale_run "$name" "$who" "$i" "$bargs --queues 1" \
-                "$([ "${who%-*}" = ours ] && echo $((mb * 2)) || echo "$mb")"
+                "$([ "${who%-*}" = ours ] && echo "$((mb * 2)) 0" || echo "$mb $mb")"
             stop
         done
     done
@@ -441,6 +445,9 @@ rows, scale_rows = rest[:rest.index("--")], rest[rest.index("--") + 1:]
 def med(runs, who, f):
     v = [f(r) for r in runs if r["who"] == who]
     return statistics.median(v) if v else 0.0
+
+def fmt(v, kdigits=0):  # IOPS: millions to two places, thousands to kdigits
+    return f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.{kdigits}f}k"
 
 def cores(r):  # the target's CPU use in cores: CPU time per I/O x IOPS (or measured idle)
     b = r.get("backend", {})
@@ -473,7 +480,6 @@ for n in rows:
         cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
         continue
     o, s = med(runs, "ours", lambda r: r["iops"]), med(runs, "spdk", lambda r: r["iops"])
-    fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.0f}k"
     sys_us = lambda r: r.get("backend", {}).get("sys_us_per_io", 0)
     os_, ss = med(runs, "ours", sys_us), med(runs, "spdk", sys_us)
     f = med(runs, "fio", lambda r: r["iops"])
@@ -495,8 +501,7 @@ for n in scale_rows:
     runs = [json.loads(l) for l in open(f"{out}/{n}.jsonl")]
     desc, ocmd, scmd, bcmd = open(f"{out}/{n}.desc").read().rstrip("\n").split("\t")
     o1, o2, s1, s2 = (med(runs, w, lambda r: r["iops"]) for w in ("ours-1", "ours-2", "spdk-1", "spdk-2"))
-    fmt = lambda v: f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.1f}k"
-    print(f"| {desc} | {fmt(o1)} | {fmt(o2)} | {o2 / o1 if o1 else 0:.2f} | {fmt(s1)} | {fmt(s2)} "
+    print(f"| {desc} | {fmt(o1, 1)} | {fmt(o2, 1)} | {o2 / o1 if o1 else 0:.2f} | {fmt(s1, 1)} | {fmt(s2, 1)} "
           f"| {s2 / s1 if s1 else 0:.2f} | {o2 / s2 if s2 else 0:.2f} |")
     cmds.append(f"- {n}: `{ocmd}` / {scmd} / `{bcmd}`")
 print("\nCommands (S: the socket, PID: the target's pid):\n")
