@@ -77,7 +77,10 @@ struct scsi_cmd {
     unsigned data_in_cnt;
     uint64_t tag;
     struct iothread *thread;          /* the thread executing the command */
-    /* The I_T nexus's unit attentions for this LUN; NULL: the LUN's own. */
+    /*
+     * The I_T nexus's unit attentions for this LUN; NULL: the LUN's own.
+     * Valid until the command completes, however long it waits in flight.
+     */
     struct scsi_ua_state *ua;
     /* Who sends it, for reservations; all NULL: the LUN's own nexus (set by scsi_nexus_exec). */
     struct scsi_it_id it;

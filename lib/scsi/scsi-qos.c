@@ -216,6 +216,13 @@ bool sd_qos_admit(struct scsi_lun *lun, struct scsi_cmd *cmd, enum io_class cls,
         return true;
     }
     cmd->qos_next = NULL;
+    /*
+     * The nexus's table is freed after the grace period that let the
+     * command in, which a wait outlasts; a READ or WRITE reaches no other
+     * LUN anyway.
+     */
+    cmd->find_lun = NULL;
+    cmd->find_ctx = NULL;
     if (s->tail) {
         s->tail->qos_next = cmd;
     } else {

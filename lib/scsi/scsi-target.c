@@ -11,7 +11,8 @@
  * disk shared by several VMs' controllers).  A nexus's
  * unit-attention state for a LUN is its own allocation, shared by the
  * successive tables that name the LUN, so a condition raised while a
- * table is replaced is never lost.
+ * table is replaced is never lost; a removed LUN's are freed with its
+ * drain, once every command that names them has completed.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -100,7 +101,13 @@ static int key_cmp(const void *a, const void *b)
 
 /* ---- grace periods ------------------------------------------------------ */
 
-/* What a change leaves to free once no I/O thread can be looking at it. */
+/*
+ * What a change leaves to free once no I/O thread can be looking at it:
+ * the replaced tables after the grace period; a removed LUN's
+ * unit-attention states only after its drain too, because a command that
+ * waits in flight (for a rate limit, scsi-qos.c) reads its nexus's state
+ * when it runs, after the grace period that let it in.
+ */
 struct retired {
     struct scsi_target *t;
     GPtrArray *tables;         /* struct nexus_table *, g_free */
@@ -123,6 +130,7 @@ static struct retired *retired_new(struct scsi_target *t)
 
 static void retired_finish(struct retired *r)
 {
+    g_ptr_array_free(r->uas, TRUE);
     r->t->graces--;
     if (r->removed) {
         r->removed(r->lun, r->removed_opaque);
@@ -140,13 +148,14 @@ static void grace_ended(void *opaque)
     struct retired *r = opaque;
 
     g_ptr_array_free(r->tables, TRUE);
-    g_ptr_array_free(r->uas, TRUE);
     if (!r->lun) {
-        r->t->graces--;
-        g_free(r);
+        retired_finish(r);
         return;
     }
-    /* No table names the LUN now; its commands still in flight finish first. */
+    /*
+     * No table names the LUN now; its commands still in flight, those
+     * waiting for a rate limit among them, finish first.
+     */
     r->drain = (struct scsi_drain){ .done = retired_drained, .thread = r->t->main, .opaque = r };
     scsi_lun_drain_async(r->lun, &r->drain);
 }
@@ -526,7 +535,11 @@ int scsi_nexus_exec(struct scsi_nexus *nx, unsigned port, unsigned lun_id,
         }
         return -ENODEV;
     }
-    /* Used only inside scsi_lun_exec's dispatch, within this grace period. */
+    /*
+     * The unit attentions until the command completes (a removed LUN's
+     * outlive its drain); the table only inside scsi_lun_exec's dispatch,
+     * within this grace period.
+     */
     cmd->ua = e->ua;
     cmd->it = (struct scsi_it_id) {
         .initiator = nx->initiator, .target = nx->t->name, .rtpi = (uint16_t)(port + 1),

@@ -8,7 +8,9 @@
  *    port's other LUNs get REPORTED LUNS DATA HAS CHANGED, the transports
  *    are told, and the LUN is handed back only once the commands running
  *    on it have completed and a grace period of the I/O threads has ended
- *    (until then an I/O thread may still be reading the old table);
+ *    (until then an I/O thread may still be reading the old table); READs
+ *    waiting for its rate limit when it goes run after the grace period,
+ *    with their nexus's unit attentions still there, and complete GOOD;
  *  - a LUN grown reports its new capacity after CAPACITY DATA HAS CHANGED
  *    to every nexus, and the transports are told; shrinking, and growing a
  *    backend that cannot grow, are refused and change nothing.
@@ -60,11 +62,14 @@ struct pending {
     struct result r;
 };
 
-static void start(struct pending *p, struct scsi_nexus *nx, unsigned port, unsigned lun,
-                  struct scsi_task *task, uint8_t *buf, size_t len)
+/* Starts task from nx, run on I/O thread t (NULL: none, as a test's own thread). */
+static void start_on(struct pending *p, struct iothread *t, struct scsi_nexus *nx,
+                     unsigned port, unsigned lun, struct scsi_task *task, uint8_t *buf,
+                     size_t len)
 {
     memset(p, 0, sizeof(*p));
-    p->cmd = (struct scsi_cmd){ .cdb = p->cdb, .complete = record, .opaque = &p->r };
+    p->cmd = (struct scsi_cmd){ .cdb = p->cdb, .thread = t, .complete = record,
+                                .opaque = &p->r };
     p->cmd.cdb_len = sc_cdb(task, p->cdb);
     if (buf) {
         p->iov = (struct iovec){ buf, len };
@@ -72,6 +77,12 @@ static void start(struct pending *p, struct scsi_nexus *nx, unsigned port, unsig
         p->cmd.data_in_cnt = 1;
     }
     p->r.ret = scsi_nexus_exec(nx, port, lun, false, &p->cmd);
+}
+
+static void start(struct pending *p, struct scsi_nexus *nx, unsigned port, unsigned lun,
+                  struct scsi_task *task, uint8_t *buf, size_t len)
+{
+    start_on(p, NULL, nx, port, lun, task, buf, len);
 }
 
 /* A command that completes inside the call (RAM, null, the target's own answers). */
@@ -548,6 +559,127 @@ static void test_remove_waits_for_a_grace_period(void)
     g_cond_clear(&b.cond);
 }
 
+/*
+ * READs to a LUN over its rate limit, waiting on an I/O thread's timer
+ * (scsi-qos.c), while the LUN is removed.
+ */
+#define WAITING 16
+
+struct rate_limited {
+    struct fx x;
+    struct handed_back back;
+    struct iothread *io;
+    struct pending p[WAITING];
+    uint8_t buf[WAITING][512];
+    GMutex lock;
+    GCond cond;
+    gint completed;             /* under lock; read alone, atomically */
+};
+
+static void rate_limited_done(struct scsi_cmd *cmd)
+{
+    struct rate_limited *s = cmd->opaque;
+    struct pending *p = (struct pending *)((char *)cmd - G_STRUCT_OFFSET(struct pending, cmd));
+
+    p->r.completions++;
+    p->r.status = cmd->status;
+    p->r.sense = sc_sense_of(cmd->sense, cmd->sense_len);
+    g_mutex_lock(&s->lock);
+    g_atomic_int_inc(&s->completed);
+    g_cond_broadcast(&s->cond);
+    g_mutex_unlock(&s->lock);
+}
+
+/* On the I/O thread, as a transport runs its commands. */
+static void rate_limited_submit(void *opaque)
+{
+    struct rate_limited *s = opaque;
+
+    for (unsigned i = 0; i < WAITING; i++) {
+        struct pending *p = &s->p[i];
+
+        memset(p, 0, sizeof(*p));
+        p->cmd = (struct scsi_cmd){ .cdb = p->cdb, .thread = s->io,
+                                    .complete = rate_limited_done, .opaque = s };
+        p->cmd.cdb_len = sc_cdb(scsi_cdb_read10(i, 512, 512, 0, 0, 0, 0, 0), p->cdb);
+        p->iov = (struct iovec){ s->buf[i], sizeof(s->buf[i]) };
+        p->cmd.data_in = &p->iov;
+        p->cmd.data_in_cnt = 1;
+        p->r.ret = scsi_nexus_exec(s->x.a, 0, 2, false, &p->cmd);
+    }
+}
+
+static void rate_limited_remove(void *opaque)
+{
+    struct rate_limited *s = opaque;
+
+    g_assert_cmpint(scsi_target_remove_lun(s->x.t, 0, 2, handed_back, &s->back), ==, 0);
+}
+
+static void test_remove_runs_commands_waiting_for_a_rate_limit(void)
+{
+    struct rate_limited *s = g_new0(struct rate_limited, 1);
+    struct iothread *main_thread = iothread_new("q-main", 0, 0);
+    struct scsi_qos one_per_s = { .iops = 1 }, unlimited = { 0 };
+    gint64 deadline = g_get_monotonic_time() + TIMEOUT_US;
+    struct lun_backend *be;
+    struct scsi_lun *l;
+
+    g_mutex_init(&s->lock);
+    g_cond_init(&s->cond);
+    s->io = iothread_new("q-io", 1, 0);
+    g_assert_cmpint(iothread_start(main_thread), ==, 0);
+    g_assert_cmpint(iothread_start(s->io), ==, 0);
+    fx_setup(&s->x);
+    g_assert_cmpint(backend_null_new(MiB, 512, &be), ==, 0);
+    l = scsi_lun_new(be, "0:2", NULL);
+    g_assert_cmpint(scsi_target_add_lun(s->x.t, 0, 2, l), ==, 0);
+    settle_lun(s->x.a, 0, 2);
+    scsi_target_set_threads(s->x.t, main_thread, &s->io, 1);
+
+    /* One READ a second: the first takes the burst, the others wait in flight. */
+    scsi_lun_set_qos(l, &one_per_s);
+    iothread_run_sync(s->io, rate_limited_submit, s);
+    for (unsigned i = 0; i < WAITING; i++) {
+        g_assert_cmpint(s->p[i].r.ret, ==, 0);
+    }
+
+    /* Removed, and the grace period over: no table names the LUN any more. */
+    iothread_run_sync(main_thread, rate_limited_remove, s);
+    iothread_run_sync(s->io, nothing, NULL);
+    iothread_run_sync(main_thread, nothing, NULL);
+    g_assert_null(scsi_nexus_lun(s->x.a, 0, 2));
+    /* Not handed back while READs wait (a second each: most still do). */
+    g_assert_cmpint(g_atomic_int_get(&s->completed), <, WAITING);
+    g_assert_cmpuint(s->back.calls, ==, 0);
+
+    /* Let them run: each completes once, GOOD, as any command the LUN had taken. */
+    scsi_lun_set_qos(l, &unlimited);
+    g_mutex_lock(&s->lock);
+    while (s->completed < WAITING) {
+        g_assert_true(g_cond_wait_until(&s->cond, &s->lock, deadline));
+    }
+    g_mutex_unlock(&s->lock);
+    iothread_run_sync(s->io, nothing, NULL);
+    for (unsigned i = 0; i < WAITING; i++) {
+        g_assert_cmpuint(s->p[i].r.completions, ==, 1);
+        g_assert_cmphex(s->p[i].r.status, ==, SAM_STAT_GOOD);
+    }
+    /* Then, drained, the LUN comes back on the main thread. */
+    while (!g_atomic_int_get(&s->back.calls)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        iothread_run_sync(main_thread, nothing, NULL);
+    }
+    g_assert_true(s->back.lun == l);
+    scsi_lun_free(l);
+    iothread_free(s->io);
+    iothread_free(main_thread);
+    fx_teardown(&s->x);
+    g_mutex_clear(&s->lock);
+    g_cond_clear(&s->cond);
+    g_free(s);
+}
+
 /* ---- resizing --------------------------------------------------------- */
 
 static void test_resize_grows_for_every_nexus(void)
@@ -610,6 +742,8 @@ int main(int argc, char **argv)
                     test_remove_waits_for_commands_in_flight);
     g_test_add_func("/scsi-target/live/remove/waits-for-a-grace-period",
                     test_remove_waits_for_a_grace_period);
+    g_test_add_func("/scsi-target/live/remove/runs-commands-waiting-for-a-rate-limit",
+                    test_remove_runs_commands_waiting_for_a_rate_limit);
     g_test_add_func("/scsi-target/live/resize/grows-for-every-nexus",
                     test_resize_grows_for_every_nexus);
     return g_test_run();
