@@ -99,8 +99,9 @@ int sd_exec_compare_and_write(struct scsi_lun *lun, struct scsi_cmd *cmd)
     st->lba = lba;
     st->chunk_blocks = n;
     st->fua = sd_write_needs_fua(lun, cdb[1] & 0x08);
-    st->buf = g_malloc(len);
-    st->expect = g_malloc(len);
+    /* Cleared: what the read leaves unwritten (fill=none) must not decide the compare. */
+    st->buf = g_malloc0(len);
+    st->expect = g_malloc(len);   /* both halves of the data-out, whose size was checked */
     st->block = g_malloc(len);
     iov_to_buf(cmd->data_out, cmd->data_out_cnt, 0, st->expect, len);
     iov_to_buf(cmd->data_out, cmd->data_out_cnt, len, st->block, len);
@@ -176,8 +177,9 @@ int sd_exec_orwrite(struct scsi_lun *lun, struct scsi_cmd *cmd)
     st->remaining = n;
     st->chunk_blocks = MIN((uint64_t)n, sd_chunk_bytes(lun) / lun->bs);
     st->fua = sd_write_needs_fua(lun, cdb[1] & 0x08);
-    st->buf = g_malloc(st->chunk_blocks * lun->bs);
-    st->expect = g_malloc(st->chunk_blocks * lun->bs);
+    /* Cleared: what a read leaves unwritten (fill=none) is ORed and written back. */
+    st->buf = g_malloc0(st->chunk_blocks * lun->bs);
+    st->expect = g_malloc(st->chunk_blocks * lun->bs);   /* filled from the data-out per chunk */
     st->state = OR_READ;
     return sd_op_start_range(lun, cmd, st, lba, n, true);
 }

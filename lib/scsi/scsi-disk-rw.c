@@ -234,7 +234,8 @@ int sd_exec_verify(struct scsi_lun *lun, struct scsi_cmd *cmd)
     st->lba = lba;
     st->remaining = n;
     st->chunk_blocks = MIN((uint64_t)n, sd_chunk_bytes(lun) / lun->bs);
-    st->buf = g_malloc(st->chunk_blocks * lun->bs);
+    /* Cleared: what a read leaves unwritten (fill=none) must not decide the compare. */
+    st->buf = g_malloc0(st->chunk_blocks * lun->bs);
     if (bytchk == 3) {
         st->block = g_malloc(lun->bs);
         iov_to_buf(cmd->data_out, cmd->data_out_cnt, 0, st->block, lun->bs);

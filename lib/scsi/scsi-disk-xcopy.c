@@ -535,7 +535,11 @@ int sd_exec_extended_copy(struct scsi_lun *lun, struct scsi_cmd *cmd)
     }
     /* Block sizes are powers of two: a chunk of whole blocks of every LUN involved. */
     x->max_chunk = MAX(chunk / unit * unit, unit);
-    st->buf = g_malloc(x->max_chunk);
+    /*
+     * Cleared: a source may write nothing into it (null, fill=none), and
+     * what it holds goes to the destination, which a guest reads.
+     */
+    st->buf = g_malloc0(x->max_chunk);
     st->state = XC_NEXT;
     return sd_op_start(lun, cmd, st);
 }

@@ -2,8 +2,9 @@
  * Specification of COMPARE AND WRITE (lib/scsi/scsi-disk-caw.c) and of the
  * write range lock under it (lib/scsi/scsi-disk-range.c): equal data is
  * replaced, unequal data is left alone and reported as MISCOMPARE with the
- * offset of the first differing byte of the data-out in INFORMATION; zero
- * blocks do nothing; ranges past the end, lengths past Block Limits'
+ * offset of the first differing byte of the data-out in INFORMATION (a
+ * read that writes nothing into the buffer, null with fill=none, compares
+ * as zeros, not as stale heap); zero blocks do nothing; ranges past the end, lengths past Block Limits'
  * MAXIMUM COMPARE AND WRITE LENGTH, short data-out buffers, WRPROTECT,
  * reserved bits and a read-only LUN are refused (field pointers where the
  * fault is a field).  With the backend's completions deferred: a write,
@@ -104,6 +105,33 @@ static void test_miscompare_reports_offset(void)
     s = assert_sense(&r, SCSI_SENSE_MISCOMPARE, SCSI_SENSE_ASCQ_MISCOMPARE_DURING_VERIFY);
     g_assert_true(s.info_valid);
     g_assert_cmpuint(s.info, ==, 0);
+    scsi_lun_free(lun);
+}
+
+/*
+ * A read that writes nothing into the bounce buffer (a null LUN with
+ * fill=none) compares as zeros: equal verify data is GOOD, and a
+ * MISCOMPARE's offset is that of the first byte differing from zeros,
+ * never one decided by what the daemon's heap held before.
+ */
+static void test_unwritten_read_compares_as_zeros(void)
+{
+    struct scsi_lun *lun = nofill_lun(MiB, BS);
+    uint8_t v[2 * BS] = { 0 }, b[2 * BS];
+    struct sc_sense s;
+    struct result r;
+
+    fill_pattern(b, sizeof(b), 6);
+    dirty_heap(sizeof(v));
+    r = caw(lun, 4, 2, v, b);
+    assert_good(&r);
+
+    v[BS + 3] = 0x40;
+    dirty_heap(sizeof(v));
+    r = caw(lun, 4, 2, v, b);
+    s = assert_sense(&r, SCSI_SENSE_MISCOMPARE, SCSI_SENSE_ASCQ_MISCOMPARE_DURING_VERIFY);
+    g_assert_true(s.info_valid);
+    g_assert_cmpuint(s.info, ==, BS + 3);
     scsi_lun_free(lun);
 }
 
@@ -632,6 +660,8 @@ int main(int argc, char **argv)
 
     g_test_add_func("/scsi-disk/caw/match-writes", test_match_writes);
     g_test_add_func("/scsi-disk/caw/miscompare-offset", test_miscompare_reports_offset);
+    g_test_add_func("/scsi-disk/caw/unwritten-read-compares-as-zeros",
+                    test_unwritten_read_compares_as_zeros);
     g_test_add_func("/scsi-disk/caw/zero-blocks", test_zero_blocks_do_nothing);
     g_test_add_func("/scsi-disk/caw/refusals", test_refusals);
     g_test_add_func("/scsi-disk/caw/read-only", test_read_only);

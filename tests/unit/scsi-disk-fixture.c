@@ -178,6 +178,27 @@ struct scsi_lun *null_lun(uint64_t size, uint32_t bs)
     return ready(scsi_lun_new(be, "test:null", NULL));
 }
 
+struct scsi_lun *nofill_lun(uint64_t size, uint32_t bs)
+{
+    struct lun_backend *be;
+
+    g_assert_cmpint(backend_null_nofill_new(size, bs, &be), ==, 0);
+    return ready(scsi_lun_new(be, "test:null-nofill", NULL));
+}
+
+void dirty_heap(size_t size)
+{
+    void *b[4];
+
+    for (unsigned i = 0; i < G_N_ELEMENTS(b); i++) {
+        b[i] = g_malloc(size);
+        memset(b[i], HEAP_PATTERN, size);
+    }
+    for (unsigned i = G_N_ELEMENTS(b); i-- > 0;) {
+        g_free(b[i]);
+    }
+}
+
 void fill_pattern(uint8_t *p, size_t len, unsigned seed)
 {
     for (size_t i = 0; i < len; i++) {

@@ -140,6 +140,19 @@ struct scsi_lun *ram_lun(void);
 /* A ready LUN on a null backend (reads zeros, drops writes). */
 struct scsi_lun *null_lun(uint64_t size, uint32_t bs);
 
+/* A ready LUN on a null backend with fill=none (a READ writes nothing into its buffer). */
+struct scsi_lun *nofill_lun(uint64_t size, uint32_t bs);
+
+/*
+ * Leaves freed heap blocks of size bytes holding HEAP_PATTERN, as another
+ * tenant's data would, for a buffer the next command allocates to find
+ * (glibc hands a freed block of the size back; ASan's allocator does not,
+ * but fills the start of every new block with 0xbe): a buffer of the
+ * daemon's that reaches a guest uncleared shows up as non-zero bytes.
+ */
+#define HEAP_PATTERN 0xa5
+void dirty_heap(size_t size);
+
 /* len bytes of a pattern that differs with seed and from block to block. */
 void fill_pattern(uint8_t *p, size_t len, unsigned seed);
 

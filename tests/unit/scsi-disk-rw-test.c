@@ -8,7 +8,9 @@
  * shorter than the CDB says, a read-only LUN); FUA reaches the backend,
  * and with the write cache off every write is FUA; SYNCHRONIZE CACHE and
  * stopping the unit flush; VERIFY checks the range or compares (BYTCHK 1
- * and 3) through a bounded buffer; WRITE AND VERIFY writes FUA.  The
+ * and 3) through a bounded buffer, which a read that writes nothing into
+ * it (null, fill=none) leaves cleared, so it compares as zeros; WRITE AND
+ * VERIFY writes FUA.  The
  * harness is scsi-disk-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -448,6 +450,40 @@ static void test_verify(void)
     scsi_lun_free(lun);
 }
 
+/*
+ * A read that writes nothing into the bounce buffer (a null LUN with
+ * fill=none) compares as zeros, and a MISCOMPARE's offset is that of the
+ * first data-out byte that differs from them, never one decided by what
+ * the daemon's heap held before.
+ */
+static void test_verify_unwritten_read_compares_as_zeros(void)
+{
+    struct scsi_lun *lun = nofill_lun(MiB, BS);
+    uint8_t out[8 * BS] = { 0 }, cdb[SC_CDB_MAX];
+    unsigned n = sc_cdb(scsi_cdb_verify16(16, sizeof(out), 0, 0, 1, BS), cdb);
+    struct sc_sense s;
+    struct result r;
+
+    dirty_heap(sizeof(out));
+    r = run_cdb(lun, cdb, n, out, sizeof(out), NULL, 0);
+    assert_good(&r);
+
+    out[5 * BS + 7] = 0x01;
+    dirty_heap(sizeof(out));
+    r = run_cdb(lun, cdb, n, out, sizeof(out), NULL, 0);
+    assert_miscompare(&r);
+    s = sc_sense_of(r.sense, r.sense_len);
+    g_assert_true(s.info_valid);
+    g_assert_cmpuint(s.info, ==, 5 * BS + 7);
+
+    /* BYTCHK=3: the one block against each block of the range. */
+    n = with_bytchk(scsi_cdb_verify16(16, sizeof(out), 0, 0, 1, BS), 3, cdb);
+    dirty_heap(sizeof(out));
+    r = run_cdb(lun, cdb, n, out, BS, NULL, 0);
+    assert_good(&r);
+    scsi_lun_free(lun);
+}
+
 static void test_write_and_verify(void)
 {
     struct spy *s;
@@ -490,6 +526,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/cache/sync-range", test_sync_cache_range);
     g_test_add_func("/scsi-disk/start-stop-prevent-allow", test_start_stop_and_prevent_allow);
     g_test_add_func("/scsi-disk/verify/bytchk", test_verify);
+    g_test_add_func("/scsi-disk/verify/unwritten-read-compares-as-zeros",
+                    test_verify_unwritten_read_compares_as_zeros);
     g_test_add_func("/scsi-disk/verify/write-and-verify", test_write_and_verify);
 
     return g_test_run();

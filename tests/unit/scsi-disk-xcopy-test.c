@@ -9,7 +9,8 @@
  * by the NAA designator their VPD page 83h reports.  Specified: copies
  * between different backends and block sizes (DC), a copy whose manager
  * is neither source nor destination, overlapping ranges within one LUN
- * (copied as memmove would), every refusal of the parameter list with its
+ * (copied as memmove would), a source that writes nothing into the bounce
+ * buffer (null, fill=none: zeros arrive, not stale heap), every refusal of the parameter list with its
  * sense (lengths, too many descriptors, unsupported descriptor types, an
  * unknown or unreachable designator — a LUN of another target among them
  * —, ranges past either end, a segment past MAXIMUM SEGMENT LENGTH, an
@@ -41,6 +42,8 @@
 #define RAM_BLOCKS (8 * MiB / BS)
 #define FILE_BS 4096
 #define FILE_SIZE (8 * MiB)
+/* A copy's bounce buffer to a ram LUN: its piece (INLINE_PIECE_BYTES). */
+#define BOUNCE_BYTES (16 * KiB)
 
 /* The target, its nexus and LUNs; the file's path, removed at the end. */
 struct rig {
@@ -329,6 +332,37 @@ static void test_overlap_within_one_lun(void)
         g_test_message("destination %s the source", up ? "above" : "below");
         g_assert_true(memcmp(got, want, len + shift) == 0);
     }
+    rig_free(&g);
+}
+
+/*
+ * A source that writes nothing into the bounce buffer (a null LUN with
+ * fill=none) leaves it as it was allocated: cleared, so the destination
+ * gets zeros, never bytes the daemon's heap held before (another tenant's).
+ */
+static void test_unwritten_source_copies_zeros(void)
+{
+    struct rig g;
+    size_t len = 4 * BOUNCE_BYTES;
+    g_autofree uint8_t *old = g_malloc(len), *got = g_malloc(len), *zeros = g_malloc0(len);
+    struct plist l;
+    struct result r;
+
+    rig_init(&g, false);
+    g_assert_cmpint(scsi_target_add_lun(g.t, 0, 2, nofill_lun(MiB, BS)), ==, 0);
+    nx_ready(g.nx, 0, 2);
+    /* 0:0 tells of the new LUN first: REPORTED LUNS DATA HAS CHANGED. */
+    r = nx_task(g.nx, 0, 0, scsi_cdb_testunitready(), NULL, 0, NULL, 0);
+    assert_sense(&r, SCSI_SENSE_UNIT_ATTENTION, 0x3f0e);
+    fill_pattern(old, len, 11);
+    nx_write(g.nx, 0, 0, BS, 300, old, len);
+    l = one_segment(&g, naa_of(g.nx, 0, 2), BS, naa_of(g.nx, 0, 0), BS, false,
+                    (uint16_t)(len / BS), 0, 300);
+    dirty_heap(BOUNCE_BYTES);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
+    nx_read(g.nx, 0, 0, BS, 300, got, len);
+    g_assert_true(memcmp(got, zeros, len) == 0);
     rig_free(&g);
 }
 
@@ -1129,6 +1163,8 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/scsi-disk/xcopy/ram-to-file-and-back", test_ram_to_file_and_back);
     g_test_add_func("/scsi-disk/xcopy/overlap-within-one-lun", test_overlap_within_one_lun);
+    g_test_add_func("/scsi-disk/xcopy/unwritten-source-copies-zeros",
+                    test_unwritten_source_copies_zeros);
     g_test_add_func("/scsi-disk/xcopy/zero-length", test_zero_length_and_no_segments);
     g_test_add_func("/scsi-disk/xcopy/list-lengths", test_list_lengths);
     g_test_add_func("/scsi-disk/xcopy/cdb-fields", test_cdb_fields);
