@@ -11,6 +11,8 @@
  *    vhost-scsi-bench --verify runs on LUN 0 of another connection: every
  *    control call succeeds and the bench verifies every block (the daemon
  *    runs under ASan in `make check`);
+ *  - READs waiting for a LUN's rate limit when it is removed complete
+ *    GOOD, at the limit's pace, and the removal answers after them;
  *  - a named backend mapped at two LUNs is one disk through both (data
  *    written through one is read through the other; growing it is seen at
  *    both); it cannot be closed while mapped; connection-list shows the
@@ -265,6 +267,73 @@ static void test_cycles_under_verified_io(void)
     ro = json_node_get_object(res);
     g_assert_cmpint(json_object_get_int_member(ro, "verify_errors"), ==, 0);
     g_assert_cmpint(json_object_get_int_member(ro, "reads"), ==, atoi(BENCH_IOS));
+    close(fd);
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    pu_daemon_cleanup(&d);
+}
+
+/* ---- removal under a rate limit ----------------------------------------- */
+
+#define LIMITED_READS 9
+
+/*
+ * READs waiting for their LUN's rate limit when it is removed: they run
+ * after the removal's grace period, at the limit's pace, and complete
+ * GOOD; the removal answers after them, and the daemon (under ASan in
+ * `make check`) goes on serving.
+ */
+static void test_remove_with_reads_waiting_for_a_rate_limit(void)
+{
+    struct pu_daemon d = { 0 };
+    g_autofree char *ctl = NULL;
+    struct vfe_req reqs[LIMITED_READS] = { 0 };
+    struct pu_batch b = { 0 };
+    struct vfe *fe;
+    struct vfe_req r;
+    JsonNode *answer;
+    int fd, rm;
+
+    start(&d, "0=ram:16M");
+    ctl = ctl_path(&d);
+    fd = ctl_client_connect(ctl);
+    rm = ctl_client_connect(ctl);
+    g_assert_cmpint(fd, >=, 0);
+    g_assert_cmpint(rm, >=, 0);
+    lun_add(fd, "1=null:64M");
+    /* Four a second, a burst of one: the first READ runs, the others wait up to 2 s. */
+    json_node_unref(pu_ctl_ok(fd, "qos-set",
+                              pu_jobj("backend", pu_jstr("lun0:1"), "iops", pu_jint(4), NULL)));
+    fe = pu_connect(&d, 1);
+    pu_make_ready(fe, 1);
+    for (unsigned i = 0; i < LIMITED_READS; i++) {
+        reqs[i].data = vfe_alloc(fe, 512, 512);
+        reqs[i].data_len = 512;
+        reqs[i].tag = i + 1;
+        reqs[i].opaque = &b;
+        reqs[i].complete = pu_batch_done;
+        vfe_lun(reqs[i].lun, 0, 1);
+        pu_make_rw16(&reqs[i], false, i, 1);
+        g_assert_cmpint(vfe_submit(fe, &reqs[i]), ==, 0);
+    }
+    /* The last is in the daemon (so are those before it): the LUN has taken them all. */
+    pu_wait_task_running(fe, 1, LIMITED_READS);
+    pu_ctl_send(rm, 1, "lun-remove", pu_jobj("lun", pu_jint(1), NULL));
+    pu_batch_wait(fe, &b, LIMITED_READS, PU_TIMEOUT_MS);
+    for (unsigned i = 0; i < LIMITED_READS; i++) {
+        g_assert_cmpuint(reqs[i].resp.response, ==, VIRTIO_SCSI_S_OK);
+        g_assert_cmpuint(reqs[i].resp.status, ==, 0);
+        vfe_free(fe, reqs[i].data);
+    }
+    answer = pu_ctl_answer(rm, PU_TIMEOUT_MS);
+    g_assert_nonnull(answer);
+    g_assert_true(json_object_has_member(json_node_get_object(answer), "result"));
+    json_node_unref(answer);
+    r = pu_tur(fe, 0, 1);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_BAD_TARGET);
+    pu_make_ready(fe, 0);                    /* and LUN 0 is still served */
+    g_assert_true(pu_daemon_alive(&d));
+    vfe_close(fe);
+    close(rm);
     close(fd);
     g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
     pu_daemon_cleanup(&d);
@@ -544,6 +613,8 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     g_test_add_func("/live-lun/changes-seen-by-a-front-end", test_changes_seen_by_a_front_end);
     g_test_add_func("/live-lun/cycles-under-verified-io", test_cycles_under_verified_io);
+    g_test_add_func("/live-lun/remove-with-reads-waiting-for-a-rate-limit",
+                    test_remove_with_reads_waiting_for_a_rate_limit);
     g_test_add_func("/live-lun/named-backend-shared-at-two-luns",
                     test_named_backend_shared_at_two_luns);
     g_test_add_func("/live-lun/config-save-and-restart", test_config_save_and_restart);
