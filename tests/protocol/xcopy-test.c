@@ -8,7 +8,9 @@
  * front-end and, for the file, from the image itself, and RECEIVE COPY
  * RESULTS reports the copy.  A LUN of another controller (another VM's
  * disk) is not a copy target a front-end of the default controller can
- * name: COPY TARGET DEVICE NOT REACHABLE.
+ * name: COPY TARGET DEVICE NOT REACHABLE.  A copy from a null LUN with
+ * fill=none (its READs write nothing) delivers zeros, not bytes of the
+ * daemon's heap, another tenant's data among them.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -255,10 +257,74 @@ static void test_other_controller_unreachable(void)
     stop(&t);
 }
 
+/*
+ * A tenant's data passes through the daemon's bounce buffers (vm2 copies
+ * within its own disk); then a front-end of the default controller copies
+ * from a null LUN with fill=none, whose READs write nothing into the
+ * bounce buffer, over data on its ram LUN: what arrives is zeros, none
+ * of vm2's bytes nor anything else of the daemon's heap.
+ */
+static void test_unwritten_source_copies_zeros(void)
+{
+    struct daemon t;
+    struct vfe *fe, *fe2;
+    uint8_t *data, *got, *plist, *plist2;
+    uint32_t len;
+    struct vfe_req r;
+    int fd;
+
+    start(&t);
+    fd = ctl_client_connect(t.ctl);
+    g_assert_cmpint(fd, >=, 0);
+    json_node_unref(pu_ctl_ok(fd, "controller-add",
+                              pu_jobj("name", pu_jstr("vm2"), "socket", pu_jstr(t.sock2),
+                                      "queues", pu_jint(1), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("controller", pu_jstr("vm2"), "lun",
+                                                     pu_jstr("0=ram:4M"), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("lun", pu_jstr("2=null:16M,fill=none"),
+                                                     NULL)));
+    fe2 = pu_connect_at(t.sock2, 1);
+    ready(fe2, 0, 0);
+    data = vfe_alloc(fe2, MB, 4096);
+    pu_pattern_fill(data, MB, 33, 0);
+    write_lun(fe2, 0, 0, 512, data, MB);
+    plist2 = vfe_alloc(fe2, 4096, 64);
+    len = put_header(plist2, 1, 1, 1);
+    put_cscd(plist2 + 16, naa_of(fe2, 0, 0), 512);
+    put_seg(plist2 + 48, 0, 0, false, MB / 512, 0, 4096);
+    r = run(fe2, 0, 0, scsi_cdb_extended_copy((int)len), plist2, len, false);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+
+    fe = pu_connect(&t.d, 1);
+    ready(fe, 0, 0);
+    ready(fe, 0, 2);
+    got = vfe_alloc(fe, MB, 4096);
+    plist = vfe_alloc(fe, 4096, 64);
+    pu_pattern_fill(got, MB, 34, 0);
+    write_lun(fe, 0, 0, 512, got, MB);
+    len = put_header(plist, 2, 2, 1);
+    put_cscd(plist + 16, naa_of(fe, 0, 2), 512);
+    put_cscd(plist + 48, naa_of(fe, 0, 0), 512);
+    put_seg(plist + 80, 0, 1, false, MB / 512, 0, 0);
+    r = run(fe, 0, 0, scsi_cdb_extended_copy((int)len), plist, len, false);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    read_lun(fe, 0, 0, 512, 0, got, MB);
+    for (uint32_t i = 0; i < MB; i++) {
+        if (got[i]) {
+            g_error("byte %u of the copy is %#x, not 0", i, got[i]);
+        }
+    }
+    vfe_close(fe);
+    vfe_close(fe2);
+    close(fd);
+    stop(&t);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/xcopy/between-luns", test_copy_between_luns);
     g_test_add_func("/xcopy/other-controller-unreachable", test_other_controller_unreachable);
+    g_test_add_func("/xcopy/unwritten-source-copies-zeros", test_unwritten_source_copies_zeros);
     return g_test_run();
 }
