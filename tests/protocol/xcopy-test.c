@@ -216,6 +216,27 @@ static void test_copy_between_luns(void)
     stop(&t);
 }
 
+/*
+ * Another VM: controller vm2 with a ram LUN 0:0, added through a control
+ * connection (left in *ctl); its front-end, ready.
+ */
+static struct vfe *add_vm2(struct daemon *t, int *ctl)
+{
+    int fd = ctl_client_connect(t->ctl);
+    struct vfe *fe2;
+
+    g_assert_cmpint(fd, >=, 0);
+    *ctl = fd;
+    json_node_unref(pu_ctl_ok(fd, "controller-add",
+                              pu_jobj("name", pu_jstr("vm2"), "socket", pu_jstr(t->sock2),
+                                      "queues", pu_jint(1), NULL)));
+    json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("controller", pu_jstr("vm2"), "lun",
+                                                     pu_jstr("0=ram:4M"), NULL)));
+    fe2 = pu_connect_at(t->sock2, 1);
+    ready(fe2, 0, 0);
+    return fe2;
+}
+
 /* Another controller's LUN is out of reach of this controller's front-end. */
 static void test_other_controller_unreachable(void)
 {
@@ -228,15 +249,7 @@ static void test_other_controller_unreachable(void)
     int fd;
 
     start(&t);
-    fd = ctl_client_connect(t.ctl);
-    g_assert_cmpint(fd, >=, 0);
-    json_node_unref(pu_ctl_ok(fd, "controller-add",
-                              pu_jobj("name", pu_jstr("vm2"), "socket", pu_jstr(t.sock2),
-                                      "queues", pu_jint(1), NULL)));
-    json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("controller", pu_jstr("vm2"), "lun",
-                                                     pu_jstr("0=ram:4M"), NULL)));
-    fe2 = pu_connect_at(t.sock2, 1);
-    ready(fe2, 0, 0);
+    fe2 = add_vm2(&t, &fd);
     foreign = naa_of(fe2, 0, 0);
     fe = pu_connect(&t.d, 1);
     ready(fe, 0, 0);
@@ -258,6 +271,25 @@ static void test_other_controller_unreachable(void)
 }
 
 /*
+ * EXTENDED COPY sent to 0:lun of n 512-byte blocks, from src_lba of the
+ * LUN named src to dst_lba of the one named dst (either may be lun); GOOD.
+ */
+static void copy_512(struct vfe *fe, unsigned lun, uint64_t src, uint64_t src_lba, uint64_t dst,
+                     uint64_t dst_lba, uint16_t n)
+{
+    uint8_t *plist = vfe_alloc(fe, 4096, 64);
+    uint32_t len = put_header(plist, 1, 2, 1);
+    struct vfe_req r;
+
+    put_cscd(plist + 16, src, 512);
+    put_cscd(plist + 48, dst, 512);
+    put_seg(plist + 80, 0, 1, false, n, src_lba, dst_lba);
+    r = run(fe, 0, lun, scsi_cdb_extended_copy((int)len), plist, len, false);
+    g_assert_cmpuint(r.resp.status, ==, 0);
+    vfe_free(fe, plist);
+}
+
+/*
  * A tenant's data passes through the daemon's bounce buffers (vm2 copies
  * within its own disk); then a front-end of the default controller copies
  * from a null LUN with fill=none, whose READs write nothing into the
@@ -268,46 +300,25 @@ static void test_unwritten_source_copies_zeros(void)
 {
     struct daemon t;
     struct vfe *fe, *fe2;
-    uint8_t *data, *got, *plist, *plist2;
-    uint32_t len;
-    struct vfe_req r;
+    uint8_t *data, *got;
     int fd;
 
     start(&t);
-    fd = ctl_client_connect(t.ctl);
-    g_assert_cmpint(fd, >=, 0);
-    json_node_unref(pu_ctl_ok(fd, "controller-add",
-                              pu_jobj("name", pu_jstr("vm2"), "socket", pu_jstr(t.sock2),
-                                      "queues", pu_jint(1), NULL)));
-    json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("controller", pu_jstr("vm2"), "lun",
-                                                     pu_jstr("0=ram:4M"), NULL)));
+    fe2 = add_vm2(&t, &fd);
     json_node_unref(pu_ctl_ok(fd, "lun-add", pu_jobj("lun", pu_jstr("2=null:16M,fill=none"),
                                                      NULL)));
-    fe2 = pu_connect_at(t.sock2, 1);
-    ready(fe2, 0, 0);
     data = vfe_alloc(fe2, MB, 4096);
     pu_pattern_fill(data, MB, 33, 0);
     write_lun(fe2, 0, 0, 512, data, MB);
-    plist2 = vfe_alloc(fe2, 4096, 64);
-    len = put_header(plist2, 1, 1, 1);
-    put_cscd(plist2 + 16, naa_of(fe2, 0, 0), 512);
-    put_seg(plist2 + 48, 0, 0, false, MB / 512, 0, 4096);
-    r = run(fe2, 0, 0, scsi_cdb_extended_copy((int)len), plist2, len, false);
-    g_assert_cmpuint(r.resp.status, ==, 0);
+    copy_512(fe2, 0, naa_of(fe2, 0, 0), 0, naa_of(fe2, 0, 0), 4096, MB / 512);
 
     fe = pu_connect(&t.d, 1);
     ready(fe, 0, 0);
     ready(fe, 0, 2);
     got = vfe_alloc(fe, MB, 4096);
-    plist = vfe_alloc(fe, 4096, 64);
     pu_pattern_fill(got, MB, 34, 0);
     write_lun(fe, 0, 0, 512, got, MB);
-    len = put_header(plist, 2, 2, 1);
-    put_cscd(plist + 16, naa_of(fe, 0, 2), 512);
-    put_cscd(plist + 48, naa_of(fe, 0, 0), 512);
-    put_seg(plist + 80, 0, 1, false, MB / 512, 0, 0);
-    r = run(fe, 0, 0, scsi_cdb_extended_copy((int)len), plist, len, false);
-    g_assert_cmpuint(r.resp.status, ==, 0);
+    copy_512(fe, 0, naa_of(fe, 0, 2), 0, naa_of(fe, 0, 0), 0, MB / 512);
     read_lun(fe, 0, 0, 512, 0, got, MB);
     for (uint32_t i = 0; i < MB; i++) {
         if (got[i]) {
