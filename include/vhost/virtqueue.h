@@ -120,17 +120,22 @@ struct virtqueue {
      * flight and vq_fill/vq_flush clear it.  Packed rings (inflight_packed):
      * vq_pop copies the chain's descriptors into entries of the area's free
      * list, and vq_flush gives a batch's entries back and records the used
-     * slot; the track_* fields are our own copies of the list's state, so
-     * the hot path never follows a link a front-end could have rewritten.
+     * slot.  The track_* fields are our own copies of the list's state;
+     * the links the hot path still follows in the area (the front-end can
+     * rewrite them) are each read once and checked or masked, and a walk
+     * never takes more steps than the ring has entries.  Restores decide
+     * from a private copy of the area, read once.
      */
     struct vhost_user_inflight_queue *inflight_region;
     struct vhost_user_inflight_queue_packed *inflight_packed;
     uint16_t track_free;          /* packed: the first free entry (>= num: none) */
-    uint16_t track_batch;         /* packed: first entry of the last chain filled ... */
+    uint16_t track_batch;         /* first entry (split: the head) of the last chain filled ... */
     uint16_t track_batch_last;    /* ... and last entry of the first one filled ... */
     uint16_t track_batch_n;       /* ... of this many chains, not yet flushed */
     uint16_t *resubmit;           /* heads (packed: entries) to hand out again before new ones */
     unsigned resubmit_num;
+    /* packed: a private copy of the record taken over, the resubmitted chains' descriptors */
+    struct vhost_user_inflight_queue_packed *resubmit_record;
     uint64_t inflight_counter;
 };
 
