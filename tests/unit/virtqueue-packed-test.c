@@ -22,6 +22,7 @@
 #include <linux/virtio_ring.h>
 
 #include "guest-mem.h"
+#include "shared-writer.h"
 #include "vhost-user-proto.h"
 #include "virtqueue.h"
 
@@ -729,6 +730,18 @@ static void pop_into(struct tguest *t, struct vq_elem *e, unsigned k)
     g_assert_cmpint(vq_pop(&t->vq, e, t->iov + 8 * k, 8), ==, 1);
 }
 
+/* The next pop hands out drv_add_req(t, id)'s request, buffers and all. */
+static void pop_req(struct tguest *t, uint16_t id)
+{
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, id);
+    g_assert_cmpuint(t->elem.ndescs, ==, 2);
+    g_assert_true(t->elem.out_sg[0].iov_base == host_of(t, data_gpa(2 * id)));
+    g_assert_cmpuint(t->elem.out_len, ==, 32);
+    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(2 * id + 1)));
+    g_assert_cmpuint(t->elem.in_len, ==, 64);
+}
+
 static void expect_used(struct tguest *t, uint16_t want_id, uint32_t want_len)
 {
     uint16_t id;
@@ -840,13 +853,7 @@ static void test_inflight_restart_resubmits(void)
     /* Used slot 1, avail slot 5, both in lap 1. */
     g_assert_cmphex(vq_get_base(&t->vq), ==, FRESH_BASE | 5 | 1 << 16);
     g_assert_cmpuint(t->vq.inflight, ==, 2);
-    g_assert_cmpint(pop(t), ==, 1);
-    g_assert_cmpuint(t->elem.head, ==, 1);
-    g_assert_cmpuint(t->elem.ndescs, ==, 2);
-    g_assert_true(t->elem.out_sg[0].iov_base == host_of(t, data_gpa(2)));
-    g_assert_cmpuint(t->elem.out_len, ==, 32);
-    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(3)));
-    g_assert_cmpuint(t->elem.in_len, ==, 64);
+    pop_req(t, 1);
     e[0] = t->elem;
     pop_into(t, &e[1], 1);
     g_assert_cmpuint(e[1].head, ==, 4);
@@ -1246,6 +1253,144 @@ static void test_inflight_restarts_anywhere(void)
     tguest_free(t);
 }
 
+/*
+ * --- shared memory is read once: a front-end rewriting the record ---
+ *
+ * The restore checks the record and the resubmitted chains come from
+ * what it checked: the front-end rewriting the shared area afterwards, or
+ * all along, changes neither.
+ */
+
+/* The record is rewritten the moment the restore returns: the chain handed out is the one checked. */
+static void test_read_once_record_rewritten_after_restore(void)
+{
+    struct tguest *t = tguest_tracked();
+    struct vhost_user_inflight_queue_packed *q = t->record;
+
+    drv_add_req(t, 1);                  /* slots 0-1 */
+    g_assert_cmpint(pop(t), ==, 1);
+    restart(t, q, 1);
+    for (unsigned i = 0; i < QSZ; i++) {
+        q->desc[i].num = QSZ;
+        q->desc[i].next = (uint16_t)i;
+        q->desc[i].addr = HOLE_GPA;
+        q->desc[i].len = 1;
+        q->desc[i].flags = VRING_DESC_F_WRITE;
+    }
+    pop_req(t, 1);
+    g_assert_false(t->vq.broken);
+    tguest_free(t);
+}
+
+#define RO_ROUNDS 2000
+
+/*
+ * Rewrites a few entries and the head of the record per pass with values
+ * that often make a record that holds together (chains of one entry that
+ * end where they start, buffers in guest memory), sometimes one that does
+ * not.
+ */
+static void scramble_record(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue_packed *q = shared;
+
+    for (unsigned k = 0; k < 4; k++) {
+        unsigned i = g_rand_int_range(rand, 0, QSZ);
+        struct vhost_user_inflight_desc_packed *d = &q->desc[i];
+        bool plain = g_rand_int_range(rand, 0, 4) != 0;
+
+        __atomic_store_n(&d->inflight, (uint8_t)g_rand_boolean(rand), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->num, (uint16_t)(plain ? 1 : g_rand_int_range(rand, 0, 4)),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->last, (uint16_t)(plain ? i : (unsigned)g_rand_int_range(rand, 0, QSZ)),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->next, (uint16_t)g_rand_int_range(rand, 0, QSZ + 1),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->counter, (uint64_t)g_rand_int(rand), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->addr, data_gpa(g_rand_int_range(rand, 0, 16)), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->len, (uint32_t)g_rand_int_range(rand, 0, 4096), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->flags, (uint16_t)(g_rand_boolean(rand) ? VRING_DESC_F_WRITE : 0),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->id, (uint16_t)g_rand_int_range(rand, 0, QSZ), __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&q->free_head, (uint16_t)g_rand_int_range(rand, 0, QSZ + 1),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&q->old_free_head, (uint16_t)g_rand_int_range(rand, 0, QSZ + 1),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&q->used_idx, (uint16_t)g_rand_int_range(rand, 0, QSZ), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->old_used_idx, (uint16_t)g_rand_int_range(rand, 0, QSZ),
+                     __ATOMIC_RELAXED);
+}
+
+static void count_warning(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                          gpointer counter)
+{
+    (*(unsigned *)counter)++;
+}
+
+/* Ring slots from the used slot to the avail slot, across a lap. */
+static unsigned slots_in_flight(const struct virtqueue *vq)
+{
+    return vq->avail_wrap == vq->used_wrap ? (unsigned)(vq->last_avail_idx - vq->used_idx)
+                                           : vq->last_avail_idx + vq->num - vq->used_idx;
+}
+
+/*
+ * Restores from a record the front-end rewrites all the while, then pops
+ * what it resubmits: every chain lies in guest memory, and unless the
+ * queue breaks cleanly, the chains take exactly the slots the restore
+ * placed the avail slot past.
+ */
+static void test_read_once_record_rewritten_during_restore(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue_packed *q = t->record = record_new();
+    unsigned warnings = 0, chains = 0, broken = 0;
+    guint quiet = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_MESSAGE, drop_message, NULL);
+    guint warned = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_record, q);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        unsigned slots = 0, resubmits;
+
+        tguest_setup(t, 0, FRESH_BASE);
+        g_assert_cmpint(vq_set_inflight_packed(&t->vq, q, true), ==, 0);
+        resubmits = t->vq.resubmit_num;
+        g_assert_cmpuint(t->vq.inflight, ==, resubmits);
+        g_assert_cmpuint(slots_in_flight(&t->vq), <=, QSZ);
+        for (unsigned k = 0; k < resubmits; k++) {
+            int r = pop(t);
+
+            if (r < 0) {
+                g_assert_true(r == -EINVAL || r == -EFAULT || r == -ENOBUFS);
+                g_assert_true(t->vq.broken);
+                break;
+            }
+            g_assert_cmpint(r, ==, 1);
+            slots += t->elem.ndescs;
+            for (unsigned i = 0; i < t->elem.out_num + t->elem.in_num; i++) {
+                const uint8_t *b = t->iov[i].iov_base;
+
+                g_assert_true(b >= t->ram && b + t->iov[i].iov_len <= t->ram + RAM_SIZE);
+            }
+        }
+        if (!t->vq.broken) {
+            g_assert_cmpuint(slots, ==, slots_in_flight(&t->vq));
+        }
+        chains += resubmits;
+        broken += t->vq.broken;
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u chains resubmitted, %u "
+                   "queues broken, %u warnings in %d rounds", shared_writer_stop(w), chains,
+                   broken, warnings, RO_ROUNDS);
+    g_log_remove_handler("vhost-scsi", warned);
+    g_log_remove_handler("vhost-scsi", quiet);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    tguest_free(t);
+}
+
 /* --- dirty logging --- */
 
 #define TLOG_BYTES (HOLE_GPA / VHOST_LOG_PAGE / 8 + 8)
@@ -1339,6 +1484,10 @@ int main(int argc, char **argv)
                     test_inflight_layouts);
     g_test_add_func("/virtqueue-packed/inflight/restarts-anywhere-lose-and-repeat-nothing",
                     test_inflight_restarts_anywhere);
+    g_test_add_func("/virtqueue-packed/read-once/record-rewritten-after-restore",
+                    test_read_once_record_rewritten_after_restore);
+    g_test_add_func("/virtqueue-packed/read-once/record-rewritten-during-restore",
+                    test_read_once_record_rewritten_during_restore);
     g_test_add_func("/virtqueue-packed/log/used-descriptors-mark-the-ring",
                     test_log_marks_ring);
     return g_test_run();
