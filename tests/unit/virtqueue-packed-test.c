@@ -25,6 +25,7 @@
 #include "shared-writer.h"
 #include "vhost-user-proto.h"
 #include "virtqueue.h"
+#include "vq-pop-check.h"
 
 #define RAM_GPA      0x100000ull
 #define RAM_SIZE     0x100000ull
@@ -1363,18 +1364,12 @@ static void test_read_once_record_rewritten_during_restore(void)
         for (unsigned k = 0; k < resubmits; k++) {
             int r = pop(t);
 
-            if (r < 0) {
-                g_assert_true(r == -EINVAL || r == -EFAULT || r == -ENOBUFS);
-                g_assert_true(t->vq.broken);
+            g_assert_cmpint(r, !=, 0);
+            if (!vq_pop_result_sane(&t->vq, r)) {
                 break;
             }
-            g_assert_cmpint(r, ==, 1);
             slots += t->elem.ndescs;
-            for (unsigned i = 0; i < t->elem.out_num + t->elem.in_num; i++) {
-                const uint8_t *b = t->iov[i].iov_base;
-
-                g_assert_true(b >= t->ram && b + t->iov[i].iov_len <= t->ram + RAM_SIZE);
-            }
+            vq_assert_chain_in_guest(&t->mem, &t->elem, VQ_MAX_SG);
         }
         if (!t->vq.broken) {
             g_assert_cmpuint(slots, ==, slots_in_flight(&t->vq));
@@ -1387,6 +1382,74 @@ static void test_read_once_record_rewritten_during_restore(void)
                    broken, warnings, RO_ROUNDS);
     g_log_remove_handler("vhost-scsi", warned);
     g_log_remove_handler("vhost-scsi", quiet);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    tguest_free(t);
+}
+
+/*
+ * Rewrites ring slots (address, length, id and flags, mostly available
+ * in the first lap, sometimes indirect) and indirect table entries with
+ * mostly plausible, sometimes hostile values.
+ */
+static void scramble_packed_ring(void *shared, GRand *rand)
+{
+    struct tguest *t = shared;
+    struct vring_packed_desc *table = (void *)(t->ram + INDIRECT_OFF);
+    struct vring_packed_desc *d = &t->ring[g_rand_int_range(rand, 0, QSZ)];
+    struct vring_packed_desc *e = &table[g_rand_int_range(rand, 0, 8)];
+    bool to_table = g_rand_int_range(rand, 0, 8) == 0;
+    uint64_t addr = g_rand_int_range(rand, 0, 4) ? data_gpa(g_rand_int_range(rand, 0, 16))
+                                                 : ((uint64_t)g_rand_int(rand) << 32 |
+                                                    g_rand_int(rand));
+    uint16_t flags = (uint16_t)g_rand_int_range(rand, 0, 4) |
+                     (g_rand_int_range(rand, 0, 4) ? AVAIL : USED);
+
+    __atomic_store_n(&d->addr, to_table ? RAM_GPA + INDIRECT_OFF : addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->len, (uint32_t)(to_table ? 16 * g_rand_int_range(rand, 0, 6)
+                                                  : g_rand_int_range(rand, 0, 0x3000)),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&d->id, (uint16_t)g_rand_int_range(rand, 0, QSZ), __ATOMIC_RELAXED);
+    __atomic_store_n(&d->flags, (uint16_t)(to_table ? (flags & ~VRING_DESC_F_NEXT) |
+                                                      VRING_DESC_F_INDIRECT : flags),
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&e->addr, addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->len, (uint32_t)g_rand_int_range(rand, 0, 0x3000), __ATOMIC_RELAXED);
+    __atomic_store_n(&e->flags, (uint16_t)g_rand_int_range(rand, 0, 8), __ATOMIC_RELAXED);
+}
+
+/*
+ * The device pops from a ring the guest keeps rewriting: each pop yields
+ * a chain of at most the ring's slots inside guest memory and the
+ * caller's iovecs, or reports an empty ring, or breaks the queue once.
+ */
+static void test_read_once_ring_rewritten_during_pop(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    unsigned warnings = 0, popped = 0, broken = 0;
+    guint warned = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_packed_ring, t);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        unsigned max_iov = 1 + round % 11, before = warnings;
+
+        tguest_setup(t, F_INDIRECT, FRESH_BASE);
+        for (unsigned k = 0; k < QSZ + 2; k++) {
+            if (!vq_pop_result_sane(&t->vq, vq_pop(&t->vq, &t->elem, t->iov, max_iov))) {
+                break;
+            }
+            popped++;
+            g_assert_cmpuint(t->elem.ndescs, >=, 1);
+            g_assert_cmpuint(t->elem.ndescs, <=, QSZ);
+            vq_assert_chain_in_guest(&t->mem, &t->elem, max_iov);
+        }
+        g_assert_cmpuint(warnings - before, ==, t->vq.broken ? 1 : 0);
+        broken += t->vq.broken;
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u chains popped, %u queues "
+                   "broken in %d rounds", shared_writer_stop(w), popped, broken, RO_ROUNDS);
+    g_log_remove_handler("vhost-scsi", warned);
     g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
     tguest_free(t);
 }
@@ -1488,6 +1551,8 @@ int main(int argc, char **argv)
                     test_read_once_record_rewritten_after_restore);
     g_test_add_func("/virtqueue-packed/read-once/record-rewritten-during-restore",
                     test_read_once_record_rewritten_during_restore);
+    g_test_add_func("/virtqueue-packed/read-once/ring-rewritten-during-pop",
+                    test_read_once_ring_rewritten_during_pop);
     g_test_add_func("/virtqueue-packed/log/used-descriptors-mark-the-ring",
                     test_log_marks_ring);
     return g_test_run();

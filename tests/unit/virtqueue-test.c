@@ -27,6 +27,7 @@
 #include "shared-writer.h"
 #include "vhost-user-proto.h"
 #include "virtqueue.h"
+#include "vq-pop-check.h"
 
 /*
  * Guest physical layout: main RAM [RAM_GPA, +1 MiB) directly followed by a
@@ -775,15 +776,6 @@ static void drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg
     (*(unsigned *)counter)++;
 }
 
-/* True if [p, p+len) lies inside one guest memory region. */
-static bool inside_guest(struct tguest *t, const void *p, size_t len)
-{
-    const uint8_t *b = p;
-
-    return (b >= t->ram && len <= RAM_SIZE && b - t->ram <= (ptrdiff_t)(RAM_SIZE - len)) ||
-           (b >= t->hi && len <= HI_SIZE && b - t->hi <= (ptrdiff_t)(HI_SIZE - len));
-}
-
 /* A guest-controlled value: mostly plausible, sometimes hostile. */
 static uint64_t random_addr(void)
 {
@@ -809,22 +801,12 @@ static unsigned pop_all_checked(struct tguest *t, unsigned max_iov)
     unsigned popped = 0;
 
     for (unsigned k = 0; k < QSZ + 2; k++) {
-        int r = vq_pop(&t->vq, &t->elem, t->iov, max_iov);
-
-        if (r <= 0) {
-            g_assert_true(r == 0 || r == -EINVAL || r == -ELOOP || r == -EFAULT ||
-                          r == -ENOBUFS);
-            g_assert_true(r == 0 || t->vq.broken);
+        if (!vq_pop_result_sane(&t->vq, vq_pop(&t->vq, &t->elem, t->iov, max_iov))) {
             break;
         }
         popped++;
         g_assert_cmpuint(t->elem.head, <, QSZ);
-        g_assert_cmpuint(t->elem.out_num + t->elem.in_num, <=, max_iov);
-        for (unsigned i = 0; i < t->elem.out_num + t->elem.in_num; i++) {
-            g_assert_true(inside_guest(t, t->iov[i].iov_base, t->iov[i].iov_len));
-        }
-        g_assert_cmpuint(iov_size(t->elem.out_sg, t->elem.out_num), ==, t->elem.out_len);
-        g_assert_cmpuint(iov_size(t->elem.in_sg, t->elem.in_num), ==, t->elem.in_len);
+        vq_assert_chain_in_guest(&t->mem, &t->elem, max_iov);
     }
     return popped;
 }
