@@ -198,7 +198,9 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
  * vq->num).  When restore is true, the region comes from a previous
  * back-end instance: heads it marks in flight are handed out first by
  * vq_pop (oldest counter first), and used_idx is reconciled as the spec
- * describes.  Returns -EINVAL on a region that does not fit.  Call it after
+ * describes, all decided from one private copy of the region (the
+ * front-end may rewrite it meanwhile).  Returns -EINVAL on a region that
+ * does not fit.  Call it after
  * vq_setup(); on restore it replaces base with used->idx plus the number
  * of in-flight heads (everything popped was either used or is in flight),
  * and vq->inflight counts the heads still to resubmit.  restore=false
@@ -218,7 +220,9 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
  * record and the avail slot lies past the slots its in-flight chains
  * took, replacing vq_setup's base (for a packed ring QEMU has no fresher
  * one to give after a crash); vq_pop hands out those chains first, from
- * the record's copies of their descriptors, oldest first; and used
+ * the record's copies of their descriptors (as the restore read them into
+ * private memory, once: the front-end may rewrite the area meanwhile),
+ * oldest first; and used
  * descriptors of a batch the driver never saw are made unreadable to it
  * again.  A record that does not hold together (an index, count or link
  * out of range, a loop, chains sharing entries) is warned about and
