@@ -1386,6 +1386,72 @@ static void test_read_once_record_rewritten_during_restore(void)
     tguest_free(t);
 }
 
+/* Rewrites the free list's links and the chains' last entries a running queue follows. */
+static void scramble_tracking(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue_packed *q = shared;
+    unsigned i = g_rand_int_range(rand, 0, QSZ);
+
+    __atomic_store_n(&q->desc[i].next, (uint16_t)g_rand_int_range(rand, 0, 2 * QSZ),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&q->desc[i].last, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+}
+
+/*
+ * While the queue runs with tracking, the front-end rewrites the links it
+ * follows: each request is popped and completed as the driver posted it,
+ * or the queue breaks cleanly (a link out of the area: no free entry).
+ */
+static void test_read_once_tracking_rewritten_while_running(void)
+{
+    struct vhost_user_inflight_queue_packed *q = record_new();
+    unsigned warnings = 0, served = 0, broken = 0;
+    guint warned = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_tracking, q);
+    for (unsigned round = 0; round < RO_ROUNDS / 4; round++) {
+        struct tguest *t = tguest_new(0);
+        struct vq_elem e[3];
+        unsigned n = 0;
+
+        g_assert_cmpint(vq_set_inflight_packed(&t->vq, q, false), ==, 0);
+        for (uint16_t id = 0; id < 3; id++) {
+            drv_add_req(t, id);
+        }
+        for (; n < 3; n++) {
+            int r = vq_pop(&t->vq, &e[n], t->iov + 8 * n, 8);
+
+            if (r < 0) {
+                g_assert_cmpint(r, ==, -ENOSPC);
+                g_assert_true(t->vq.broken);
+                break;
+            }
+            g_assert_cmpint(r, ==, 1);
+            g_assert_cmpuint(e[n].head, ==, n);
+            g_assert_cmpuint(e[n].ndescs, ==, 2);
+            g_assert_true(e[n].out_sg[0].iov_base == host_of(t, data_gpa(2 * n)));
+        }
+        for (unsigned k = n; k-- > 0;) {
+            vq_fill(&t->vq, &e[k], 10 + k);
+        }
+        vq_flush(&t->vq);
+        for (unsigned k = n; !t->vq.broken && k-- > 0;) {
+            expect_used(t, (uint16_t)k, 10 + k);
+        }
+        served += t->vq.broken ? 0 : n;
+        broken += t->vq.broken;
+        tguest_free(t);
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u requests served, %u queues "
+                   "broken", shared_writer_stop(w), served, broken);
+    g_assert_cmpuint(warnings, ==, broken);
+    g_log_remove_handler("vhost-scsi", warned);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    g_free(q);
+}
+
 /*
  * Rewrites ring slots (address, length, id and flags, mostly available
  * in the first lap, sometimes indirect) and indirect table entries with
@@ -1553,6 +1619,8 @@ int main(int argc, char **argv)
                     test_read_once_record_rewritten_during_restore);
     g_test_add_func("/virtqueue-packed/read-once/ring-rewritten-during-pop",
                     test_read_once_ring_rewritten_during_pop);
+    g_test_add_func("/virtqueue-packed/read-once/tracking-rewritten-while-running",
+                    test_read_once_tracking_rewritten_while_running);
     g_test_add_func("/virtqueue-packed/log/used-descriptors-mark-the-ring",
                     test_log_marks_ring);
     return g_test_run();

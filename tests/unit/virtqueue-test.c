@@ -1569,6 +1569,58 @@ static void test_read_once_inflight_area(void)
     tguest_free(t);
 }
 
+/* Rewrites the links, marks and batch head of the tracking a running queue keeps. */
+static void scramble_tracking(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue *q = shared;
+    unsigned i = g_rand_int_range(rand, 0, QSZ);
+
+    __atomic_store_n(&q->desc[i].next, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->desc[i].inflight, (uint8_t)g_rand_boolean(rand), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->last_batch_head, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+}
+
+/*
+ * While the queue runs with tracking, the front-end rewrites the links the
+ * flush follows to clear a batch: the device keeps to the area, and the
+ * ring is served exactly as without tracking.
+ */
+static void test_read_once_tracking_rewritten_while_running(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+    struct shared_writer *w;
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    w = shared_writer_start(scramble_tracking, q);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        for (uint16_t h = 0; h < QSZ / 2; h++) {
+            make_simple(t, h);
+        }
+        for (uint16_t h = 0; h < QSZ / 2; h++) {
+            g_assert_cmpint(pop(t), ==, 1);
+            g_assert_cmpuint(t->elem.head, ==, h);
+        }
+        for (uint16_t h = QSZ / 2; h-- > 0;) {
+            fill_head(&t->vq, h, h + 1);
+        }
+        vq_flush(&t->vq);
+        g_assert_cmpuint(t->used->idx, ==, (uint16_t)((round + 1) * (QSZ / 2)));
+        for (uint16_t k = 0; k < QSZ / 2; k++) {
+            const struct vring_used_elem *e = &t->used->ring[(round * (QSZ / 2) + k) % QSZ];
+
+            g_assert_cmpuint(e->id, ==, QSZ / 2 - 1 - k);
+            g_assert_cmpuint(e->len, ==, QSZ / 2 - k);
+        }
+        g_assert_cmpuint(q->used_idx, ==, t->used->idx);
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer", shared_writer_stop(w));
+    g_assert_false(t->vq.broken);
+    g_assert_cmpuint(t->vq.inflight, ==, 0);
+    tguest_free(t);
+    g_free(q);
+}
+
 /*
  * Rewrites the descriptor table (address, length, flags, next), the
  * indirect table and the avail ring's entries with mostly plausible,
@@ -1901,6 +1953,8 @@ int main(int argc, char **argv)
                     test_read_once_inflight_area);
     g_test_add_func("/virtqueue/read-once/split-ring-rewritten-during-pop",
                     test_read_once_split_ring);
+    g_test_add_func("/virtqueue/read-once/tracking-rewritten-while-running",
+                    test_read_once_tracking_rewritten_while_running);
     g_test_add_func("/virtqueue/log/setup-marks-the-used-ring", test_log_setup_marks_the_used_ring);
     g_test_add_func("/virtqueue/log/fill-marks-writable-buffers",
                     test_log_fill_marks_writable_buffers);
