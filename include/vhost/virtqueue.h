@@ -120,17 +120,22 @@ struct virtqueue {
      * flight and vq_fill/vq_flush clear it.  Packed rings (inflight_packed):
      * vq_pop copies the chain's descriptors into entries of the area's free
      * list, and vq_flush gives a batch's entries back and records the used
-     * slot; the track_* fields are our own copies of the list's state, so
-     * the hot path never follows a link a front-end could have rewritten.
+     * slot.  The track_* fields are our own copies of the list's state;
+     * the links the hot path still follows in the area (the front-end can
+     * rewrite them) are each read once and checked or masked, and a walk
+     * never takes more steps than the ring has entries.  Restores decide
+     * from a private copy of the area, read once.
      */
     struct vhost_user_inflight_queue *inflight_region;
     struct vhost_user_inflight_queue_packed *inflight_packed;
     uint16_t track_free;          /* packed: the first free entry (>= num: none) */
-    uint16_t track_batch;         /* packed: first entry of the last chain filled ... */
+    uint16_t track_batch;         /* first entry (split: the head) of the last chain filled ... */
     uint16_t track_batch_last;    /* ... and last entry of the first one filled ... */
     uint16_t track_batch_n;       /* ... of this many chains, not yet flushed */
     uint16_t *resubmit;           /* heads (packed: entries) to hand out again before new ones */
     unsigned resubmit_num;
+    /* packed: a private copy of the record taken over, the resubmitted chains' descriptors */
+    struct vhost_user_inflight_queue_packed *resubmit_record;
     uint64_t inflight_counter;
 };
 
@@ -193,7 +198,9 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
  * vq->num).  When restore is true, the region comes from a previous
  * back-end instance: heads it marks in flight are handed out first by
  * vq_pop (oldest counter first), and used_idx is reconciled as the spec
- * describes.  Returns -EINVAL on a region that does not fit.  Call it after
+ * describes, all decided from one private copy of the region (the
+ * front-end may rewrite it meanwhile).  Returns -EINVAL on a region that
+ * does not fit.  Call it after
  * vq_setup(); on restore it replaces base with used->idx plus the number
  * of in-flight heads (everything popped was either used or is in flight),
  * and vq->inflight counts the heads still to resubmit.  restore=false
@@ -213,7 +220,9 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
  * record and the avail slot lies past the slots its in-flight chains
  * took, replacing vq_setup's base (for a packed ring QEMU has no fresher
  * one to give after a crash); vq_pop hands out those chains first, from
- * the record's copies of their descriptors, oldest first; and used
+ * the record's copies of their descriptors (as the restore read them into
+ * private memory, once: the front-end may rewrite the area meanwhile),
+ * oldest first; and used
  * descriptors of a batch the driver never saw are made unreadable to it
  * again.  A record that does not hold together (an index, count or link
  * out of range, a loop, chains sharing entries) is warned about and

@@ -61,12 +61,16 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
     bool packed = q->vq.packed, first = !q->inflight_attached;
     /* version and desc_num sit at the same place in both layouts. */
     struct vhost_user_inflight_queue *iq;
+    uint16_t version, desc_num;
     bool restore;
 
     if (!dev->inflight.area || idx >= dev->inflight.num_queues) {
         return 0;
     }
     iq = vu_inflight_slice(dev, idx);
+    /* The front-end shares the slice: each field is read once, then used from here. */
+    version = __atomic_load_n(&iq->version, __ATOMIC_RELAXED);
+    desc_num = __atomic_load_n(&iq->desc_num, __ATOMIC_RELAXED);
     /*
      * Slices are sized for the device's maximum ring; a driver may choose
      * a smaller ring (its entries fit the slice), never a larger one.
@@ -83,7 +87,7 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
                       "needs %zu (an area made by an earlier back-end for split rings); "
                       "running without inflight tracking%s", q->name, dev->inflight.stride,
                       vu_inflight_packed_bytes(dev->inflight.queue_size),
-                      iq->version ? ": where a previous back-end left this ring and what it "
+                      version ? ": where a previous back-end left this ring and what it "
                       "had popped are lost" : "");
         }
         q->inflight_attached = true;
@@ -91,14 +95,14 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
         return 0;
     }
     /* A zero version means nobody tracked this queue yet: nothing to resubmit. */
-    restore = iq->version != 0;
+    restore = version != 0;
     if (!first && (packed != q->inflight_was_packed || (packed && q->base != q->stop_base))) {
         restore = false;
     }
-    if (restore && iq->desc_num != q->num) {
+    if (restore && desc_num != q->num) {
         /* Tracking of a differently sized ring (before a guest reset) says nothing now. */
         g_warning("%s: inflight area tracked a %u-entry ring, the ring now has %u entries; "
-                  "starting afresh", q->name, iq->desc_num, q->num);
+                  "starting afresh", q->name, desc_num, q->num);
         restore = false;
     }
     if (!restore) {

@@ -273,17 +273,18 @@ static int map_chain(struct virtqueue *vq, struct vq_elem *elem, struct iovec *i
 }
 
 /*
- * Hands out the oldest chain a previous back-end left in flight, from the
- * inflight area's copy of its descriptors (vq_set_inflight_packed checked
- * its links; they are checked again, the area being shared).
+ * Hands out the oldest chain a previous back-end left in flight, from our
+ * private copy of the record (vq_set_inflight_packed checked its links in
+ * that copy, which the front-end cannot rewrite since; the checks below
+ * stay as a second line).
  */
 int vq_packed_pop_resubmit(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
                            unsigned max_iov)
 {
-    const struct vhost_user_inflight_queue_packed *ip = vq->inflight_packed;
+    const struct vhost_user_inflight_queue_packed *ip = vq->resubmit_record;
     uint16_t first = vq->resubmit[vq->resubmit_num - 1], entry = first, id = 0;
     struct vq_chain c = { .iov = iov, .max_iov = MIN(max_iov, VQ_MAX_SG), .head = first };
-    unsigned n = READ_ONCE(ip->desc[first].num);
+    unsigned n = ip->desc[first].num;
 
     if (n == 0 || n > vq->num) {
         return vq_fail(vq, -EINVAL, "resubmitted chain at inflight entry %u has %u "
@@ -298,12 +299,12 @@ int vq_packed_pop_resubmit(struct virtqueue *vq, struct vq_elem *elem, struct io
                            "entry %u, ring size %u", first, entry, vq->num);
         }
         e = &ip->desc[entry];
-        id = READ_ONCE(e->id);
-        r = add_desc(vq, &c, READ_ONCE(e->addr), READ_ONCE(e->len), READ_ONCE(e->flags));
+        id = e->id;
+        r = add_desc(vq, &c, e->addr, e->len, e->flags);
         if (r < 0) {
             return r;
         }
-        entry = READ_ONCE(e->next);
+        entry = e->next;
     }
     vq_chain_to_elem(&c, id, elem);
     elem->ndescs = (uint16_t)n;
@@ -628,10 +629,10 @@ bool vq_packed_enable_notify(struct virtqueue *vq)
 
 enum { ENTRY_UNSEEN, ENTRY_FREE, ENTRY_CHAIN };
 
-/* What a previous back-end's record says, read once and checked. */
+/* What a previous back-end's record says, from a private copy of it, checked. */
 struct track_restore {
     struct virtqueue *vq;
-    struct vhost_user_inflight_queue_packed *ip;
+    const struct vhost_user_inflight_queue_packed *ip;  /* the copy, not the shared area */
     uint8_t *role;              /* ENTRY_* of each entry */
     uint16_t free_head, used;
     bool used_wrap;
@@ -660,8 +661,8 @@ static bool restore_positions(struct track_restore *t)
 {
     const struct vhost_user_inflight_queue_packed *ip = t->ip;
     unsigned num = t->vq->num;
-    uint16_t used = READ_ONCE(ip->used_idx), old_used = READ_ONCE(ip->old_used_idx);
-    uint8_t wrap = READ_ONCE(ip->used_wrap_counter), old_wrap = READ_ONCE(ip->old_used_wrap_counter);
+    uint16_t used = ip->used_idx, old_used = ip->old_used_idx;
+    uint8_t wrap = ip->used_wrap_counter, old_wrap = ip->old_used_wrap_counter;
 
     if (used >= num || old_used >= num || wrap > 1 || old_wrap > 1) {
         return restore_bad(t, "used slot %u/%u or wrap counter %u/%u out of range", used,
@@ -669,11 +670,11 @@ static bool restore_positions(struct track_restore *t)
     }
     if ((used != old_used || wrap != old_wrap) &&
         !desc_is_avail(slot_flags(t->vq, old_used), old_wrap)) {
-        t->free_head = READ_ONCE(ip->free_head);
+        t->free_head = ip->free_head;
         t->used = used;
         t->used_wrap = wrap;
     } else {
-        t->free_head = READ_ONCE(ip->old_free_head);
+        t->free_head = ip->old_free_head;
         t->used = old_used;
         t->used_wrap = old_wrap;
     }
@@ -691,7 +692,7 @@ static bool restore_free_list(struct track_restore *t)
             return restore_bad(t, "the free list loops at entry %u", e);
         }
         t->role[e] = ENTRY_FREE;
-        e = READ_ONCE(t->ip->desc[e].next);
+        e = t->ip->desc[e].next;
     }
     return true;
 }
@@ -710,10 +711,10 @@ static bool restore_chains(struct track_restore *t)
         const struct vhost_user_inflight_desc_packed *h = &ip->desc[i];
         uint16_t n, e = (uint16_t)i;
 
-        if (t->role[i] == ENTRY_FREE || !READ_ONCE(h->inflight)) {
+        if (t->role[i] == ENTRY_FREE || !h->inflight) {
             continue;
         }
-        n = READ_ONCE(h->num);
+        n = h->num;
         if (n == 0 || n > num - t->slots) {
             return restore_bad(t, "in-flight chains take more than the ring's %u slots "
                                "(%u at entry %u)", num, n, i);
@@ -727,14 +728,14 @@ static bool restore_chains(struct track_restore *t)
             if (k + 1 == n) {
                 break;
             }
-            e = READ_ONCE(ip->desc[e].next);
+            e = ip->desc[e].next;
         }
-        if (READ_ONCE(h->last) != e) {
+        if (h->last != e) {
             return restore_bad(t, "the chain at entry %u ends at entry %u, not at its "
-                               "last (%u)", i, e, READ_ONCE(h->last));
+                               "last (%u)", i, e, h->last);
         }
         t->chains[t->nchains].head = (uint16_t)i;
-        t->chains[t->nchains].counter = READ_ONCE(h->counter);
+        t->chains[t->nchains].counter = h->counter;
         t->nchains++;
         t->slots += n;
     }
@@ -794,9 +795,16 @@ static void record_rewrite(struct virtqueue *vq, struct vhost_user_inflight_queu
     vq->track_free = first;
 }
 
+/*
+ * The front-end can rewrite the area while we read it, so the record is
+ * copied once (g_memdup2 reads each byte once) and checked, restored and
+ * resubmitted from the copy: nothing checked is read again from the area.
+ */
 static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *ip)
 {
-    struct track_restore t = { .vq = vq, .ip = ip };
+    struct vhost_user_inflight_queue_packed *rec =
+        g_memdup2(ip, sizeof(*ip) + vq->num * sizeof(ip->desc[0]));
+    struct track_restore t = { .vq = vq, .ip = rec };
     uint32_t base = vq_packed_get_base(vq);
     bool ok;
 
@@ -809,6 +817,7 @@ static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue
                   "lost", vq->name, t.why);
         g_free(t.role);
         g_free(t.chains);
+        g_free(rec);
         return false;
     }
     vq->used_idx = t.used;
@@ -830,8 +839,10 @@ static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue
     }
     if (t.nchains > 0) {
         vq_resubmit_take(vq, t.chains, t.nchains);
+        vq->resubmit_record = rec;
     } else {
         g_free(t.chains);
+        g_free(rec);
     }
     /* Kicks were armed at the front-end's avail slot. */
     arm_kicks(vq);
@@ -842,13 +853,16 @@ static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue
 int vq_set_inflight_packed(struct virtqueue *vq, struct vhost_user_inflight_queue_packed *region,
                            bool restore)
 {
+    uint16_t desc_num;
+
     vq_cleanup(vq);
     if (!region) {
         return 0;
     }
-    if (!vq->packed || vq->num == 0 || region->desc_num != vq->num) {
+    desc_num = READ_ONCE(region->desc_num);
+    if (!vq->packed || vq->num == 0 || desc_num != vq->num) {
         g_warning("%s: packed inflight region has %u descriptors, %s ring has %u", vq->name,
-                  region->desc_num, vq->packed ? "packed" : "split", vq->num);
+                  desc_num, vq->packed ? "packed" : "split", vq->num);
         return -EINVAL;
     }
     vq->inflight_counter = 0;

@@ -85,6 +85,8 @@ void vq_cleanup(struct virtqueue *vq)
     g_free(vq->resubmit);
     vq->resubmit = NULL;
     vq->resubmit_num = 0;
+    g_free(vq->resubmit_record);
+    vq->resubmit_record = NULL;
     vq->inflight_region = NULL;
     vq->inflight_packed = NULL;
     vq->track_batch_n = 0;
@@ -377,6 +379,8 @@ int vq_pop(struct virtqueue *vq, struct vq_elem *elem, struct iovec *iov,
         /* Restore is over; done here so vq_unpop of the last resubmit still works. */
         g_free(vq->resubmit);
         vq->resubmit = NULL;
+        g_free(vq->resubmit_record);
+        vq->resubmit_record = NULL;
         vq->last_from_resubmit = false;
     }
     if (vq->packed) {
@@ -570,21 +574,27 @@ void vq_fill(struct virtqueue *vq, const struct vq_elem *elem, uint32_t len)
     if (vq->inflight_region) {
         struct vhost_user_inflight_queue *q = vq->inflight_region;
 
-        q->desc[head].next = q->last_batch_head;
+        q->desc[head].next = vq->track_batch;
         program_order();
         q->last_batch_head = head;
+        vq->track_batch = head;
     }
 }
 
-/* Clears the inflight marks of the last batch (the list linked by vq_fill). */
-static void inflight_clear_batch(struct vhost_user_inflight_queue *q, unsigned num,
-                                 uint16_t batch)
+/*
+ * Clears the inflight marks of the last batch, the list vq_fill linked
+ * from our own copy of its head.  The links are in the shared area: each
+ * is read once and checked, and the walk stops after the batch's size, so
+ * a front-end rewriting them only loses marks of its own record.
+ */
+static void inflight_clear_batch(struct virtqueue *vq, uint16_t batch)
 {
-    uint16_t h = q->last_batch_head;
+    struct vhost_user_inflight_queue *q = vq->inflight_region;
+    uint16_t h = vq->track_batch;
 
-    for (unsigned k = 0; k < batch && h < num; k++) {
+    for (unsigned k = 0; k < batch && k < vq->num && h < vq->num; k++) {
         q->desc[h].inflight = 0;
-        h = q->desc[h].next;
+        h = READ_ONCE(q->desc[h].next);
     }
 }
 
@@ -605,7 +615,7 @@ void vq_flush(struct virtqueue *vq)
         struct vhost_user_inflight_queue *q = vq->inflight_region;
 
         program_order();
-        inflight_clear_batch(q, vq->num, batch);
+        inflight_clear_batch(vq, batch);
         program_order();
         q->used_idx = vq->used_idx;
     }
@@ -685,7 +695,8 @@ void vq_disable_notify(struct virtqueue *vq)
         return;
     }
     if (!vq->event_idx) {
-        set_used_flags(vq, le16toh(vq->used->flags) | VRING_USED_F_NO_NOTIFY);
+        /* NO_NOTIFY is the field's only flag: written whole, the guest's copy is never read. */
+        set_used_flags(vq, VRING_USED_F_NO_NOTIFY);
     }
     /* With EVENT_IDX, leaving avail_event behind suppresses further kicks. */
 }
@@ -699,7 +710,7 @@ bool vq_enable_notify(struct virtqueue *vq)
     if (vq->event_idx) {
         set_avail_event(vq, vq->shadow_avail_idx);
     } else {
-        set_used_flags(vq, le16toh(vq->used->flags) & ~VRING_USED_F_NO_NOTIFY);
+        set_used_flags(vq, 0);
     }
     /* The driver must see the request before we re-check; pairs with its mb. */
     smp_mb();
@@ -728,12 +739,31 @@ void vq_resubmit_take(struct virtqueue *vq, struct vq_resubmit *list, unsigned c
               vq->name, count);
 }
 
+/*
+ * A dead back-end may have published a batch but not cleared its inflight
+ * marks: the difference between the used index and the one it recorded
+ * is that batch's size.  Walks the batch in rec, the private copy, at most
+ * once round the ring, and clears its marks there and in the area.
+ */
+static void restore_clear_batch(struct virtqueue *vq, struct vhost_user_inflight_queue *rec,
+                                uint16_t batch)
+{
+    uint16_t h = rec->last_batch_head;
+
+    for (unsigned k = 0; k < batch && k < vq->num && h < vq->num; k++) {
+        rec->desc[h].inflight = 0;
+        vq->inflight_region->desc[h].inflight = 0;
+        h = rec->desc[h].next;
+    }
+}
+
 int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *region,
                     bool restore)
 {
+    struct vhost_user_inflight_queue *rec;
     struct vq_resubmit *list;
     unsigned count = 0;
-    uint16_t used;
+    uint16_t used, desc_num;
 
     vq_cleanup(vq);
     if (!region) {
@@ -744,13 +774,15 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
                   vq->name);
         return -EINVAL;
     }
-    if (vq->num == 0 || region->desc_num != vq->num) {
+    desc_num = READ_ONCE(region->desc_num);
+    if (vq->num == 0 || desc_num != vq->num) {
         g_warning("%s: inflight region has %u descriptors, ring has %u", vq->name,
-                  region->desc_num, vq->num);
+                  desc_num, vq->num);
         return -EINVAL;
     }
     vq->inflight_region = region;
     vq->inflight_counter = 0;
+    vq->track_batch = 0;
     used = vq->used_idx;
 
     if (!restore) {
@@ -763,20 +795,27 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
     }
 
     /*
-     * The previous instance may have died after publishing a batch but
-     * before clearing its inflight marks: the difference between the used
-     * index and the one it recorded is that batch's size.
+     * The front-end can rewrite the area while we read it: everything
+     * below is decided from one copy (g_memdup2 reads each byte once), so
+     * a flag that flips between two looks cannot make them disagree.
      */
+    rec = g_memdup2(region, sizeof(*region) + vq->num * sizeof(region->desc[0]));
     used = le16toh(READ_ONCE(vq->used->idx));
-    if (region->used_idx != used) {
-        inflight_clear_batch(region, vq->num, used - region->used_idx);
+    if (rec->used_idx != used) {
+        restore_clear_batch(vq, rec, (uint16_t)(used - rec->used_idx));
         program_order();
         region->used_idx = used;
     }
-
+    /* One entry per head at most: the list cannot outgrow the ring. */
+    list = g_new(struct vq_resubmit, vq->num);
     for (unsigned i = 0; i < vq->num; i++) {
-        count += region->desc[i].inflight != 0;
+        if (rec->desc[i].inflight) {
+            list[count].head = (uint16_t)i;
+            list[count].counter = rec->desc[i].counter;
+            count++;
+        }
     }
+    g_free(rec);
     vq->used_idx = used;
     vq->flushed_used_idx = used;
     vq->signalled_used_valid = false;
@@ -786,17 +825,8 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
     vq->shadow_avail_idx = vq->last_avail_idx;
     vq->heads_end = vq->last_avail_idx;
     if (count == 0) {
+        g_free(list);
         return 0;
-    }
-
-    list = g_new(struct vq_resubmit, count);
-    count = 0;
-    for (unsigned i = 0; i < vq->num; i++) {
-        if (region->desc[i].inflight) {
-            list[count].head = i;
-            list[count].counter = region->desc[i].counter;
-            count++;
-        }
     }
     vq_resubmit_take(vq, list, count);
     return 0;

@@ -659,40 +659,43 @@ static void req_queue_stop(struct vscsi_queue *q)
 static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
 {
     struct vscsi_dev *dev = q->dev;
+    /* The guest may rewrite its buffer meanwhile: one copy, its type and body read from it. */
+    union {
+        uint32_t type;
+        struct virtio_scsi_ctrl_tmf_req tmf;
+        struct virtio_scsi_ctrl_an_req an;
+    } req;
+    size_t got = iov_to_buf(e->out_sg, e->out_num, 0, &req, sizeof(req));
     uint32_t type;
     uint32_t len = 0;
 
-    if (iov_to_buf(e->out_sg, e->out_num, 0, &type, sizeof(type)) != sizeof(type)) {
+    if (got < sizeof(req.type)) {
         g_warning("%s: control request %u without a type", q->name, e->head);
         goto done;
     }
-    type = le32toh(type);
+    type = le32toh(req.type);
     if (type == VIRTIO_SCSI_T_TMF) {
-        struct virtio_scsi_ctrl_tmf_req req;
         struct virtio_scsi_ctrl_tmf_resp resp;
 
-        if (iov_to_buf(e->out_sg, e->out_num, 0, &req, sizeof(req)) != sizeof(req) ||
-            e->in_len < sizeof(resp)) {
+        if (got < sizeof(req.tmf) || e->in_len < sizeof(resp)) {
             g_warning("%s: short TMF request %u", q->name, e->head);
             goto done;
         }
-        if (!vscsi_ctrl_tmf(q, e, &req, &resp.response)) {
+        if (!vscsi_ctrl_tmf(q, e, &req.tmf, &resp.response)) {
             return;
         }
         len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
     } else if (type == VIRTIO_SCSI_T_AN_QUERY || type == VIRTIO_SCSI_T_AN_SUBSCRIBE) {
-        struct virtio_scsi_ctrl_an_req req;
         struct virtio_scsi_ctrl_an_resp resp = { 0 };
         unsigned target, lun_id;
 
-        if (iov_to_buf(e->out_sg, e->out_num, 0, &req, sizeof(req)) != sizeof(req) ||
-            e->in_len < sizeof(resp)) {
+        if (got < sizeof(req.an) || e->in_len < sizeof(resp)) {
             g_warning("%s: short AN request %u", q->name, e->head);
             goto done;
         }
         /* No asynchronous notification classes are supported: event_actual 0. */
         resp.event_actual = 0;
-        resp.response = vscsi_decode_lun(req.lun, &target, &lun_id) == 0 &&
+        resp.response = vscsi_decode_lun(req.an.lun, &target, &lun_id) == 0 &&
                         scsi_nexus_has_port(dev->nexus, target)
                             ? VIRTIO_SCSI_S_OK : VIRTIO_SCSI_S_BAD_TARGET;
         len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));

@@ -11,6 +11,7 @@
 #include <glib.h>
 
 #include "guest-mem.h"
+#include "shared-writer.h"
 #include "vhost-log.h"
 
 #define LOG_BYTES 64            /* 512 pages: 2 MiB of guest address space */
@@ -111,6 +112,48 @@ static void test_short_log_is_never_written_past(void)
     for (size_t i = 2; i < sizeof(t.buf); i++) {
         g_assert_cmpuint(t.buf[i], ==, 0);
     }
+}
+
+/* A front-end syncing the log: each pass takes every byte's bits and clears them. */
+struct log_sync {
+    struct tlog *t;
+    uint8_t collected[LOG_BYTES];   /* the bits the front-end took (its thread only) */
+};
+
+static void sync_log(void *shared, GRand *rand)
+{
+    struct log_sync *s = shared;
+
+    for (unsigned i = 0; i < LOG_BYTES; i++) {
+        s->collected[i] |= __atomic_exchange_n(&s->t->buf[i], 0, __ATOMIC_ACQ_REL);
+    }
+}
+
+/*
+ * The front-end reads and clears the bitmap while we mark it: marking
+ * never reads the bitmap back (one atomic OR per page), so no mark is
+ * lost between the two, none lands past the bitmap, and every page
+ * marked is either taken by the front-end or still set.
+ */
+static void test_marks_survive_a_concurrent_sync(void)
+{
+    struct tlog t;
+    struct log_sync s = { .t = &t };
+    struct shared_writer *w;
+
+    tlog_init(&t, LOG_BYTES);
+    w = shared_writer_start(sync_log, &s);
+    for (unsigned round = 0; round < 2000; round++) {
+        uint64_t page = round % (8 * LOG_BYTES);
+
+        vhost_log_mark_gpa(&t.log, page * VHOST_LOG_PAGE, 1);
+    }
+    g_test_message("%" G_GUINT64_FORMAT " syncs while marking", shared_writer_stop(w));
+    for (unsigned i = 0; i < LOG_BYTES; i++) {
+        g_assert_cmphex(s.collected[i] | t.buf[i], ==, 0xff);
+    }
+    assert_guard_clean(&t);
+    g_assert_cmpuint(t.log.missed, ==, 0);
 }
 
 static void test_huge_addresses(void)
@@ -241,6 +284,8 @@ int main(int argc, char **argv)
     g_test_add_func("/vhost-log/short-log-is-never-written-past",
                     test_short_log_is_never_written_past);
     g_test_add_func("/vhost-log/huge-addresses", test_huge_addresses);
+    g_test_add_func("/vhost-log/read-once/marks-survive-a-concurrent-sync",
+                    test_marks_survive_a_concurrent_sync);
     g_test_add_func("/vhost-log/size-for-a-memory-table", test_size_for_a_memory_table);
     g_test_add_func("/vhost-log/host-bytes-map-to-their-guest-pages",
                     test_host_bytes_map_to_their_guest_pages);

@@ -21,6 +21,7 @@
 
 #include <glib.h>
 
+#include "shared-writer.h"
 #include "vhost-user-server.h"
 #include "vhost-user-server-fixture.h"
 
@@ -303,6 +304,81 @@ static int inflight_handshake(struct fixture *fx, struct vhost_user_inflight *in
 }
 
 /*
+ * A front-end rewriting queue 2's slice of the area while the queue
+ * starts: its version and ring size (read once each, when the queue
+ * attaches), its recorded indices, links and every flag.
+ */
+static void scramble_slice(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue *iq = shared;
+
+    __atomic_store_n(&iq->version, (uint16_t)g_rand_int_range(rand, 0, 2), __ATOMIC_RELAXED);
+    __atomic_store_n(&iq->desc_num, (uint16_t)(g_rand_int_range(rand, 0, 4) ? RING_SIZE
+                                                                           : g_rand_int(rand)),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&iq->used_idx, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+    __atomic_store_n(&iq->last_batch_head, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < RING_SIZE; i++) {
+        __atomic_store_n(&iq->desc[i].inflight, (uint8_t)(i & 1) ^ g_rand_boolean(rand),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&iq->desc[i].next, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+    }
+}
+
+static void count_warning(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                          gpointer counter)
+{
+    (*(unsigned *)counter)++;
+}
+
+/*
+ * Each start of the queue either runs it with what the slice said when
+ * it was read (at most a ring of requests to resubmit) or leaves it
+ * stopped with a warning; the back-end never reads past the slice.
+ */
+static void test_inflight_area_rewritten_while_queues_start(void)
+{
+    struct fixture fx;
+    struct vhost_user_inflight in = { .num_queues = NUM_QUEUES, .queue_size = RING_SIZE };
+    unsigned warnings = 0, ran = 0, resubmitted = 0;
+    guint warned = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    guint quiet = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, count_warning, &(unsigned){ 0 });
+    struct shared_writer *w;
+    int area_fd, kick, call;
+    uint8_t *area;
+
+    fixture_init(&fx, 0);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    area_fd = inflight_handshake(&fx, &in);
+    area = mmap(NULL, in.mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, area_fd, 0);
+    g_assert_true(area != MAP_FAILED);
+    negotiate(&fx, 0);
+    kick = fx_eventfd(&fx);
+    call = fx_eventfd(&fx);
+    w = shared_writer_start(scramble_slice, area + 2 * qbytes);
+    for (unsigned round = 0; round < 200; round++) {
+        configure_queue(&fx, 2, 0, kick, call);
+        set_state(&fx, VHOST_USER_SET_VRING_ENABLE, 2, 1);
+        if (vu_dev_queue_running(fx.dev, 2)) {
+            g_assert_cmpuint(fx.fake.resubmit_at_start, <=, RING_SIZE);
+            resubmitted += fx.fake.resubmit_at_start;
+            ran++;
+        }
+        get_vring_base(&fx, 2);
+        g_assert_false(vu_dev_queue_running(fx.dev, 2));
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; the queue ran %u times of 200 "
+                   "(%u requests resubmitted), %u warnings", shared_writer_stop(w), ran,
+                   resubmitted, warnings);
+    g_assert_cmpuint(ran + warnings, >=, 200);
+    g_log_remove_handler(G_LOG_DOMAIN, quiet);
+    g_log_remove_handler(G_LOG_DOMAIN, warned);
+    munmap(area, in.mmap_size);
+    close(area_fd);
+    fixture_fini(&fx);
+}
+
+/*
  * INFLIGHT_SHMFD across a back-end restart: the new instance gets the old
  * area back (SET_INFLIGHT_FD) and resubmits the request the old one had
  * popped but not completed.
@@ -524,6 +600,8 @@ int main(int argc, char **argv)
                     test_inflight_packed_restart_on_the_connection);
     g_test_add_func("/vhost-user-server/inflight-area-of-an-earlier-version",
                     test_inflight_area_of_an_earlier_version);
+    g_test_add_func("/vhost-user-server/read-once/inflight-area-rewritten-while-queues-start",
+                    test_inflight_area_rewritten_while_queues_start);
     g_test_add_func("/vhost-user-server/inflight-resubmit-after-restart",
                     test_inflight_resubmit_after_restart);
     /* These feed bad input and turn warnings non-fatal for the rest of the run. */

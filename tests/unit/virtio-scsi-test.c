@@ -20,6 +20,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <endian.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -34,6 +35,7 @@
 #include "guest-mem.h"
 #include "iothread.h"
 #include "scsi-target.h"
+#include "shared-writer.h"
 #include "virtio-scsi.h"
 #include "virtqueue.h"
 #include "vscsi-driver.h"
@@ -241,6 +243,66 @@ static void fx_teardown(struct fx *x)
     fe_close(&x->b);
     fe_threads_stop(&x->th);
     scsi_target_free_luns(x->target);
+}
+
+/* ---- control requests the guest rewrites while they are read ---------- */
+
+/*
+ * The request flips between a TMF and an AN query, with TMFs that are
+ * answered at once (an abort or a query of a tag nobody uses) on either
+ * target.
+ */
+static void scramble_ctrl_request(void *shared, GRand *rand)
+{
+    struct virtio_scsi_ctrl_tmf_req *req = shared;
+    uint32_t type = g_rand_boolean(rand) ? VIRTIO_SCSI_T_TMF : VIRTIO_SCSI_T_AN_QUERY;
+    uint32_t subtype = g_rand_boolean(rand) ? ABORT_TASK : QUERY_TASK;
+
+    __atomic_store_n(&req->type, htole32(type), __ATOMIC_RELAXED);
+    __atomic_store_n(&req->subtype, htole32(subtype), __ATOMIC_RELAXED);
+    __atomic_store_n(&req->lun[1], (uint8_t)g_rand_int_range(rand, 0, 2), __ATOMIC_RELAXED);
+    __atomic_store_n(&req->tag, (uint64_t)0x7a00 + g_rand_int_range(rand, 0, 4),
+                     __ATOMIC_RELAXED);
+}
+
+/*
+ * The control queue copies a request once and decides from the copy: each
+ * one is answered as the TMF or the AN query it was when read, never
+ * refused as short because its type changed between two reads.
+ */
+static void test_ctrl_request_rewritten_while_read(void)
+{
+    struct fx x;
+    uint64_t req_gpa, resp_gpa;
+    struct virtio_scsi_ctrl_tmf_req *req;
+    struct shared_writer *w;
+    unsigned tmfs = 0, queries = 0;
+
+    fx_setup(&x);
+    req_gpa = fe_alloc(&x.a, sizeof(*req));
+    resp_gpa = fe_alloc(&x.a, sizeof(struct virtio_scsi_ctrl_an_resp));
+    req = fe_gpa_host(&x.a, req_gpa);
+    memset(req, 0, sizeof(*req));
+    req->lun[0] = 1;
+    w = shared_writer_start(scramble_ctrl_request, req);
+    for (unsigned round = 0; round < 100; round++) {
+        struct seg segs[2] = {
+            { req_gpa, sizeof(*req), false },
+            { resp_gpa, sizeof(struct virtio_scsi_ctrl_an_resp), true },
+        };
+        uint16_t head = tq_post(&x.a, VSCSI_CTRL_QUEUE, segs, 2);
+        uint32_t len;
+
+        tq_wait(&x.a, VSCSI_CTRL_QUEUE, head);
+        len = tq_used_len(&x.a, VSCSI_CTRL_QUEUE, head);
+        g_assert_true(len == sizeof(struct virtio_scsi_ctrl_tmf_resp) ||
+                      len == sizeof(struct virtio_scsi_ctrl_an_resp));
+        tmfs += len == sizeof(struct virtio_scsi_ctrl_tmf_resp);
+        queries += len == sizeof(struct virtio_scsi_ctrl_an_resp);
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u TMFs and %u AN queries "
+                   "answered", shared_writer_stop(w), tmfs, queries);
+    fx_teardown(&x);
 }
 
 /* ---- task management --------------------------------------------------- */
@@ -788,6 +850,8 @@ int main(int argc, char **argv)
     g_test_add_func("/virtio-scsi/lun/report-luns-well-known-lun",
                     test_report_luns_well_known_lun);
     g_test_add_func("/virtio-scsi/lun/other-addresses-refused", test_other_addresses_refused);
+    g_test_add_func("/virtio-scsi/read-once/control-request-rewritten-while-read",
+                    test_ctrl_request_rewritten_while_read);
     g_test_add_func("/virtio-scsi/tmf/abort-task/not-found", test_abort_task_not_found);
     g_test_add_func("/virtio-scsi/tmf/abort-task/after-its-task-completed",
                     test_abort_task_after_its_task_completed);

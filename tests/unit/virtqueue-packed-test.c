@@ -22,8 +22,10 @@
 #include <linux/virtio_ring.h>
 
 #include "guest-mem.h"
+#include "shared-writer.h"
 #include "vhost-user-proto.h"
 #include "virtqueue.h"
+#include "vq-pop-check.h"
 
 #define RAM_GPA      0x100000ull
 #define RAM_SIZE     0x100000ull
@@ -729,6 +731,18 @@ static void pop_into(struct tguest *t, struct vq_elem *e, unsigned k)
     g_assert_cmpint(vq_pop(&t->vq, e, t->iov + 8 * k, 8), ==, 1);
 }
 
+/* The next pop hands out drv_add_req(t, id)'s request, buffers and all. */
+static void pop_req(struct tguest *t, uint16_t id)
+{
+    g_assert_cmpint(pop(t), ==, 1);
+    g_assert_cmpuint(t->elem.head, ==, id);
+    g_assert_cmpuint(t->elem.ndescs, ==, 2);
+    g_assert_true(t->elem.out_sg[0].iov_base == host_of(t, data_gpa(2 * id)));
+    g_assert_cmpuint(t->elem.out_len, ==, 32);
+    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(2 * id + 1)));
+    g_assert_cmpuint(t->elem.in_len, ==, 64);
+}
+
 static void expect_used(struct tguest *t, uint16_t want_id, uint32_t want_len)
 {
     uint16_t id;
@@ -840,13 +854,7 @@ static void test_inflight_restart_resubmits(void)
     /* Used slot 1, avail slot 5, both in lap 1. */
     g_assert_cmphex(vq_get_base(&t->vq), ==, FRESH_BASE | 5 | 1 << 16);
     g_assert_cmpuint(t->vq.inflight, ==, 2);
-    g_assert_cmpint(pop(t), ==, 1);
-    g_assert_cmpuint(t->elem.head, ==, 1);
-    g_assert_cmpuint(t->elem.ndescs, ==, 2);
-    g_assert_true(t->elem.out_sg[0].iov_base == host_of(t, data_gpa(2)));
-    g_assert_cmpuint(t->elem.out_len, ==, 32);
-    g_assert_true(t->elem.in_sg[0].iov_base == host_of(t, data_gpa(3)));
-    g_assert_cmpuint(t->elem.in_len, ==, 64);
+    pop_req(t, 1);
     e[0] = t->elem;
     pop_into(t, &e[1], 1);
     g_assert_cmpuint(e[1].head, ==, 4);
@@ -1246,6 +1254,272 @@ static void test_inflight_restarts_anywhere(void)
     tguest_free(t);
 }
 
+/*
+ * --- shared memory is read once: a front-end rewriting the record ---
+ *
+ * The restore checks the record and the resubmitted chains come from
+ * what it checked: the front-end rewriting the shared area afterwards, or
+ * all along, changes neither.
+ */
+
+/* The record is rewritten the moment the restore returns: the chain handed out is the one checked. */
+static void test_read_once_record_rewritten_after_restore(void)
+{
+    struct tguest *t = tguest_tracked();
+    struct vhost_user_inflight_queue_packed *q = t->record;
+
+    drv_add_req(t, 1);                  /* slots 0-1 */
+    g_assert_cmpint(pop(t), ==, 1);
+    restart(t, q, 1);
+    for (unsigned i = 0; i < QSZ; i++) {
+        q->desc[i].num = QSZ;
+        q->desc[i].next = (uint16_t)i;
+        q->desc[i].addr = HOLE_GPA;
+        q->desc[i].len = 1;
+        q->desc[i].flags = VRING_DESC_F_WRITE;
+    }
+    pop_req(t, 1);
+    g_assert_false(t->vq.broken);
+    tguest_free(t);
+}
+
+#define RO_ROUNDS 2000
+
+/*
+ * Rewrites a few entries and the head of the record per pass with values
+ * that often make a record that holds together (chains of one entry that
+ * end where they start, buffers in guest memory), sometimes one that does
+ * not.
+ */
+static void scramble_record(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue_packed *q = shared;
+
+    for (unsigned k = 0; k < 4; k++) {
+        unsigned i = g_rand_int_range(rand, 0, QSZ);
+        struct vhost_user_inflight_desc_packed *d = &q->desc[i];
+        bool plain = g_rand_int_range(rand, 0, 4) != 0;
+
+        __atomic_store_n(&d->inflight, (uint8_t)g_rand_boolean(rand), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->num, (uint16_t)(plain ? 1 : g_rand_int_range(rand, 0, 4)),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->last, (uint16_t)(plain ? i : (unsigned)g_rand_int_range(rand, 0, QSZ)),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->next, (uint16_t)g_rand_int_range(rand, 0, QSZ + 1),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->counter, (uint64_t)g_rand_int(rand), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->addr, data_gpa(g_rand_int_range(rand, 0, 16)), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->len, (uint32_t)g_rand_int_range(rand, 0, 4096), __ATOMIC_RELAXED);
+        __atomic_store_n(&d->flags, (uint16_t)(g_rand_boolean(rand) ? VRING_DESC_F_WRITE : 0),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->id, (uint16_t)g_rand_int_range(rand, 0, QSZ), __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&q->free_head, (uint16_t)g_rand_int_range(rand, 0, QSZ + 1),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&q->old_free_head, (uint16_t)g_rand_int_range(rand, 0, QSZ + 1),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&q->used_idx, (uint16_t)g_rand_int_range(rand, 0, QSZ), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->old_used_idx, (uint16_t)g_rand_int_range(rand, 0, QSZ),
+                     __ATOMIC_RELAXED);
+}
+
+static void count_warning(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                          gpointer counter)
+{
+    (*(unsigned *)counter)++;
+}
+
+/* Ring slots from the used slot to the avail slot, across a lap. */
+static unsigned slots_in_flight(const struct virtqueue *vq)
+{
+    return vq->avail_wrap == vq->used_wrap ? (unsigned)(vq->last_avail_idx - vq->used_idx)
+                                           : vq->last_avail_idx + vq->num - vq->used_idx;
+}
+
+/*
+ * Restores from a record the front-end rewrites all the while, then pops
+ * what it resubmits: every chain lies in guest memory, and unless the
+ * queue breaks cleanly, the chains take exactly the slots the restore
+ * placed the avail slot past.
+ */
+static void test_read_once_record_rewritten_during_restore(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue_packed *q = t->record = record_new();
+    unsigned warnings = 0, chains = 0, broken = 0;
+    guint quiet = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_MESSAGE, drop_message, NULL);
+    guint warned = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_record, q);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        unsigned slots = 0, resubmits;
+
+        tguest_setup(t, 0, FRESH_BASE);
+        g_assert_cmpint(vq_set_inflight_packed(&t->vq, q, true), ==, 0);
+        resubmits = t->vq.resubmit_num;
+        g_assert_cmpuint(t->vq.inflight, ==, resubmits);
+        g_assert_cmpuint(slots_in_flight(&t->vq), <=, QSZ);
+        for (unsigned k = 0; k < resubmits; k++) {
+            int r = pop(t);
+
+            g_assert_cmpint(r, !=, 0);
+            if (!vq_pop_result_sane(&t->vq, r)) {
+                break;
+            }
+            slots += t->elem.ndescs;
+            vq_assert_chain_in_guest(&t->mem, &t->elem, VQ_MAX_SG);
+        }
+        if (!t->vq.broken) {
+            g_assert_cmpuint(slots, ==, slots_in_flight(&t->vq));
+        }
+        chains += resubmits;
+        broken += t->vq.broken;
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u chains resubmitted, %u "
+                   "queues broken, %u warnings in %d rounds", shared_writer_stop(w), chains,
+                   broken, warnings, RO_ROUNDS);
+    g_log_remove_handler("vhost-scsi", warned);
+    g_log_remove_handler("vhost-scsi", quiet);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    tguest_free(t);
+}
+
+/* Rewrites the free list's links and the chains' last entries a running queue follows. */
+static void scramble_tracking(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue_packed *q = shared;
+    unsigned i = g_rand_int_range(rand, 0, QSZ);
+
+    __atomic_store_n(&q->desc[i].next, (uint16_t)g_rand_int_range(rand, 0, 2 * QSZ),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&q->desc[i].last, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+}
+
+/*
+ * While the queue runs with tracking, the front-end rewrites the links it
+ * follows: each request is popped and completed as the driver posted it,
+ * or the queue breaks cleanly (a link out of the area: no free entry).
+ */
+static void test_read_once_tracking_rewritten_while_running(void)
+{
+    struct vhost_user_inflight_queue_packed *q = record_new();
+    unsigned warnings = 0, served = 0, broken = 0;
+    guint warned = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_tracking, q);
+    for (unsigned round = 0; round < RO_ROUNDS / 4; round++) {
+        struct tguest *t = tguest_new(0);
+        struct vq_elem e[3];
+        unsigned n = 0;
+
+        g_assert_cmpint(vq_set_inflight_packed(&t->vq, q, false), ==, 0);
+        for (uint16_t id = 0; id < 3; id++) {
+            drv_add_req(t, id);
+        }
+        for (; n < 3; n++) {
+            int r = vq_pop(&t->vq, &e[n], t->iov + 8 * n, 8);
+
+            if (r < 0) {
+                g_assert_cmpint(r, ==, -ENOSPC);
+                g_assert_true(t->vq.broken);
+                break;
+            }
+            g_assert_cmpint(r, ==, 1);
+            g_assert_cmpuint(e[n].head, ==, n);
+            g_assert_cmpuint(e[n].ndescs, ==, 2);
+            g_assert_true(e[n].out_sg[0].iov_base == host_of(t, data_gpa(2 * n)));
+        }
+        for (unsigned k = n; k-- > 0;) {
+            vq_fill(&t->vq, &e[k], 10 + k);
+        }
+        vq_flush(&t->vq);
+        for (unsigned k = n; !t->vq.broken && k-- > 0;) {
+            expect_used(t, (uint16_t)k, 10 + k);
+        }
+        served += t->vq.broken ? 0 : n;
+        broken += t->vq.broken;
+        tguest_free(t);
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u requests served, %u queues "
+                   "broken", shared_writer_stop(w), served, broken);
+    g_assert_cmpuint(warnings, ==, broken);
+    g_log_remove_handler("vhost-scsi", warned);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    g_free(q);
+}
+
+/*
+ * Rewrites ring slots (address, length, id and flags, mostly available
+ * in the first lap, sometimes indirect) and indirect table entries with
+ * mostly plausible, sometimes hostile values.
+ */
+static void scramble_packed_ring(void *shared, GRand *rand)
+{
+    struct tguest *t = shared;
+    struct vring_packed_desc *table = (void *)(t->ram + INDIRECT_OFF);
+    struct vring_packed_desc *d = &t->ring[g_rand_int_range(rand, 0, QSZ)];
+    struct vring_packed_desc *e = &table[g_rand_int_range(rand, 0, 8)];
+    bool to_table = g_rand_int_range(rand, 0, 8) == 0;
+    uint64_t addr = g_rand_int_range(rand, 0, 4) ? data_gpa(g_rand_int_range(rand, 0, 16))
+                                                 : ((uint64_t)g_rand_int(rand) << 32 |
+                                                    g_rand_int(rand));
+    uint16_t flags = (uint16_t)g_rand_int_range(rand, 0, 4) |
+                     (g_rand_int_range(rand, 0, 4) ? AVAIL : USED);
+
+    __atomic_store_n(&d->addr, to_table ? RAM_GPA + INDIRECT_OFF : addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->len, (uint32_t)(to_table ? 16 * g_rand_int_range(rand, 0, 6)
+                                                  : g_rand_int_range(rand, 0, 0x3000)),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&d->id, (uint16_t)g_rand_int_range(rand, 0, QSZ), __ATOMIC_RELAXED);
+    __atomic_store_n(&d->flags, (uint16_t)(to_table ? (flags & ~VRING_DESC_F_NEXT) |
+                                                      VRING_DESC_F_INDIRECT : flags),
+                     __ATOMIC_RELEASE);
+    __atomic_store_n(&e->addr, addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->len, (uint32_t)g_rand_int_range(rand, 0, 0x3000), __ATOMIC_RELAXED);
+    __atomic_store_n(&e->flags, (uint16_t)g_rand_int_range(rand, 0, 8), __ATOMIC_RELAXED);
+}
+
+/*
+ * The device pops from a ring the guest keeps rewriting: each pop yields
+ * a chain of at most the ring's slots inside guest memory and the
+ * caller's iovecs, or reports an empty ring, or breaks the queue once.
+ */
+static void test_read_once_ring_rewritten_during_pop(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT);
+    unsigned warnings = 0, popped = 0, broken = 0;
+    guint warned = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, count_warning, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_packed_ring, t);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        unsigned max_iov = 1 + round % 11, before = warnings;
+
+        tguest_setup(t, F_INDIRECT, FRESH_BASE);
+        for (unsigned k = 0; k < QSZ + 2; k++) {
+            if (!vq_pop_result_sane(&t->vq, vq_pop(&t->vq, &t->elem, t->iov, max_iov))) {
+                break;
+            }
+            popped++;
+            g_assert_cmpuint(t->elem.ndescs, >=, 1);
+            g_assert_cmpuint(t->elem.ndescs, <=, QSZ);
+            vq_assert_chain_in_guest(&t->mem, &t->elem, max_iov);
+        }
+        g_assert_cmpuint(warnings - before, ==, t->vq.broken ? 1 : 0);
+        broken += t->vq.broken;
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u chains popped, %u queues "
+                   "broken in %d rounds", shared_writer_stop(w), popped, broken, RO_ROUNDS);
+    g_log_remove_handler("vhost-scsi", warned);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    tguest_free(t);
+}
+
 /* --- dirty logging --- */
 
 #define TLOG_BYTES (HOLE_GPA / VHOST_LOG_PAGE / 8 + 8)
@@ -1339,6 +1613,14 @@ int main(int argc, char **argv)
                     test_inflight_layouts);
     g_test_add_func("/virtqueue-packed/inflight/restarts-anywhere-lose-and-repeat-nothing",
                     test_inflight_restarts_anywhere);
+    g_test_add_func("/virtqueue-packed/read-once/record-rewritten-after-restore",
+                    test_read_once_record_rewritten_after_restore);
+    g_test_add_func("/virtqueue-packed/read-once/record-rewritten-during-restore",
+                    test_read_once_record_rewritten_during_restore);
+    g_test_add_func("/virtqueue-packed/read-once/ring-rewritten-during-pop",
+                    test_read_once_ring_rewritten_during_pop);
+    g_test_add_func("/virtqueue-packed/read-once/tracking-rewritten-while-running",
+                    test_read_once_tracking_rewritten_while_running);
     g_test_add_func("/virtqueue-packed/log/used-descriptors-mark-the-ring",
                     test_log_marks_ring);
     return g_test_run();

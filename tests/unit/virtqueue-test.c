@@ -24,8 +24,10 @@
 #include <linux/virtio_ring.h>
 
 #include "guest-mem.h"
+#include "shared-writer.h"
 #include "vhost-user-proto.h"
 #include "virtqueue.h"
+#include "vq-pop-check.h"
 
 /*
  * Guest physical layout: main RAM [RAM_GPA, +1 MiB) directly followed by a
@@ -774,15 +776,6 @@ static void drop_log(const gchar *domain, GLogLevelFlags level, const gchar *msg
     (*(unsigned *)counter)++;
 }
 
-/* True if [p, p+len) lies inside one guest memory region. */
-static bool inside_guest(struct tguest *t, const void *p, size_t len)
-{
-    const uint8_t *b = p;
-
-    return (b >= t->ram && len <= RAM_SIZE && b - t->ram <= (ptrdiff_t)(RAM_SIZE - len)) ||
-           (b >= t->hi && len <= HI_SIZE && b - t->hi <= (ptrdiff_t)(HI_SIZE - len));
-}
-
 /* A guest-controlled value: mostly plausible, sometimes hostile. */
 static uint64_t random_addr(void)
 {
@@ -796,6 +789,26 @@ static uint64_t random_addr(void)
     default:
         return ((uint64_t)g_test_rand_int() << 32) | (uint32_t)g_test_rand_int();
     }
+}
+
+/*
+ * Pops until the ring is empty or the queue breaks (with one of its
+ * documented errors); every chain handed out lies in guest memory and
+ * within the caller's max_iov iovecs.  Returns the chains popped.
+ */
+static unsigned pop_all_checked(struct tguest *t, unsigned max_iov)
+{
+    unsigned popped = 0;
+
+    for (unsigned k = 0; k < QSZ + 2; k++) {
+        if (!vq_pop_result_sane(&t->vq, vq_pop(&t->vq, &t->elem, t->iov, max_iov))) {
+            break;
+        }
+        popped++;
+        g_assert_cmpuint(t->elem.head, <, QSZ);
+        vq_assert_chain_in_guest(&t->mem, &t->elem, max_iov);
+    }
+    return popped;
 }
 
 /*
@@ -832,24 +845,7 @@ static void test_random_rings_never_escape(void)
         }
         t->avail->idx = g_test_rand_int_range(0, QSZ + 2);
 
-        for (unsigned k = 0; k < QSZ + 2; k++) {
-            int r = vq_pop(&t->vq, &t->elem, t->iov, max_iov);
-
-            if (r <= 0) {
-                g_assert_true(r == 0 || r == -EINVAL || r == -ELOOP || r == -EFAULT ||
-                              r == -ENOBUFS);
-                g_assert_true(r == 0 || t->vq.broken);
-                break;
-            }
-            popped++;
-            g_assert_cmpuint(t->elem.head, <, QSZ);
-            g_assert_cmpuint(t->elem.out_num + t->elem.in_num, <=, max_iov);
-            for (unsigned i = 0; i < t->elem.out_num + t->elem.in_num; i++) {
-                g_assert_true(inside_guest(t, t->iov[i].iov_base, t->iov[i].iov_len));
-            }
-            g_assert_cmpuint(iov_size(t->elem.out_sg, t->elem.out_num), ==, t->elem.out_len);
-            g_assert_cmpuint(iov_size(t->elem.in_sg, t->elem.in_num), ==, t->elem.in_len);
-        }
+        popped += pop_all_checked(t, max_iov);
         g_assert_cmpuint(warnings - before, <=, 1);
         g_assert_cmpuint(warnings - before, ==, t->vq.broken ? 1 : 0);
         tguest_free(t);
@@ -1464,6 +1460,233 @@ static void test_inflight_region_mismatch(void)
     g_free(q);
 }
 
+/*
+ * --- shared memory is read once: a front-end rewriting it while we read ---
+ *
+ * A second thread plays a front-end (or guest) that rewrites the shared
+ * memory without pause while this thread runs the device's code on it a
+ * fixed number of rounds.  Whatever it sees, the device stays inside its
+ * own allocations and guest memory (ASan checks that), and each round ends
+ * consistent or with the queue cleanly broken.
+ */
+#define RO_ROUNDS     2000
+#define RO_QSZ        1024          /* a large ring: a long window between two reads */
+#define RO_DESC_OFF   0x40000
+#define RO_AVAIL_OFF  0x48000
+#define RO_USED_OFF   0x50000
+
+static void quiet_messages(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                           gpointer unused)
+{
+}
+
+/*
+ * Flips every inflight flag of the area, back and forth, as fast as it
+ * can, and now and then scrambles the links, counters and the recorded
+ * used index: what a front-end writing during SET_VRING_KICK makes the
+ * device read.
+ */
+static void scramble_inflight(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue *q = shared;
+    uint32_t salt = g_rand_int(rand);
+
+    for (unsigned flip = 0; flip < 16; flip++) {
+        for (unsigned i = 0; i < RO_QSZ; i++) {
+            __atomic_store_n(&q->desc[i].inflight, flip & 1, __ATOMIC_RELAXED);
+        }
+    }
+    for (unsigned i = 0; i < RO_QSZ; i++) {
+        __atomic_store_n(&q->desc[i].next, (uint16_t)(salt + 7 * i), __ATOMIC_RELAXED);
+        __atomic_store_n(&q->desc[i].counter, (uint64_t)salt * i, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&q->used_idx, (uint16_t)(salt >> 8), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->last_batch_head, (uint16_t)(salt >> 16), __ATOMIC_RELAXED);
+}
+
+/* Whether a restore left distinct heads of the ring to resubmit, all counted in flight. */
+static bool resubmit_consistent(const struct virtqueue *vq, uint16_t used)
+{
+    g_autofree uint8_t *seen = g_malloc0(vq->num);
+
+    if (vq->resubmit_num > vq->num || vq->inflight != vq->resubmit_num ||
+        vq->last_avail_idx != (uint16_t)(used + vq->inflight)) {
+        return false;
+    }
+    for (unsigned k = 0; k < vq->resubmit_num; k++) {
+        if (vq->resubmit[k] >= vq->num || seen[vq->resubmit[k]]) {
+            return false;
+        }
+        seen[vq->resubmit[k]] = 1;
+    }
+    return true;
+}
+
+/*
+ * The restore counts and lists the in-flight heads from one copy of the
+ * area: with every flag flipping meanwhile, the list still fits the count
+ * (reading the flags twice, once to size the list and once to fill it,
+ * overflowed the heap).  Once the writer stops, the restore is exact.
+ */
+static void test_read_once_inflight_area(void)
+{
+    struct tguest *t = tguest_new(0);
+    size_t bytes = sizeof(struct vhost_user_inflight_queue) +
+                   RO_QSZ * sizeof(struct vhost_user_inflight_desc);
+    struct vhost_user_inflight_queue *q = g_malloc0(bytes);
+    guint quiet = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, quiet_messages, NULL);
+    struct shared_writer *w;
+    unsigned resubmitted = 0, inconsistent = 0;
+
+    vq_cleanup(&t->vq);
+    g_assert_cmpint(vq_setup(&t->vq, &t->mem, RO_QSZ, t->ram + RO_DESC_OFF,
+                             t->ram + RO_AVAIL_OFF, t->ram + RO_USED_OFF, 0, 0), ==, 0);
+    q->desc_num = RO_QSZ;
+    w = shared_writer_start(scramble_inflight, q);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        g_assert_cmpint(vq_set_inflight(&t->vq, q, true), ==, 0);
+        /* Counted, not asserted at once: a list longer than its count is ASan's to catch. */
+        inconsistent += !resubmit_consistent(&t->vq, 0);
+        resubmitted += t->vq.resubmit_num;
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u heads resubmitted in %d "
+                   "rounds", shared_writer_stop(w), resubmitted, RO_ROUNDS);
+    g_assert_cmpuint(inconsistent, ==, 0);
+
+    memset(q->desc, 0, RO_QSZ * sizeof(q->desc[0]));
+    q->used_idx = 0;
+    q->desc[9].inflight = q->desc[700].inflight = 1;
+    q->desc[9].counter = 8;
+    q->desc[700].counter = 5;
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, true), ==, 0);
+    g_assert_true(resubmit_consistent(&t->vq, 0));
+    g_assert_cmpuint(t->vq.resubmit_num, ==, 2);
+    g_assert_cmpuint(t->vq.resubmit[1], ==, 700);           /* oldest first */
+    g_assert_cmpuint(t->vq.resubmit[0], ==, 9);
+    g_log_remove_handler(G_LOG_DOMAIN, quiet);
+    vq_cleanup(&t->vq);
+    g_free(q);
+    tguest_free(t);
+}
+
+/* Rewrites the links, marks and batch head of the tracking a running queue keeps. */
+static void scramble_tracking(void *shared, GRand *rand)
+{
+    struct vhost_user_inflight_queue *q = shared;
+    unsigned i = g_rand_int_range(rand, 0, QSZ);
+
+    __atomic_store_n(&q->desc[i].next, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->desc[i].inflight, (uint8_t)g_rand_boolean(rand), __ATOMIC_RELAXED);
+    __atomic_store_n(&q->last_batch_head, (uint16_t)g_rand_int(rand), __ATOMIC_RELAXED);
+}
+
+/*
+ * While the queue runs with tracking, the front-end rewrites the links the
+ * flush follows to clear a batch: the device keeps to the area, and the
+ * ring is served exactly as without tracking.
+ */
+static void test_read_once_tracking_rewritten_while_running(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+    struct shared_writer *w;
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    w = shared_writer_start(scramble_tracking, q);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        for (uint16_t h = 0; h < QSZ / 2; h++) {
+            make_simple(t, h);
+        }
+        for (uint16_t h = 0; h < QSZ / 2; h++) {
+            g_assert_cmpint(pop(t), ==, 1);
+            g_assert_cmpuint(t->elem.head, ==, h);
+        }
+        for (uint16_t h = QSZ / 2; h-- > 0;) {
+            fill_head(&t->vq, h, h + 1);
+        }
+        vq_flush(&t->vq);
+        g_assert_cmpuint(t->used->idx, ==, (uint16_t)((round + 1) * (QSZ / 2)));
+        for (uint16_t k = 0; k < QSZ / 2; k++) {
+            const struct vring_used_elem *e = &t->used->ring[(round * (QSZ / 2) + k) % QSZ];
+
+            g_assert_cmpuint(e->id, ==, QSZ / 2 - 1 - k);
+            g_assert_cmpuint(e->len, ==, QSZ / 2 - k);
+        }
+        g_assert_cmpuint(q->used_idx, ==, t->used->idx);
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer", shared_writer_stop(w));
+    g_assert_false(t->vq.broken);
+    g_assert_cmpuint(t->vq.inflight, ==, 0);
+    tguest_free(t);
+    g_free(q);
+}
+
+/*
+ * Rewrites the descriptor table (address, length, flags, next), the
+ * indirect table and the avail ring's entries with mostly plausible,
+ * sometimes hostile values; the avail index only rarely, within reach.
+ */
+static void scramble_split_ring(void *shared, GRand *rand)
+{
+    struct tguest *t = shared;
+    struct vring_desc *table = (void *)(t->ram + INDIRECT_OFF);
+    unsigned i = g_rand_int_range(rand, 0, QSZ);
+    bool to_table = g_rand_int_range(rand, 0, 8) == 0;
+    uint64_t addr = g_rand_int_range(rand, 0, 4) ? data_gpa(g_rand_int_range(rand, 0, 16))
+                                                 : ((uint64_t)g_rand_int(rand) << 32 |
+                                                    g_rand_int(rand));
+
+    __atomic_store_n(&t->desc[i].addr, to_table ? ram_gpa(INDIRECT_OFF) : addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->desc[i].len, to_table ? 16 * g_rand_int_range(rand, 0, 6)
+                                               : g_rand_int_range(rand, 0, 0x3000),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&t->desc[i].flags, (uint16_t)(to_table ? VRING_DESC_F_INDIRECT
+                                                            : g_rand_int_range(rand, 0, 4)),
+                     __ATOMIC_RELAXED);
+    __atomic_store_n(&t->desc[i].next, (uint16_t)g_rand_int_range(rand, 0, QSZ + 2),
+                     __ATOMIC_RELAXED);
+    i = g_rand_int_range(rand, 0, 8);
+    __atomic_store_n(&table[i].addr, addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&table[i].len, g_rand_int_range(rand, 0, 0x3000), __ATOMIC_RELAXED);
+    __atomic_store_n(&table[i].flags, (uint16_t)g_rand_int_range(rand, 0, 8), __ATOMIC_RELAXED);
+    __atomic_store_n(&table[i].next, (uint16_t)g_rand_int_range(rand, 0, 10), __ATOMIC_RELAXED);
+    __atomic_store_n(&t->avail->ring[g_rand_int_range(rand, 0, QSZ)],
+                     (uint16_t)g_rand_int_range(rand, 0, QSZ + 1), __ATOMIC_RELAXED);
+    if (g_rand_int_range(rand, 0, 64) == 0) {
+        __atomic_store_n(&t->avail->idx, (uint16_t)g_rand_int_range(rand, 0, QSZ + 2),
+                         __ATOMIC_RELEASE);
+    }
+}
+
+/*
+ * The device pops from rings the guest keeps rewriting: each pop yields
+ * a chain inside guest memory and the caller's iovecs, or reports an empty
+ * ring, or breaks the queue once with one of its documented errors.
+ */
+static void test_read_once_split_ring(void)
+{
+    struct tguest *t = tguest_new(F_INDIRECT | F_EVENT_IDX);
+    unsigned warnings = 0, popped = 0, broken = 0;
+    guint handler = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, drop_log, &warnings);
+    struct shared_writer *w;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    w = shared_writer_start(scramble_split_ring, t);
+    for (unsigned round = 0; round < RO_ROUNDS; round++) {
+        unsigned max_iov = 1 + round % 11, before = warnings;
+
+        tguest_setup(t, F_INDIRECT | F_EVENT_IDX, 0);
+        popped += pop_all_checked(t, max_iov);
+        g_assert_cmpuint(warnings - before, ==, t->vq.broken ? 1 : 0);
+        broken += t->vq.broken;
+    }
+    g_test_message("%" G_GUINT64_FORMAT " passes of the writer; %u chains popped, %u queues "
+                   "broken in %d rounds", shared_writer_stop(w), popped, broken, RO_ROUNDS);
+    g_log_remove_handler(G_LOG_DOMAIN, handler);
+    g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
+    tguest_free(t);
+}
+
 /* --- dirty logging (live migration) --- */
 
 /* A bitmap with a bit for every page up to the hole, and room to spare. */
@@ -1726,6 +1949,12 @@ int main(int argc, char **argv)
                     test_inflight_restore_after_torn_batch);
     g_test_add_func("/virtqueue/inflight/unpop-resubmitted", test_inflight_unpop_resubmitted);
     g_test_add_func("/virtqueue/inflight/region-size-mismatch", test_inflight_region_mismatch);
+    g_test_add_func("/virtqueue/read-once/inflight-area-rewritten-during-restore",
+                    test_read_once_inflight_area);
+    g_test_add_func("/virtqueue/read-once/split-ring-rewritten-during-pop",
+                    test_read_once_split_ring);
+    g_test_add_func("/virtqueue/read-once/tracking-rewritten-while-running",
+                    test_read_once_tracking_rewritten_while_running);
     g_test_add_func("/virtqueue/log/setup-marks-the-used-ring", test_log_setup_marks_the_used_ring);
     g_test_add_func("/virtqueue/log/fill-marks-writable-buffers",
                     test_log_fill_marks_writable_buffers);
