@@ -481,12 +481,74 @@ static void m_backend_list(struct ctl_call *call, JsonObject *params, void *opaq
     ctl_call_reply(call, array_node(a));
 }
 
+/* A config-save: the text is made on the main thread, written on a job's. */
+struct config_saving {
+    struct ctl_call *call;
+    char *file;
+    char *text;
+    char *err;
+};
+
+static void saving_free(struct config_saving *c)
+{
+    g_free(c->file);
+    g_free(c->text);
+    g_free(c->err);
+    g_free(c);
+}
+
+static int save_run(void *arg)
+{
+    struct config_saving *c = arg;
+
+    return target_config_write(c->file, c->text, &c->err);
+}
+
+static void save_answer(struct config_saving *c, int ret)
+{
+    if (ret < 0) {
+        fail(c->call, "config-save", ret, c->err);
+        return;
+    }
+    ctl_call_reply(c->call, json_node_init_string(json_node_alloc(), c->file));
+}
+
+static void save_done(void *arg, int ret)
+{
+    save_answer(arg, ret);
+    saving_free(arg);
+}
+
+static void save_abandoned(void *arg, int why)
+{
+    struct config_saving *c = arg;
+    g_autofree char *err = g_strdup_printf("%s: %s", c->file,
+                                           why == -ETIMEDOUT ? "not written within "
+                                           "--control-timeout-ms; it may still be"
+                                           : "the daemon is shutting down");
+
+    fail(c->call, "config-save", why, err);
+}
+
+static void save_discard(void *arg, int ret)
+{
+    saving_free(arg);
+}
+
+static const struct target_job_ops save_ops = {
+    .run = save_run,
+    .done = save_done,
+    .abandoned = save_abandoned,
+    .discard = save_discard,
+};
+
+/* Answered once the file is written (or not within --control-timeout-ms). */
 static void m_config_save(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = { { "file", JSON_M_STR, true } };
     struct target *tgt = opaque;
+    struct config_saving *c;
     const char *file;
-    g_autofree char *err = NULL;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
@@ -498,12 +560,15 @@ static void m_config_save(struct ctl_call *call, JsonObject *params, void *opaqu
                        "no file: give \"file\" or start the daemon with --config");
         return;
     }
-    ret = target_config_save(tgt, file, &err);
+    c = g_new0(struct config_saving, 1);
+    c->call = call;
+    c->file = g_strdup(file);
+    c->text = target_config_json(tgt);
+    ret = target_job_start(tgt, "config-save", &save_ops, c, true, &c->err);
     if (ret < 0) {
-        fail(call, "config-save", ret, err);
-        return;
+        save_answer(c, ret);
+        saving_free(c);
     }
-    ctl_call_reply(call, json_node_init_string(json_node_alloc(), file));
 }
 
 static JsonNode *controller_json(struct controller *ctrl)
