@@ -109,7 +109,18 @@ static void backend_free(struct target_backend *b)
 
 void target_backends_free(struct target *tgt)
 {
+    GHashTableIter it;
+    gpointer value;
+
     if (tgt->backends) {
+        /* One a resize given up still holds stays: its thread may yet return to it. */
+        g_hash_table_iter_init(&it, tgt->backends);
+        while (g_hash_table_iter_next(&it, NULL, &value)) {
+            if (__atomic_load_n(&((struct target_backend *)value)->resizing,
+                                __ATOMIC_ACQUIRE)) {
+                g_hash_table_iter_steal(&it);
+            }
+        }
         g_hash_table_destroy(tgt->backends);
         tgt->backends = NULL;
     }
@@ -194,16 +205,11 @@ static void backend_changed_main(void *opaque)
     g_hash_table_iter_init(&it, c->tgt->backends);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         struct target_backend *b = val;
-        g_autofree char *err = NULL;
 
-        if (scsi_lun_backend(b->lun) != c->be) {
-            continue;
+        if (scsi_lun_backend(b->lun) == c->be) {
+            target_backend_follow_device(c->tgt, b);
+            break;
         }
-        if (target_backend_resize(c->tgt, b->name, 0, &err) < 0) {
-            g_warning("backend %s: its device changed size; keeping %" PRIu64 " bytes: %s",
-                      b->name, backend_size(c->be), err);
-        }
-        break;
     }
     g_free(c);
 }
@@ -419,6 +425,37 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
     return target_backend_install(tgt, name, spec, implicit, &o, out, err);
 }
 
+/*
+ * Closing may wait too (a file's last close flushes it to an NFS server,
+ * an iSCSI session logs out): a job that nobody waits for does it.
+ */
+static int close_run(void *arg)
+{
+    scsi_lun_free(arg);
+    return 0;
+}
+
+static void close_ended(void *arg, int ret)
+{
+}
+
+static const struct target_job_ops close_ops = {
+    .run = close_run,
+    .done = close_ended,
+    .abandoned = close_ended,
+    .discard = close_ended,
+};
+
+static void close_off_main(struct target *tgt, struct scsi_lun *lun)
+{
+    g_autofree char *err = NULL;
+
+    if (target_job_start(tgt, "closing a backend", &close_ops, lun, false, &err) < 0) {
+        g_message("%s; closing it on the main thread", err);
+        scsi_lun_free(lun);
+    }
+}
+
 int target_backend_remove(struct target *tgt, const char *name, char **err)
 {
     struct target_backend *b = target_backend_find(tgt, name);
@@ -436,11 +473,27 @@ int target_backend_remove(struct target *tgt, const char *name, char **err)
                                b->mappings + b->unmapping);
         return -EBUSY;
     }
+    if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
+        *err = g_strdup_printf("backend '%s' is being resized; try again when it is done", name);
+        return -EBUSY;
+    }
     /* Unmapped and drained: no thread can reach it any more. */
     detach_backend(tgt, scsi_lun_backend(b->lun), tgt->nthreads);
+    g_hash_table_steal(tgt->backends, name);
+    close_off_main(tgt, g_steal_pointer(&b->lun));
     g_message("backend %s: closed", name);
-    g_hash_table_remove(tgt->backends, name);
+    backend_free(b);
     return 0;
+}
+
+void target_backend_close_if_unused(struct target *tgt, struct target_backend *b)
+{
+    g_autofree char *ignored = NULL;
+
+    /* An implicit backend (--lun, lun-add) goes with its last mapping. */
+    if (b->implicit && !b->mappings && !b->unmapping) {
+        target_backend_remove(tgt, b->name, &ignored);
+    }
 }
 
 /*
@@ -476,22 +529,8 @@ static char *spec_with_size(const char *spec, uint64_t bytes)
     return g_string_free(out, FALSE);
 }
 
-int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err)
+void target_backend_resized(struct target *tgt, struct target_backend *b)
 {
-    struct target_backend *b = target_backend_find(tgt, name);
-    int ret;
-
-    if (!b) {
-        *err = g_strdup_printf("no backend named '%s'", name);
-        return -ENOENT;
-    }
-    ret = scsi_lun_resize(b->lun, size);
-    if (ret < 0) {
-        *err = g_strdup(ret == -EINVAL    ? "refused: smaller than now, or not whole blocks"
-                        : ret == -ENOTSUP ? "this backend cannot grow"
-                                          : g_strerror(-ret));
-        return ret;
-    }
     /* Every address it is mapped at, in every controller, tells its front-ends. */
     for (GList *l = tgt->controllers; l; l = l->next) {
         scsi_target_lun_changed(((struct controller *)l->data)->scsi, b->lun);
@@ -502,7 +541,6 @@ int target_backend_resize(struct target *tgt, const char *name, uint64_t size, c
         g_free(b->spec);
         b->spec = grown;
     }
-    return 0;
 }
 
 struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun)
@@ -555,13 +593,9 @@ struct unmapping {
 static void lun_handed_back(struct scsi_lun *lun, void *opaque)
 {
     struct unmapping *u = opaque;
-    g_autofree char *err = NULL;
 
     u->b->unmapping--;
-    /* An implicit backend (--lun, lun-add) goes with its last mapping. */
-    if (u->b->implicit && !u->b->mappings && !u->b->unmapping) {
-        target_backend_remove(u->tgt, u->b->name, &err);
-    }
+    target_backend_close_if_unused(u->tgt, u->b);
     u->tgt->removing--;
     if (u->done) {
         u->done(0, u->opaque);

@@ -144,6 +144,8 @@ struct target_backend {
     unsigned unmapping;      /* mappings being removed (not handed back yet) */
     bool implicit;           /* made by --lun / lun-add: goes with its last mapping */
     char *pr_path;           /* its reservations file (APTPL), directory resolved; NULL: none */
+    bool resizing;           /* (atomic) a resize job holds it: not closed meanwhile */
+    bool follow_device;      /* its device changed size while it was resizing */
     struct stats_mark *mark; /* NULL until the first `stats` call */
 };
 
@@ -230,10 +232,26 @@ void target_opened_clear(struct target_opened *o);
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
                            bool implicit, struct target_opened *o, struct target_backend **out,
                            char **err);
-/* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped. */
+/* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped or resizing. */
 int target_backend_remove(struct target *tgt, const char *name, char **err);
-/* Grows it (size 0: to what its device has grown to); every mapping is told. */
-int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err);
+/*
+ * Grows it (size 0: to what its device has grown to) off the main thread
+ * (target-resize.c); every mapping is told.  done runs on the main thread
+ * with 0, or -errno and a reason: -ENOENT, -EBUSY (a resize of it runs),
+ * -EINVAL, -ENOTSUP, -ETIMEDOUT (not done within --control-timeout-ms).
+ */
+typedef void target_resized_fn(struct target *tgt, int ret, const char *err, void *opaque);
+void target_backend_resize_async(struct target *tgt, const char *name, uint64_t size,
+                                 target_resized_fn *done, void *opaque);
+/*
+ * b's device changed size underneath: b takes its size as a resize to 0
+ * does, once any resize of it under way has ended; a failure is logged.
+ */
+void target_backend_follow_device(struct target *tgt, struct target_backend *b);
+/* After a resize of b: every mapping is told, its spec takes the new size. */
+void target_backend_resized(struct target *tgt, struct target_backend *b);
+/* An implicit backend with no mapping left is closed. */
+void target_backend_close_if_unused(struct target *tgt, struct target_backend *b);
 
 /* Maps backend at (port, lun) of ctrl: -ENOENT (no backend), -EEXIST (address in use). */
 int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
