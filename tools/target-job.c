@@ -29,6 +29,12 @@ struct target_job {
     char *what;                     /* for log lines */
     const struct target_job_ops *ops;
     void *arg;
+    /*
+     * The count of running job threads, shared (a reference held): a
+     * thread given up drops out of it when it returns, which may be after
+     * the daemon's main loop, and its struct target, are gone.
+     */
+    unsigned *running;
     struct iothread_timer timer;    /* the deadline; main thread */
     GMutex lock;
     bool posted;                    /* under lock: the thread has posted its result */
@@ -38,6 +44,8 @@ struct target_job {
 
 static void job_free(struct target_job *j)
 {
+    __atomic_sub_fetch(j->running, 1, __ATOMIC_RELAXED);
+    g_atomic_rc_box_release(j->running);
     g_mutex_clear(&j->lock);
     g_free(j->what);
     g_free(j);
@@ -57,7 +65,6 @@ static void job_finished(void *opaque)
     struct target_job *j = opaque;
     struct target *tgt = j->tgt;
 
-    __atomic_sub_fetch(&tgt->jobs_running, 1, __ATOMIC_RELAXED);
     job_forget(j);
     j->ops->done(j->arg, j->ret);
     job_free(j);
@@ -99,18 +106,20 @@ static bool job_abandon(struct target_job *j, int ret)
 {
     bool posted;
 
+    /*
+     * Under the lock: a thread that returns meanwhile waits for it, and
+     * only then finds j given up, and frees it.
+     */
     g_mutex_lock(&j->lock);
     posted = j->posted;
-    j->abandoned = !posted;
-    g_mutex_unlock(&j->lock);
-    if (posted) {
-        return false;
+    if (!posted) {
+        job_forget(j);
+        j->ops->abandoned(j->arg, ret);
+        j->abandoned = true;
     }
-    /* From here on the thread owns j; it is not counted as ours any more. */
-    __atomic_sub_fetch(&j->tgt->jobs_running, 1, __ATOMIC_RELAXED);
-    job_forget(j);
-    j->ops->abandoned(j->arg, ret);
-    return true;
+    g_mutex_unlock(&j->lock);
+    /* Given up, j is the thread's (it still counts until it returns): not touched again. */
+    return !posted;
 }
 
 static void job_timeout(struct iothread_timer *tm)
@@ -131,7 +140,10 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
     GThread *thread;
 
     /* Threads stuck past their deadline still count: control clients cannot pile them up. */
-    if (__atomic_load_n(&tgt->jobs_running, __ATOMIC_RELAXED) >= TARGET_MAX_JOBS) {
+    if (!tgt->jobs_running) {
+        tgt->jobs_running = g_atomic_rc_box_new0(unsigned);
+    }
+    if (__atomic_load_n(tgt->jobs_running, __ATOMIC_RELAXED) >= TARGET_MAX_JOBS) {
         *err = g_strdup_printf("%s: %u backends opening already or files being written; "
                                "try again when one has finished", what, TARGET_MAX_JOBS);
         return -EAGAIN;
@@ -143,11 +155,11 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
     j->arg = arg;
     j->timer.fn = job_timeout;
     g_mutex_init(&j->lock);
-    __atomic_add_fetch(&tgt->jobs_running, 1, __ATOMIC_RELAXED);
+    j->running = g_atomic_rc_box_acquire(tgt->jobs_running);
+    __atomic_add_fetch(j->running, 1, __ATOMIC_RELAXED);
     tgt->jobs = g_list_prepend(tgt->jobs, j);
     thread = g_thread_try_new("vs-job", job_thread, j, &gerr);
     if (!thread) {
-        __atomic_sub_fetch(&tgt->jobs_running, 1, __ATOMIC_RELAXED);
         tgt->jobs = g_list_remove(tgt->jobs, j);
         job_free(j);
         *err = g_strdup_printf("%s: cannot start it: %s", what, gerr->message);
@@ -177,4 +189,9 @@ void target_jobs_stop(struct target *tgt)
             job_abandon(j, -ECANCELED);
         }
     }
+}
+
+void target_jobs_free(struct target *tgt)
+{
+    g_clear_pointer(&tgt->jobs_running, g_atomic_rc_box_release);
 }

@@ -130,7 +130,7 @@ struct target {
     unsigned removing;            /* LUN removals not finished yet */
     GList *openings;              /* struct target_opening *: adds not answered yet */
     GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
-    unsigned jobs_running;        /* (atomic) their threads, given up ones too */
+    unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
 };
@@ -179,6 +179,8 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
                      void *arg, bool timed, char **err);
 /* The daemon stops: every job is called off or given up. */
 void target_jobs_stop(struct target *tgt);
+/* At exit: threads given up and still running keep what they share. */
+void target_jobs_free(struct target *tgt);
 
 void target_backends_init(struct target *tgt);
 /* Closes every backend (the target must not map any of them any more). */

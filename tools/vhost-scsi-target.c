@@ -1378,6 +1378,7 @@ out:
         close(tgt.timer_fd);
     }
     target_backends_free(&tgt);
+    target_jobs_free(&tgt);
     g_ptr_array_free(opts.lun_args, TRUE);
     g_array_free(opts.allow_uids, TRUE);
     g_array_free(opts.allow_gids, TRUE);

@@ -12,7 +12,11 @@
  *    address is free again, and when the open does return later its
  *    result is discarded;
  *  - with no timeout, the add completes when the FIFO's other end opens
- *    (refused then: a FIFO is no disk).
+ *    (refused then: a FIFO is no disk);
+ *  - every piece of work that runs off the main thread (a file's open, a
+ *    resize with and without a size, config-save, the close of a removed
+ *    LUN) does so under the daemon's seccomp filter, which the job
+ *    threads inherit: each is answered and the daemon exits 0.
  * Each wait is on an event (a thread of the daemon found waiting in the
  * FIFO's open, an answer, the process's exit) and bounded.
  *
@@ -225,6 +229,36 @@ static void test_completes_when_it_opens(void)
     fx_free(&x);
 }
 
+static void test_jobs_run_confined(void)
+{
+    struct fx x;
+    g_autofree char *img = NULL, *arg = NULL, *cfg = NULL;
+    g_autoptr(JsonNode) grown = NULL;
+    JsonNode *r;
+
+    fx_start(&x, "10000");
+    img = g_build_filename(x.d.dir, "disk.img", NULL);
+    cfg = g_build_filename(x.d.dir, "saved.json", NULL);
+    arg = g_strdup_printf("1=file:%s,size=1M", img);
+    g_assert_true(g_file_set_contents(img, "", 0, NULL));
+    json_node_unref(pu_ctl_ok(x.fd, "lun-add", pu_jobj("lun", pu_jstr(arg), NULL)));
+    grown = pu_ctl_ok(x.fd, "lun-resize", pu_jobj("lun", pu_jint(1), "size", pu_jstr("2M"),
+                                                  NULL));
+    g_assert_cmpint(json_object_get_int_member(json_node_get_object(grown), "size"), ==,
+                    2 << 20);
+    g_assert_cmpint(truncate(img, 3 << 20), ==, 0);
+    json_node_unref(pu_ctl_ok(x.fd, "backend-resize", pu_jobj("name", pu_jstr("lun0:1"),
+                                                               NULL)));
+    json_node_unref(pu_ctl_ok(x.fd, "config-save", pu_jobj("file", pu_jstr(cfg), NULL)));
+    g_assert_true(g_file_test(cfg, G_FILE_TEST_IS_REGULAR));
+    r = pu_ctl_ok(x.fd, "lun-remove", pu_jobj("lun", pu_jint(1), NULL));
+    g_assert_true(JSON_NODE_HOLDS_NULL(r));
+    json_node_unref(r);
+    g_assert_false(pu_ctl_lun_listed(x.fd, 1));
+    g_assert_cmpint(pu_daemon_stop(&x.d, false), ==, 0);
+    fx_free(&x);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -232,5 +266,6 @@ int main(int argc, char **argv)
     g_test_add_func("/blocking-open/others-served-meanwhile", test_others_served_meanwhile);
     g_test_add_func("/blocking-open/answered-at-its-timeout", test_answered_at_its_timeout);
     g_test_add_func("/blocking-open/completes-when-it-opens", test_completes_when_it_opens);
+    g_test_add_func("/blocking-open/jobs-run-confined", test_jobs_run_confined);
     return g_test_run();
 }
