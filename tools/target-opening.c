@@ -1,19 +1,22 @@
 /*
  * The control socket's backend-add and lun-add (tools/target.h), which
- * may finish later: a backend whose open waits on the network (iSCSI:
- * connect and log in, bounded by its login-timeout) is opened on a thread
- * of its own, so that the main thread goes on serving every front-end's
- * vhost-user messages and every other control call meanwhile.  Until the
- * thread posts back, the backend's name and, for lun-add, its (target,
+ * finish later: every backend is opened by a target job (target-job.c),
+ * on a thread of its own, with its SCSI disk made and its reservations
+ * file read there too, so that the main thread goes on serving every
+ * front-end's vhost-user messages and every other control call while a
+ * file on a stuck file system, or a remote LUN, takes its time.  Until
+ * the add is answered, the backend's name and, for lun-add, its (target,
  * LUN) address are reserved: another add of either is refused -EBUSY
  * ("still opening"), and nothing of the backend is listed.  The main
  * thread then finishes the add exactly as the synchronous path does
- * (target-backends.c: SCSI disk, attach to the I/O threads, map, events
- * to the front-ends).  A failed open leaves nothing behind; a daemon
- * asked to stop calls the opens off (their adds fail -ECANCELED at once)
- * and quits once their threads have ended.  Backends that open at once
- * (files, RAM, null) stay synchronous.  Main thread only, but for
- * open_thread.
+ * (target-backends.c: the one-object check, attach to the I/O threads,
+ * map, events to the front-ends).  A failed open leaves nothing behind.
+ * A remote open (iSCSI, RBD) has a bound of its own and is called off
+ * when the daemon stops; a file's open, which nothing can interrupt, is
+ * given up at --control-timeout-ms or when the daemon stops: its add is
+ * answered then, its reservations end, and what it opens after all is
+ * closed by its thread.  Main thread only, but for open_run and
+ * open_discard.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -2,8 +2,9 @@
  * What the parts of vhost-scsi-target share: its options, the daemon's
  * state, and the backend and LUN operations (target-backends.c) that the
  * command line and the control socket (target-control.c) both use, and
- * the control socket's adds that open on a thread of their own
- * (target-opening.c).  Main thread only.
+ * the work that runs off the main thread (target-job.c: opens in
+ * target-opening.c, resizes in target-resize.c, closes, config-save).
+ * Main thread only, but where a function says otherwise.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
