@@ -2,8 +2,9 @@
  * One backing object, one LUN (docs/control.md, "backend-add"), against
  * the real daemon: a file already served by a backend cannot back another,
  * whether it is named by the same path, a symlink or a hard link:
- *  - on the command line (--lun 0=file:X --lun 1=file:...) the daemon
- *    refuses to start, naming both backends and the file;
+ *  - on the command line (--lun 0=file:X --lun 1=file:...), or in a
+ *    --config file, the daemon refuses to start, naming both backends and
+ *    the file;
  *  - through the control socket (lun-add, backend-add) the add is refused
  *    -EEXIST with that message and nothing is added; the explicit way to
  *    share, one backend mapped at two addresses (lun-map), still works;
@@ -99,6 +100,34 @@ static void test_command_line_refused(void)
         msg = pu_daemon_log_find(&x.d, from, "(backend lun0:1: .*)");
         assert_names_both(msg, "lun0:1", *p);
     }
+    fx_free(&x);
+}
+
+static void test_config_refused(void)
+{
+    struct fx x;
+    g_autofree char *cfg = NULL, *text = NULL, *msg = NULL;
+    const char *args[] = { "--config", NULL, NULL };
+    int status;
+
+    fx_init(&x);
+    cfg = g_build_filename(x.d.dir, "saved.json", NULL);
+    text = g_strdup_printf("{\"version\": 1, \"backends\": ["
+                           "{\"name\": \"first\", \"spec\": \"file:%s\"},"
+                           "{\"name\": \"second\", \"spec\": \"file:%s\"}],"
+                           " \"controllers\": [{\"name\": \"default\", \"luns\": ["
+                           "{\"target\": 0, \"lun\": 0, \"backend\": \"first\"},"
+                           "{\"target\": 0, \"lun\": 1, \"backend\": \"second\"}]}]}",
+                           x.img, x.hard);
+    g_assert_true(g_file_set_contents(cfg, text, -1, NULL));
+    args[1] = cfg;
+    g_assert_false(pu_daemon_try_start(&x.d, args, &status));
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), !=, 0);
+    msg = pu_daemon_log_find(&x.d, 0, "(backend second: .*)");
+    g_assert_nonnull(msg);
+    g_assert_nonnull(strstr(msg, "backend first"));
+    g_assert_nonnull(strstr(msg, x.hard));
     fx_free(&x);
 }
 
@@ -225,6 +254,7 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     signal(SIGPIPE, SIG_IGN);
     g_test_add_func("/one-object/command-line-refused", test_command_line_refused);
+    g_test_add_func("/one-object/config-refused", test_config_refused);
     g_test_add_func("/one-object/control-add-refused", test_control_add_refused);
     g_test_add_func("/one-object/one-reservations-file-each", test_one_reservations_file_each);
     g_test_add_func("/one-object/restart-after-aptpl", test_restart_after_aptpl);
