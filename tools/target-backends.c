@@ -16,6 +16,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <glib.h>
@@ -99,6 +100,7 @@ int target_attach_backends(struct target *tgt, bool attach)
 static void backend_free(struct target_backend *b)
 {
     scsi_lun_free(b->lun);
+    g_free(b->pr_path);
     g_free(b->mark);
     g_free(b->name);
     g_free(b->spec);
@@ -107,7 +109,18 @@ static void backend_free(struct target_backend *b)
 
 void target_backends_free(struct target *tgt)
 {
+    GHashTableIter it;
+    gpointer value;
+
     if (tgt->backends) {
+        /* One a resize given up still holds stays: its thread may yet return to it. */
+        g_hash_table_iter_init(&it, tgt->backends);
+        while (g_hash_table_iter_next(&it, NULL, &value)) {
+            if (__atomic_load_n(&((struct target_backend *)value)->resizing,
+                                __ATOMIC_ACQUIRE)) {
+                g_hash_table_iter_steal(&it);
+            }
+        }
         g_hash_table_destroy(tgt->backends);
         tgt->backends = NULL;
     }
@@ -192,16 +205,11 @@ static void backend_changed_main(void *opaque)
     g_hash_table_iter_init(&it, c->tgt->backends);
     while (g_hash_table_iter_next(&it, &key, &val)) {
         struct target_backend *b = val;
-        g_autofree char *err = NULL;
 
-        if (scsi_lun_backend(b->lun) != c->be) {
-            continue;
+        if (scsi_lun_backend(b->lun) == c->be) {
+            target_backend_follow_device(c->tgt, b);
+            break;
         }
-        if (target_backend_resize(c->tgt, b->name, 0, &err) < 0) {
-            g_warning("backend %s: its device changed size; keeping %" PRIu64 " bytes: %s",
-                      b->name, backend_size(c->be), err);
-        }
-        break;
     }
     g_free(c);
 }
@@ -220,64 +228,169 @@ static void backend_changed(struct lun_backend *be, void *opaque)
  * Where a backend's LUN keeps its persistent reservations while APTPL is
  * on: DIR/NAME.pr with --pr-dir, else FILE.pr beside a file: backend's
  * regular file (a block device's directory, /dev, is no place for it);
- * NULL: nowhere, APTPL refused.
+ * NULL: nowhere, APTPL refused.  The directory is resolved (symlinks,
+ * "..") so that two backends naming one file by two paths are told apart
+ * by the string.  Looks at the file system: off the main thread.
  */
-static char *pr_file_for(struct target *tgt, const char *name, const char *spec)
+static char *pr_file_for(const char *pr_dir, const char *name, const struct lun_spec *ls)
 {
-    struct lun_spec ls;
-    g_autofree char *ignored = NULL;
-    char *path = NULL;
+    g_autofree char *dir = NULL;
+    g_autofree char *base = NULL;
+    char *real;
 
-    if (tgt->opts && tgt->opts->pr_dir) {
-        g_autofree char *base = g_strdup_printf("%s.pr", name);
+    if (pr_dir) {
+        dir = g_strdup(pr_dir);
+        base = g_strdup_printf("%s.pr", name);
+        g_strdelimit(base, "/", '_');
+    } else if (ls->kind == LUN_SPEC_FILE && g_file_test(ls->path, G_FILE_TEST_IS_REGULAR)) {
+        g_autofree char *file = g_path_get_basename(ls->path);
 
-        return g_build_filename(tgt->opts->pr_dir, g_strdelimit(base, "/", '_'), NULL);
-    }
-    if (target_backend_parse(spec, &ls, &ignored) < 0) {
+        dir = g_path_get_dirname(ls->path);
+        base = g_strdup_printf("%s.pr", file);
+    } else {
         return NULL;
     }
-    if (ls.kind == LUN_SPEC_FILE && g_file_test(ls.path, G_FILE_TEST_IS_REGULAR)) {
-        path = g_strdup_printf("%s.pr", ls.path);
+    real = realpath(dir, NULL);
+    if (real) {
+        g_free(dir);
+        dir = real;
     }
-    lun_spec_clear(&ls);
-    return path;
+    return g_build_filename(dir, base, NULL);
+}
+
+int target_backend_open(const char *pr_dir, const char *name, const char *spec,
+                        const struct lun_spec *ls, int cancel_fd, struct target_opened *o,
+                        char **err)
+{
+    g_autofree char *shown = lun_spec_redact(spec);
+    struct lun_backend *be;
+    int ret;
+
+    memset(o, 0, sizeof(*o));
+    ret = lun_spec_open_cancellable(ls, cancel_fd, &be);
+    if (ret < 0) {
+        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
+        return ret;
+    }
+    /* A backend may answer INQUIRY with another device's identity (iSCSI). */
+    o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
+    if (!o->lun) {
+        *err = g_strdup_printf("%s: cannot serve it as a SCSI disk", shown);
+        return -EINVAL;
+    }
+    o->pr_path = pr_file_for(pr_dir, name, ls);
+    if (o->pr_path) {
+        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &o->pr_err);
+    }
+    return 0;
+}
+
+void target_opened_clear(struct target_opened *o)
+{
+    scsi_lun_free(o->lun);
+    g_free(o->pr_path);
+    g_free(o->pr_err);
+    memset(o, 0, sizeof(*o));
+}
+
+/* Where b is mapped, for messages: " (mapped at default 0:1, vm1 0:0)", or "". */
+static char *mappings_of(struct target *tgt, struct target_backend *b)
+{
+    GString *s = g_string_new(NULL);
+
+    for (GList *l = tgt->controllers; l; l = l->next) {
+        struct controller *ctrl = l->data;
+        unsigned n = scsi_target_lun_count(ctrl->scsi);
+
+        for (unsigned i = 0; i < n; i++) {
+            unsigned port, lun;
+
+            scsi_target_lun_id_at(ctrl->scsi, i, &port, &lun);
+            if (scsi_target_lun(ctrl->scsi, port, lun) == b->lun) {
+                g_string_append_printf(s, "%s%s %u:%u", s->len ? ", " : " (mapped at ",
+                                       ctrl->name, port, lun);
+            }
+        }
+    }
+    if (s->len) {
+        g_string_append_c(s, ')');
+    }
+    return g_string_free(s, FALSE);
+}
+
+/*
+ * One file or block device backs one backend, and one reservations file
+ * belongs to one: two backends over the same blocks would be two logical
+ * units whose reservations, range locks and unit attentions know nothing
+ * of each other, writing one state file in turn.  Sharing is explicit:
+ * one backend mapped at several addresses.  0, or -EEXIST with *err.
+ */
+static int object_free(struct target *tgt, const char *name, const struct target_opened *o,
+                       char **err)
+{
+    struct lun_backend *be = scsi_lun_backend(o->lun);
+    GHashTableIter it;
+    gpointer value;
+
+    g_hash_table_iter_init(&it, tgt->backends);
+    while (g_hash_table_iter_next(&it, NULL, &value)) {
+        struct target_backend *b = value;
+        struct lun_backend *other = scsi_lun_backend(b->lun);
+        g_autofree char *where = NULL;
+
+        if (backend_same_object(be, other)) {
+            where = mappings_of(tgt, b);
+            *err = g_strdup_printf("backend %s: %s is the %s that backend %s%s serves as %s "
+                                   "already; one %s backs one backend: to serve it at several "
+                                   "addresses, add it once (backend-add) and map it at each "
+                                   "(lun-map)", name, be->name,
+                                   be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
+                                   "file", b->name, where, other->name,
+                                   be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
+                                   "file");
+            return -EEXIST;
+        }
+        if (o->pr_path && b->pr_path && !strcmp(o->pr_path, b->pr_path)) {
+            where = mappings_of(tgt, b);
+            *err = g_strdup_printf("backend %s: its reservations file %s is backend %s's%s "
+                                   "already", name, o->pr_path, b->name, where);
+            return -EEXIST;
+        }
+    }
+    return 0;
 }
 
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
-                           bool implicit, struct lun_backend *be, struct target_backend **out,
+                           bool implicit, struct target_opened *o, struct target_backend **out,
                            char **err)
 {
     g_autofree char *shown = lun_spec_redact(spec);
     g_autofree char *why = NULL;
+    struct lun_backend *be = scsi_lun_backend(o->lun);
     struct target_backend *b;
-    struct scsi_lun *lun;
+    int ret;
 
-    /* A backend may answer INQUIRY with another device's identity (iSCSI). */
-    lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
-    if (!lun) {
-        *err = g_strdup_printf("%s: cannot serve it as a SCSI disk", shown);
-        return -EINVAL;
-    }
-    {
-        g_autofree char *pr_path = pr_file_for(tgt, name, spec);
-        int ret = pr_path ? scsi_lun_set_pr_file(lun, pr_path, err) : 0;
-
-        if (ret < 0) {
-            scsi_lun_free(lun);
-            return ret;
-        }
+    ret = object_free(tgt, name, o, err);
+    if (ret == 0 && o->pr_ret < 0) {
+        *err = g_steal_pointer(&o->pr_err);
+        ret = o->pr_ret;
     }
     /* Only a daemon already running has threads to attach to; at start they come later. */
-    if (tgt->threads && attach_backend(tgt, be, &why) < 0) {
+    if (ret == 0 && tgt->threads && attach_backend(tgt, be, &why) < 0) {
         *err = g_strdup_printf("%s: %s", shown, why);
-        scsi_lun_free(lun);
-        return -EIO;
+        ret = -EIO;
+    }
+    if (ret < 0) {
+        target_opened_clear(o);
+        return ret;
     }
     b = g_new0(struct target_backend, 1);
     b->name = g_strdup(name);
     b->spec = g_strdup(spec);
-    b->lun = lun;
+    b->lun = g_steal_pointer(&o->lun);
+    b->pr_path = g_steal_pointer(&o->pr_path);
     b->implicit = implicit;
+    target_opened_clear(o);
     g_hash_table_insert(tgt->backends, b->name, b);
     be->changed_opaque = tgt;
     __atomic_store_n(&be->changed, backend_changed, __ATOMIC_RELEASE);
@@ -292,8 +405,8 @@ int target_backend_install(struct target *tgt, const char *name, const char *spe
 int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
                        struct target_backend **out, char **err)
 {
+    struct target_opened o;
     struct lun_spec ls;
-    struct lun_backend *be;
     int ret;
 
     ret = target_backend_name_free(tgt, name, err);
@@ -303,15 +416,44 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
     if (ret < 0) {
         return ret;
     }
-    ret = lun_spec_open(&ls, &be);
+    ret = target_backend_open(tgt->opts ? tgt->opts->pr_dir : NULL, name, spec, &ls, -1, &o,
+                              err);
     lun_spec_clear(&ls);
     if (ret < 0) {
-        g_autofree char *shown = lun_spec_redact(spec);
-
-        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
         return ret;
     }
-    return target_backend_install(tgt, name, spec, implicit, be, out, err);
+    return target_backend_install(tgt, name, spec, implicit, &o, out, err);
+}
+
+/*
+ * Closing may wait too (a file's last close flushes it to an NFS server,
+ * an iSCSI session logs out): a job that nobody waits for does it.
+ */
+static int close_run(void *arg)
+{
+    scsi_lun_free(arg);
+    return 0;
+}
+
+static void close_ended(void *arg, int ret)
+{
+}
+
+static const struct target_job_ops close_ops = {
+    .run = close_run,
+    .done = close_ended,
+    .abandoned = close_ended,
+    .discard = close_ended,
+};
+
+static void close_off_main(struct target *tgt, struct scsi_lun *lun)
+{
+    g_autofree char *err = NULL;
+
+    if (target_job_start(tgt, "closing a backend", &close_ops, lun, false, &err) < 0) {
+        g_message("%s; closing it on the main thread", err);
+        scsi_lun_free(lun);
+    }
 }
 
 int target_backend_remove(struct target *tgt, const char *name, char **err)
@@ -331,11 +473,27 @@ int target_backend_remove(struct target *tgt, const char *name, char **err)
                                b->mappings + b->unmapping);
         return -EBUSY;
     }
+    if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
+        *err = g_strdup_printf("backend '%s' is being resized; try again when it is done", name);
+        return -EBUSY;
+    }
     /* Unmapped and drained: no thread can reach it any more. */
     detach_backend(tgt, scsi_lun_backend(b->lun), tgt->nthreads);
+    g_hash_table_steal(tgt->backends, name);
+    close_off_main(tgt, g_steal_pointer(&b->lun));
     g_message("backend %s: closed", name);
-    g_hash_table_remove(tgt->backends, name);
+    backend_free(b);
     return 0;
+}
+
+void target_backend_close_if_unused(struct target *tgt, struct target_backend *b)
+{
+    g_autofree char *ignored = NULL;
+
+    /* An implicit backend (--lun, lun-add) goes with its last mapping. */
+    if (b->implicit && !b->mappings && !b->unmapping) {
+        target_backend_remove(tgt, b->name, &ignored);
+    }
 }
 
 /*
@@ -371,22 +529,8 @@ static char *spec_with_size(const char *spec, uint64_t bytes)
     return g_string_free(out, FALSE);
 }
 
-int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err)
+void target_backend_resized(struct target *tgt, struct target_backend *b)
 {
-    struct target_backend *b = target_backend_find(tgt, name);
-    int ret;
-
-    if (!b) {
-        *err = g_strdup_printf("no backend named '%s'", name);
-        return -ENOENT;
-    }
-    ret = scsi_lun_resize(b->lun, size);
-    if (ret < 0) {
-        *err = g_strdup(ret == -EINVAL    ? "refused: smaller than now, or not whole blocks"
-                        : ret == -ENOTSUP ? "this backend cannot grow"
-                                          : g_strerror(-ret));
-        return ret;
-    }
     /* Every address it is mapped at, in every controller, tells its front-ends. */
     for (GList *l = tgt->controllers; l; l = l->next) {
         scsi_target_lun_changed(((struct controller *)l->data)->scsi, b->lun);
@@ -397,7 +541,6 @@ int target_backend_resize(struct target *tgt, const char *name, uint64_t size, c
         g_free(b->spec);
         b->spec = grown;
     }
-    return 0;
 }
 
 struct target_backend *target_backend_of(struct target *tgt, const struct scsi_lun *lun)
@@ -450,13 +593,9 @@ struct unmapping {
 static void lun_handed_back(struct scsi_lun *lun, void *opaque)
 {
     struct unmapping *u = opaque;
-    g_autofree char *err = NULL;
 
     u->b->unmapping--;
-    /* An implicit backend (--lun, lun-add) goes with its last mapping. */
-    if (u->b->implicit && !u->b->mappings && !u->b->unmapping) {
-        target_backend_remove(u->tgt, u->b->name, &err);
-    }
+    target_backend_close_if_unused(u->tgt, u->b);
     u->tgt->removing--;
     if (u->done) {
         u->done(0, u->opaque);

@@ -291,6 +291,12 @@ static int write_all(int fd, const char *p, size_t len)
 int target_config_save(struct target *tgt, const char *file, char **err)
 {
     g_autofree char *text = target_config_json(tgt);
+
+    return target_config_write(file, text, err);
+}
+
+int target_config_write(const char *file, const char *text, char **err)
+{
     g_autofree char *dir = g_path_get_dirname(file);
     g_autofree char *tmp = g_strdup_printf("%s.XXXXXX", file);
     int fd, dfd, ret;

@@ -289,6 +289,32 @@ static bool size_param(struct ctl_call *call, JsonObject *params, uint64_t *size
     return false;
 }
 
+/* A lun-resize's address, for its answer once the resize is done. */
+struct lun_resizing {
+    struct ctl_call *call;
+    char *ctrl_name;
+    unsigned port, lun;
+};
+
+static void lun_resized(struct target *tgt, int ret, const char *err, void *opaque)
+{
+    struct lun_resizing *r = opaque;
+    struct controller *ctrl = target_controller_find(tgt, r->ctrl_name);
+
+    if (ret == 0 && (!ctrl || !scsi_target_lun(ctrl->scsi, r->port, r->lun))) {
+        ret = -ENOENT;
+        err = "grown, but unmapped meanwhile";
+    }
+    if (ret < 0) {
+        fail(r->call, "lun-resize", ret, err);
+    } else {
+        ctl_call_reply(r->call, lun_json(ctrl, r->port, r->lun));
+    }
+    g_free(r->ctrl_name);
+    g_free(r);
+}
+
+/* Answered once the backend has grown (target-resize.c). */
 static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
@@ -296,12 +322,11 @@ static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque
         { "size", JSON_M_ANY, true },
     };
     struct target *tgt = opaque;
-    g_autofree char *err = NULL;
     struct target_backend *tb;
     struct controller *ctrl;
+    struct lun_resizing *r;
     unsigned port, lun;
     uint64_t size;
-    int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) ||
         !lun_address(call, params, &port, &lun) || !size_param(call, params, &size) ||
@@ -313,12 +338,12 @@ static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque
         ctl_call_fail(call, -ENOENT, "no LUN is mapped there");
         return;
     }
-    ret = target_backend_resize(tgt, tb->name, size, &err);
-    if (ret < 0) {
-        fail(call, "lun-resize", ret, err);
-        return;
-    }
-    ctl_call_reply(call, lun_json(ctrl, port, lun));
+    r = g_new0(struct lun_resizing, 1);
+    r->call = call;
+    r->ctrl_name = g_strdup(ctrl->name);
+    r->port = port;
+    r->lun = lun;
+    target_backend_resize_async(tgt, tb->name, size, lun_resized, r);
 }
 
 static void m_lun_map(struct ctl_call *call, JsonObject *params, void *opaque)
@@ -387,24 +412,42 @@ static void m_backend_remove(struct ctl_call *call, JsonObject *params, void *op
     ctl_call_reply(call, NULL);
 }
 
+struct backend_resizing {
+    struct ctl_call *call;
+    char *name;
+};
+
+static void backend_resized(struct target *tgt, int ret, const char *err, void *opaque)
+{
+    struct backend_resizing *r = opaque;
+    struct target_backend *tb = target_backend_find(tgt, r->name);
+
+    if (ret < 0) {
+        fail(r->call, "backend-resize", ret, err);
+    } else if (!tb) {
+        fail(r->call, "backend-resize", -ENOENT, "grown, but removed meanwhile");
+    } else {
+        ctl_call_reply(r->call, backend_json(tgt, tb));
+    }
+    g_free(r->name);
+    g_free(r);
+}
+
+/* Answered once the backend has grown (target-resize.c). */
 static void m_backend_resize(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = { { "name", JSON_M_STR }, { "size", JSON_M_ANY, true } };
     struct target *tgt = opaque;
-    const char *name = json_object_get_string_member_with_default(params, "name", "");
-    g_autofree char *err = NULL;
+    struct backend_resizing *r;
     uint64_t size;
-    int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec)) || !size_param(call, params, &size)) {
         return;
     }
-    ret = target_backend_resize(tgt, name, size, &err);
-    if (ret < 0) {
-        fail(call, "backend-resize", ret, err);
-        return;
-    }
-    ctl_call_reply(call, backend_json(tgt, target_backend_find(tgt, name)));
+    r = g_new0(struct backend_resizing, 1);
+    r->call = call;
+    r->name = g_strdup(json_object_get_string_member_with_default(params, "name", ""));
+    target_backend_resize_async(tgt, r->name, size, backend_resized, r);
 }
 
 /* A rate param: absent (unchanged), a count >= 0, or for bandwidth a size ("100M"). */
@@ -481,12 +524,74 @@ static void m_backend_list(struct ctl_call *call, JsonObject *params, void *opaq
     ctl_call_reply(call, array_node(a));
 }
 
+/* A config-save: the text is made on the main thread, written on a job's. */
+struct config_saving {
+    struct ctl_call *call;
+    char *file;
+    char *text;
+    char *err;
+};
+
+static void saving_free(struct config_saving *c)
+{
+    g_free(c->file);
+    g_free(c->text);
+    g_free(c->err);
+    g_free(c);
+}
+
+static int save_run(void *arg)
+{
+    struct config_saving *c = arg;
+
+    return target_config_write(c->file, c->text, &c->err);
+}
+
+static void save_answer(struct config_saving *c, int ret)
+{
+    if (ret < 0) {
+        fail(c->call, "config-save", ret, c->err);
+        return;
+    }
+    ctl_call_reply(c->call, json_node_init_string(json_node_alloc(), c->file));
+}
+
+static void save_done(void *arg, int ret)
+{
+    save_answer(arg, ret);
+    saving_free(arg);
+}
+
+static void save_abandoned(void *arg, int why)
+{
+    struct config_saving *c = arg;
+    g_autofree char *err = g_strdup_printf("%s: %s", c->file,
+                                           why == -ETIMEDOUT ? "not written within "
+                                           "--control-timeout-ms; it may still be"
+                                           : "the daemon is shutting down");
+
+    fail(c->call, "config-save", why, err);
+}
+
+static void save_discard(void *arg, int ret)
+{
+    saving_free(arg);
+}
+
+static const struct target_job_ops save_ops = {
+    .run = save_run,
+    .done = save_done,
+    .abandoned = save_abandoned,
+    .discard = save_discard,
+};
+
+/* Answered once the file is written (or not within --control-timeout-ms). */
 static void m_config_save(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = { { "file", JSON_M_STR, true } };
     struct target *tgt = opaque;
+    struct config_saving *c;
     const char *file;
-    g_autofree char *err = NULL;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
@@ -498,12 +603,15 @@ static void m_config_save(struct ctl_call *call, JsonObject *params, void *opaqu
                        "no file: give \"file\" or start the daemon with --config");
         return;
     }
-    ret = target_config_save(tgt, file, &err);
+    c = g_new0(struct config_saving, 1);
+    c->call = call;
+    c->file = g_strdup(file);
+    c->text = target_config_json(tgt);
+    ret = target_job_start(tgt, "config-save", &save_ops, c, true, &c->err);
     if (ret < 0) {
-        fail(call, "config-save", ret, err);
-        return;
+        save_answer(c, ret);
+        saving_free(c);
     }
-    ctl_call_reply(call, json_node_init_string(json_node_alloc(), file));
 }
 
 static JsonNode *controller_json(struct controller *ctrl)

@@ -1,19 +1,22 @@
 /*
  * The control socket's backend-add and lun-add (tools/target.h), which
- * may finish later: a backend whose open waits on the network (iSCSI:
- * connect and log in, bounded by its login-timeout) is opened on a thread
- * of its own, so that the main thread goes on serving every front-end's
- * vhost-user messages and every other control call meanwhile.  Until the
- * thread posts back, the backend's name and, for lun-add, its (target,
+ * finish later: every backend is opened by a target job (target-job.c),
+ * on a thread of its own, with its SCSI disk made and its reservations
+ * file read there too, so that the main thread goes on serving every
+ * front-end's vhost-user messages and every other control call while a
+ * file on a stuck file system, or a remote LUN, takes its time.  Until
+ * the add is answered, the backend's name and, for lun-add, its (target,
  * LUN) address are reserved: another add of either is refused -EBUSY
  * ("still opening"), and nothing of the backend is listed.  The main
  * thread then finishes the add exactly as the synchronous path does
- * (target-backends.c: SCSI disk, attach to the I/O threads, map, events
- * to the front-ends).  A failed open leaves nothing behind; a daemon
- * asked to stop calls the opens off (their adds fail -ECANCELED at once)
- * and quits once their threads have ended.  Backends that open at once
- * (files, RAM, null) stay synchronous.  Main thread only, but for
- * open_thread.
+ * (target-backends.c: the one-object check, attach to the I/O threads,
+ * map, events to the front-ends).  A failed open leaves nothing behind.
+ * A remote open (iSCSI, RBD) has a bound of its own and is called off
+ * when the daemon stops; a file's open, which nothing can interrupt, is
+ * given up at --control-timeout-ms or when the daemon stops: its add is
+ * answered then, its reservations end, and what it opens after all is
+ * closed by its thread.  Main thread only, but for open_run and
+ * open_discard.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -29,13 +32,6 @@
 #include "lun-open.h"
 #include "target.h"
 
-/*
- * Each open holds a thread and an eventfd until the remote answers or
- * its timeout ends; beyond this many at once an add is refused (-EAGAIN)
- * rather than let control clients pile threads up.
- */
-#define MAX_OPENINGS 16
-
 struct target_opening {
     struct target *tgt;
     char *name;              /* the backend name it reserves */
@@ -44,14 +40,14 @@ struct target_opening {
     /* lun-add: its controller, looked up again at the end (NULL: backend-add). */
     char *ctrl_name;
     unsigned port, lun;      /* lun-add: the address it reserves */
+    char *pr_dir;            /* --pr-dir, the thread's own copy */
     struct lun_spec ls;      /* read by the thread */
-    int cancel_fd;           /* an eventfd: written to call the open off */
-    GThread *thread;
-    target_added_fn *done;   /* NULL once answered (called off) */
+    int cancel_fd;           /* an eventfd: written to call the open off; -1: cannot be */
+    target_added_fn *done;   /* NULL once answered */
     void *opaque;
-    /* The thread's result, read by the main thread once it has posted. */
-    struct lun_backend *be;
-    int ret;
+    /* The thread's result, the main thread's once it has posted. */
+    struct target_opened opened;
+    char *err;
 };
 
 bool target_opening_name(struct target *tgt, const char *name)
@@ -79,6 +75,7 @@ bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun)
 
 static void opening_free(struct target_opening *o)
 {
+    target_opened_clear(&o->opened);
     lun_spec_clear(&o->ls);
     if (o->cancel_fd >= 0) {
         close(o->cancel_fd);
@@ -86,13 +83,17 @@ static void opening_free(struct target_opening *o)
     g_free(o->name);
     g_free(o->spec);
     g_free(o->ctrl_name);
+    g_free(o->pr_dir);
+    g_free(o->err);
     g_free(o);
 }
 
+/* Answers the add, which then no longer reserves its name and address. */
 static void answer(struct target_opening *o, struct target_added *a)
 {
     target_added_fn *done = o->done;
 
+    o->tgt->openings = g_list_remove(o->tgt->openings, o);
     o->done = NULL;
     a->tgt = o->tgt;
     done(a, o->opaque);
@@ -103,15 +104,8 @@ static void finish(struct target_opening *o, struct target_added *a, char **err)
 {
     struct target *tgt = o->tgt;
 
-    if (o->ret < 0) {
-        g_autofree char *shown = lun_spec_redact(o->spec);
-
-        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-o->ret));
-        a->ret = o->ret;
-        return;
-    }
-    a->ret = target_backend_install(tgt, o->name, o->spec, o->implicit, o->be, &a->backend,
-                                    err);
+    a->ret = target_backend_install(tgt, o->name, o->spec, o->implicit, &o->opened,
+                                    &a->backend, err);
     if (a->ret < 0 || !o->ctrl_name) {
         return;
     }
@@ -129,75 +123,121 @@ static void finish(struct target_opening *o, struct target_added *a, char **err)
     a->ret = target_lun_map_implicit(a->ctrl, o->port, o->lun, o->name, err);
 }
 
-/* Posted by the thread as its last act: the thread is ending, the reservation goes. */
-static void opened(void *opaque)
+static int open_run(void *arg)
 {
-    struct target_opening *o = opaque;
-    struct target *tgt = o->tgt;
-    g_autofree char *err = NULL;
-    struct target_added a = { 0 };
+    struct target_opening *o = arg;
 
-    g_thread_join(o->thread);
-    tgt->openings = g_list_remove(tgt->openings, o);
+    return target_backend_open(o->pr_dir, o->name, o->spec, &o->ls, o->cancel_fd, &o->opened,
+                               &o->err);
+}
+
+/* The thread has posted: answer the add (unless called off already). */
+static void open_done(void *arg, int ret)
+{
+    struct target_opening *o = arg;
+    g_autofree char *err = NULL;
+    struct target_added a = { .ret = ret, .err = o->err };
+
     if (o->done) {
-        finish(o, &a, &err);
-        a.err = err;
+        /* Its reservation ends here: the add maps what it reserved. */
+        o->tgt->openings = g_list_remove(o->tgt->openings, o);
+        if (ret == 0) {
+            finish(o, &a, &err);
+            a.err = err;
+        }
         answer(o, &a);
-    } else if (o->ret == 0) {
-        /* Called off, and answered so, after all: it opened too late. */
-        backend_close(o->be);
     }
     opening_free(o);
-    target_maybe_quit(tgt);
 }
 
-static gpointer open_thread(gpointer opaque)
+/* Given up on the main thread: answer now; the thread keeps o until it returns. */
+static void open_abandoned(void *arg, int why)
 {
-    struct target_opening *o = opaque;
+    struct target_opening *o = arg;
+    g_autofree char *shown = lun_spec_redact(o->spec);
+    g_autofree char *err = why == -ETIMEDOUT
+        ? g_strdup_printf("%s: cannot open: not done within %u ms (--control-timeout-ms); "
+                          "the daemon closes it if it ever opens", shown,
+                          o->tgt->opts->job_timeout_ms)
+        : g_strdup("the daemon is shutting down");
+    struct target_added a = { .ret = why, .err = err };
 
-    o->ret = lun_spec_open_cancellable(&o->ls, o->cancel_fd, &o->be);
-    iothread_post(o->tgt->main, opened, o);
-    return NULL;
+    if (o->done) {
+        answer(o, &a);
+    }
 }
+
+static void open_discard(void *arg, int ret)
+{
+    opening_free(arg);
+}
+
+/* The daemon stops: the remote open ends promptly; the add is answered at once. */
+static void open_cancel(void *arg)
+{
+    struct target_opening *o = arg;
+    struct target_added a = { .ret = -ECANCELED, .err = "the daemon is shutting down" };
+    uint64_t one = 1;
+
+    /* An eventfd write of 1 cannot block: the counter is far from full. */
+    if (write(o->cancel_fd, &one, sizeof(one)) != sizeof(one)) {
+        g_warning("backend %s: cannot call its open off: %s", o->name, g_strerror(errno));
+    }
+    if (o->done) {
+        answer(o, &a);
+    }
+}
+
+/* A remote open has a bound of its own (login-timeout, busy-timeout) and can be called off. */
+static const struct target_job_ops remote_open_ops = {
+    .run = open_run,
+    .done = open_done,
+    .abandoned = open_abandoned,
+    .discard = open_discard,
+    .cancel = open_cancel,
+};
+/* A file's open cannot be interrupted: it gets the control timeout, and is given up. */
+static const struct target_job_ops file_open_ops = {
+    .run = open_run,
+    .done = open_done,
+    .abandoned = open_abandoned,
+    .discard = open_discard,
+};
 
 /*
- * Starts the open of o (its name, spec and address filled in); answers it
- * at once if it cannot start.
+ * Starts the open of o (its name, spec, address and lun_spec filled in);
+ * answers it at once if it cannot start.
  */
 static void start(struct target_opening *o)
 {
     struct target *tgt = o->tgt;
-    g_autoptr(GError) gerr = NULL;
+    bool remote = lun_spec_opens_slowly(&o->ls);
+    g_autofree char *what = g_strdup_printf("backend %s: opening", o->name);
+    g_autofree char *err = NULL;
     struct target_added a = { 0 };
 
-    if (g_list_length(tgt->openings) >= MAX_OPENINGS) {
-        g_autofree char *err = g_strdup_printf("%s: %u backends are opening already; try "
-                                               "again when one has finished", o->name,
-                                               MAX_OPENINGS);
-
-        a.ret = -EAGAIN;
-        a.err = err;
-        answer(o, &a);
-        opening_free(o);
-        return;
+    o->pr_dir = g_strdup(tgt->opts->pr_dir);
+    if (remote) {
+        o->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+        if (o->cancel_fd < 0) {
+            err = g_strdup_printf("%s: cannot start opening it: %s", o->name,
+                                  g_strerror(errno));
+            a.ret = -EAGAIN;
+        }
     }
-    o->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (o->cancel_fd >= 0) {
-        /* The thread reads o->ls and writes o->be / o->ret until it posts. */
-        o->thread = g_thread_try_new("vs-open", open_thread, o, &gerr);
-    }
-    if (!o->thread) {
-        g_autofree char *err = g_strdup_printf("%s: cannot start opening it: %s", o->name,
-                                               gerr ? gerr->message : g_strerror(errno));
-
-        a.ret = -EAGAIN;
-        a.err = err;
-        answer(o, &a);
-        opening_free(o);
-        return;
-    }
+    /* Reserved before the thread can post: its name and address are taken meanwhile. */
     tgt->openings = g_list_prepend(tgt->openings, o);
-    g_message("backend %s: opening", o->name);
+    if (a.ret == 0) {
+        a.ret = target_job_start(tgt, what, remote ? &remote_open_ops : &file_open_ops, o,
+                                 !remote, &err);
+    }
+    if (a.ret < 0) {
+        a.err = err;
+        answer(o, &a);
+        opening_free(o);
+        return;
+    }
+    g_debug("%s", what);
 }
 
 static struct target_opening *opening_new(struct target *tgt, target_added_fn *done,
@@ -223,14 +263,11 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
     if (a.ret == 0) {
         a.ret = target_backend_parse(spec, &o->ls, &err);
     }
-    if (a.ret == 0 && lun_spec_opens_slowly(&o->ls)) {
+    if (a.ret == 0) {
         o->name = g_strdup(name);
         o->spec = g_strdup(spec);
         start(o);
         return;
-    }
-    if (a.ret == 0) {
-        a.ret = target_backend_add(tgt, name, spec, false, &a.backend, &err);
     }
     a.err = err;
     answer(o, &a);
@@ -248,36 +285,14 @@ void target_lun_add_async(struct controller *ctrl, const char *arg, target_added
     if (a.ret == 0) {
         a.ret = target_backend_parse(strchr(arg, '=') + 1, &o->ls, &err);
     }
-    if (a.ret == 0 && lun_spec_opens_slowly(&o->ls)) {
+    if (a.ret == 0) {
         o->spec = g_strdup(strchr(arg, '=') + 1);
         o->implicit = true;
         o->ctrl_name = g_strdup(ctrl->name);
         start(o);
         return;
     }
-    if (a.ret == 0) {
-        a.ret = target_lun_add(ctrl, arg, &a.port, &a.lun, &err);
-        a.ctrl = ctrl;
-    }
     a.err = err;
     answer(o, &a);
     opening_free(o);
-}
-
-void target_openings_cancel(struct target *tgt)
-{
-    for (GList *l = tgt->openings; l; l = l->next) {
-        struct target_opening *o = l->data;
-        struct target_added a = { .ret = -ECANCELED, .err = "the daemon is shutting down" };
-        uint64_t one = 1;
-
-        if (!o->done) {
-            continue;
-        }
-        /* An eventfd write of 1 cannot block: the counter is far from full. */
-        if (write(o->cancel_fd, &one, sizeof(one)) != sizeof(one)) {
-            g_warning("backend %s: cannot call its open off: %s", o->name, g_strerror(errno));
-        }
-        answer(o, &a);
-    }
 }

@@ -2,8 +2,9 @@
  * What the parts of vhost-scsi-target share: its options, the daemon's
  * state, and the backend and LUN operations (target-backends.c) that the
  * command line and the control socket (target-control.c) both use, and
- * the control socket's adds that open on a thread of their own
- * (target-opening.c).  Main thread only.
+ * the work that runs off the main thread (target-job.c: opens in
+ * target-opening.c, resizes in target-resize.c, closes, config-save).
+ * Main thread only, but where a function says otherwise.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -46,6 +47,12 @@ struct target_opts {
     unsigned max_mem_regions;      /* per connection (GET_MAX_MEM_SLOTS) */
     unsigned max_inflight;         /* per request queue */
     unsigned control_max_request;  /* bytes per control request line */
+    /*
+     * --control-timeout-ms: how long a control request's work off the main
+     * thread (a file's open, config-save) may take before the request is
+     * answered -ETIMEDOUT; 0: no bound.
+     */
+    unsigned job_timeout_ms;
     char *control_path;            /* --control: the JSON-RPC socket; NULL: none */
     char *config_path;             /* --config: loaded at start, config-save's default */
     char *pr_dir;                  /* --pr-dir: the LUNs' APTPL state files; NULL: beside files */
@@ -122,7 +129,9 @@ struct target {
     struct ctl_server *ctl;       /* --control */
     GHashTable *backends;         /* name -> struct target_backend */
     unsigned removing;            /* LUN removals not finished yet */
-    GList *openings;              /* struct target_opening *: adds opening off the main thread */
+    GList *openings;              /* struct target_opening *: adds not answered yet */
+    GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
+    unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
 };
@@ -135,8 +144,44 @@ struct target_backend {
     unsigned mappings;       /* addresses it is mapped at */
     unsigned unmapping;      /* mappings being removed (not handed back yet) */
     bool implicit;           /* made by --lun / lun-add: goes with its last mapping */
+    char *pr_path;           /* its reservations file (APTPL), directory resolved; NULL: none */
+    bool resizing;           /* (atomic) a resize job holds it: not closed meanwhile */
+    bool follow_device;      /* its device changed size while it was resizing */
     struct stats_mark *mark; /* NULL until the first `stats` call */
 };
+
+/*
+ * Work off the main thread (target-job.c): whatever may wait on a file
+ * system, a network or a name service.  run(arg) runs on a thread of its
+ * own; then, on the main thread, done(arg, ret) with its result (arg is
+ * the main thread's again).  A job given up (its deadline passed, or the
+ * daemon stops and it has no cancel) gets abandoned(arg, -ETIMEDOUT or
+ * -ECANCELED) on the main thread instead, at once, and its thread, once
+ * run returns, calls discard(arg, ret), which frees arg: arg belongs to
+ * the thread from abandoned on.  cancel (optional, main thread) calls the
+ * job off when the daemon stops: run must then return promptly, and done
+ * follows as usual.
+ */
+struct target_job_ops {
+    int (*run)(void *arg);
+    void (*done)(void *arg, int ret);
+    void (*abandoned)(void *arg, int why);
+    void (*discard)(void *arg, int ret);
+    void (*cancel)(void *arg);
+};
+/* Threads at once, those given up but not yet returned included. */
+#define TARGET_MAX_JOBS 16
+#define TARGET_DEFAULT_JOB_TIMEOUT_MS 10000
+/*
+ * Starts run(arg) on a thread, with the --control-timeout-ms deadline if
+ * timed; 0, or -EAGAIN with *err (nothing is called then).
+ */
+int target_job_start(struct target *tgt, const char *what, const struct target_job_ops *ops,
+                     void *arg, bool timed, char **err);
+/* The daemon stops: every job is called off or given up. */
+void target_jobs_stop(struct target *tgt);
+/* At exit: threads given up and still running keep what they share. */
+void target_jobs_free(struct target *tgt);
 
 void target_backends_init(struct target *tgt);
 /* Closes every backend (the target must not map any of them any more). */
@@ -165,14 +210,51 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
 int target_backend_name_free(struct target *tgt, const char *name, char **err);
 /* SPEC parsed into *ls (lun_spec_clear), or -EINVAL with *err. */
 int target_backend_parse(const char *spec, struct lun_spec *ls, char **err);
-/* Serves the opened be (taken, closed on failure) as backend name, attached. */
+/*
+ * What opening a backend gives: its LUN, and its reservations file and
+ * whether that was read.  Made by target_backend_open on any thread (it
+ * waits on the file system or the network: off the main thread once the
+ * daemon runs), taken by target_backend_install on the main thread.
+ */
+struct target_opened {
+    struct scsi_lun *lun;
+    char *pr_path;           /* NULL: none */
+    int pr_ret;              /* reading it: 0, or -errno with pr_err */
+    char *pr_err;
+};
+/* 0, or -errno with *err; pr_dir: --pr-dir or NULL; cancel_fd: -1 or an eventfd. */
+int target_backend_open(const char *pr_dir, const char *name, const char *spec,
+                        const struct lun_spec *ls, int cancel_fd, struct target_opened *o,
+                        char **err);
+void target_opened_clear(struct target_opened *o);
+/*
+ * Serves what was opened (o is emptied either way) as backend name,
+ * attached.  -EEXIST with *err naming both backends if another backend
+ * serves the same file or block device, or has the same reservations file.
+ */
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
-                           bool implicit, struct lun_backend *be, struct target_backend **out,
+                           bool implicit, struct target_opened *o, struct target_backend **out,
                            char **err);
-/* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped. */
+/* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped or resizing. */
 int target_backend_remove(struct target *tgt, const char *name, char **err);
-/* Grows it (size 0: to what its device has grown to); every mapping is told. */
-int target_backend_resize(struct target *tgt, const char *name, uint64_t size, char **err);
+/*
+ * Grows it (size 0: to what its device has grown to) off the main thread
+ * (target-resize.c); every mapping is told.  done runs on the main thread
+ * with 0, or -errno and a reason: -ENOENT, -EBUSY (a resize of it runs),
+ * -EINVAL, -ENOTSUP, -ETIMEDOUT (not done within --control-timeout-ms).
+ */
+typedef void target_resized_fn(struct target *tgt, int ret, const char *err, void *opaque);
+void target_backend_resize_async(struct target *tgt, const char *name, uint64_t size,
+                                 target_resized_fn *done, void *opaque);
+/*
+ * b's device changed size underneath: b takes its size as a resize to 0
+ * does, once any resize of it under way has ended; a failure is logged.
+ */
+void target_backend_follow_device(struct target *tgt, struct target_backend *b);
+/* After a resize of b: every mapping is told, its spec takes the new size. */
+void target_backend_resized(struct target *tgt, struct target_backend *b);
+/* An implicit backend with no mapping left is closed. */
+void target_backend_close_if_unused(struct target *tgt, struct target_backend *b);
 
 /* Maps backend at (port, lun) of ctrl: -ENOENT (no backend), -EEXIST (address in use). */
 int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
@@ -203,12 +285,13 @@ int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun
 
 /*
  * The control socket's backend-add and lun-add (target-opening.c): as
- * target_backend_add and target_lun_add, but a backend whose open may wait
- * on the network (lun_spec_opens_slowly: iSCSI) opens on a thread of its
- * own, its name and, for lun-add, its address reserved meanwhile; the main
- * thread then finishes the add as the synchronous path does.  done runs on
- * the main thread once the add has finished or failed (before these
- * return, for a backend that opens at once).
+ * target_backend_add and target_lun_add, but every backend opens on a
+ * thread of its own (a target job), its name and, for lun-add, its
+ * address reserved meanwhile; the main thread then finishes the add as
+ * the synchronous path does.  done runs on the main thread once the add
+ * has finished or failed, or its open was given up (a file's open after
+ * --control-timeout-ms: -ETIMEDOUT; the daemon stopping: -ECANCELED);
+ * before these return if the add is refused at once.
  */
 struct target_added {
     struct target *tgt;
@@ -226,12 +309,6 @@ void target_lun_add_async(struct controller *ctrl, const char *arg, target_added
 /* Whether an open under way reserves backend name, or ctrl's (port, lun). */
 bool target_opening_name(struct target *tgt, const char *name);
 bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun);
-/*
- * Shutting down: every open under way is called off and its add answered
- * -ECANCELED at once; each is gone (tgt->openings empty) once its thread
- * has stopped, which the thread's interrupted wait makes prompt.
- */
-void target_openings_cancel(struct target *tgt);
 
 /* Controllers (vhost-scsi-target.c).  name NULL: the default one. */
 struct controller *target_controller_find(struct target *tgt, const char *name);
@@ -266,6 +343,8 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
 JsonNode *target_config_parse(const char *text, size_t len, char **err);
 char *target_config_json(struct target *tgt);
 int target_config_save(struct target *tgt, const char *file, char **err);
+/* save's writing of the text target_config_json made: any thread. */
+int target_config_write(const char *file, const char *text, char **err);
 
 /* The connected front-ends, as connection-list shows them (vhost-scsi-target.c). */
 JsonNode *target_connections_json(struct target *tgt);

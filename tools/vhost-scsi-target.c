@@ -496,11 +496,11 @@ static void signal_cb(void *opaque, uint32_t events)
         }
         pthread_attr_destroy(&attr);
         /*
-         * Opens under way are called off and answered before the control
-         * socket closes; no new control requests; a LUN removal under way
-         * finishes first.
+         * Work off the main thread is called off or given up, and its
+         * requests answered, before the control socket closes; no new
+         * control requests; a LUN removal under way finishes first.
          */
-        target_openings_cancel(tgt);
+        target_jobs_stop(tgt);
         target_control_stop(tgt);
         tgt->quitting = true;
         target_maybe_quit(tgt);
@@ -850,7 +850,7 @@ unsigned target_controller_connections(struct target *tgt, struct controller *ct
 
 void target_maybe_quit(struct target *tgt)
 {
-    if (tgt->quitting && !tgt->removing && !tgt->openings) {
+    if (tgt->quitting && !tgt->removing && !tgt->jobs) {
         iothread_quit(tgt->main);
     }
 }
@@ -900,6 +900,9 @@ static void usage(FILE *f)
 "  --control-max-request BYTES  longest control request line (256..16777216,\n"
 "                        default %u); a longer one is answered with an error\n"
 "                        and its client closed\n"
+"  --control-timeout-ms N  a control request whose work waits on a file system\n"
+"                        (a file's open, config-save) is answered with an error\n"
+"                        after N ms (0..600000, 0: never; default %u)\n"
 "  --sandbox MODE        after set-up: seccomp (default: a system-call filter that\n"
 "                        kills the daemon on any call it never makes) or none\n"
 "                        (docs/security.md)\n"
@@ -909,7 +912,7 @@ static void usage(FILE *f)
 "  -v, --verbose         log debug messages\n"
 "  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, GUEST_MEM_MAX_REGIONS,
             GUEST_MEM_MAX_REGIONS, DEFAULT_MAX_INFLIGHT, DEFAULT_MESSAGE_TIMEOUT_MS,
-            CTL_MAX_REQUEST);
+            CTL_MAX_REQUEST, TARGET_DEFAULT_JOB_TIMEOUT_MS);
 }
 
 static int parse_uint(const char *s, unsigned min, unsigned max, unsigned *out)
@@ -931,7 +934,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
     enum { OPT_SOCKET = 256, OPT_FD, OPT_LUN, OPT_QUEUES, OPT_THREADS, OPT_POLL,
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
            OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR,
-           OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST, OPT_SANDBOX,
+           OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST, OPT_CONTROL_TIMEOUT, OPT_SANDBOX,
            OPT_SANDBOX_USER };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
@@ -951,6 +954,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "max-mem-regions", required_argument, NULL, OPT_MAX_MEM_REGIONS },
         { "max-inflight", required_argument, NULL, OPT_MAX_INFLIGHT },
         { "control-max-request", required_argument, NULL, OPT_CONTROL_MAX_REQUEST },
+        { "control-timeout-ms", required_argument, NULL, OPT_CONTROL_TIMEOUT },
         { "control", required_argument, NULL, OPT_CONTROL },
         { "config", required_argument, NULL, OPT_CONFIG },
         { "pr-dir", required_argument, NULL, OPT_PR_DIR },
@@ -1064,6 +1068,12 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
             if (parse_uint(optarg, 256, 1u << 24, &o->control_max_request) < 0) {
                 fprintf(stderr, "vhost-scsi-target: --control-max-request must be "
                         "256..16777216\n");
+                return -EINVAL;
+            }
+            break;
+        case OPT_CONTROL_TIMEOUT:
+            if (parse_uint(optarg, 0, 600000, &o->job_timeout_ms) < 0) {
+                fprintf(stderr, "vhost-scsi-target: --control-timeout-ms must be 0..600000\n");
                 return -EINVAL;
             }
             break;
@@ -1200,7 +1210,8 @@ int main(int argc, char **argv)
                                 .message_timeout_ms = DEFAULT_MESSAGE_TIMEOUT_MS,
                                 .max_mem_regions = GUEST_MEM_MAX_REGIONS,
                                 .max_inflight = DEFAULT_MAX_INFLIGHT,
-                                .control_max_request = CTL_MAX_REQUEST };
+                                .control_max_request = CTL_MAX_REQUEST,
+                                .job_timeout_ms = TARGET_DEFAULT_JOB_TIMEOUT_MS };
     struct target tgt = { .opts = &opts, .signal_fd = -1, .timer_fd = -1 };
     const char *path;
     sigset_t mask;
@@ -1367,6 +1378,7 @@ out:
         close(tgt.timer_fd);
     }
     target_backends_free(&tgt);
+    target_jobs_free(&tgt);
     g_ptr_array_free(opts.lun_args, TRUE);
     g_array_free(opts.allow_uids, TRUE);
     g_array_free(opts.allow_gids, TRUE);

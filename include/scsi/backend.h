@@ -154,7 +154,22 @@ struct lun_backend {
      */
     void (*changed)(struct lun_backend *be, void *opaque);
     void *changed_opaque;
+    /*
+     * The file or block device it serves, set by the backend at open
+     * (files and block devices): a regular file by its st_dev and st_ino,
+     * whatever path, symlink or hard link reached it; a block device by
+     * its st_rdev, whatever device node.  Two backends over one object
+     * would be two logical units with their own reservations over the
+     * same blocks: the owner refuses that (backend_same_object).
+     */
+    enum backend_object_kind { BACKEND_OBJECT_NONE, BACKEND_OBJECT_FILE,
+                               BACKEND_OBJECT_BLOCK } object_kind;
+    uint64_t object_dev;     /* st_dev, or a block device's st_rdev */
+    uint64_t object_ino;     /* st_ino; 0 for a block device */
 };
+
+/* Whether a and b serve the same file or block device (never for RAM, null, remote). */
+bool backend_same_object(const struct lun_backend *a, const struct lun_backend *b);
 
 /* Generic entry points; they check the op against the geometry. */
 int backend_submit(struct lun_backend *be, struct backend_io *io);

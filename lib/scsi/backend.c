@@ -75,6 +75,12 @@ int backend_submit(struct lun_backend *be, struct backend_io *io)
     return be->ops->submit(be, io);
 }
 
+bool backend_same_object(const struct lun_backend *a, const struct lun_backend *b)
+{
+    return a->object_kind != BACKEND_OBJECT_NONE && a->object_kind == b->object_kind &&
+           a->object_dev == b->object_dev && a->object_ino == b->object_ino;
+}
+
 void backend_close(struct lun_backend *be)
 {
     if (be) {

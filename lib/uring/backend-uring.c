@@ -795,6 +795,9 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
     fb->be.read_only = o->read_only;
     fb->be.write_cache = true;
     fb->be.phys_block_size = o->phys_block_size;
+    fb->be.object_kind = blockdev ? BACKEND_OBJECT_BLOCK : BACKEND_OBJECT_FILE;
+    fb->be.object_dev = blockdev ? (uint64_t)st.st_rdev : (uint64_t)st.st_dev;
+    fb->be.object_ino = blockdev ? 0 : (uint64_t)st.st_ino;
     if (blockdev) {
         char buf[64];
         unsigned int pbs = 0;

@@ -93,20 +93,7 @@ static char *silent_url(struct fx *x, unsigned timeout_s)
                            silent_portal_port(x->portal), IQN, timeout_s);
 }
 
-/* Whether lun-list shows (target 0, lun) / backend-list a backend named name. */
-static bool lun_listed(struct fx *x, unsigned lun)
-{
-    g_autoptr(JsonNode) r = pu_ctl_ok(x->fd, "lun-list", NULL);
-    JsonArray *a = json_node_get_array(r);
-
-    for (guint i = 0; i < json_array_get_length(a); i++) {
-        if (json_object_get_int_member(json_array_get_object_element(a, i), "lun") == lun) {
-            return true;
-        }
-    }
-    return false;
-}
-
+/* Whether backend-list shows a backend named name. */
 static bool backend_listed(struct fx *x, const char *name)
 {
     g_autoptr(JsonNode) r = pu_ctl_ok(x->fd, "backend-list", NULL);
@@ -154,7 +141,7 @@ static void test_lun_add_to_a_silent_portal(void)
 
     /* The daemon is waiting on the portal: everything else goes on meanwhile. */
     json_node_unref(pu_ctl_ok(x.fd, "version", NULL));
-    g_assert_false(lun_listed(&x, 1));
+    g_assert_false(pu_ctl_lun_listed(x.fd, 1));
     g_assert_false(backend_listed(&x, "lun0:1"));
     fe2 = pu_connect(&x.d, 1);
     pu_make_ready(fe2, 0);
@@ -183,10 +170,10 @@ static void test_lun_add_to_a_silent_portal(void)
     g_assert_cmpint(took, <, (LOGIN_TIMEOUT_S + 5) * G_USEC_PER_SEC);
     /* Nothing left: the connection closed, the name and the address free again. */
     g_assert_true(silent_portal_wait_closed(x.portal, 1, PU_TIMEOUT_MS));
-    g_assert_false(lun_listed(&x, 1));
+    g_assert_false(pu_ctl_lun_listed(x.fd, 1));
     g_assert_false(backend_listed(&x, "lun0:1"));
     json_node_unref(pu_ctl_ok(x.fd, "lun-add", lun_params("1=ram:1M")));
-    g_assert_true(lun_listed(&x, 1));
+    g_assert_true(pu_ctl_lun_listed(x.fd, 1));
 
     close(pending);
     vfe_close(fe2);
@@ -245,7 +232,7 @@ static void test_refused_connection_fails_at_once(void)
     /* Not the 60 s timeout: a refusal ends the open. */
     g_assert_cmpint(g_get_monotonic_time() - start, <, 10 * G_USEC_PER_SEC);
     g_assert_nonnull(strstr(msg, "cannot open"));
-    g_assert_false(lun_listed(&x, 1));
+    g_assert_false(pu_ctl_lun_listed(x.fd, 1));
     g_assert_false(backend_listed(&x, "lun0:1"));
     json_node_unref(pu_ctl_ok(x.fd, "lun-add", lun_params("1=ram:1M")));
     fx_stop(&x);

@@ -928,6 +928,19 @@ char *pu_ctl_fail(int fd, const char *method, JsonNode *params, int want_errno)
     return pu_ctl_answer_failed(answer, id, want_errno);
 }
 
+bool pu_ctl_lun_listed(int fd, unsigned lun)
+{
+    g_autoptr(JsonNode) r = pu_ctl_ok(fd, "lun-list", NULL);
+    JsonArray *a = json_node_get_array(r);
+
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        if (json_object_get_int_member(json_array_get_object_element(a, i), "lun") == lun) {
+            return true;
+        }
+    }
+    return false;
+}
+
 char *pu_ctl_tool(const char *control, const char *const *args, int *exit_code, char **err)
 {
     g_autoptr(GPtrArray) argv = g_ptr_array_new_with_free_func(g_free);

@@ -219,6 +219,8 @@ bool pu_ctl_answer_waiting(int fd);
 char *pu_ctl_answer_failed(JsonNode *answer, gint64 id, int want_errno);
 /* One call, which must fail with CTL_E_FAILED and want_errno; the message (g_free). */
 char *pu_ctl_fail(int fd, const char *method, JsonNode *params, int want_errno);
+/* Whether lun-list shows LUN lun (of any target, any controller). */
+bool pu_ctl_lun_listed(int fd, unsigned lun);
 /* An object of (const char *name, JsonNode *value) pairs (taken) up to a NULL name. */
 JsonNode *pu_jobj(const char *name, ...) G_GNUC_NULL_TERMINATED;
 JsonNode *pu_jstr(const char *s);

@@ -5,7 +5,11 @@
  * and opening: file specs (a temp file), RAM and null, the "hold:" test
  * backend and, for iSCSI, up to the point where a network is needed: URL,
  * CHAP secret file and option checks, then a refused connection
- * (tests/iscsi/ covers a real target).
+ * (tests/iscsi/ covers a real target).  A file backend knows the object
+ * it serves: the same file however it is reached (the same path, a
+ * symlink, a hard link), whatever the options, is the same object; another
+ * file, RAM and null never are (backend_same_object, which the daemon uses
+ * to refuse a second backend over one file).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -225,6 +229,68 @@ static void test_open_file(void)
     g_unlink(path);
 }
 
+static struct lun_backend *open_ok(const char *fmt, const char *path)
+{
+    g_autofree char *arg = g_strdup_printf(fmt, path);
+    struct lun_spec s = parse_ok(arg);
+    struct lun_backend *be = NULL;
+
+    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    lun_spec_clear(&s);
+    return be;
+}
+
+static void test_open_same_object(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("lun-open-XXXXXX", NULL);
+    g_autofree char *img = g_build_filename(dir, "img", NULL);
+    g_autofree char *other = g_build_filename(dir, "other", NULL);
+    g_autofree char *sym = g_build_filename(dir, "sym", NULL);
+    g_autofree char *hard = g_build_filename(dir, "hard", NULL);
+    g_autofree char *dotted = g_build_filename(dir, ".", "img", NULL);
+    const char *const same[] = { img, sym, hard, dotted };
+    struct lun_backend *first, *be;
+
+    g_assert_nonnull(dir);
+    g_assert_true(g_file_set_contents(img, "", 0, NULL));
+    g_assert_cmpint(truncate(img, 1 << 20), ==, 0);
+    g_assert_true(g_file_set_contents(other, "", 0, NULL));
+    g_assert_cmpint(truncate(other, 1 << 20), ==, 0);
+    g_assert_cmpint(symlink(img, sym), ==, 0);
+    g_assert_cmpint(link(img, hard), ==, 0);
+
+    first = open_ok("0=file:%s", img);
+    g_assert_cmpint(first->object_kind, ==, BACKEND_OBJECT_FILE);
+    for (unsigned i = 0; i < G_N_ELEMENTS(same); i++) {
+        /* Options do not make it another object: the blocks are the same. */
+        be = open_ok(i % 2 ? "0=file:%s,ro" : "0=file:%s,size=512K", same[i]);
+        g_assert_true(backend_same_object(first, be));
+        g_assert_true(backend_same_object(be, first));
+        be->ops->close(be);
+    }
+    be = open_ok("0=file:%s", other);
+    g_assert_false(backend_same_object(first, be));
+    be->ops->close(be);
+    {
+        struct lun_spec s = parse_ok("0=ram:1M");
+        struct lun_backend *ram = NULL, *ram2 = NULL;
+
+        g_assert_cmpint(lun_spec_open(&s, &ram), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &ram2), ==, 0);
+        g_assert_cmpint(ram->object_kind, ==, BACKEND_OBJECT_NONE);
+        g_assert_false(backend_same_object(ram, ram2));
+        g_assert_false(backend_same_object(ram, first));
+        ram->ops->close(ram);
+        ram2->ops->close(ram2);
+        lun_spec_clear(&s);
+    }
+    first->ops->close(first);
+    for (const char *const *p = (const char *const[]) { img, other, sym, hard, NULL }; *p; p++) {
+        g_unlink(*p);
+    }
+    g_rmdir(dir);
+}
+
 static void test_open_ram_and_null(void)
 {
     static const char *const args[] = { "0=ram:1M,block-size=4096,ro",
@@ -272,6 +338,7 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-open/parse/iscsi-lun-accepted", test_iscsi_lun_accepted);
     g_test_add_func("/lun-open/parse/iscsi-lun-refused", test_iscsi_lun_refused);
     g_test_add_func("/lun-open/open/file", test_open_file);
+    g_test_add_func("/lun-open/open/same-object", test_open_same_object);
     g_test_add_func("/lun-open/open/ram-and-null", test_open_ram_and_null);
     g_test_add_func("/lun-open/open/hold", test_open_hold);
     g_test_add_func("/lun-open/open/iscsi-checks-before-connecting",

@@ -14,7 +14,7 @@
 _vhost_scsi_target_opts='--socket-path --fd --lun --queues --threads --poll --poll-us
     --socket-group --allow-uid --allow-gid --max-connections --max-connections-per-uid
     --max-mem-regions --max-inflight --pr-dir --config --control --message-timeout-ms
-    --control-max-request --sandbox --sandbox-user --print-capabilities --verbose --help'
+    --control-max-request --control-timeout-ms --sandbox --sandbox-user --print-capabilities --verbose --help'
 _vhost_scsi_bench_opts='--socket --kernel --rw --rwmixread --bs --iodepth --queues
     --first-queue --time --ios --lun --pid --json --verify --quiet --no-event-idx --indirect
     --poll --packed --inflight --rate --queue-size --dirty-log --idle --flush-first --help'
@@ -172,7 +172,7 @@ _vhost_scsi_target()
         return ;;
     --fd | --queues | --threads | --poll-us | --allow-uid | --allow-gid | --max-connections | \
     --max-connections-per-uid | --message-timeout-ms | --max-mem-regions | --max-inflight | \
-    --control-max-request)
+    --control-max-request | --control-timeout-ms)
         COMPREPLY=()
         return ;;
     esac

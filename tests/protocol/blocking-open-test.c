@@ -1,0 +1,271 @@
+/*
+ * The main thread never waits on a file system (docs/security.md, "The
+ * main thread never waits"), against the real daemon: a `lun-add` of a
+ * FIFO read-only (nobody writes it, so its open() waits for ever, as an
+ * NFS hard mount or a stuck FUSE file would) does not stop the daemon
+ * from serving:
+ *  - while the open waits, another control client is answered (version,
+ *    stats, lun-list), a new vhost-user front-end gets its GET_FEATURES
+ *    reply, and SIGTERM ends the daemon promptly (exit 0, the add answered
+ *    -ECANCELED);
+ *  - the add itself is answered -ETIMEDOUT at --control-timeout-ms, its
+ *    address is free again, and when the open does return later its
+ *    result is discarded;
+ *  - with no timeout, the add completes when the FIFO's other end opens
+ *    (refused then: a FIFO is no disk);
+ *  - every piece of work that runs off the main thread (a file's open, a
+ *    resize with and without a size, config-save, the close of a removed
+ *    LUN) does so under the daemon's seccomp filter, which the job
+ *    threads inherit: each is answered and the daemon exits 0.
+ * Each wait is on an event (a thread of the daemon found waiting in the
+ * FIFO's open, an answer, the process's exit) and bounded.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <glib.h>
+#include <json-glib/json-glib.h>
+
+#include "control-client.h"
+#include "proto-util.h"
+#include "raw-vu.h"
+
+struct fx {
+    struct pu_daemon d;
+    char *ctl, *fifo, *arg;
+    int fd;                 /* a control client */
+    int pending;            /* the control client whose lun-add waits */
+};
+
+static void fx_start(struct fx *x, const char *timeout_ms)
+{
+    memset(x, 0, sizeof(*x));
+    pu_daemon_init(&x->d);
+    x->d.capture_log = true;
+    x->ctl = g_build_filename(x->d.dir, "control.sock", NULL);
+    x->fifo = g_build_filename(x->d.dir, "fifo", NULL);
+    x->arg = g_strdup_printf("5=file:%s,ro", x->fifo);
+    g_assert_cmpint(mkfifo(x->fifo, 0600), ==, 0);
+    {
+        const char *args[] = { "--lun", "0=ram:1M", "--control", x->ctl, "--queues", "1",
+                               "--control-timeout-ms", timeout_ms, NULL };
+
+        pu_daemon_start(&x->d, args);
+    }
+    x->fd = ctl_client_connect(x->ctl);
+    x->pending = ctl_client_connect(x->ctl);
+    g_assert_cmpint(x->fd, >=, 0);
+    g_assert_cmpint(x->pending, >=, 0);
+}
+
+static void fx_free(struct fx *x)
+{
+    close(x->fd);
+    close(x->pending);
+    pu_daemon_cleanup(&x->d);
+    g_free(x->ctl);
+    g_free(x->fifo);
+    g_free(x->arg);
+}
+
+/* Whether a thread of pid waits in the open of a FIFO (nobody at its other end). */
+static bool in_fifo_open(pid_t pid)
+{
+    g_autofree char *tasks = g_strdup_printf("/proc/%d/task", (int)pid);
+    g_autoptr(GDir) dir = g_dir_open(tasks, 0, NULL);
+    const char *tid;
+
+    while (dir && (tid = g_dir_read_name(dir))) {
+        g_autofree char *wchan_path = g_strdup_printf("%s/%s/wchan", tasks, tid);
+        g_autofree char *sys_path = g_strdup_printf("%s/%s/syscall", tasks, tid);
+        g_autofree char *wchan = NULL, *sys = NULL;
+        g_autofree char *openat = g_strdup_printf("%d ", SYS_openat);
+
+        if (!g_file_get_contents(wchan_path, &wchan, NULL, NULL)) {
+            continue;
+        }
+        if (!strcmp(wchan, "wait_for_partner")) {
+            return true;
+        }
+        /* Without kernel symbols wchan says 0: a thread blocked in openat is the one. */
+        if (!strcmp(wchan, "0") && g_file_get_contents(sys_path, &sys, NULL, NULL) &&
+            g_str_has_prefix(sys, openat)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * Sends the lun-add of the FIFO and waits until the daemon waits in its
+ * open; unless it may time out meanwhile, the add must not be answered.
+ */
+static void add_the_fifo(struct fx *x, bool may_time_out)
+{
+    int64_t deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * 1000ll;
+
+    pu_ctl_send(x->pending, 1, "lun-add", pu_jobj("lun", pu_jstr(x->arg), NULL));
+    while (!in_fifo_open(x->d.proc.pid)) {
+        struct pollfd p = { .fd = x->pending, .events = POLLIN };
+
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        /* An early answer would mean it never waited: fail on it, not on the deadline. */
+        g_assert_cmpint(poll(&p, may_time_out ? 0 : 1, 1), ==, 0);
+    }
+}
+
+/* Opens the FIFO's writing end, which ends the daemon's open. */
+static int open_other_end(struct fx *x)
+{
+    /* A reader waits in open(): a non-blocking writer's open succeeds at once. */
+    int w = open(x->fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+
+    g_assert_cmpint(w, >=, 0);
+    return w;
+}
+
+static void test_others_served_meanwhile(void)
+{
+    struct fx x;
+    int sock, status;
+    uint64_t features = 0;
+
+    fx_start(&x, "0");          /* no timeout: only the open's end or a stop answers it */
+    add_the_fifo(&x, false);
+
+    /* Other control clients, new and old... */
+    json_node_unref(pu_ctl_ok(x.fd, "version", NULL));
+    json_node_unref(pu_ctl_ok(x.fd, "stats", NULL));
+    g_assert_true(pu_ctl_lun_listed(x.fd, 0));
+    g_assert_false(pu_ctl_lun_listed(x.fd, 5));
+    /* ...and a new front-end are served. */
+    sock = rv_connect(x.d.sock, PU_TIMEOUT_MS);
+    g_assert_cmpint(sock, >=, 0);
+    g_assert_cmpint(rv_get_u64(sock, VHOST_USER_GET_FEATURES, PU_TIMEOUT_MS, &features), ==, 0);
+    g_assert_cmphex(features & (1ull << VHOST_USER_F_PROTOCOL_FEATURES), !=, 0);
+    close(sock);
+    g_assert_false(pu_ctl_answer_waiting(x.pending));
+    g_assert_true(in_fifo_open(x.d.proc.pid));
+
+    /* SIGTERM: the add is answered, the daemon exits at once and cleanly. */
+    g_assert_cmpint(kill(x.d.proc.pid, SIGTERM), ==, 0);
+    {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(x.pending, PU_TIMEOUT_MS);
+
+        g_assert_nonnull(answer);
+        g_free(pu_ctl_answer_failed(answer, 1, ECANCELED));
+    }
+    g_assert_true(pu_proc_exited(&x.d.proc, PU_TIMEOUT_MS));
+    status = pu_daemon_stop(&x.d, false);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    fx_free(&x);
+}
+
+static void test_answered_at_its_timeout(void)
+{
+    struct fx x;
+    g_autofree char *msg = NULL;
+    size_t from;
+    int w;
+
+    fx_start(&x, "300");
+    add_the_fifo(&x, true);
+    {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(x.pending, PU_TIMEOUT_MS);
+
+        g_assert_nonnull(answer);
+        msg = pu_ctl_answer_failed(answer, 1, ETIMEDOUT);
+    }
+    g_assert_nonnull(strstr(msg, x.fifo));
+    g_assert_nonnull(strstr(msg, "--control-timeout-ms"));
+    /* The address is free again, though the thread still waits. */
+    g_assert_true(in_fifo_open(x.d.proc.pid));
+    g_assert_false(pu_ctl_lun_listed(x.fd, 5));
+    json_node_unref(pu_ctl_ok(x.fd, "lun-add", pu_jobj("lun", pu_jstr("5=ram:1M"), NULL)));
+    g_assert_true(pu_ctl_lun_listed(x.fd, 5));
+
+    /* The open returns at last: its result goes, nothing of it is served. */
+    from = 0;
+    w = open_other_end(&x);
+    g_assert_cmpint(pu_daemon_log_wait(&x.d, from, "opening: finished after it was given up",
+                                       PU_TIMEOUT_MS), ==, 0);
+    close(w);
+    g_assert_true(pu_ctl_lun_listed(x.fd, 5));
+    json_node_unref(pu_ctl_ok(x.fd, "version", NULL));
+    g_assert_cmpint(pu_daemon_stop(&x.d, false), ==, 0);
+    fx_free(&x);
+}
+
+static void test_completes_when_it_opens(void)
+{
+    struct fx x;
+    g_autofree char *msg = NULL;
+    int w;
+
+    fx_start(&x, "0");
+    add_the_fifo(&x, false);
+    w = open_other_end(&x);
+    {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(x.pending, PU_TIMEOUT_MS);
+
+        g_assert_nonnull(answer);
+        msg = pu_ctl_answer_failed(answer, 1, EINVAL);
+    }
+    close(w);
+    g_assert_nonnull(strstr(msg, x.fifo));
+    g_assert_false(pu_ctl_lun_listed(x.fd, 5));
+    g_assert_cmpint(pu_daemon_stop(&x.d, false), ==, 0);
+    fx_free(&x);
+}
+
+static void test_jobs_run_confined(void)
+{
+    struct fx x;
+    g_autofree char *img = NULL, *arg = NULL, *cfg = NULL;
+    g_autoptr(JsonNode) grown = NULL;
+    JsonNode *r;
+
+    fx_start(&x, "10000");
+    img = g_build_filename(x.d.dir, "disk.img", NULL);
+    cfg = g_build_filename(x.d.dir, "saved.json", NULL);
+    arg = g_strdup_printf("1=file:%s,size=1M", img);
+    g_assert_true(g_file_set_contents(img, "", 0, NULL));
+    json_node_unref(pu_ctl_ok(x.fd, "lun-add", pu_jobj("lun", pu_jstr(arg), NULL)));
+    grown = pu_ctl_ok(x.fd, "lun-resize", pu_jobj("lun", pu_jint(1), "size", pu_jstr("2M"),
+                                                  NULL));
+    g_assert_cmpint(json_object_get_int_member(json_node_get_object(grown), "size"), ==,
+                    2 << 20);
+    g_assert_cmpint(truncate(img, 3 << 20), ==, 0);
+    json_node_unref(pu_ctl_ok(x.fd, "backend-resize", pu_jobj("name", pu_jstr("lun0:1"),
+                                                               NULL)));
+    json_node_unref(pu_ctl_ok(x.fd, "config-save", pu_jobj("file", pu_jstr(cfg), NULL)));
+    g_assert_true(g_file_test(cfg, G_FILE_TEST_IS_REGULAR));
+    r = pu_ctl_ok(x.fd, "lun-remove", pu_jobj("lun", pu_jint(1), NULL));
+    g_assert_true(JSON_NODE_HOLDS_NULL(r));
+    json_node_unref(r);
+    g_assert_false(pu_ctl_lun_listed(x.fd, 1));
+    g_assert_cmpint(pu_daemon_stop(&x.d, false), ==, 0);
+    fx_free(&x);
+}
+
+int main(int argc, char **argv)
+{
+    g_test_init(&argc, &argv, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    g_test_add_func("/blocking-open/others-served-meanwhile", test_others_served_meanwhile);
+    g_test_add_func("/blocking-open/answered-at-its-timeout", test_answered_at_its_timeout);
+    g_test_add_func("/blocking-open/completes-when-it-opens", test_completes_when_it_opens);
+    g_test_add_func("/blocking-open/jobs-run-confined", test_jobs_run_confined);
+    return g_test_run();
+}

@@ -1,0 +1,138 @@
+/*
+ * Growing a backend off the main thread (tools/target.h): a file grows by
+ * ftruncate and a block device or a file that grew underneath is measured
+ * (fstat, BLKGETSIZE64), each of which can wait on a file system, so the
+ * backend's resize runs as a target job and the main thread then tells
+ * every address it is mapped at and records the new size in its spec.
+ * While a resize runs, the backend is marked resizing: another resize of
+ * it is refused -EBUSY, and it is not closed (an implicit backend whose
+ * last mapping went meanwhile is closed when the resize ends).  A resize
+ * not done by --control-timeout-ms is answered -ETIMEDOUT; its backend
+ * stays resizing, and so open, until the thread returns (it may still
+ * take effect then: the LUN reports the capacity change itself).  Main
+ * thread only, but for resize_run and resize_discard.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+
+#include <glib.h>
+
+#include "backend.h"
+#include "target.h"
+
+struct resizing {
+    struct target *tgt;
+    struct target_backend *b;   /* kept open while b->resizing */
+    uint64_t size;
+    target_resized_fn *done;
+    void *opaque;
+};
+
+static int resize_run(void *arg)
+{
+    struct resizing *r = arg;
+
+    return scsi_lun_resize(r->b->lun, r->size);
+}
+
+static const char *resize_error(int ret)
+{
+    return ret == -EINVAL    ? "refused: smaller than now, or not whole blocks"
+           : ret == -ENOTSUP ? "this backend cannot grow"
+                             : g_strerror(-ret);
+}
+
+static void resize_done(void *arg, int ret)
+{
+    struct resizing *r = arg;
+    struct target_backend *b = r->b;
+
+    __atomic_store_n(&b->resizing, false, __ATOMIC_RELEASE);
+    if (ret == 0) {
+        target_backend_resized(r->tgt, b);
+    }
+    r->done(r->tgt, ret, ret < 0 ? resize_error(ret) : NULL, r->opaque);
+    if (b->follow_device && !(b->implicit && !b->mappings && !b->unmapping)) {
+        b->follow_device = false;
+        target_backend_follow_device(r->tgt, b);
+    }
+    target_backend_close_if_unused(r->tgt, b);
+    g_free(r);
+}
+
+static void resize_abandoned(void *arg, int why)
+{
+    struct resizing *r = arg;
+
+    r->done(r->tgt, why, why == -ETIMEDOUT ? "not done within --control-timeout-ms; the "
+            "backend stays open until it is" : "the daemon is shutting down", r->opaque);
+}
+
+/* On the thread, once it returns after all: the backend may close now. */
+static void resize_discard(void *arg, int ret)
+{
+    struct resizing *r = arg;
+
+    __atomic_store_n(&r->b->resizing, false, __ATOMIC_RELEASE);
+    g_free(r);
+}
+
+static const struct target_job_ops resize_ops = {
+    .run = resize_run,
+    .done = resize_done,
+    .abandoned = resize_abandoned,
+    .discard = resize_discard,
+};
+
+void target_backend_resize_async(struct target *tgt, const char *name, uint64_t size,
+                                 target_resized_fn *done, void *opaque)
+{
+    struct target_backend *b = target_backend_find(tgt, name);
+    g_autofree char *what = g_strdup_printf("backend %s: resizing", name);
+    g_autofree char *err = NULL;
+    struct resizing *r;
+    int ret;
+
+    if (!b) {
+        err = g_strdup_printf("no backend named '%s'", name);
+        done(tgt, -ENOENT, err, opaque);
+        return;
+    }
+    if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
+        err = g_strdup_printf("backend '%s' is being resized already", name);
+        done(tgt, -EBUSY, err, opaque);
+        return;
+    }
+    r = g_new0(struct resizing, 1);
+    r->tgt = tgt;
+    r->b = b;
+    r->size = size;
+    r->done = done;
+    r->opaque = opaque;
+    b->resizing = true;
+    ret = target_job_start(tgt, what, &resize_ops, r, true, &err);
+    if (ret < 0) {
+        b->resizing = false;
+        g_free(r);
+        done(tgt, ret, err, opaque);
+    }
+}
+
+static void device_followed(struct target *tgt, int ret, const char *err, void *opaque)
+{
+    g_autofree char *name = opaque;
+
+    if (ret < 0) {
+        g_warning("backend %s: its device changed size; keeping its size: %s", name, err);
+    }
+}
+
+void target_backend_follow_device(struct target *tgt, struct target_backend *b)
+{
+    if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
+        b->follow_device = true;
+        return;
+    }
+    target_backend_resize_async(tgt, b->name, 0, device_followed, g_strdup(b->name));
+}
