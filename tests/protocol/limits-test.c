@@ -38,6 +38,7 @@
 #include "lun-spec.h"
 #include "proto-util.h"
 #include "raw-vu.h"
+#include "test-hooks.h"
 
 #define REPLY_MS 5000
 
@@ -433,8 +434,9 @@ int main(int argc, char **argv)
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/limits/mem-regions", test_mem_regions);
     g_test_add_func("/limits/queues", test_queues);
-    g_test_add_func("/limits/inflight-per-queue", test_inflight_per_queue);
-    g_test_add_func("/limits/inflight-bytes-per-queue", test_inflight_bytes_per_queue);
+    g_test_add_func("/limits/inflight-per-queue", TEST_HOOKED(test_inflight_per_queue));
+    g_test_add_func("/limits/inflight-bytes-per-queue",
+                    TEST_HOOKED(test_inflight_bytes_per_queue));
     g_test_add_func("/limits/control-request-size", test_control_request_size);
     g_test_add_func("/limits/log-lines-per-connection", test_log_lines_per_connection);
     return g_test_run();
