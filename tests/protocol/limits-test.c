@@ -7,15 +7,14 @@
  * request for a queue past them refused), requests in flight per queue
  * (--max-inflight: the rest of a fuller ring waits there and is served
  * once slots come back, nothing is refused or lost), bytes in flight per
- * queue (16 MiB of buffers, not an option: the same, without a log line)
- * the control
- * socket's request size (--control-max-request: a longer line is answered
- * with an error and its client closed; others are served) and the log
- * lines one connection causes (a burst, then one a second, then a count of
- * those left out).  At every
- * limit the daemon logs once, naming the connection (or the control
- * socket and client), and other front-ends are served as before.  Log
- * lines are matched as GRegex patterns.
+ * queue (16 MiB of buffers, not an option: the same, without a log line),
+ * the control socket's request size (--control-max-request: a longer line
+ * is answered with an error and its client closed; others are served) and
+ * the log lines one connection causes (a burst, then one a second, then a
+ * count of those left out).  At every other limit the daemon logs once,
+ * naming the connection (or the control socket and client), and other
+ * front-ends are served as before.  Log lines are matched as GRegex
+ * patterns.
  * Connections per uid are hostile-test's /hostile/limits/ cases.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
