@@ -14,8 +14,9 @@ bash scripts/build.sh build release || exit 1
 bash scripts/build.sh build-asan asan || exit 1
 if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null || exit 1
+        -Db_lundef=false -Dbuildtype=debugoptimized -Dtest_hooks=true >/dev/null || exit 1
 fi
+bash scripts/test-hooks.sh --on build-fuzz || exit 1
 # Every fuzz target has its corpus directory (tests/fuzz/meson.build), so the
 # list to build is read from there and a new target cannot be left out.
 ninja -C build-fuzz $(for d in tests/fuzz/corpus/*/; do echo "tests/fuzz/$(basename "$d")"; done) ||

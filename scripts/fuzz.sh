@@ -21,8 +21,9 @@ time=${1:-${FUZZ_TIME:-1800}}
 targets=${FUZZ_TARGETS:-$(cd tests/fuzz/corpus && ls -d fuzz-*)}
 if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzzing=true -Db_sanitize=address,undefined \
-        -Db_lundef=false -Dbuildtype=debugoptimized >/dev/null
+        -Db_lundef=false -Dbuildtype=debugoptimized -Dtest_hooks=true >/dev/null
 fi
+bash scripts/test-hooks.sh --on build-fuzz
 ninja -C build-fuzz $(for t in $targets; do echo tests/fuzz/$t; done) >/dev/null
 status=0
 for t in $targets; do

@@ -202,6 +202,22 @@ else
     echo "$caps" | sed 's/^/# /'
 fi
 
+# The test hooks are not in the product: no hold: backend whatever the
+# environment says, and neither it nor fault injection in the binary.
+hooks_absent() {
+    local b=$ROOT/usr/bin/vhost-scsi-target out
+    if out=$(VHOST_SCSI_TEST_BACKENDS=1 timeout 10 "$b" --socket-path "$WORK/hooks.sock" \
+                 --lun "0=hold:1M,while=$WORK/gate" 2>&1); then
+        echo "# it started with a hold: LUN"; return 1
+    fi
+    echo "$out" | grep -q 'unknown backend "hold:' ||
+        { echo "$out" | sed 's/^/# target: /'; return 1; }
+    ! grep -qaE 'VHOST_SCSI_TEST_(FAULT|BACKENDS)|log-skip-data-in|test backend: every request waits' \
+        "$b" || { echo "# $b carries a test hook's strings"; return 1; }
+}
+check "the installed daemon has no test hooks: VHOST_SCSI_TEST_BACKENDS=1 --lun 0=hold:... is refused as an unknown backend, no hook's strings in the binary" \
+    hooks_absent
+
 # The quick smoke test, from the installed paths only.
 "$ROOT/usr/bin/vhost-scsi-target" --socket-path "$WORK/t.sock" --lun 0=ram:64M \
     --control "$WORK/t.ctl" >"$WORK/target.log" 2>&1 &

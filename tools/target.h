@@ -61,9 +61,10 @@ struct target_opts {
     uid_t sandbox_uid;             /* what it names, looked up while parsing */
     gid_t sandbox_gid;
     /*
-     * Test hook, from VHOST_SCSI_TEST_FAULT=log-skip-data-in: dirty logging
-     * leaves data-in buffers unmarked, so the migration tests can show that
-     * they catch a back-end that forgets them.  Never set in service.
+     * Test hook, from VHOST_SCSI_TEST_FAULT=log-skip-data-in in a build
+     * with -Dtest_hooks=true (never set otherwise): dirty logging leaves
+     * data-in buffers unmarked, so the migration tests can show that they
+     * catch a back-end that forgets them.
      */
     bool fault_log_skip_data_in;
 };

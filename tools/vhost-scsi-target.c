@@ -1228,11 +1228,13 @@ int main(int argc, char **argv)
         opts.listen_fd = -1;
         goto out;
     }
+#ifdef VHOST_SCSI_TEST_HOOKS
     if (!g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"), "log-skip-data-in")) {
         g_warning("VHOST_SCSI_TEST_FAULT=log-skip-data-in: migrated guests WILL be corrupted "
                   "(a test hook; never set it in service)");
         opts.fault_log_skip_data_in = true;
     }
+#endif
     raise_fd_limit();
     if (!opts.lun_args->len && !opts.config_path) {
         g_ptr_array_add(opts.lun_args, g_strdup(DEFAULT_LUN));

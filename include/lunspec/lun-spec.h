@@ -30,7 +30,8 @@ enum lun_spec_kind {
                            [,initiator-name=IQN][,login-timeout=SECONDS] */
     LUN_SPEC_RBD,       /* rbd:POOL/IMAGE[@SNAP][,conf=PATH][,id=CLIENT]
                            [,keyring=PATH][,ro][,busy-timeout=SECONDS] */
-    LUN_SPEC_HOLD,      /* hold:SIZE,while=PATH[,block-size=N]: tests only, with
+    LUN_SPEC_HOLD,      /* hold:SIZE,while=PATH[,block-size=N]: tests only, in a
+                           build with -Dtest_hooks=true and with
                            VHOST_SCSI_TEST_BACKENDS=1 in the environment; RAM
                            whose requests wait while PATH exists */
 };
@@ -65,8 +66,9 @@ struct lun_spec {
 };
 
 /*
- * Test backends ("hold:") are accepted only when this variable is "1":
- * a daemon in production never holds requests on purpose.
+ * Test backends ("hold:") exist only in a build with -Dtest_hooks=true,
+ * and are accepted there only when this variable is "1": a daemon in
+ * production never holds requests on purpose.
  */
 #define LUN_SPEC_TEST_BACKENDS_ENV "VHOST_SCSI_TEST_BACKENDS"
 

@@ -201,7 +201,8 @@ int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **ou
 /* null: with fill=none: a READ completes without writing its buffer. */
 int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 /*
- * For tests (lib/scsi/backend-hold.c): RAM that holds every request
+ * For tests, in a build with -Dtest_hooks=true only (lib/scsi/backend-hold.c):
+ * RAM that holds every request
  * submitted while the file path exists, and completes what it holds once
  * the file is removed.  Its directory must exist.
  */

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
+#include "log-limit.h"
+
 #define GUEST_MEM_MAX_REGIONS 32
 
 struct guest_mem_region {
@@ -35,6 +37,8 @@ struct guest_mem {
      * under us, the SIGBUS guard shuts this socket down (-1: none).
      */
     int owner_fd;
+    /* Lines about bad regions go through the connection's limit (NULL: none). */
+    struct log_limit *log_limit;
     struct guest_mem_region r[GUEST_MEM_MAX_REGIONS];
 };
 

@@ -20,6 +20,7 @@
 
 #include "guest-mem.h"
 #include "iov.h"
+#include "log-limit.h"
 #include "vhost-log.h"
 
 /* Hard upper bound on iovecs for one request, independent of ring size. */
@@ -41,6 +42,7 @@ struct vq_elem {
 
 struct virtqueue {
     const char *name;             /* for log lines, e.g. "vq2"; not owned */
+    struct log_limit *log_limit;  /* the connection's, for the lines a front-end causes; not owned */
     unsigned index;
     unsigned num;                 /* ring size, power of two, <= 32768 */
     bool packed;                  /* VIRTIO_F_RING_PACKED: the fields below marked packed */

@@ -61,7 +61,11 @@ static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend
         };
         return backend_file_open(&fo, out);
     case LUN_SPEC_HOLD:
+#ifdef VHOST_SCSI_TEST_HOOKS
         return backend_hold_new(s->size, bs, s->path, out);
+#else
+        return -ENOTSUP;    /* the grammar has no hold: without the hooks */
+#endif
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
         ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out)

@@ -86,7 +86,9 @@ static const struct {
                                   OPT_INITIATOR_NAME | OPT_LOGIN_TIMEOUT | OPT_SANITIZE },
     { "rbd:", LUN_SPEC_RBD, OPT_RO | OPT_CONF | OPT_CLIENT_ID | OPT_KEYRING | OPT_SANITIZE |
                             OPT_BUSY_TIMEOUT },
+#ifdef VHOST_SCSI_TEST_HOOKS
     { "hold:", LUN_SPEC_HOLD, OPT_BLOCK_SIZE | OPT_WHILE },
+#endif
 };
 
 /*
@@ -251,10 +253,12 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
     }
     out->kind = lun_kinds[k].kind;
     allowed = lun_kinds[k].allowed;
+#ifdef VHOST_SCSI_TEST_HOOKS
     if (out->kind == LUN_SPEC_HOLD && g_strcmp0(g_getenv(LUN_SPEC_TEST_BACKENDS_ENV), "1")) {
         return spec_error(errmsg, arg, out, "hold: is a test backend (set %s=1 to use it)",
                           LUN_SPEC_TEST_BACKENDS_ENV);
     }
+#endif
 
     switch (out->kind) {
     case LUN_SPEC_FILE:

@@ -1,6 +1,7 @@
 /*
- * The hold backend, for tests only (lun-spec accepts "hold:" only when
- * VHOST_SCSI_TEST_BACKENDS=1): RAM that holds every request submitted
+ * The hold backend, for tests only (compiled only with -Dtest_hooks=true,
+ * and lun-spec accepts "hold:" only when VHOST_SCSI_TEST_BACKENDS=1):
+ * RAM that holds every request submitted
  * while a given file exists, and completes what it holds, on the thread
  * that submitted it, once the file is removed.  A protocol test uses it to
  * keep I/O in flight in the real daemon for as long as it needs (an iSCSI

@@ -22,6 +22,7 @@
 
 #include "iothread.h"
 #include "iov.h"
+#include "log-limit.h"
 #include "scsi-disk.h"
 #include "scsi-pr.h"
 #include "scsi-sense.h"
@@ -104,6 +105,8 @@ struct sd_copy_result;
 struct scsi_lun {
     struct lun_backend *be;
     char *name;
+    /* Lines that a guest's commands cause (any initiator's) go through it. */
+    struct log_limit log_limit;
     char vendor[9];
     char product[17];
     char serial[65];

@@ -107,8 +107,8 @@ static void io_error(struct scsi_lun *lun, struct scsi_cmd *cmd,
         sd_set_sense(cmd, SCSI_SC_INTERNAL_TARGET_FAILURE);
         break;
     }
-    g_warning("%s: %s at byte %" PRIu64 " failed: %s", lun->name, what, offset,
-              g_strerror(-ret));
+    log_limit_warning(&lun->log_limit, "%s: %s at byte %" PRIu64 " failed: %s", lun->name, what,
+                      offset, g_strerror(-ret));
 }
 
 /* ---- command lifetime -------------------------------------------------- */

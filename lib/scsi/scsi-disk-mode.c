@@ -209,7 +209,8 @@ int sd_exec_mode_select(struct scsi_lun *lun, struct scsi_cmd *cmd)
     }
 
     if (new_wce != old_wce) {
-        g_message("%s: write cache %s", lun->name, new_wce ? "enabled" : "disabled");
+        log_limit_message(&lun->log_limit, "%s: write cache %s", lun->name,
+                          new_wce ? "enabled" : "disabled");
     }
     /* Turning the cache off: what it held must be durable from now on. */
     if (old_wce && !new_wce && lun->be->write_cache) {

@@ -171,8 +171,9 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (preempted) {
         struct pr_abort *a = g_new0(struct pr_abort, 1);
 
-        g_message("%s: PREEMPT AND ABORT by %s waits for the commands in flight", lun->name,
-                  cmd_it(cmd)->initiator);
+        log_limit_message(&lun->log_limit,
+                          "%s: PREEMPT AND ABORT by %s waits for the commands in flight", lun->name,
+                          cmd_it(cmd)->initiator);
         a->cmd = cmd;
         a->drain.done = pr_abort_done;
         a->drain.thread = cmd->thread;

@@ -55,10 +55,12 @@ static void sanitize_end(struct scsi_lun *lun, bool ok)
     atomic_store_explicit(&lun->sanitize_state, ok ? SD_SANITIZE_IDLE : SD_SANITIZE_FAILED,
                           memory_order_release);
     if (ok) {
-        g_message("%s: SANITIZE completed", lun->name);
+        log_limit_message(&lun->log_limit, "%s: SANITIZE completed", lun->name);
     } else {
-        g_warning("%s: SANITIZE failed; medium access refused until one succeeds%s", lun->name,
-                  atomic_load(&lun->sanitize_ause) ? " or EXIT FAILURE MODE" : "");
+        log_limit_warning(&lun->log_limit,
+                          "%s: SANITIZE failed; medium access refused until one succeeds%s",
+                          lun->name,
+                          atomic_load(&lun->sanitize_ause) ? " or EXIT FAILURE MODE" : "");
     }
 }
 
@@ -209,7 +211,7 @@ static int exit_failure_mode(struct scsi_lun *lun, struct scsi_cmd *cmd)
         return invalid_cdb(cmd, 1, 4);
     }
     if (atomic_compare_exchange_strong(&lun->sanitize_state, &expected, SD_SANITIZE_IDLE)) {
-        g_message("%s: SANITIZE failure mode exited", lun->name);
+        log_limit_message(&lun->log_limit, "%s: SANITIZE failure mode exited", lun->name);
     }
     cmd->status = SAM_STAT_GOOD;
     return EXEC_DONE;
@@ -281,9 +283,9 @@ int sd_exec_sanitize(struct scsi_lun *lun, struct scsi_cmd *cmd)
         }
         return sd_sanitize_in_progress(lun, cmd);
     }
-    g_message("%s: SANITIZE %s of %" PRIu64 " blocks%s", lun->name,
-              sa == SANITIZE_OVERWRITE ? "OVERWRITE" : "BLOCK ERASE", st->end_lba,
-              immed ? " (IMMED)" : "");
+    log_limit_message(&lun->log_limit, "%s: SANITIZE %s of %" PRIu64 " blocks%s", lun->name,
+                      sa == SANITIZE_OVERWRITE ? "OVERWRITE" : "BLOCK ERASE", st->end_lba,
+                      immed ? " (IMMED)" : "");
     ret = sd_op_start_range(lun, run, st, 0, st->end_lba, true);
     if (!job) {
         return ret;

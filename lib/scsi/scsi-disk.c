@@ -496,11 +496,12 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     lun = g_new0(struct scsi_lun, 1);
     lun->be = be;
     lun->name = g_strdup(name ? name : be->name);
+    log_limit_init(&lun->log_limit, lun->name, LOG_LIMIT_BURST, LOG_LIMIT_PER_SEC);
     lun->bs = be->block_size;
     lun->nb_blocks = be->size / be->block_size;
     pthread_mutex_init(&lun->lock, NULL);
     pthread_cond_init(&lun->drain_cond, NULL);
-    lun->pr = scsi_pr_new(lun->name);
+    lun->pr = scsi_pr_new(lun->name, &lun->log_limit);
     sd_inflight_init(lun);
     atomic_init(&lun->wce, be->write_cache);
     atomic_init(&lun->sanitize_state, SD_SANITIZE_IDLE);
@@ -567,6 +568,7 @@ void scsi_lun_free(struct scsi_lun *lun)
     sd_range_free(lun);
     sd_inflight_free(lun);
     sd_xcopy_free(lun);
+    log_limit_end(&lun->log_limit);
     g_free(lun->name);
     g_free(lun);
 }

@@ -54,6 +54,7 @@ struct pr_ua {
 struct scsi_pr {
     pthread_mutex_t lock;
     char *name;
+    struct log_limit *log_limit;   /* the LUN's, for lines a guest's commands cause */
     uint32_t generation;
     GArray *regs;              /* struct pr_reg */
     GArray *uas;               /* struct pr_ua */
@@ -124,12 +125,13 @@ static void update_restricts(struct scsi_pr *pr)
                           memory_order_release);
 }
 
-struct scsi_pr *scsi_pr_new(const char *lun_name)
+struct scsi_pr *scsi_pr_new(const char *lun_name, struct log_limit *log_limit)
 {
     struct scsi_pr *pr = g_new0(struct scsi_pr, 1);
 
     pthread_mutex_init(&pr->lock, NULL);
     pr->name = g_strdup(lun_name);
+    pr->log_limit = log_limit;
     pr->regs = g_array_new(FALSE, TRUE, sizeof(struct pr_reg));
     pr->uas = g_array_new(FALSE, TRUE, sizeof(struct pr_ua));
     atomic_init(&pr->restricts, false);
@@ -683,8 +685,8 @@ void scsi_pr_lun_reset(struct scsi_pr *pr)
 {
     pthread_mutex_lock(&pr->lock);
     if (pr->spc2_reserved) {
-        g_message("%s: LOGICAL UNIT RESET releases the reservation of %s", pr->name,
-                  pr->spc2_holder.initiator);
+        log_limit_message(pr->log_limit, "%s: LOGICAL UNIT RESET releases the reservation of %s",
+                          pr->name, pr->spc2_holder.initiator);
         pr->spc2_reserved = false;
         nexus_clear(&pr->spc2_holder);
     }

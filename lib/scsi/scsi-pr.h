@@ -20,6 +20,7 @@
 
 #include <glib.h>
 
+#include "log-limit.h"
 #include "scsi-sense.h"
 
 /* Registrations one LUN keeps; one more is INSUFFICIENT REGISTRATION RESOURCES. */
@@ -66,7 +67,7 @@ enum {
 
 struct scsi_pr;
 
-struct scsi_pr *scsi_pr_new(const char *lun_name);
+struct scsi_pr *scsi_pr_new(const char *lun_name, struct log_limit *log_limit);
 void scsi_pr_free(struct scsi_pr *pr);
 
 /*

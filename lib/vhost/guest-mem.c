@@ -58,15 +58,15 @@ int guest_mem_add(struct guest_mem *m, struct guest_mem_region *r)
     int ret = -EINVAL;
 
     if (r->size == 0) {
-        g_warning("guest memory: region at gpa 0x%" G_GINT64_MODIFIER "x has zero size",
-                  r->gpa);
+        log_limit_warning(m->log_limit, "guest memory: region at gpa 0x%" G_GINT64_MODIFIER
+                          "x has zero size", r->gpa);
         goto fail;
     }
     if (!r->host || range_wraps(r->gpa, r->size) || range_wraps(r->uva, r->size) ||
         range_wraps((uintptr_t)r->host, r->size)) {
-        g_warning("guest memory: region gpa 0x%" G_GINT64_MODIFIER "x size 0x%"
-                  G_GINT64_MODIFIER "x wraps the address space or has no mapping",
-                  r->gpa, r->size);
+        log_limit_warning(m->log_limit, "guest memory: region gpa 0x%" G_GINT64_MODIFIER
+                          "x size 0x%" G_GINT64_MODIFIER
+                          "x wraps the address space or has no mapping", r->gpa, r->size);
         goto fail;
     }
     for (unsigned i = 0; i < m->nregions; i++) {
@@ -74,15 +74,16 @@ int guest_mem_add(struct guest_mem *m, struct guest_mem_region *r)
 
         if (ranges_overlap(r->gpa, r->size, o->gpa, o->size) ||
             ranges_overlap(r->uva, r->size, o->uva, o->size)) {
-            g_warning("guest memory: region gpa 0x%" G_GINT64_MODIFIER "x size 0x%"
-                      G_GINT64_MODIFIER "x overlaps region gpa 0x%" G_GINT64_MODIFIER
-                      "x size 0x%" G_GINT64_MODIFIER "x", r->gpa, r->size,
-                      o->gpa, o->size);
+            log_limit_warning(m->log_limit, "guest memory: region gpa 0x%" G_GINT64_MODIFIER
+                              "x size 0x%" G_GINT64_MODIFIER "x overlaps region gpa 0x%"
+                              G_GINT64_MODIFIER "x size 0x%" G_GINT64_MODIFIER "x", r->gpa, r->size,
+                              o->gpa, o->size);
             goto fail;
         }
     }
     if (m->nregions == GUEST_MEM_MAX_REGIONS) {
-        g_warning("guest memory: more than %d regions", GUEST_MEM_MAX_REGIONS);
+        log_limit_warning(m->log_limit, "guest memory: more than %d regions",
+                          GUEST_MEM_MAX_REGIONS);
         ret = -ENOSPC;
         goto fail;
     }
@@ -109,8 +110,8 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
      * address space only.
      */
     if (size == 0 || range_wraps(mmap_offset, size) || mmap_offset + size > SIZE_MAX) {
-        g_warning("guest memory: cannot map fd %d: size 0x%" G_GINT64_MODIFIER
-                  "x offset 0x%" G_GINT64_MODIFIER "x", fd, size, mmap_offset);
+        log_limit_warning(m->log_limit, "guest memory: cannot map fd %d: size 0x%" G_GINT64_MODIFIER
+                          "x offset 0x%" G_GINT64_MODIFIER "x", fd, size, mmap_offset);
         region_release(&r);
         return -EINVAL;
     }
@@ -124,9 +125,10 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
 
         if (fstat(fd, &st) == 0 && (S_ISREG(st.st_mode)) &&
             (uint64_t)st.st_size < mmap_offset + size) {
-            g_warning("guest memory: fd %d holds 0x%" G_GINT64_MODIFIER "x bytes, less than"
-                      " the region's offset 0x%" G_GINT64_MODIFIER "x + size 0x%"
-                      G_GINT64_MODIFIER "x", fd, (uint64_t)st.st_size, mmap_offset, size);
+            log_limit_warning(m->log_limit, "guest memory: fd %d holds 0x%" G_GINT64_MODIFIER
+                              "x bytes, less than the region's offset 0x%" G_GINT64_MODIFIER
+                              "x + size 0x%" G_GINT64_MODIFIER "x", fd, (uint64_t)st.st_size,
+                              mmap_offset, size);
             region_release(&r);
             return -EINVAL;
         }
@@ -137,8 +139,8 @@ int guest_mem_map_fd(struct guest_mem *m, int fd, uint64_t gpa, uint64_t size,
     if (base == MAP_FAILED) {
         int err = errno;
 
-        g_warning("guest memory: mmap of fd %d (0x%zx bytes) for gpa 0x%"
-                  G_GINT64_MODIFIER "x failed: %s", fd, r.mmap_size, gpa, g_strerror(err));
+        log_limit_warning(m->log_limit, "guest memory: mmap of fd %d (0x%zx bytes) for gpa 0x%"
+                          G_GINT64_MODIFIER "x failed: %s", fd, r.mmap_size, gpa, g_strerror(err));
         region_release(&r);
         return -err;
     }

@@ -16,6 +16,7 @@
 #include <linux/virtio_config.h>
 #include <linux/virtio_ring.h>
 
+#include "log-limit.h"
 #include "vhost-log.h"
 #include "vhost-user-server.h"
 
@@ -122,6 +123,8 @@ struct vu_dev {
     struct vu_inflight inflight;
     struct vu_log log;
     bool log_skip_data_in;       /* test hook, see vu_dev_config */
+    /* Every line this connection's messages or queues cause goes through it. */
+    struct log_limit log_limit;
     unsigned timeout_ms;         /* for one whole message, or for a reply to be taken */
     int64_t deadline;            /* monotonic µs; 0 while no message is under way */
     struct vu_msg in;            /* the message being received */

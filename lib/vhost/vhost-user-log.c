@@ -52,9 +52,10 @@ static int log_map(struct vu_dev *dev, int fd, const struct vhost_user_log *in,
     if (in->mmap_size == 0 || in->mmap_size > SIZE_MAX - delta ||
         in->mmap_offset > UINT64_MAX - in->mmap_size || fstat(fd, &st) < 0 ||
         (S_ISREG(st.st_mode) && (uint64_t)st.st_size < in->mmap_offset + in->mmap_size)) {
-        g_warning("%s: SET_LOG_BASE log (0x%llx bytes at offset 0x%llx) is empty, wraps or "
-                  "lies beyond the end of its file; refused", dev->name,
-                  (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset);
+        log_limit_warning(&dev->log_limit,
+                          "%s: SET_LOG_BASE log (0x%llx bytes at offset 0x%llx) is empty, wraps "
+                          "or lies beyond the end of its file; refused", dev->name,
+                          (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset);
         return -EINVAL;
     }
     map = mmap(NULL, delta + in->mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
@@ -62,7 +63,8 @@ static int log_map(struct vu_dev *dev, int fd, const struct vhost_user_log *in,
     if (map == MAP_FAILED) {
         int err = errno;
 
-        g_warning("%s: cannot map the dirty log: %s", dev->name, g_strerror(err));
+        log_limit_warning(&dev->log_limit, "%s: cannot map the dirty log: %s", dev->name,
+                          g_strerror(err));
         return -err;
     }
     /* The front-end's file may shrink under us (QEMU seals its memfd; others may not). */
@@ -89,8 +91,8 @@ int vu_handle_set_log_base(struct vu_dev *dev, struct vu_msg *msg, struct vu_rep
 
     if (!(dev->protocol & (1ull << VHOST_USER_PROTOCOL_F_LOG_SHMFD)) || fd < 0) {
         /* Without LOG_SHMFD the log is front-end memory we cannot reach. */
-        g_warning("%s: SET_LOG_BASE %s; refused", dev->name,
-                  fd < 0 ? "without an fd" : "without VHOST_USER_PROTOCOL_F_LOG_SHMFD");
+        log_limit_warning(&dev->log_limit, "%s: SET_LOG_BASE %s; refused", dev->name,
+                          fd < 0 ? "without an fd" : "without VHOST_USER_PROTOCOL_F_LOG_SHMFD");
         if (fd >= 0) {
             close(fd);
         }
@@ -110,9 +112,10 @@ int vu_handle_set_log_base(struct vu_dev *dev, struct vu_msg *msg, struct vu_rep
          * The front-end reads only the newest log, so the old one is of no
          * use either: the queues wait (vu_log_ready) for one that fits.
          */
-        g_warning("%s: SET_LOG_BASE log of %llu bytes cannot cover guest memory (needs %llu); "
-                  "refused, queues wait for a log that fits", dev->name,
-                  (unsigned long long)fresh.log.size, (unsigned long long)need);
+        log_limit_warning(&dev->log_limit,
+                          "%s: SET_LOG_BASE log of %llu bytes cannot cover guest memory (needs "
+                          "%llu); refused, queues wait for a log that fits", dev->name,
+                          (unsigned long long)fresh.log.size, (unsigned long long)need);
         vu_log_unmap(&fresh);
     } else {
         dev->log = fresh;

@@ -36,17 +36,19 @@ static int check_region_fd(struct vu_dev *dev, int fd, const struct vhost_user_m
     if (fstat(fd, &st) < 0) {
         int err = errno;
 
-        g_warning("%s: cannot stat the fd of region gpa 0x%llx: %s", dev->name,
-                  (unsigned long long)r->guest_phys_addr, g_strerror(err));
+        log_limit_warning(&dev->log_limit, "%s: cannot stat the fd of region gpa 0x%llx: %s",
+                          dev->name, (unsigned long long)r->guest_phys_addr, g_strerror(err));
         return -err;
     }
     if (S_ISREG(st.st_mode) &&
         (r->mmap_offset > (uint64_t)st.st_size ||
          r->memory_size > (uint64_t)st.st_size - r->mmap_offset)) {
-        g_warning("%s: region gpa 0x%llx (0x%llx bytes at offset 0x%llx) lies beyond the "
-                  "end of its %lld-byte file", dev->name,
-                  (unsigned long long)r->guest_phys_addr, (unsigned long long)r->memory_size,
-                  (unsigned long long)r->mmap_offset, (long long)st.st_size);
+        log_limit_warning(&dev->log_limit,
+                          "%s: region gpa 0x%llx (0x%llx bytes at offset 0x%llx) lies beyond the "
+                          "end of its %lld-byte file", dev->name,
+                          (unsigned long long)r->guest_phys_addr,
+                          (unsigned long long)r->memory_size, (unsigned long long)r->mmap_offset,
+                          (long long)st.st_size);
         return -EINVAL;
     }
     return 0;
@@ -60,9 +62,10 @@ static int check_region_fd(struct vu_dev *dev, int fd, const struct vhost_user_m
 static void vu_mem_limit_refused(struct vu_dev *dev, const char *what, unsigned want)
 {
     if (!dev->mem_limit_logged) {
-        g_warning("%s: %s refused: %u memory regions, more than the %u slots we announced "
-                  "(GET_MAX_MEM_SLOTS); further refusals are not logged", dev->name, what, want,
-                  dev->max_mem_slots);
+        log_limit_warning(&dev->log_limit,
+                          "%s: %s refused: %u memory regions, more than the %u slots we "
+                          "announced (GET_MAX_MEM_SLOTS); further refusals are not logged",
+                          dev->name, what, want, dev->max_mem_slots);
         dev->mem_limit_logged = true;
     } else {
         g_debug("%s: %s refused: %u regions", dev->name, what, want);
@@ -75,8 +78,8 @@ int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
     struct guest_mem *table;
 
     if (msg->nfds < m->nregions) {
-        g_warning("%s: SET_MEM_TABLE with %u regions carries only %u fds", dev->name,
-                  m->nregions, msg->nfds);
+        log_limit_warning(&dev->log_limit, "%s: SET_MEM_TABLE with %u regions carries only %u fds",
+                          dev->name, m->nregions, msg->nfds);
         return -EINVAL;
     }
     if (m->nregions > dev->max_mem_slots) {
@@ -87,6 +90,7 @@ int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
     table = g_new(struct guest_mem, 1);
     guest_mem_init(table);
     table->owner_fd = dev->fd;
+    table->log_limit = &dev->log_limit;
     for (unsigned i = 0; i < m->nregions; i++) {
         const struct vhost_user_mem_region *r = &m->regions[i];
         int ret = check_region_fd(dev, msg->fds[i], r);
@@ -96,9 +100,10 @@ int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg)
                                    r->memory_size, r->userspace_addr, r->mmap_offset);
         }
         if (ret < 0) {
-            g_warning("%s: SET_MEM_TABLE region %u (gpa 0x%llx size 0x%llx) rejected: %s",
-                      dev->name, i, (unsigned long long)r->guest_phys_addr,
-                      (unsigned long long)r->memory_size, g_strerror(-ret));
+            log_limit_warning(&dev->log_limit,
+                              "%s: SET_MEM_TABLE region %u (gpa 0x%llx size 0x%llx) rejected: %s",
+                              dev->name, i, (unsigned long long)r->guest_phys_addr,
+                              (unsigned long long)r->memory_size, g_strerror(-ret));
             guest_mem_clear(table);
             g_free(table);
             return ret;
@@ -119,7 +124,7 @@ int vu_handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
     int ret;
 
     if (fd < 0) {
-        g_warning("%s: ADD_MEM_REG without an fd", dev->name);
+        log_limit_warning(&dev->log_limit, "%s: ADD_MEM_REG without an fd", dev->name);
         return -EINVAL;
     }
     ret = check_region_fd(dev, fd, r);
@@ -149,16 +154,17 @@ int vu_handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
     /* Running queues read the table from their threads: change it while they are stopped. */
     vu_stop_all(dev);
     if (replaces) {
-        g_message("%s: ADD_MEM_REG replaces the identical region at gpa 0x%llx", dev->name,
-                  (unsigned long long)r->guest_phys_addr);
+        log_limit_message(&dev->log_limit,
+                          "%s: ADD_MEM_REG replaces the identical region at gpa 0x%llx", dev->name,
+                          (unsigned long long)r->guest_phys_addr);
         guest_mem_remove(&dev->mem, r->guest_phys_addr, r->memory_size);
     }
     ret = guest_mem_map_fd(&dev->mem, fd, r->guest_phys_addr, r->memory_size,
                            r->userspace_addr, r->mmap_offset);
     if (ret < 0) {
-        g_warning("%s: ADD_MEM_REG (gpa 0x%llx size 0x%llx) rejected: %s", dev->name,
-                  (unsigned long long)r->guest_phys_addr,
-                  (unsigned long long)r->memory_size, g_strerror(-ret));
+        log_limit_warning(&dev->log_limit, "%s: ADD_MEM_REG (gpa 0x%llx size 0x%llx) rejected: %s",
+                          dev->name, (unsigned long long)r->guest_phys_addr,
+                          (unsigned long long)r->memory_size, g_strerror(-ret));
     }
     vu_memory_changed(dev);
     return ret;
@@ -180,9 +186,11 @@ int vu_handle_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg)
         }
     }
     if (!found) {
-        g_warning("%s: REM_MEM_REG for an unknown region (gpa 0x%llx size 0x%llx uva 0x%llx)",
-                  dev->name, (unsigned long long)r->guest_phys_addr,
-                  (unsigned long long)r->memory_size, (unsigned long long)r->userspace_addr);
+        log_limit_warning(&dev->log_limit,
+                          "%s: REM_MEM_REG for an unknown region (gpa 0x%llx size 0x%llx uva "
+                          "0x%llx)", dev->name, (unsigned long long)r->guest_phys_addr,
+                          (unsigned long long)r->memory_size,
+                          (unsigned long long)r->userspace_addr);
         return -ENOENT;
     }
     vu_stop_all(dev);
@@ -244,13 +252,14 @@ static int inflight_check_geometry(struct vu_dev *dev, const struct vhost_user_i
 
     if (in->num_queues == 0 || in->num_queues > dev->num_queues || qs == 0 ||
         qs > VU_MAX_RING_SIZE || (qs & (qs - 1))) {
-        g_warning("%s: %s for %u queues of %u entries (we have %u queues)", dev->name,
-                  "inflight area", in->num_queues, qs, dev->num_queues);
+        log_limit_warning(&dev->log_limit, "%s: %s for %u queues of %u entries (we have %u queues)",
+                          dev->name, "inflight area", in->num_queues, qs, dev->num_queues);
         return -EINVAL;
     }
     if (qs > VU_INFLIGHT_MAX_QUEUE_SIZE) {
-        g_warning("%s: inflight area for %u-entry rings: more than the %u entries we track",
-                  dev->name, qs, VU_INFLIGHT_MAX_QUEUE_SIZE);
+        log_limit_warning(&dev->log_limit,
+                          "%s: inflight area for %u-entry rings: more than the %u entries we "
+                          "track", dev->name, qs, VU_INFLIGHT_MAX_QUEUE_SIZE);
         return -E2BIG;
     }
     return 0;
@@ -294,21 +303,24 @@ int vu_handle_get_inflight_fd(struct vu_dev *dev, struct vu_msg *msg,
     fd = memfd_create("vhost-user-inflight", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) {
         r = -errno;
-        g_warning("%s: cannot create the inflight area: %s", dev->name, g_strerror(-r));
+        log_limit_warning(&dev->log_limit, "%s: cannot create the inflight area: %s", dev->name,
+                          g_strerror(-r));
         return r;
     }
     /* Sealed, so the front-end cannot shrink it under our mapping (SIGBUS). */
     if (ftruncate(fd, size) < 0 ||
         fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) < 0) {
         r = -errno;
-        g_warning("%s: cannot size the inflight area: %s", dev->name, g_strerror(-r));
+        log_limit_warning(&dev->log_limit, "%s: cannot size the inflight area: %s", dev->name,
+                          g_strerror(-r));
         close(fd);
         return r;
     }
     map = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {
         r = -errno;
-        g_warning("%s: cannot map the inflight area: %s", dev->name, g_strerror(-r));
+        log_limit_warning(&dev->log_limit, "%s: cannot map the inflight area: %s", dev->name,
+                          g_strerror(-r));
         close(fd);
         return r;
     }
@@ -332,7 +344,7 @@ int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
     int r, guard;
 
     if (fd < 0) {
-        g_warning("%s: SET_INFLIGHT_FD without an fd", dev->name);
+        log_limit_warning(&dev->log_limit, "%s: SET_INFLIGHT_FD without an fd", dev->name);
         return -EINVAL;
     }
     r = inflight_check_geometry(dev, in);
@@ -354,10 +366,11 @@ int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
     if (in->mmap_size < need || in->mmap_size > SIZE_MAX - delta ||
         in->mmap_offset > UINT64_MAX - in->mmap_size || fstat(fd, &st) < 0 ||
         (uint64_t)st.st_size < in->mmap_offset + in->mmap_size) {
-        g_warning("%s: SET_INFLIGHT_FD area (size 0x%llx at offset 0x%llx) is too small "
-                  "for %u queues of %u entries or beyond the end of its file", dev->name,
-                  (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset,
-                  in->num_queues, in->queue_size);
+        log_limit_warning(&dev->log_limit,
+                          "%s: SET_INFLIGHT_FD area (size 0x%llx at offset 0x%llx) is too small "
+                          "for %u queues of %u entries or beyond the end of its file", dev->name,
+                          (unsigned long long)in->mmap_size, (unsigned long long)in->mmap_offset,
+                          in->num_queues, in->queue_size);
         r = -EINVAL;
         goto out;
     }
@@ -365,7 +378,8 @@ int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg)
                in->mmap_offset - delta);
     if (map == MAP_FAILED) {
         r = -errno;
-        g_warning("%s: cannot map the inflight area: %s", dev->name, g_strerror(-r));
+        log_limit_warning(&dev->log_limit, "%s: cannot map the inflight area: %s", dev->name,
+                          g_strerror(-r));
         goto out;
     }
     /* The front-end's own file may shrink under us: guard it, or do without it. */

@@ -76,19 +76,22 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
      * a smaller ring (its entries fit the slice), never a larger one.
      */
     if (q->num > dev->inflight.queue_size) {
-        g_warning("%s: ring of %u entries does not fit the inflight area (%u per queue); "
-                  "running without inflight tracking", q->name, q->num,
-                  dev->inflight.queue_size);
+        log_limit_warning(q->vq.log_limit,
+                          "%s: ring of %u entries does not fit the inflight area (%u per queue); "
+                          "running without inflight tracking", q->name, q->num,
+                          dev->inflight.queue_size);
         return 0;
     }
     if (packed && dev->inflight.stride < vu_inflight_packed_bytes(dev->inflight.queue_size)) {
         if (first) {
-            g_warning("%s: the inflight area has %zu bytes per queue, a packed ring's record "
-                      "needs %zu (an area made by an earlier back-end for split rings); "
-                      "running without inflight tracking%s", q->name, dev->inflight.stride,
-                      vu_inflight_packed_bytes(dev->inflight.queue_size),
-                      version ? ": where a previous back-end left this ring and what it "
-                      "had popped are lost" : "");
+            log_limit_warning(q->vq.log_limit,
+                              "%s: the inflight area has %zu bytes per queue, a packed ring's "
+                              "record needs %zu (an area made by an earlier back-end for split "
+                              "rings); running without inflight tracking%s", q->name,
+                              dev->inflight.stride,
+                              vu_inflight_packed_bytes(dev->inflight.queue_size),
+                              version ? ": where a previous back-end left this ring and "
+                                        "what it had popped are lost" : "");
         }
         q->inflight_attached = true;
         q->inflight_was_packed = true;
@@ -101,8 +104,9 @@ static int queue_attach_inflight(struct vu_dev *dev, struct vu_queue *q, unsigne
     }
     if (restore && desc_num != q->num) {
         /* Tracking of a differently sized ring (before a guest reset) says nothing now. */
-        g_warning("%s: inflight area tracked a %u-entry ring, the ring now has %u entries; "
-                  "starting afresh", q->name, desc_num, q->num);
+        log_limit_warning(q->vq.log_limit,
+                          "%s: inflight area tracked a %u-entry ring, the ring now has %u "
+                          "entries; starting afresh", q->name, desc_num, q->num);
         restore = false;
     }
     if (!restore) {
@@ -149,11 +153,12 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
         if (dev->mem.nregions == 0) {
             g_debug("%s: waiting for a memory table to translate the ring", q->name);
         } else {
-            g_warning("%s: ring (desc 0x%llx avail 0x%llx used 0x%llx, %u entries) is not "
-                      "inside the memory table; queue stays stopped", q->name,
-                      (unsigned long long)q->addr.desc_user_addr,
-                      (unsigned long long)q->addr.avail_user_addr,
-                      (unsigned long long)q->addr.used_user_addr, q->num);
+            log_limit_warning(q->vq.log_limit,
+                              "%s: ring (desc 0x%llx avail 0x%llx used 0x%llx, %u entries) is "
+                              "not inside the memory table; queue stays stopped", q->name,
+                              (unsigned long long)q->addr.desc_user_addr,
+                              (unsigned long long)q->addr.avail_user_addr,
+                              (unsigned long long)q->addr.used_user_addr, q->num);
         }
         return;
     }
@@ -163,8 +168,8 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
     /* vq_setup also drops what a previous run's inflight restore left behind. */
     r = vq_setup(&q->vq, &dev->mem, q->num, desc, avail, used, dev->features, q->base);
     if (r < 0) {
-        g_warning("%s: cannot set up the ring: %s; queue stays stopped", q->name,
-                  g_strerror(-r));
+        log_limit_warning(q->vq.log_limit, "%s: cannot set up the ring: %s; queue stays stopped",
+                          q->name, g_strerror(-r));
         return;
     }
     q->vq.kick_fd = q->kick_fd;
@@ -172,14 +177,16 @@ static void queue_try_start(struct vu_dev *dev, struct vu_queue *q, unsigned idx
     q->vq.err_fd = q->err_fd;
     r = queue_attach_inflight(dev, q, idx);
     if (r < 0) {
-        g_warning("%s: cannot attach the inflight area: %s; queue stays stopped", q->name,
-                  g_strerror(-r));
+        log_limit_warning(q->vq.log_limit,
+                          "%s: cannot attach the inflight area: %s; queue stays stopped", q->name,
+                          g_strerror(-r));
         return;
     }
     r = dev->ops && dev->ops->queue_start ?
         dev->ops->queue_start(dev->opaque, idx, &q->vq) : 0;
     if (r < 0) {
-        g_warning("%s: device refused to start the queue: %s", q->name, g_strerror(-r));
+        log_limit_warning(q->vq.log_limit, "%s: device refused to start the queue: %s", q->name,
+                          g_strerror(-r));
         return;
     }
     q->running = true;
@@ -198,8 +205,9 @@ void vu_queue_refresh(struct vu_dev *dev, unsigned idx)
     } else if (!q->running && queue_wanted(dev, q)) {
         queue_try_start(dev, q, idx);
     } else if (!q->running && queue_configured(dev, q)) {
-        g_message("%s: dirty logging is on but no log covers guest memory yet; the queue "
-                  "waits for SET_LOG_BASE", q->name);
+        log_limit_message(q->vq.log_limit,
+                          "%s: dirty logging is on but no log covers guest memory yet; the queue "
+                          "waits for SET_LOG_BASE", q->name);
     }
 }
 
@@ -243,8 +251,9 @@ void vu_memory_changed(struct vu_dev *dev)
 /* See notify-fd.c: the connection ends at the next read of its socket. */
 void vu_hang_up_hostile(struct vu_dev *dev, const char *name, const char *what)
 {
-    g_warning("%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and the "
-              "counter filled); dropping the connection", name, what);
+    log_limit_warning(&dev->log_limit,
+                      "%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and "
+                      "the counter filled); dropping the connection", name, what);
     shutdown(dev->fd, SHUT_RDWR);
 }
 
@@ -271,7 +280,8 @@ static void queue_replace_notify_fd(struct vu_dev *dev, unsigned idx, int *slot,
         if (r == -ETIMEDOUT) {
             vu_hang_up_hostile(dev, q->name, "call");
         } else if (r < 0 && r != -EAGAIN) {
-            g_warning("%s: cannot signal the new call fd: %s", q->name, g_strerror(-r));
+            log_limit_warning(q->vq.log_limit, "%s: cannot signal the new call fd: %s", q->name,
+                              g_strerror(-r));
         }
     }
 }
@@ -325,8 +335,8 @@ int vu_handle_set_vring_num(struct vu_dev *dev, struct vu_msg *msg)
         return r;
     }
     if (num == 0 || num > VU_MAX_RING_SIZE || (num & (num - 1))) {
-        g_warning("%s: ring size %u is not a power of two in [1, %u]", dev->q[idx].name,
-                  num, VU_MAX_RING_SIZE);
+        log_limit_warning(&dev->log_limit, "%s: ring size %u is not a power of two in [1, %u]",
+                          dev->q[idx].name, num, VU_MAX_RING_SIZE);
         return -EINVAL;
     }
     vu_queue_stop(dev, &dev->q[idx]);
@@ -362,8 +372,8 @@ int vu_handle_set_vring_base(struct vu_dev *dev, struct vu_msg *msg)
     /* A packed ring's base carries both indices and wrap counters (vq_setup). */
     if (msg->p.state.num > UINT16_MAX &&
         !(dev->features & (1ull << VIRTIO_F_RING_PACKED))) {
-        g_warning("%s: ring base %u does not fit a split ring index", dev->q[idx].name,
-                  msg->p.state.num);
+        log_limit_warning(&dev->log_limit, "%s: ring base %u does not fit a split ring index",
+                          dev->q[idx].name, msg->p.state.num);
         return -EINVAL;
     }
     vu_queue_stop(dev, &dev->q[idx]);
@@ -416,16 +426,17 @@ static bool fd_is_eventfd(int fd)
     return fstat(fd, &st) == 0 && (st.st_mode & S_IFMT) == 0;
 }
 
-static int check_notify_fd(const char *name, const char *what, int fd)
+static int check_notify_fd(const struct vu_queue *q, const char *what, int fd)
 {
     g_autoptr(GError) err = NULL;
 
     if (!fd_is_eventfd(fd)) {
-        g_warning("%s: %s fd is not an eventfd; refused", name, what);
+        log_limit_warning(q->vq.log_limit, "%s: %s fd is not an eventfd; refused", q->name, what);
         return -EINVAL;
     }
     if (!g_unix_set_fd_nonblocking(fd, TRUE, &err)) {
-        g_warning("%s: cannot make the %s eventfd non-blocking: %s", name, what, err->message);
+        log_limit_warning(q->vq.log_limit, "%s: cannot make the %s eventfd non-blocking: %s",
+                          q->name, what, err->message);
         return -EINVAL;
     }
     return 0;
@@ -446,8 +457,8 @@ int vu_handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
     q = &dev->q[idx];
     fd = nofd ? -1 : vu_take_fd(msg, 0);
     if (!nofd && fd < 0) {
-        g_warning("%s: %s without an fd and without the no-fd flag", q->name,
-                  vhost_user_request_name(msg->hdr.request));
+        log_limit_warning(q->vq.log_limit, "%s: %s without an fd and without the no-fd flag",
+                          q->name, vhost_user_request_name(msg->hdr.request));
         return -EINVAL;
     }
     if (fd >= 0) {
@@ -456,7 +467,7 @@ int vu_handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
             [VHOST_USER_SET_VRING_ERR] = "err",
         };
 
-        r = check_notify_fd(q->name, what[msg->hdr.request], fd);
+        r = check_notify_fd(q, what[msg->hdr.request], fd);
         if (r < 0) {
             close(fd);
             return r;
@@ -490,8 +501,8 @@ int vu_handle_set_vring_enable(struct vu_dev *dev, struct vu_msg *msg)
         return r;
     }
     if (msg->p.state.num > 1) {
-        g_warning("%s: SET_VRING_ENABLE with %u (not 0 or 1)", dev->q[idx].name,
-                  msg->p.state.num);
+        log_limit_warning(&dev->log_limit, "%s: SET_VRING_ENABLE with %u (not 0 or 1)",
+                          dev->q[idx].name, msg->p.state.num);
         return -EINVAL;
     }
     dev->q[idx].enabled = msg->p.state.num;

@@ -125,16 +125,18 @@ static int receive(struct vu_dev *dev)
         if (n <= 0) {
             if (vu_mem_lost(dev)) {
                 /* The SIGBUS guard shut the socket: say why, once, here. */
-                g_warning("%s: the front-end truncated shared memory under us; connection "
-                          "dropped", dev->name);
+                log_limit_warning(&dev->log_limit,
+                                  "%s: the front-end truncated shared memory under us; "
+                                  "connection dropped", dev->name);
                 return -ECONNRESET;
             }
             if (n == 0 && dev->in_got == 0) {
-                g_message("%s: front-end closed the connection", dev->name);
+                log_limit_message(&dev->log_limit, "%s: front-end closed the connection",
+                                  dev->name);
                 return -ECONNRESET;
             }
-            g_warning("%s: cannot read a message: %s", dev->name,
-                      n == 0 ? "connection closed mid-message" : g_strerror(-n));
+            log_limit_warning(&dev->log_limit, "%s: cannot read a message: %s", dev->name,
+                              n == 0 ? "connection closed mid-message" : g_strerror(-n));
             return n == 0 ? -ECONNRESET : n;
         }
         if (dev->in_got == 0) {
@@ -144,16 +146,18 @@ static int receive(struct vu_dev *dev)
         dev->in_got += (size_t)n;
         if (dev->in_got == hlen) {
             if ((msg->hdr.flags & VHOST_USER_VERSION_MASK) != VHOST_USER_VERSION) {
-                g_warning("%s: request %u (%s) has protocol version %u, not %u", dev->name,
-                          msg->hdr.request, vhost_user_request_name(msg->hdr.request),
-                          msg->hdr.flags & VHOST_USER_VERSION_MASK, VHOST_USER_VERSION);
+                log_limit_warning(&dev->log_limit,
+                                  "%s: request %u (%s) has protocol version %u, not %u", dev->name,
+                                  msg->hdr.request, vhost_user_request_name(msg->hdr.request),
+                                  msg->hdr.flags & VHOST_USER_VERSION_MASK, VHOST_USER_VERSION);
                 return -EPROTO;
             }
             if (msg->hdr.size > sizeof(msg->p)) {
-                g_warning("%s: request %u (%s) with a %u-byte payload (at most %zu)",
-                          dev->name, msg->hdr.request,
-                          vhost_user_request_name(msg->hdr.request), msg->hdr.size,
-                          sizeof(msg->p));
+                log_limit_warning(&dev->log_limit,
+                                  "%s: request %u (%s) with a %u-byte payload (at most %zu)",
+                                  dev->name, msg->hdr.request,
+                                  vhost_user_request_name(msg->hdr.request), msg->hdr.size,
+                                  sizeof(msg->p));
                 return -EPROTO;
             }
         }
@@ -179,7 +183,8 @@ static int flush_output(struct vu_dev *dev)
             if (err == EAGAIN || err == EWOULDBLOCK) {
                 return -EAGAIN;
             }
-            g_warning("%s: cannot send a reply: %s", dev->name, g_strerror(err));
+            log_limit_warning(&dev->log_limit, "%s: cannot send a reply: %s", dev->name,
+                              g_strerror(err));
             return -err;
         }
         if (n > 0) {
@@ -225,13 +230,14 @@ static int check_size(struct vu_dev *dev, const struct vu_msg *msg)
             size >= head + msg->p.memory.nregions * sizeof(struct vhost_user_mem_region)) {
             return 0;
         }
-        g_warning("%s: SET_MEM_TABLE with payload of %u bytes for %u regions", dev->name,
-                  size, size >= head ? msg->p.memory.nregions : 0);
+        log_limit_warning(&dev->log_limit,
+                          "%s: SET_MEM_TABLE with payload of %u bytes for %u regions", dev->name,
+                          size, size >= head ? msg->p.memory.nregions : 0);
         return -EPROTO;
     }
     if (want >= 0 && size != (uint32_t)want) {
-        g_warning("%s: %s with a %u-byte payload (expected %d)", dev->name,
-                  vhost_user_request_name(req), size, want);
+        log_limit_warning(&dev->log_limit, "%s: %s with a %u-byte payload (expected %d)", dev->name,
+                                           vhost_user_request_name(req), size, want);
         return -EPROTO;
     }
     return 0;
@@ -376,9 +382,9 @@ static void reply_u64(struct vu_reply *reply, uint64_t v)
 int vu_check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx)
 {
     if (idx >= dev->num_queues) {
-        g_warning("%s: %s for queue %llu, but there are only %u queues", dev->name,
-                  vhost_user_request_name(msg->hdr.request), (unsigned long long)idx,
-                  dev->num_queues);
+        log_limit_warning(&dev->log_limit, "%s: %s for queue %llu, but there are only %u queues",
+                          dev->name, vhost_user_request_name(msg->hdr.request),
+                          (unsigned long long)idx, dev->num_queues);
         return -EINVAL;
     }
     return 0;
@@ -395,9 +401,10 @@ static int handle_set_features(struct vu_dev *dev, struct vu_msg *msg)
          * back-end and acks its own device bits (e.g. VIRTIO_SCSI_F_CHANGE)
          * whatever we offered; like libvhost-user, accept and ignore them.
          */
-        g_message("%s: SET_FEATURES 0x%llx: ignoring features we did not offer (0x%llx)",
-                  dev->name, (unsigned long long)f,
-                  (unsigned long long)(f & ~dev->offered_features));
+        log_limit_message(&dev->log_limit,
+                          "%s: SET_FEATURES 0x%llx: ignoring features we did not offer (0x%llx)",
+                          dev->name, (unsigned long long)f,
+                          (unsigned long long)(f & ~dev->offered_features));
         f &= dev->offered_features;
         changed = f ^ dev->features;
     }
@@ -417,9 +424,10 @@ static int handle_set_protocol_features(struct vu_dev *dev, struct vu_msg *msg)
     uint64_t f = msg->p.u64;
 
     if (f & ~dev->offered_protocol) {
-        g_warning("%s: SET_PROTOCOL_FEATURES 0x%llx acks protocol features we did not "
-                  "offer (0x%llx)", dev->name, (unsigned long long)f,
-                  (unsigned long long)(f & ~dev->offered_protocol));
+        log_limit_warning(&dev->log_limit,
+                          "%s: SET_PROTOCOL_FEATURES 0x%llx acks protocol features we did not "
+                          "offer (0x%llx)", dev->name, (unsigned long long)f,
+                          (unsigned long long)(f & ~dev->offered_protocol));
         return -EINVAL;
     }
     dev->protocol = f;
@@ -438,14 +446,16 @@ static int handle_set_backend_req_fd(struct vu_dev *dev, struct vu_msg *msg)
     socklen_t len = sizeof(int);
 
     if (fd < 0) {
-        g_warning("%s: SET_BACKEND_REQ_FD without an fd", dev->name);
+        log_limit_warning(&dev->log_limit, "%s: SET_BACKEND_REQ_FD without an fd", dev->name);
         return -EINVAL;
     }
     /* A request channel is a socket we write to: it must not be able to block us. */
     if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) < 0 || type != SOCK_STREAM ||
         (len = sizeof(int), getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &domain, &len)) < 0 ||
         domain != AF_UNIX || !g_unix_set_fd_nonblocking(fd, TRUE, NULL)) {
-        g_warning("%s: SET_BACKEND_REQ_FD fd is not a UNIX stream socket; refused", dev->name);
+        log_limit_warning(&dev->log_limit,
+                          "%s: SET_BACKEND_REQ_FD fd is not a UNIX stream socket; refused",
+                          dev->name);
         close(fd);
         return -EINVAL;
     }
@@ -458,8 +468,8 @@ static int handle_unsupported(struct vu_dev *dev, struct vu_msg *msg, struct vu_
 {
     uint32_t req = msg->hdr.request;
 
-    g_warning("%s: unsupported request %u (%s)", dev->name, req,
-              vhost_user_request_name(req));
+    log_limit_warning(&dev->log_limit, "%s: unsupported request %u (%s)", dev->name, req,
+                                       vhost_user_request_name(req));
     if (req == VHOST_USER_GET_CONFIG) {
         /* vhost-user.rst: an empty GET_CONFIG reply signals an error. */
         reply->send = true;
@@ -533,8 +543,8 @@ static int handle(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply
         return vu_handle_set_inflight_fd(dev, msg);
     case VHOST_USER_SET_STATUS:
         if (msg->p.u64 > UINT8_MAX) {
-            g_warning("%s: SET_STATUS 0x%llx is not a status byte", dev->name,
-                      (unsigned long long)msg->p.u64);
+            log_limit_warning(&dev->log_limit, "%s: SET_STATUS 0x%llx is not a status byte",
+                              dev->name, (unsigned long long)msg->p.u64);
             return -EINVAL;
         }
         /* Status 0 is a virtio reset. */
@@ -560,8 +570,8 @@ static int process(struct vu_dev *dev)
 
     if (dev->in_extra_fds) {
         /* A front-end that sends fds we never asked for is not one to guess about. */
-        g_warning("%s: %s carried more than %d fds; refused", dev->name,
-                  vhost_user_request_name(msg->hdr.request), VHOST_USER_MAX_FDS);
+        log_limit_warning(&dev->log_limit, "%s: %s carried more than %d fds; refused", dev->name,
+                          vhost_user_request_name(msg->hdr.request), VHOST_USER_MAX_FDS);
         r = -EINVAL;
     } else {
         r = check_size(dev, msg);
@@ -660,9 +670,10 @@ int vu_dev_dispatch(struct vu_dev *dev)
         r = process(dev);
         if (r == VU_HELD) {
             /* Rare (a stop with I/O in flight) and worth a line when a backend hangs. */
-            g_message("%s: %s waits for the requests in flight on %u queue%s", dev->name,
-                      vhost_user_request_name(dev->in.hdr.request), dev->quiesce_pending,
-                      dev->quiesce_pending == 1 ? "" : "s");
+            log_limit_message(&dev->log_limit,
+                              "%s: %s waits for the requests in flight on %u queue%s", dev->name,
+                              vhost_user_request_name(dev->in.hdr.request), dev->quiesce_pending,
+                              dev->quiesce_pending == 1 ? "" : "s");
             dev->held = true;
             dev->deadline = 0;
             return 0;
@@ -696,10 +707,10 @@ bool vu_dev_expired(struct vu_dev *dev, int64_t now)
     if (!dev->deadline || now < dev->deadline) {
         return false;
     }
-    g_warning("%s: %s within %u ms; dropping the connection", dev->name,
-              dev->out_len ? "the front-end did not take its reply" :
-                             "a message from the front-end did not arrive whole",
-              dev->timeout_ms);
+    log_limit_warning(&dev->log_limit, "%s: %s within %u ms; dropping the connection", dev->name,
+                      dev->out_len ? "the front-end did not take its reply" :
+                                     "a message from the front-end did not arrive whole",
+                      dev->timeout_ms);
     return true;
 }
 
@@ -721,6 +732,7 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
     }
     dev->fd = fd;
     dev->name = g_strdup(cfg->name ? cfg->name : "vhost-user");
+    log_limit_init(&dev->log_limit, dev->name, LOG_LIMIT_BURST, LOG_LIMIT_PER_SEC);
     dev->ops = cfg->ops;
     dev->opaque = cfg->opaque;
     dev->num_queues = nq;
@@ -743,11 +755,13 @@ struct vu_dev *vu_dev_new(int fd, const struct vu_dev_config *cfg)
     }
     guest_mem_init(&dev->mem);
     dev->mem.owner_fd = fd;
+    dev->mem.log_limit = &dev->log_limit;
     for (unsigned i = 0; i < nq; i++) {
         struct vu_queue *q = &dev->q[i];
 
         g_snprintf(q->name, sizeof(q->name), "%s vq%u", dev->name, i);
         vq_init(&q->vq, i, q->name);
+        q->vq.log_limit = &dev->log_limit;
         q->kick_fd = q->call_fd = q->err_fd = -1;
     }
     return dev;
@@ -775,6 +789,7 @@ void vu_dev_free(struct vu_dev *dev)
     close_msg_fds(&dev->in);
     vu_close_fd(&dev->out_fd);
     vu_close_fd(&dev->fd);
+    log_limit_end(&dev->log_limit);
     g_free(dev->name);
     g_free(dev);
 }
@@ -815,14 +830,15 @@ void vu_dev_queue_error(struct vu_dev *dev, unsigned idx)
     q = &dev->q[idx];
     /* The device's thread calls this: read the slot the main thread publishes to. */
     fd = q->running ? __atomic_load_n(&q->vq.err_fd, __ATOMIC_ACQUIRE) : q->err_fd;
-    g_warning("%s: ring is broken; telling the front-end", q->name);
+    log_limit_warning(q->vq.log_limit, "%s: ring is broken; telling the front-end", q->name);
     if (fd >= 0) {
         int r = notify_fd_signal(fd);
 
         if (r == -ETIMEDOUT) {
             vu_hang_up_hostile(dev, q->name, "err");
         } else if (r < 0) {
-            g_warning("%s: cannot signal the error fd: %s", q->name, g_strerror(-r));
+            log_limit_warning(q->vq.log_limit, "%s: cannot signal the error fd: %s", q->name,
+                              g_strerror(-r));
         }
     }
 }

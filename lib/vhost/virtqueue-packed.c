@@ -77,14 +77,16 @@ int vq_packed_check(struct virtqueue *vq, const struct guest_mem *mem, unsigned 
                     const void *ring, const void *driver_event, const void *device_event)
 {
     if ((uintptr_t)ring % 16 || (uintptr_t)driver_event % 4 || (uintptr_t)device_event % 4) {
-        g_warning("%s: misaligned packed ring (ring %p driver area %p device area %p)",
-                  vq->name, ring, driver_event, device_event);
+        log_limit_warning(vq->log_limit,
+                          "%s: misaligned packed ring (ring %p driver area %p device area %p)",
+                          vq->name, ring, driver_event, device_event);
         return -EINVAL;
     }
     if (!vq_host_range_in_mem(mem, ring, (uint64_t)num * sizeof(struct vring_packed_desc)) ||
         !vq_host_range_in_mem(mem, driver_event, sizeof(struct vring_packed_desc_event)) ||
         !vq_host_range_in_mem(mem, device_event, sizeof(struct vring_packed_desc_event))) {
-        g_warning("%s: packed ring of %u entries is not inside guest memory", vq->name, num);
+        log_limit_warning(vq->log_limit, "%s: packed ring of %u entries is not inside guest memory",
+                          vq->name, num);
         return -EFAULT;
     }
     return 0;
@@ -812,9 +814,10 @@ static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue
     t.chains = g_new(struct vq_resubmit, vq->num);
     ok = restore_positions(&t) && restore_free_list(&t) && restore_chains(&t);
     if (!ok) {
-        g_warning("%s: the inflight area's record of this packed ring does not hold together "
-                  "(%s); starting afresh: requests a previous back-end had popped from it are "
-                  "lost", vq->name, t.why);
+        log_limit_warning(vq->log_limit,
+                          "%s: the inflight area's record of this packed ring does not hold "
+                          "together (%s); starting afresh: requests a previous back-end had "
+                          "popped from it are lost", vq->name, t.why);
         g_free(t.role);
         g_free(t.chains);
         g_free(rec);
@@ -834,8 +837,9 @@ static bool track_restore(struct virtqueue *vq, struct vhost_user_inflight_queue
     record_rewrite(vq, ip, t.role);
     g_free(t.role);
     if (vq_packed_get_base(vq) != base) {
-        g_message("%s: resuming the packed ring at base 0x%08x from the inflight area, not "
-                  "at the front-end's 0x%08x", vq->name, vq_packed_get_base(vq), base);
+        log_limit_message(vq->log_limit,
+                          "%s: resuming the packed ring at base 0x%08x from the inflight area, "
+                          "not at the front-end's 0x%08x", vq->name, vq_packed_get_base(vq), base);
     }
     if (t.nchains > 0) {
         vq_resubmit_take(vq, t.chains, t.nchains);
@@ -861,8 +865,9 @@ int vq_set_inflight_packed(struct virtqueue *vq, struct vhost_user_inflight_queu
     }
     desc_num = READ_ONCE(region->desc_num);
     if (!vq->packed || vq->num == 0 || desc_num != vq->num) {
-        g_warning("%s: packed inflight region has %u descriptors, %s ring has %u", vq->name,
-                  desc_num, vq->packed ? "packed" : "split", vq->num);
+        log_limit_warning(vq->log_limit,
+                          "%s: packed inflight region has %u descriptors, %s ring has %u", vq->name,
+                          desc_num, vq->packed ? "packed" : "split", vq->num);
         return -EINVAL;
     }
     vq->inflight_counter = 0;

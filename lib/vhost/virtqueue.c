@@ -36,8 +36,10 @@
  */
 static void __attribute__((cold)) notify_fd_hostile(struct virtqueue *vq, const char *what)
 {
-    g_warning("%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and the "
-              "counter filled); stopping the queue and dropping the connection", vq->name, what);
+    log_limit_warning(vq->log_limit,
+                      "%s: the front-end's %s eventfd blocked (its O_NONBLOCK was cleared and "
+                      "the counter filled); stopping the queue and dropping the connection",
+                      vq->name, what);
     vq->broken = true;
     if (vq->mem && vq->mem->owner_fd >= 0) {
         shutdown(vq->mem->owner_fd, SHUT_RDWR);
@@ -53,7 +55,7 @@ int vq_fail(struct virtqueue *vq, int err, const char *fmt, ...)
         va_start(ap, fmt);
         msg = g_strdup_vprintf(fmt, ap);
         va_end(ap);
-        g_warning("%s: malformed virtqueue, stopping it: %s", vq->name, msg);
+        log_limit_warning(vq->log_limit, "%s: malformed virtqueue, stopping it: %s", vq->name, msg);
         g_free(msg);
         vq->broken = true;
         if (vq->err_fd >= 0) {
@@ -134,11 +136,12 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
     uint64_t event_bytes;
 
     if (num == 0 || num > VQ_MAX_SIZE || (num & (num - 1))) {
-        g_warning("%s: ring size %u is not a power of two <= %u", vq->name, num, VQ_MAX_SIZE);
+        log_limit_warning(vq->log_limit, "%s: ring size %u is not a power of two <= %u", vq->name,
+                          num, VQ_MAX_SIZE);
         return -EINVAL;
     }
     if (!mem || !desc || !avail || !used) {
-        g_warning("%s: ring addresses not set", vq->name);
+        log_limit_warning(vq->log_limit, "%s: ring addresses not set", vq->name);
         return -EINVAL;
     }
     if (packed) {
@@ -149,19 +152,21 @@ int vq_setup(struct virtqueue *vq, const struct guest_mem *mem, unsigned num,
         }
     } else {
         if ((uintptr_t)desc % 16 || (uintptr_t)avail % 2 || (uintptr_t)used % 4) {
-            g_warning("%s: misaligned ring (desc %p avail %p used %p)", vq->name, desc,
-                      avail, used);
+            log_limit_warning(vq->log_limit, "%s: misaligned ring (desc %p avail %p used %p)",
+                              vq->name, desc, avail, used);
             return -EINVAL;
         }
         event_bytes = (features & (1ull << VIRTIO_RING_F_EVENT_IDX)) ? 2 : 0;
         if (!vq_host_range_in_mem(mem, desc, (uint64_t)num * sizeof(struct vring_desc)) ||
             !vq_host_range_in_mem(mem, avail, 4 + 2ull * num + event_bytes) ||
             !vq_host_range_in_mem(mem, used, 4 + 8ull * num + event_bytes)) {
-            g_warning("%s: ring of %u entries is not inside guest memory", vq->name, num);
+            log_limit_warning(vq->log_limit, "%s: ring of %u entries is not inside guest memory",
+                              vq->name, num);
             return -EFAULT;
         }
         if (base > UINT16_MAX) {
-            g_warning("%s: ring base 0x%x does not fit a split ring's index", vq->name, base);
+            log_limit_warning(vq->log_limit, "%s: ring base 0x%x does not fit a split ring's index",
+                              vq->name, base);
             return -EINVAL;
         }
     }
@@ -468,8 +473,8 @@ bool vq_signal_call(struct virtqueue *vq)
         return false;
     }
     if (r < 0 && r != -EAGAIN) {
-        g_warning("%s: writing call eventfd %d failed: %s", vq->name, vq->call_fd,
-                  g_strerror(-r));
+        log_limit_warning(vq->log_limit, "%s: writing call eventfd %d failed: %s", vq->name,
+                          vq->call_fd, g_strerror(-r));
         return false;
     }
     vq->notifications++;
@@ -735,8 +740,9 @@ void vq_resubmit_take(struct virtqueue *vq, struct vq_resubmit *list, unsigned c
     vq->resubmit_num = count;
     vq->inflight_counter = list[0].counter;
     g_free(list);
-    g_message("%s: resubmitting %u in-flight requests from the previous back-end",
-              vq->name, count);
+    log_limit_message(vq->log_limit,
+                      "%s: resubmitting %u in-flight requests from the previous back-end", vq->name,
+                      count);
 }
 
 /*
@@ -770,14 +776,15 @@ int vq_set_inflight(struct virtqueue *vq, struct vhost_user_inflight_queue *regi
         return 0;
     }
     if (vq->packed) {
-        g_warning("%s: the split layout of the inflight area cannot track a packed ring",
-                  vq->name);
+        log_limit_warning(vq->log_limit,
+                          "%s: the split layout of the inflight area cannot track a packed ring",
+                          vq->name);
         return -EINVAL;
     }
     desc_num = READ_ONCE(region->desc_num);
     if (vq->num == 0 || desc_num != vq->num) {
-        g_warning("%s: inflight region has %u descriptors, ring has %u", vq->name,
-                  desc_num, vq->num);
+        log_limit_warning(vq->log_limit, "%s: inflight region has %u descriptors, ring has %u",
+                          vq->name, desc_num, vq->num);
         return -EINVAL;
     }
     vq->inflight_region = region;

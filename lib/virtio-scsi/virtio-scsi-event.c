@@ -44,8 +44,8 @@ static bool event_push(struct vscsi_dev *dev, uint32_t event, unsigned port, uns
     }
     if (e.in_len < sizeof(ev)) {
         /* Not room for an event: give the buffer back empty, and count it lost. */
-        g_warning("%s: event buffer %u has %" G_GUINT64_FORMAT " bytes (need %zu)", q->name,
-                  e.head, (guint64)e.in_len, sizeof(ev));
+        log_limit_warning(q->vq->log_limit, "%s: event buffer %u has %" G_GUINT64_FORMAT
+                          " bytes (need %zu)", q->name, e.head, (guint64)e.in_len, sizeof(ev));
         vq_push(q->vq, &e, 0);
         vq_notify(q->vq);
         dev->events_missed = true;

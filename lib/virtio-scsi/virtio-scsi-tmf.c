@@ -217,12 +217,14 @@ static void tmf_finish(struct vscsi_tmf *tmf)
     switch (tmf->m.subtype) {
     case VIRTIO_SCSI_T_TMF_LOGICAL_UNIT_RESET:
         scsi_lun_set_ua(tmf->lun, SCSI_UA_LUN_RESET);
-        g_message("%s: LOGICAL UNIT RESET on %s", dev->name, scsi_lun_name(tmf->lun));
+        log_limit_message(cq->vq->log_limit, "%s: LOGICAL UNIT RESET on %s", dev->name,
+                          scsi_lun_name(tmf->lun));
         break;
     case VIRTIO_SCSI_T_TMF_I_T_NEXUS_RESET:
         /* Only this front-end's nexus was reset: other initiators see nothing. */
         scsi_nexus_loss(dev->nexus, tmf->m.target);
-        g_message("%s: I_T NEXUS RESET on target %u", dev->name, tmf->m.target);
+        log_limit_message(cq->vq->log_limit, "%s: I_T NEXUS RESET on target %u", dev->name,
+                          tmf->m.target);
         break;
     }
     tmf_unlink(tmf);
@@ -279,8 +281,9 @@ void vscsi_tmf_fail_pending(struct vscsi_queue *cq)
         vq_flush(cq->vq);
         vq_notify(cq->vq);
     }
-    g_message("%s: control queue stopped with %u task management function%s waiting for "
-              "I/O; answered FAILURE", cq->name, n, n == 1 ? "" : "s");
+    log_limit_message(cq->vq->log_limit,
+                      "%s: control queue stopped with %u task management function%s waiting for "
+                      "I/O; answered FAILURE", cq->name, n, n == 1 ? "" : "s");
 }
 
 /*

@@ -206,9 +206,9 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
          * response, so return the buffers untouched (QEMU marks the device
          * broken here; we keep serving the queue and say why).
          */
-        g_warning("%s: request %u has a %" PRIu64 "-byte header and %" PRIu64
-                  "-byte response buffer (need %zu and %zu)", q->name, r->elem.head,
-                  r->elem.out_len, r->elem.in_len, hdr_len, resp_len);
+        log_limit_warning(q->vq->log_limit, "%s: request %u has a %" PRIu64 "-byte header and %"
+                          PRIu64 "-byte response buffer (need %zu and %zu)", q->name, r->elem.head,
+                          r->elem.out_len, r->elem.in_len, hdr_len, resp_len);
         vq_fill(q->vq, &r->elem, 0);
         q->need_flush = true;
         req_release(q, r);
@@ -334,8 +334,9 @@ static bool queue_drain_avail(struct vscsi_queue *q, struct vscsi_turn *turn)
             q->starved = vq_has_avail(q->vq);
             if (q->starved && q->nreqs < q->vq->num && !q->limit_logged) {
                 /* Normal for a deep queue: said once per queue start, not per request. */
-                g_message("%s: %u requests in flight, the per-queue limit; the rest wait in "
-                          "the ring", q->name, q->nreqs);
+                log_limit_message(q->vq->log_limit,
+                                  "%s: %u requests in flight, the per-queue limit; the rest wait "
+                                  "in the ring", q->name, q->nreqs);
                 q->limit_logged = true;
             }
             break;
@@ -428,7 +429,8 @@ static void queue_kick_cb(void *opaque, uint32_t events)
     if (++q->kicks_undrained >= VSCSI_KICK_DRAIN_EVERY) {
         q->kicks_undrained = 0;
         if (read(q->vq->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-            g_warning("%s: kick eventfd read: %s", q->name, g_strerror(errno));
+            log_limit_warning(q->vq->log_limit, "%s: kick eventfd read: %s", q->name,
+                              g_strerror(errno));
         }
     }
     /* Its next turn is queued already: a driver kicking anyway gets no extra one. */
@@ -498,7 +500,8 @@ static bool watch_kick(struct vscsi_queue *q, iothread_fd_cb *cb, bool polled)
         q->kick_watched = true;
         return true;
     }
-    g_warning("%s: cannot watch the kick fd; queue marked broken", q->name);
+    log_limit_warning(q->vq->log_limit, "%s: cannot watch the kick fd; queue marked broken",
+                      q->name);
     q->vq->broken = true;
     vscsi_queue_report_broken(q);
     return false;
@@ -670,7 +673,8 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
     uint32_t len = 0;
 
     if (got < sizeof(req.type)) {
-        g_warning("%s: control request %u without a type", q->name, e->head);
+        log_limit_warning(q->vq->log_limit, "%s: control request %u without a type", q->name,
+                          e->head);
         goto done;
     }
     type = le32toh(req.type);
@@ -678,7 +682,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
         struct virtio_scsi_ctrl_tmf_resp resp;
 
         if (got < sizeof(req.tmf) || e->in_len < sizeof(resp)) {
-            g_warning("%s: short TMF request %u", q->name, e->head);
+            log_limit_warning(q->vq->log_limit, "%s: short TMF request %u", q->name, e->head);
             goto done;
         }
         if (!vscsi_ctrl_tmf(q, e, &req.tmf, &resp.response)) {
@@ -690,7 +694,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
         unsigned target, lun_id;
 
         if (got < sizeof(req.an) || e->in_len < sizeof(resp)) {
-            g_warning("%s: short AN request %u", q->name, e->head);
+            log_limit_warning(q->vq->log_limit, "%s: short AN request %u", q->name, e->head);
             goto done;
         }
         /* No asynchronous notification classes are supported: event_actual 0. */
@@ -701,7 +705,7 @@ static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
         len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
     } else {
         /* Nothing sensible to write into a layout we don't know: used len 0. */
-        g_warning("%s: unknown control request type %u", q->name, type);
+        log_limit_warning(q->vq->log_limit, "%s: unknown control request type %u", q->name, type);
     }
 done:
     vq_push(q->vq, e, len);
@@ -742,7 +746,8 @@ static void ctrl_kick_cb(void *opaque, uint32_t events)
 
     /* Edge-triggered (see watch_kick): this read only keeps the counter low. */
     if (read(q->vq->kick_fd, &v, sizeof(v)) < 0 && errno != EAGAIN) {
-        g_warning("%s: kick eventfd read: %s", q->name, g_strerror(errno));
+        log_limit_warning(q->vq->log_limit, "%s: kick eventfd read: %s", q->name,
+                          g_strerror(errno));
     }
     if (q->idx == VSCSI_CTRL_QUEUE) {
         vscsi_ctrl_process(q);

@@ -7,13 +7,14 @@
  * request for a queue past them refused), requests in flight per queue
  * (--max-inflight: the rest of a fuller ring waits there and is served
  * once slots come back, nothing is refused or lost), bytes in flight per
- * queue (16 MiB of buffers, not an option: the same, without a log line)
- * and the control
- * socket's request size (--control-max-request: a longer line is answered
- * with an error and its client closed; others are served).  At every
- * limit the daemon logs once, naming the connection (or the control
- * socket and client), and other front-ends are served as before.  Log
- * lines are matched as GRegex patterns.
+ * queue (16 MiB of buffers, not an option: the same, without a log line),
+ * the control socket's request size (--control-max-request: a longer line
+ * is answered with an error and its client closed; others are served) and
+ * the log lines one connection causes (a burst, then one a second, then a
+ * count of those left out).  At every other limit the daemon logs once,
+ * naming the connection (or the control socket and client), and other
+ * front-ends are served as before.  Log lines are matched as GRegex
+ * patterns.
  * Connections per uid are hostile-test's /hostile/limits/ cases.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -32,9 +33,11 @@
 
 #include "control-client.h"
 #include "control-server.h"
+#include "log-limit.h"
 #include "lun-spec.h"
 #include "proto-util.h"
 #include "raw-vu.h"
+#include "test-hooks.h"
 
 #define REPLY_MS 5000
 
@@ -359,13 +362,81 @@ static void test_control_request_size(void)
     finish_daemon(&d);
 }
 
+/* ---- log lines --------------------------------------------------------- */
+
+#define FLOOD_MESSAGES 10000
+
+/*
+ * A front-end repeating messages that we refuse and log (a SET_INFLIGHT_FD
+ * without its fd, a SET_VRING_KICK with a pipe for an eventfd) gets the
+ * burst of lines, then one a second of the time the flood took by our own
+ * clock, and a count of the rest when it goes; each message is still
+ * answered.  A few lines more are allowed for connecting and closing.
+ */
+static void test_log_lines_per_connection(void)
+{
+    static const char *const args[] = { "--lun", "0=ram:16M", NULL };
+    const struct vhost_user_inflight no_fd = { .mmap_size = 4096, .num_queues = 1,
+                                               .queue_size = 128 };
+    struct pu_daemon d;
+    struct rv_fe f;
+    uint64_t features = 0;
+    int64_t t0, secs;
+    unsigned lines, bound;
+    char *conn, *conn_lines, *suppressed;
+    size_t off;
+    int pfd[2];
+
+    g_assert_cmpint(pipe(pfd), ==, 0);
+    start_daemon(&d, args);
+    off = pu_daemon_log_size(&d);
+    g_assert_cmpint(rv_fe_open(&f, d.sock, 1ull << VHOST_USER_PROTOCOL_F_INFLIGHT_SHMFD,
+                               REPLY_MS), ==, 0);
+    g_assert_cmpint(pu_daemon_log_wait(&d, off, "conn[0-9]+: front-end connected", REPLY_MS),
+                    ==, 0);
+    conn = pu_daemon_log_find(&d, off, "(conn[0-9]+): front-end connected");
+    t0 = g_get_monotonic_time();
+    for (unsigned i = 0; i < FLOOD_MESSAGES; i++) {
+        if (i % 2) {
+            g_assert_cmpint(rv_set_u64(f.sock, VHOST_USER_SET_VRING_KICK, 0, pfd[0], REPLY_MS,
+                                       NULL), ==, -EIO);
+        } else {
+            g_assert_cmpint(rv_call(f.sock, VHOST_USER_SET_INFLIGHT_FD, &no_fd, sizeof(no_fd),
+                                    NULL, 0, REPLY_MS, NULL), ==, -EIO);
+        }
+    }
+    secs = (g_get_monotonic_time() - t0) / G_USEC_PER_SEC + 1;
+    /* Each line is written before its message is answered: all are in the log now. */
+    conn_lines = g_strdup_printf("\\b%s\\b", conn);
+    lines = pu_daemon_log_count(&d, off, conn_lines);
+    bound = LOG_LIMIT_BURST + LOG_LIMIT_PER_SEC * (unsigned)secs + 4;
+    g_printerr("# %u messages in %" G_GINT64_FORMAT " s: %u log lines name %s (at most %u)\n",
+               FLOOD_MESSAGES, secs, lines, conn, bound);
+    g_assert_cmpuint(lines, <=, bound);
+    g_assert_cmpint(rv_get_u64(f.sock, VHOST_USER_GET_FEATURES, REPLY_MS, &features), ==, 0);
+    g_assert_cmpuint(features, !=, 0);
+    rv_fe_close(&f);
+
+    suppressed = g_strdup_printf("\\b%s: [0-9]+ messages suppressed \\(rate limit\\)", conn);
+    g_assert_cmpint(pu_daemon_log_wait(&d, off, suppressed, REPLY_MS), ==, 0);
+    others_served(&d);
+    g_free(conn_lines);
+    g_free(suppressed);
+    g_free(conn);
+    close(pfd[0]);
+    close(pfd[1]);
+    finish_daemon(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/limits/mem-regions", test_mem_regions);
     g_test_add_func("/limits/queues", test_queues);
-    g_test_add_func("/limits/inflight-per-queue", test_inflight_per_queue);
-    g_test_add_func("/limits/inflight-bytes-per-queue", test_inflight_bytes_per_queue);
+    g_test_add_func("/limits/inflight-per-queue", TEST_HOOKED(test_inflight_per_queue));
+    g_test_add_func("/limits/inflight-bytes-per-queue",
+                    TEST_HOOKED(test_inflight_bytes_per_queue));
     g_test_add_func("/limits/control-request-size", test_control_request_size);
+    g_test_add_func("/limits/log-lines-per-connection", test_log_lines_per_connection);
     return g_test_run();
 }

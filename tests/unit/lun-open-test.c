@@ -21,6 +21,7 @@
 #include <glib/gstdio.h>
 
 #include "lun-open.h"
+#include "test-hooks.h"
 
 static struct lun_spec parse_ok(const char *arg)
 {
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
     g_test_add_func("/lun-open/open/file", test_open_file);
     g_test_add_func("/lun-open/open/same-object", test_open_same_object);
     g_test_add_func("/lun-open/open/ram-and-null", test_open_ram_and_null);
-    g_test_add_func("/lun-open/open/hold", test_open_hold);
+    g_test_add_func("/lun-open/open/hold", TEST_HOOKED(test_open_hold));
     g_test_add_func("/lun-open/open/iscsi-checks-before-connecting",
                     test_open_iscsi_checks_before_connecting);
     return g_test_run();

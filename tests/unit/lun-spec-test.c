@@ -17,6 +17,7 @@
 #include <glib/gstdio.h>
 
 #include "lun-spec.h"
+#include "test-hooks.h"
 
 static struct lun_spec parse_ok(const char *arg)
 {
@@ -414,6 +415,7 @@ static void parse_fails_with(const char *arg, const char *culprit)
     g_free(err);
 }
 
+/* With the test hooks built in: hold: exists, and only with its variable set. */
 static void test_hold_only_for_tests(void)
 {
     struct lun_spec s;
@@ -435,6 +437,14 @@ static void test_hold_only_for_tests(void)
     parse_fails_with("0=hold:1M,while=", "needs a value");
     parse_fails_with("0=hold:1M,while=/x,ro", "unknown option \"ro\"");
     parse_fails_with("0=hold:0,while=/x", "bad size");
+    g_unsetenv(LUN_SPEC_TEST_BACKENDS_ENV);
+}
+
+/* Without them (an installed daemon): no hold:, whatever the environment says. */
+static void test_no_hold_without_the_hooks(void)
+{
+    g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
+    parse_fails_with("2=hold:4M,while=/run/gate", "unknown backend \"hold:");
     g_unsetenv(LUN_SPEC_TEST_BACKENDS_ENV);
 }
 
@@ -515,7 +525,12 @@ int main(int argc, char **argv)
                     test_iscsi_lun_left_to_the_checks);
     g_test_add_func("/lun-spec/parse/rejections", test_rejections);
     g_test_add_func("/lun-spec/parse/errmsg-optional", test_errmsg_optional);
-    g_test_add_func("/lun-spec/parse/hold-only-for-tests", test_hold_only_for_tests);
+    if (TEST_HOOKS_BUILT) {
+        g_test_add_func("/lun-spec/parse/hold-only-for-tests", test_hold_only_for_tests);
+    } else {
+        g_test_add_func("/lun-spec/parse/no-hold-without-test-hooks",
+                        test_no_hold_without_the_hooks);
+    }
     g_test_add_func("/lun-spec/parse/backend-alone", test_backend_alone);
     return g_test_run();
 }

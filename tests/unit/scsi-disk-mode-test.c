@@ -6,8 +6,9 @@
  * MODE SELECT changes WCE and nothing else, and refuses, with a field
  * pointer where it can, a byte that is not changeable, a wrong page length
  * or an unknown page, a list shorter than its header or than the data-out
- * says, a changed block length and saving pages.  What the write cache
- * setting does to writes is in scsi-disk-rw-test.c.  The harness is
+ * says, a changed block length and saving pages; a guest toggling the
+ * write cache in a loop gets its lines limited (the LUN's log limit).
+ * What the write cache setting does to writes is in scsi-disk-rw-test.c.  The harness is
  * scsi-disk-fixture.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -17,6 +18,7 @@
 #include <glib.h>
 
 #include "backend.h"
+#include "log-limit.h"
 #include "scsi-cmd.h"
 #include "scsi-disk.h"
 #include "scsi-disk-fixture.h"
@@ -148,6 +150,46 @@ static void test_mode_select_toggles_wce(void)
     scsi_lun_free(lun);
 }
 
+struct wce_lines {
+    unsigned changed;       /* "write cache enabled/disabled" */
+    unsigned suppressed;    /* "N messages suppressed" */
+};
+
+static void count_wce_lines(const gchar *domain, GLogLevelFlags level, const gchar *msg,
+                            gpointer data)
+{
+    struct wce_lines *c = data;
+
+    c->changed += strstr(msg, ": write cache ") != NULL;
+    c->suppressed += strstr(msg, " messages suppressed (rate limit)") != NULL;
+}
+
+/*
+ * Each change of the write cache is logged, but a guest toggling it in a
+ * loop gets the LUN's burst of lines, then one a second of the loop's
+ * time (by our clock), and the count of the rest when the LUN goes.
+ */
+static void test_mode_select_wce_lines_are_limited(void)
+{
+    struct scsi_lun *lun = ram_lun();
+    struct wce_lines c = { 0 };
+    GLogLevelFlags fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    guint h = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE | G_LOG_LEVEL_WARNING,
+                                count_wce_lines, &c);
+    gint64 t0 = g_get_monotonic_time(), secs;
+
+    for (unsigned i = 0; i < 200; i++) {
+        set_wce(lun, i % 2 == 0);
+    }
+    secs = (g_get_monotonic_time() - t0) / G_USEC_PER_SEC + 1;
+    g_assert_cmpuint(c.changed, >=, LOG_LIMIT_BURST);
+    g_assert_cmpuint(c.changed, <=, LOG_LIMIT_BURST + LOG_LIMIT_PER_SEC * secs);
+    scsi_lun_free(lun);
+    g_assert_cmpuint(c.suppressed, >=, 1);
+    g_log_remove_handler(G_LOG_DOMAIN, h);
+    g_log_set_always_fatal(fatal);
+}
+
 /*
  * The MODE SELECT parameter lists below are MODE SENSE data edited by hand:
  * libiscsi marshalls one mode page, not block descriptors or the broken
@@ -247,6 +289,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/mode/page-control", test_mode_sense_page_control);
     g_test_add_func("/scsi-disk/mode/sense-invalid", test_mode_sense_invalid);
     g_test_add_func("/scsi-disk/mode/select-wce", test_mode_select_toggles_wce);
+    g_test_add_func("/scsi-disk/mode/select-wce-lines-are-limited",
+                    test_mode_select_wce_lines_are_limited);
     g_test_add_func("/scsi-disk/mode/select-invalid", test_mode_select_invalid);
     g_test_add_func("/scsi-disk/mode/select-block-descriptor", test_mode_select_block_descriptor);
 

@@ -1338,6 +1338,39 @@ static void restart(struct tguest *t, struct vhost_user_inflight_queue *q)
     g_test_assert_expected_messages();
 }
 
+/*
+ * A line a front-end causes goes through its connection's limit: each
+ * SET_VRING_KICK after a restart resubmits, and says so, until the burst
+ * is spent; the rest are counted, and the count said when the connection
+ * goes.
+ */
+static void test_resubmit_lines_are_limited(void)
+{
+    struct tguest *t = tguest_new(0);
+    struct vhost_user_inflight_queue *q = inflight_region_new(QSZ);
+    struct log_limit lim;
+
+    g_assert_cmpint(vq_set_inflight(&t->vq, q, false), ==, 0);
+    make_simple(t, 3);
+    g_assert_cmpint(pop(t), ==, 1);
+    tguest_setup(t, 0, t->used->idx);
+    log_limit_init(&lim, "conn0", 2, 0);
+    t->vq.log_limit = &lim;
+    for (unsigned i = 0; i < 2; i++) {
+        g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, VQ_NAME ": resubmitting 1 *");
+    }
+    for (unsigned i = 0; i < 1000; i++) {
+        g_assert_cmpint(vq_set_inflight(&t->vq, q, true), ==, 0);
+    }
+    g_test_assert_expected_messages();
+    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING,
+                          "conn0: 998 messages suppressed (rate limit)");
+    log_limit_end(&lim);
+    g_test_assert_expected_messages();
+    tguest_free(t);
+    g_free(q);
+}
+
 static void test_inflight_restore_resubmits_oldest_first(void)
 {
     struct tguest *t = tguest_new(0);
@@ -1935,6 +1968,8 @@ int main(int argc, char **argv)
 
     g_test_add_func("/virtqueue/kick/flags-and-enable-race", test_kick_flags_and_enable_race);
     g_test_add_func("/virtqueue/kick/event-idx-avail-event", test_kick_event_idx);
+    g_test_add_func("/virtqueue/log-limit/resubmit-lines-are-limited",
+                    test_resubmit_lines_are_limited);
 
     g_test_add_func("/virtqueue/threads/flags", test_race_flags);
     g_test_add_func("/virtqueue/threads/event-idx", test_race_event_idx);
