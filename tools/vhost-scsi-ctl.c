@@ -46,7 +46,7 @@ static const char usage_text[] =
     "                          a file: fileio, created/extended to size=, through\n"
     "                          the page cache or, with direct, O_DIRECT (no ro)\n"
     "                        ram:SIZE, null:SIZE   rd_mcp (null: rd_nullio=1; no ro)\n"
-    "                      iscsi://, rbd: and hold: are vhost-scsi-target's only\n"
+    "                      iscsi:// and rbd: are vhost-scsi-target's only\n"
     "  lun remove WWPN LUN [--tpgt N]\n"
     "  list [--json]       show all vhost targets and LUNs\n"
     "  save FILE [--format native|targetcli]\n"
