@@ -30,6 +30,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "offload.h"
 #include "scsi-disk.h"
 
 #include "scsi-pr-file.h"
@@ -78,23 +79,20 @@ struct scsi_pr {
     uint64_t naa;
     bool aptpl;
     /*
-     * The saver (saver_main): changes numbers the changes the file must
-     * take, saved is the last it has; while they differ, durable holds
-     * the state the file has (what a failed save goes back to) and
-     * waiters the commands waiting, oldest first.
+     * The saver (save_job, on the saver worker, queued while save_queued):
+     * changes numbers the changes the file must take, saved is the last
+     * it has; while they differ, durable holds the state the file has
+     * (what a failed save goes back to) and waiters the commands waiting,
+     * oldest first.
      */
     const struct scsi_pr_store *store;     /* NULL: file_store */
     void *store_opaque;
-    pthread_t saver;
-    bool saver_running;
-    bool saver_quit;
-    pthread_cond_t saver_cond;
+    struct offload *saver;
+    bool save_queued;
     uint64_t changes, saved;
     struct pr_undo *durable;
     struct scsi_pr_waiter *waiters, **waiters_tail;
 };
-
-static void saver_stop(struct scsi_pr *pr);
 
 static bool it_eq(const struct pr_nexus *a, const struct scsi_it_id *b)
 {
@@ -156,7 +154,7 @@ struct scsi_pr *scsi_pr_new(const char *lun_name)
     struct scsi_pr *pr = g_new0(struct scsi_pr, 1);
 
     pthread_mutex_init(&pr->lock, NULL);
-    pthread_cond_init(&pr->saver_cond, NULL);
+    pr->saver = offload_new("pr-saver");
     pr->waiters_tail = &pr->waiters;
     pr->name = g_strdup(lun_name);
     pr->regs = g_array_new(FALSE, TRUE, sizeof(struct pr_reg));
@@ -170,7 +168,9 @@ void scsi_pr_free(struct scsi_pr *pr)
     if (!pr) {
         return;
     }
-    saver_stop(pr);
+    /* The LUN's commands have drained: none waits, a save still queued is the last. */
+    offload_free(pr->saver);
+    g_assert(!pr->waiters);
     for (guint i = 0; i < pr->regs->len; i++) {
         nexus_clear(&g_array_index(pr->regs, struct pr_reg, i).it);
     }
@@ -182,7 +182,6 @@ void scsi_pr_free(struct scsi_pr *pr)
     nexus_clear(&pr->holder);
     nexus_clear(&pr->spc2_holder);
     pthread_mutex_destroy(&pr->lock);
-    pthread_cond_destroy(&pr->saver_cond);
     g_free(pr->path);
     g_free(pr->name);
     g_free(pr);
@@ -497,34 +496,25 @@ static struct scsi_pr_waiter *save_settle(struct scsi_pr *pr, uint64_t seq, stru
  * lock, writes it without, and tells the commands it covered.  Changes
  * made during a write are the next snapshot's, however many they are.
  */
-static void *saver_main(void *opaque)
+static void save_job(void *opaque)
 {
     struct scsi_pr *pr = opaque;
 
-    pthread_setname_np(pthread_self(), "pr-saver");
     pthread_mutex_lock(&pr->lock);
-    for (;;) {
+    while (pr->changes != pr->saved) {
         struct pr_undo snap;
         struct scsi_pr_waiter *done;
-        uint64_t seq;
-        bool file_on;
+        uint64_t seq = pr->changes;
+        bool file_on = pr->durable->aptpl;
         int ret;
 
-        while (!pr->saver_quit && pr->changes == pr->saved) {
-            pthread_cond_wait(&pr->saver_cond, &pr->lock);
-        }
-        if (pr->changes == pr->saved) {
-            break;
-        }
-        seq = pr->changes;
         undo_take(pr, &snap);
-        file_on = pr->durable->aptpl;
         pthread_mutex_unlock(&pr->lock);
         ret = save(pr, &snap, file_on);
         pthread_mutex_lock(&pr->lock);
         done = save_settle(pr, seq, &snap, ret);
         pthread_mutex_unlock(&pr->lock);
-        /* pr outlives this thread (saver_stop joins it): telling them is safe unlocked. */
+        /* pr outlives this job (scsi_pr_free joins the saver): telling them is safe unlocked. */
         while (done) {
             struct scsi_pr_waiter *w = done;
 
@@ -534,56 +524,27 @@ static void *saver_main(void *opaque)
         }
         pthread_mutex_lock(&pr->lock);
     }
+    pr->save_queued = false;
     pthread_mutex_unlock(&pr->lock);
-    return NULL;
-}
-
-/* Starts the saver if it is not running (lock held): 0 or -errno. */
-static int saver_start(struct scsi_pr *pr)
-{
-    int ret;
-
-    if (pr->saver_running) {
-        return 0;
-    }
-    ret = pthread_create(&pr->saver, NULL, saver_main, pr);
-    if (ret != 0) {
-        g_warning("%s: persistent reservations: cannot start the saver thread: %s", pr->name,
-                  g_strerror(ret));
-        return -ret;
-    }
-    pr->saver_running = true;
-    return 0;
-}
-
-/*
- * Ends the saver once the file has every change: the LUN's commands have
- * drained, so none waits any more, and a save still in flight is the
- * last one; the thread is joined.
- */
-static void saver_stop(struct scsi_pr *pr)
-{
-    pthread_mutex_lock(&pr->lock);
-    pr->saver_quit = true;
-    pthread_cond_signal(&pr->saver_cond);
-    pthread_mutex_unlock(&pr->lock);
-    if (pr->saver_running) {
-        pthread_join(pr->saver, NULL);
-        pr->saver_running = false;
-    }
-    g_assert(!pr->waiters);
 }
 
 /*
  * Queues w for the save of the change just made (lock held); the state
  * before it is the one to go back to if this is the first change the
- * file lags.  False: no saver could start, the change is undone.
+ * file lags.  False: the saver could not start, the change is undone.
  */
 static bool save_later(struct scsi_pr *pr, struct pr_undo *before, struct scsi_pr_waiter *w)
 {
-    if (saver_start(pr) < 0) {
-        undo_apply(pr, before);
-        return false;
+    if (!pr->save_queued) {
+        int ret = offload_run(pr->saver, save_job, pr);
+
+        if (ret < 0) {
+            g_warning("%s: persistent reservations: cannot start the saver: %s; the command "
+                      "fails, the state is as before", pr->name, g_strerror(-ret));
+            undo_apply(pr, before);
+            return false;
+        }
+        pr->save_queued = true;
     }
     if (pr->changes == pr->saved) {
         pr->durable = g_new(struct pr_undo, 1);
@@ -594,7 +555,6 @@ static bool save_later(struct scsi_pr *pr, struct pr_undo *before, struct scsi_p
     w->next = NULL;
     *pr->waiters_tail = w;
     pr->waiters_tail = &w->next;
-    pthread_cond_signal(&pr->saver_cond);
     return true;
 }
 
