@@ -576,6 +576,50 @@ static void test_failed_save_fails_waiters(struct fixture *f, gconstpointer data
     held_end(&h);
 }
 
+static gpointer free_lun(gpointer lun)
+{
+    scsi_lun_free(lun);
+    return NULL;
+}
+
+/* The free has found the PR OUT in flight and waits for it: the save may end now. */
+static gboolean release_when_free_waits(const gchar *domain, GLogLevelFlags level,
+                                        const gchar *message, gpointer opaque)
+{
+    if (!strstr(message, "freed with 1 commands in flight")) {
+        return TRUE;
+    }
+    held_allow(opaque, 1, 0);
+    return FALSE;
+}
+
+/*
+ * A LUN freed while its save is in flight (a removal) waits for the PR
+ * OUT that waits for the save, then for the saver: nothing is used after
+ * it is freed (ASan), and the command is answered GOOD first.
+ */
+static void test_lun_freed_while_saving(struct fixture *f, gconstpointer data)
+{
+    struct held h = { 0 };
+    struct scsi_lun *lun = lun_at(f->path);
+    struct thread_cmd reg = { 0 };
+    unsigned one = 1;
+    GThread *remover;
+
+    held_start(&h);
+    scsi_lun_set_pr_store(lun, &held_store, &h);
+    post_register_aptpl(&h, &reg, lun, &PR_A, 0xa);
+    g_assert_true(held_wait(&h, saves_begun, &one));
+    iothread_run_sync(h.t, nothing, NULL);
+    g_test_log_set_fatal_handler(release_when_free_waits, &h);
+    remover = g_thread_new("remover", free_lun, lun);
+    g_thread_join(remover);
+    g_test_log_set_fatal_handler(NULL, NULL);
+    g_assert_true(reg.done);
+    assert_good(&reg.r);
+    held_end(&h);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -589,5 +633,6 @@ int main(int argc, char **argv)
     ADD("/pr-aptpl/save-off-thread", test_save_off_thread);
     ADD("/pr-aptpl/saves-coalesce", test_saves_coalesce);
     ADD("/pr-aptpl/failed-save-fails-waiters", test_failed_save_fails_waiters);
+    ADD("/pr-aptpl/lun-freed-while-saving", test_lun_freed_while_saving);
     return g_test_run();
 }
