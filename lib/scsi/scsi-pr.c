@@ -16,8 +16,8 @@
  * coalesce, one in flight and the latest state next, so a guest looping
  * PR OUT costs the disk two saves at a time, not one per command.  A
  * change the file cannot take is undone back to what the file has, and
- * the commands that waited for it fail.  Not supported, and refused with INVALID FIELD
- * as SPC-4 allows a device server that reports so in REPORT
+ * the commands that waited for it fail.  Not supported, and refused with
+ * INVALID FIELD as SPC-4 allows a device server that reports so in REPORT
  * CAPABILITIES: SPEC_I_PT, ALL_TG_PT and REPLACE LOST RESERVATION.
  * REGISTER AND MOVE moves a reservation to another initiator on the
  * sender's target.  The SPC-2 RESERVE/RELEASE live here too, under the
@@ -31,8 +31,6 @@
 #include <string.h>
 
 #include "offload.h"
-#include "scsi-disk.h"
-
 #include "scsi-pr-file.h"
 #include "scsi-pr.h"
 
@@ -407,7 +405,7 @@ static void undo_drop(struct pr_undo *u)
     }
 }
 
-/* ---- the saver thread ---------------------------------------------------- */
+/* ---- the saver (off the I/O thread) -------------------------------------- */
 
 static int store_write(void *opaque, const char *path, const char *data, size_t len,
                        char **why)
