@@ -12,6 +12,12 @@
 # with the machine's load average before and after.  It measures, asserts
 # nothing (tests/protocol/neighbour-test.c asserts the structure).
 # NB_CPUS="T B" pins the target to CPU T and both benches to CPU B (taskset).
+# FLOOD picks the hostile load: hostile (the default, as above); aptpl
+# (PERSISTENT RESERVE OUT REGISTER AND IGNORE EXISTING KEY with APTPL on, a
+# new key each, QD 32, on LUN 0 = ram:512M with --pr-dir under out/: every
+# command a change of its state file); unmap (UNMAP of 1 MiB at random
+# places, QD 32, on LUN 0 = a loop device over a 512 MiB file in out/: a
+# block device, so BLKDISCARD; needs root and losetup).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -u
@@ -28,13 +34,30 @@ if [ -n "${NB_CPUS:-}" ]; then
     read -r tc bc <<< "$NB_CPUS"
     TPIN="taskset -c $tc"; BPIN="taskset -c $bc"
 fi
-trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null' EXIT
+FLOOD=${FLOOD:-hostile}
+LUN0=ram:512M; EXTRA=; HOSTILE_ARGS="--rw hostile --bs 16M --iodepth 8"
+loopdev=
+case $FLOOD in
+hostile) ;;
+aptpl)
+    mkdir -p "$OUT/pr"; EXTRA="--pr-dir $OUT/pr"
+    HOSTILE_ARGS="--rw aptpl --bs 4k --iodepth 32" ;;
+unmap)
+    truncate -s 512M "$OUT/unmap.img"
+    loopdev=$(losetup -f --show "$OUT/unmap.img") || exit 1
+    LUN0=file:$loopdev
+    HOSTILE_ARGS="--rw unmap --bs 1M --iodepth 32" ;;
+*) echo "FLOOD is hostile, aptpl or unmap" >&2; exit 2 ;;
+esac
+trap '[ -n "$pid" ] && kill -9 $pid 2>/dev/null; [ -n "$loopdev" ] && losetup -d "$loopdev"' EXIT
 # A fresh daemon for every run: a flood's commands still in flight when its
 # bench gives up must not slow the next run down.
 start_target() {
     rm -f "$sock"
-    $TPIN "$DIR/vhost-scsi-target" --socket-path "$sock" --lun 0=ram:512M --lun 1=ram:64M \
-        --queues 1 --threads 1 --poll off > "$OUT/target.log" 2>&1 &
+    rm -f "$OUT"/pr/*.pr
+    # shellcheck disable=SC2086
+    $TPIN "$DIR/vhost-scsi-target" --socket-path "$sock" --lun "0=$LUN0" --lun 1=ram:64M \
+        --queues 1 --threads 1 --poll off $EXTRA > "$OUT/target.log" 2>&1 &
     pid=$!
     for i in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
 }
@@ -54,7 +77,8 @@ for round in $(seq "$ROUNDS"); do
     echo "alone $(neighbour)" >> "$OUT/results.txt"
     stop_target
     start_target
-    $BPIN "$DIR/vhost-scsi-bench" --socket "$sock" --lun 0:0 --rw hostile --bs 16M --iodepth 8 \
+    # shellcheck disable=SC2086
+    $BPIN "$DIR/vhost-scsi-bench" --socket "$sock" --lun 0:0 $HOSTILE_ARGS \
         --time $((SECS + 2)) --json -q > "$OUT/hostile.json" 2>/dev/null &
     hpid=$!
     sleep 1       # the hostile queue full before the neighbour starts

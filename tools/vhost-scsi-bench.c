@@ -98,12 +98,16 @@ static uint64_t hist_pct(const struct hist *h, double pct)
  * SAME of a pattern and of zeros (UNMAP) over as much of the LUN as the
  * daemon takes in one command (1M blocks), an UNMAP of as much, and a
  * READ and a WRITE of --bs: the load of a hostile neighbour
- * (scripts/neighbour-bench.sh), not a figure of its own.
+ * (scripts/neighbour-bench.sh), not a figure of its own.  RW_APTPL:
+ * PERSISTENT RESERVE OUT, REGISTER AND IGNORE EXISTING KEY with APTPL on
+ * and a new key each time (every one a change of the LUN's state file);
+ * RW_UNMAP: an UNMAP of --bs at a random place.  Loads of a neighbour too.
  */
-enum rw_mode { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_RW, RW_HOSTILE };
+enum rw_mode { RW_READ, RW_WRITE, RW_RANDREAD, RW_RANDWRITE, RW_RW, RW_HOSTILE, RW_APTPL,
+               RW_UNMAP };
 /* --rw's values, by enum rw_mode. */
 static const char *const rw_mode_names[] = { "read", "write", "randread", "randwrite", "rw",
-                                             "hostile" };
+                                             "hostile", "aptpl", "unmap" };
 #define HOSTILE_MAX_BLOCKS 0x100000u
 
 /* The strings point into argv. */
@@ -418,6 +422,45 @@ static void build_hostile(struct bench *b, struct io *io)
     }
 }
 
+/* RW_APTPL: REGISTER AND IGNORE EXISTING KEY, APTPL, the next key. */
+static void build_aptpl(struct bench *b, struct io *io)
+{
+    uint8_t *cdb = io->req.cdb;
+    uint8_t *p = io->req.data;
+
+    memset(cdb, 0, sizeof(io->req.cdb));
+    cdb[0] = 0x5f;                     /* PERSISTENT RESERVE OUT */
+    cdb[1] = 0x06;                     /* REGISTER AND IGNORE EXISTING KEY */
+    put_be32(&cdb[5], 24);
+    memset(p, 0, 24);
+    put_be64(p + 8, ++b->hostile_next);
+    p[20] = 0x01;                      /* APTPL */
+    io->req.data_in = false;
+    io->req.data_len = 24;
+    io->lba = 0;
+    io->is_write = true;
+}
+
+/* RW_UNMAP: one descriptor of the I/O size at lba. */
+static void build_unmap(struct bench *b, struct io *io, uint64_t lba)
+{
+    uint8_t *cdb = io->req.cdb;
+    uint8_t *p = io->req.data;
+
+    memset(cdb, 0, sizeof(io->req.cdb));
+    cdb[0] = SCSI_OPCODE_UNMAP;
+    put_be16(&cdb[7], 24);
+    memset(p, 0, 24);
+    put_be16(p, 22);
+    put_be16(p + 2, 16);
+    put_be64(p + 8, lba);
+    put_be32(p + 16, b->io_blocks);
+    io->req.data_in = false;
+    io->req.data_len = 24;
+    io->lba = lba;
+    io->is_write = true;
+}
+
 static bool pick_next(struct bench *b, struct io *io)
 {
     struct opts *o = b->o;
@@ -447,8 +490,14 @@ static bool pick_next(struct bench *b, struct io *io)
                 (o->mode == RW_RW && (int)(xorshift(&b->rng) % 100) >= o->rwmix);
     }
     uint64_t lba = slot * b->io_blocks;
-    if (o->mode == RW_HOSTILE && !o->verify) {
-        build_hostile(b, io);
+    if ((o->mode == RW_HOSTILE || o->mode == RW_APTPL || o->mode == RW_UNMAP) && !o->verify) {
+        if (o->mode == RW_HOSTILE) {
+            build_hostile(b, io);
+        } else if (o->mode == RW_APTPL) {
+            build_aptpl(b, io);
+        } else {
+            build_unmap(b, io, lba);
+        }
         io->req.tag = ++b->tag;
         return true;
     }
@@ -765,8 +814,10 @@ static const struct bench_option {
 } bench_options[] = {
     { "socket", OPT_SOCKET, "PATH", "vhost-user socket" },
     { "kernel", OPT_KERNEL, "WWPN[,TPGT]", "kernel /dev/vhost-scsi target (TPGT 1)" },
-    { "rw", OPT_RW, "MODE", "read|write|randread|randwrite|rw|hostile (default randread; "
-      "hostile: WRITE SAME, UNMAP of up to 1M blocks and --bs READ/WRITE in turn)" },
+    { "rw", OPT_RW, "MODE", "read|write|randread|randwrite|rw|hostile|aptpl|unmap (default randread; "
+      "hostile: WRITE SAME, UNMAP of up to 1M blocks and --bs READ/WRITE in turn; aptpl: "
+      "PR OUT REGISTER AND IGNORE EXISTING KEY, APTPL on, a new key each; unmap: UNMAP of "
+      "--bs at random)" },
     { "rwmixread", OPT_RWMIX, "PCT", "read % for --rw rw (50)" },
     { "bs", OPT_BS, "SIZE", "block size, e.g. 4k (default 4k)" },
     { "iodepth", OPT_IODEPTH, "N", "requests in flight per queue (16)" },

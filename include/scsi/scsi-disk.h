@@ -185,6 +185,21 @@ struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
  */
 int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err);
 /*
+ * How a LUN's reservation state reaches its state file: write replaces
+ * path with data atomically and durably, remove takes it away; each 0, or
+ * -errno with *why (g_free it).  They run on the LUN's saver thread,
+ * never on an I/O thread.  The default is the file system's (a temporary
+ * file, fsync, rename, fsync of the directory); a test gives its own to
+ * hold or fail a save.
+ */
+struct scsi_pr_store {
+    int (*write)(void *opaque, const char *path, const char *data, size_t len, char **why);
+    int (*remove)(void *opaque, const char *path, char **why);
+};
+/* Saves lun's state file through store (NULL: the default); before the LUN serves commands. */
+void scsi_lun_set_pr_store(struct scsi_lun *lun, const struct scsi_pr_store *store,
+                           void *opaque);
+/*
  * Grows the LUN (backend_resize: size bytes, or 0 for what the device has
  * grown to) and raises CAPACITY DATA HAS CHANGED for every nexus.  Main
  * thread, with I/O running; a LUN never shrinks.

@@ -5,6 +5,9 @@
  * PREEMPT AND ABORT answers only once every command that was in flight on
  * the LUN has completed: backend I/O cannot be recalled, so this is how a
  * fenced node's queued writes are kept from landing after the fence.
+ * A change the APTPL state file must take answers once the LUN's saver
+ * thread has written it: the command waits off its I/O thread, which
+ * serves the other queues meanwhile, and is completed back on it.
  * Also RESERVE/RELEASE(6)/(10), and where a LUN is given its APTPL state
  * file (scsi_lun_set_pr_file).
  *
@@ -48,6 +51,96 @@ static void pr_abort_done(struct scsi_drain *d)
 
     g_free(a);
     sd_cmd_finish(cmd);
+}
+
+/* GOOD, once the LUN's commands in flight are done if the command preempted them. */
+static int pr_out_good(struct scsi_lun *lun, struct scsi_cmd *cmd, bool preempted)
+{
+    struct pr_abort *a;
+
+    cmd->status = SAM_STAT_GOOD;
+    if (!preempted) {
+        return EXEC_DONE;
+    }
+    a = g_new0(struct pr_abort, 1);
+    log_limit_message(&lun->log_limit,
+                      "%s: PREEMPT AND ABORT by %s waits for the commands in flight", lun->name,
+                      cmd_it(cmd)->initiator);
+    a->cmd = cmd;
+    a->drain.done = pr_abort_done;
+    a->drain.thread = cmd->thread;
+    sd_cmd_leave_epoch(cmd);
+    scsi_lun_drain_async(lun, &a->drain);
+    return EXEC_ASYNC;
+}
+
+/*
+ * A PR OUT waiting for the state file (SCSI_PR_SAVING).  On an I/O
+ * thread it is completed there, posted by the saver; without one (tests,
+ * tools) the submitter waits for it.
+ */
+struct pr_save_wait {
+    struct scsi_pr_waiter w;
+    struct scsi_lun *lun;
+    struct scsi_cmd *cmd;
+    bool preempted;
+    int ret;
+    pthread_mutex_t lock;      /* no thread: ret is in once done is */
+    pthread_cond_t cond;
+    bool done;
+};
+
+/* The outcome: GOOD (and the preempted commands' drain), or INTERNAL TARGET FAILURE. */
+static int pr_save_result(struct pr_save_wait *sw)
+{
+    if (sw->ret < 0) {
+        return sd_sense_done(sw->cmd, SCSI_SC_INTERNAL_TARGET_FAILURE);
+    }
+    return pr_out_good(sw->lun, sw->cmd, sw->preempted);
+}
+
+static void pr_saved_on_thread(void *opaque)
+{
+    struct pr_save_wait *sw = opaque;
+    struct scsi_cmd *cmd = sw->cmd;
+    int r = pr_save_result(sw);
+
+    g_free(sw);
+    if (r == EXEC_DONE) {
+        sd_cmd_finish(cmd);
+    }
+}
+
+static void pr_saved(struct scsi_pr_waiter *w, int ret)
+{
+    struct pr_save_wait *sw = (struct pr_save_wait *)w;
+
+    sw->ret = ret;
+    if (sw->cmd->thread) {
+        iothread_post(sw->cmd->thread, pr_saved_on_thread, sw);
+        return;
+    }
+    pthread_mutex_lock(&sw->lock);
+    sw->done = true;
+    pthread_cond_signal(&sw->cond);
+    pthread_mutex_unlock(&sw->lock);
+}
+
+/* The command has no I/O thread: its submitter waits for the save. */
+static int pr_save_wait(struct pr_save_wait *sw)
+{
+    int r;
+
+    pthread_mutex_lock(&sw->lock);
+    while (!sw->done) {
+        pthread_cond_wait(&sw->cond, &sw->lock);
+    }
+    pthread_mutex_unlock(&sw->lock);
+    pthread_mutex_destroy(&sw->lock);
+    pthread_cond_destroy(&sw->cond);
+    r = pr_save_result(sw);
+    g_free(sw);
+    return r;
 }
 
 /* A REGISTER AND MOVE's parameter list: header, then one TransportID (at most this long). */
@@ -109,6 +202,8 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
     };
     enum scsi_sc sc = SCSI_SC_INVALID_FIELD_IN_CDB;
     g_autofree char *dest = NULL;
+    struct pr_save_wait *sw;
+    enum scsi_pr_result res;
     bool preempted;
 
     if (o.sa >= PR_OUT_REPLACE_LOST) {
@@ -149,7 +244,23 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
             return invalid_param(cmd, 20, 0);
         }
     }
-    switch (scsi_pr_out(lun->pr, cmd_it(cmd), &o, &sc, &preempted)) {
+    sw = g_new0(struct pr_save_wait, 1);
+    *sw = (struct pr_save_wait) { .w.done = pr_saved, .lun = lun, .cmd = cmd };
+    if (!cmd->thread) {
+        pthread_mutex_init(&sw->lock, NULL);
+        pthread_cond_init(&sw->cond, NULL);
+    }
+    res = scsi_pr_out(lun->pr, cmd_it(cmd), &o, &sc, &preempted, &sw->w);
+    if (res == SCSI_PR_SAVING) {
+        sw->preempted = preempted;
+        return cmd->thread ? EXEC_ASYNC : pr_save_wait(sw);
+    }
+    if (!cmd->thread) {
+        pthread_mutex_destroy(&sw->lock);
+        pthread_cond_destroy(&sw->cond);
+    }
+    g_free(sw);
+    switch (res) {
     case SCSI_PR_RESULT_CONFLICT:
         cmd->status = SAM_STAT_RESERVATION_CONFLICT;
         return EXEC_DONE;
@@ -164,24 +275,9 @@ int sd_exec_pr_out(struct scsi_lun *lun, struct scsi_cmd *cmd)
             return invalid_cdb(cmd, 2, -1);   /* scope or type */
         }
         return sd_sense_done(cmd, sc);
-    case SCSI_PR_GOOD:
-        break;
+    default:
+        return pr_out_good(lun, cmd, preempted);
     }
-    cmd->status = SAM_STAT_GOOD;
-    if (preempted) {
-        struct pr_abort *a = g_new0(struct pr_abort, 1);
-
-        log_limit_message(&lun->log_limit,
-                          "%s: PREEMPT AND ABORT by %s waits for the commands in flight", lun->name,
-                          cmd_it(cmd)->initiator);
-        a->cmd = cmd;
-        a->drain.done = pr_abort_done;
-        a->drain.thread = cmd->thread;
-        sd_cmd_leave_epoch(cmd);
-        scsi_lun_drain_async(lun, &a->drain);
-        return EXEC_ASYNC;
-    }
-    return EXEC_DONE;
 }
 
 /*
@@ -209,4 +305,10 @@ int sd_exec_reserve_release(struct scsi_lun *lun, struct scsi_cmd *cmd)
 int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err)
 {
     return scsi_pr_persist_at(lun->pr, path, lun->naa, err);
+}
+
+void scsi_lun_set_pr_store(struct scsi_lun *lun, const struct scsi_pr_store *store,
+                           void *opaque)
+{
+    scsi_pr_set_store(lun->pr, store, opaque);
 }

@@ -6,12 +6,18 @@
  * controller keeps its initiator name.  State changes and the checks of
  * the data path take one mutex; the data path looks at it only while a
  * reservation or an owed unit attention exists (scsi_pr_restricts).
- With a state file (scsi_pr_persist_at), APTPL keeps the registrations
- * and the reservation there (scsi-pr-file.c), rewritten under the lock
- * before the command that changed them completes, so what a guest was
- * told is what a restart finds; a change the file cannot take is undone
- * and the command fails.  Not supported, and refused with INVALID FIELD
- * as SPC-4 allows a device server that reports so in REPORT
+ * With a state file (scsi_pr_persist_at), APTPL keeps the registrations
+ * and the reservation there (scsi-pr-file.c), rewritten before the
+ * command that changed them completes, so what a guest was told is what
+ * a restart finds.  The writing is the LUN's saver thread's, never the
+ * I/O thread's (a write, two fsyncs and a rename can take a disk's
+ * hundreds of milliseconds, which every other queue of the thread would
+ * wait): the command waits for it, the thread serves the others.  Saves
+ * coalesce, one in flight and the latest state next, so a guest looping
+ * PR OUT costs the disk two saves at a time, not one per command.  A
+ * change the file cannot take is undone back to what the file has, and
+ * the commands that waited for it fail.  Not supported, and refused with
+ * INVALID FIELD as SPC-4 allows a device server that reports so in REPORT
  * CAPABILITIES: SPEC_I_PT, ALL_TG_PT and REPLACE LOST RESERVATION.
  * REGISTER AND MOVE moves a reservation to another initiator on the
  * sender's target.  The SPC-2 RESERVE/RELEASE live here too, under the
@@ -24,6 +30,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "offload.h"
 #include "scsi-pr-file.h"
 #include "scsi-pr.h"
 
@@ -51,6 +58,8 @@ struct pr_ua {
     unsigned mask;
 };
 
+struct pr_undo;
+
 struct scsi_pr {
     pthread_mutex_t lock;
     char *name;
@@ -68,6 +77,20 @@ struct scsi_pr {
     char *path;                /* NULL: APTPL refused (PTPL_C 0) */
     uint64_t naa;
     bool aptpl;
+    /*
+     * The saver (save_job, on the saver worker, queued while save_queued):
+     * changes numbers the changes the file must take, saved is the last
+     * it has; while they differ, durable holds the state the file has
+     * (what a failed save goes back to) and waiters the commands waiting,
+     * oldest first.
+     */
+    const struct scsi_pr_store *store;     /* NULL: file_store */
+    void *store_opaque;
+    struct offload *saver;
+    bool save_queued;
+    uint64_t changes, saved;
+    struct pr_undo *durable;
+    struct scsi_pr_waiter *waiters, **waiters_tail;
 };
 
 static bool it_eq(const struct pr_nexus *a, const struct scsi_it_id *b)
@@ -130,6 +153,8 @@ struct scsi_pr *scsi_pr_new(const char *lun_name, struct log_limit *log_limit)
     struct scsi_pr *pr = g_new0(struct scsi_pr, 1);
 
     pthread_mutex_init(&pr->lock, NULL);
+    pr->saver = offload_new("pr-saver");
+    pr->waiters_tail = &pr->waiters;
     pr->name = g_strdup(lun_name);
     pr->log_limit = log_limit;
     pr->regs = g_array_new(FALSE, TRUE, sizeof(struct pr_reg));
@@ -143,6 +168,9 @@ void scsi_pr_free(struct scsi_pr *pr)
     if (!pr) {
         return;
     }
+    /* The LUN's commands have drained: none waits, a save still queued is the last. */
+    offload_free(pr->saver);
+    g_assert(!pr->waiters);
     for (guint i = 0; i < pr->regs->len; i++) {
         nexus_clear(&g_array_index(pr->regs, struct pr_reg, i).it);
     }
@@ -379,29 +407,165 @@ static void undo_drop(struct pr_undo *u)
     }
 }
 
-/* Writes the state file (aptpl) or removes it (APTPL just cleared): 0 or -errno, logged. */
-static int save(struct scsi_pr *pr, bool was_on)
+/* ---- the saver (off the I/O thread) -------------------------------------- */
+
+static int store_write(void *opaque, const char *path, const char *data, size_t len,
+                       char **why)
 {
+    return pr_file_write(path, data, len, why);
+}
+
+static int store_remove(void *opaque, const char *path, char **why)
+{
+    return pr_file_remove(path, why);
+}
+
+static const struct scsi_pr_store file_store = { store_write, store_remove };
+
+/*
+ * Writes snap to the state file (APTPL on) or removes the file (APTPL
+ * off, the file had it on); without the lock.  0 or -errno, logged.
+ */
+static int save(struct scsi_pr *pr, const struct pr_undo *snap, bool file_on)
+{
+    const struct scsi_pr_store *store = pr->store ? pr->store : &file_store;
     g_autofree char *why = NULL;
     int ret = 0;
 
-    if (pr->aptpl) {
-        struct pr_file_state fs;
+    if (snap->aptpl) {
         size_t len;
-        g_autofree char *text = NULL;
+        g_autofree char *text = pr_file_format(&snap->fs, &len);
 
-        to_file_state(pr, &fs);
-        text = pr_file_format(&fs, &len);
-        pr_file_state_clear(&fs);
-        ret = pr_file_write(pr->path, text, len, &why);
-    } else if (was_on) {
-        ret = pr_file_remove(pr->path, &why);
+        ret = store->write(pr->store_opaque, pr->path, text, len, &why);
+    } else if (file_on) {
+        ret = store->remove(pr->store_opaque, pr->path, &why);
     }
     if (ret < 0) {
-        g_warning("%s: persistent reservations: %s; the command fails, the state is as before",
-                  pr->name, why);
+        log_limit_warning(pr->log_limit,
+                          "%s: persistent reservations: %s; the commands waiting for the save "
+                          "fail, the state is as the file has it", pr->name, why);
     }
     return ret;
+}
+
+/*
+ * After a save of the changes up to seq: on success the file has snap,
+ * which becomes what a later failure goes back to; on failure the state
+ * goes back to what the file had, and every change since fails.  Takes
+ * the waiters to tell off the list (lock held).
+ */
+static struct scsi_pr_waiter *save_settle(struct scsi_pr *pr, uint64_t seq, struct pr_undo *snap,
+                                          int ret)
+{
+    struct scsi_pr_waiter *done = pr->waiters, **tail = &done;
+
+    if (ret == 0) {
+        while (*tail && (*tail)->change <= seq) {
+            tail = &(*tail)->next;
+        }
+        pr->saved = seq;
+        undo_drop(pr->durable);
+        if (pr->changes == seq) {
+            undo_drop(snap);
+            g_free(pr->durable);
+            pr->durable = NULL;
+        } else {
+            *pr->durable = *snap;
+        }
+    } else {
+        while (*tail) {
+            tail = &(*tail)->next;
+        }
+        undo_drop(snap);
+        undo_apply(pr, pr->durable);
+        undo_drop(pr->durable);
+        g_free(pr->durable);
+        pr->durable = NULL;
+        pr->changes = pr->saved;
+        update_restricts(pr);
+    }
+    pr->waiters = *tail;
+    if (!pr->waiters) {
+        pr->waiters_tail = &pr->waiters;
+    }
+    *tail = NULL;
+    return done;
+}
+
+/*
+ * The saver: while the file lags the state, takes a snapshot under the
+ * lock, writes it without, and tells the commands it covered.  Changes
+ * made during a write are the next snapshot's, however many they are.
+ */
+static void save_job(void *opaque)
+{
+    struct scsi_pr *pr = opaque;
+
+    pthread_mutex_lock(&pr->lock);
+    while (pr->changes != pr->saved) {
+        struct pr_undo snap;
+        struct scsi_pr_waiter *done;
+        uint64_t seq = pr->changes;
+        bool file_on = pr->durable->aptpl;
+        int ret;
+
+        undo_take(pr, &snap);
+        pthread_mutex_unlock(&pr->lock);
+        ret = save(pr, &snap, file_on);
+        pthread_mutex_lock(&pr->lock);
+        done = save_settle(pr, seq, &snap, ret);
+        pthread_mutex_unlock(&pr->lock);
+        /* pr outlives this job (scsi_pr_free joins the saver): telling them is safe unlocked. */
+        while (done) {
+            struct scsi_pr_waiter *w = done;
+
+            done = w->next;
+            w->next = NULL;
+            w->done(w, ret);
+        }
+        pthread_mutex_lock(&pr->lock);
+    }
+    pr->save_queued = false;
+    pthread_mutex_unlock(&pr->lock);
+}
+
+/*
+ * Queues w for the save of the change just made (lock held); the state
+ * before it is the one to go back to if this is the first change the
+ * file lags.  False: the saver could not start, the change is undone.
+ */
+static bool save_later(struct scsi_pr *pr, struct pr_undo *before, struct scsi_pr_waiter *w)
+{
+    if (!pr->save_queued) {
+        int ret = offload_run(pr->saver, save_job, pr);
+
+        if (ret < 0) {
+            log_limit_warning(pr->log_limit,
+                              "%s: persistent reservations: cannot start the saver: %s; the "
+                              "command fails, the state is as before", pr->name, g_strerror(-ret));
+            undo_apply(pr, before);
+            return false;
+        }
+        pr->save_queued = true;
+    }
+    if (pr->changes == pr->saved) {
+        pr->durable = g_new(struct pr_undo, 1);
+        *pr->durable = *before;
+        *before = (struct pr_undo) { 0 };
+    }
+    w->change = ++pr->changes;
+    w->next = NULL;
+    *pr->waiters_tail = w;
+    pr->waiters_tail = &w->next;
+    return true;
+}
+
+void scsi_pr_set_store(struct scsi_pr *pr, const struct scsi_pr_store *store, void *opaque)
+{
+    pthread_mutex_lock(&pr->lock);
+    pr->store = store;
+    pr->store_opaque = opaque;
+    pthread_mutex_unlock(&pr->lock);
 }
 
 int scsi_pr_persist_at(struct scsi_pr *pr, const char *path, uint64_t naa, char **why)
@@ -745,11 +909,11 @@ static bool sets_aptpl(uint8_t sa)
 
 enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
                                 const struct scsi_pr_out *o, enum scsi_sc *sc,
-                                bool *preempted)
+                                bool *preempted, struct scsi_pr_waiter *w)
 {
     enum scsi_pr_result res;
     struct pr_undo undo = { 0 };
-    bool was_on, persist;
+    bool persist;
 
     *preempted = false;
     if (o->sa == PR_OUT_REPLACE_LOST || o->sa > 8) {
@@ -769,9 +933,10 @@ enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
         res = check(sc, SCSI_SC_INVALID_FIELD_IN_PARAM_LIST);
         goto out;
     }
-    was_on = pr->aptpl;
-    persist = pr->path && (was_on || (o->aptpl && sets_aptpl(o->sa)));
-    if (persist) {
+    /* While the file lags, every change waits for it: a failed save undoes them all. */
+    persist = pr->path && (pr->aptpl || (o->aptpl && sets_aptpl(o->sa)) ||
+                           pr->changes != pr->saved);
+    if (persist && pr->changes == pr->saved) {
         undo_take(pr, &undo);
     }
     res = run_out(pr, it, o, sc, preempted);
@@ -779,8 +944,8 @@ enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
         if (sets_aptpl(o->sa)) {
             pr->aptpl = o->aptpl;
         }
-        if (save(pr, was_on) < 0) {
-            undo_apply(pr, &undo);
+        res = SCSI_PR_SAVING;
+        if (!save_later(pr, &undo, w)) {
             *preempted = false;
             res = check(sc, SCSI_SC_INTERNAL_TARGET_FAILURE);
         }

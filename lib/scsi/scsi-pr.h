@@ -83,6 +83,9 @@ int scsi_pr_persist_at(struct scsi_pr *pr, const char *path, uint64_t naa, char 
 /* Whether APTPL can be set (scsi_pr_persist_at succeeded). */
 bool scsi_pr_can_persist(struct scsi_pr *pr);
 
+/* Saves through store (NULL: the file system's, pr_file_write and pr_file_remove). */
+void scsi_pr_set_store(struct scsi_pr *pr, const struct scsi_pr_store *store, void *opaque);
+
 /*
  * Whether the next command may be refused or owed a unit attention: one
  * relaxed load on the data path; registrations alone restrict nothing.
@@ -140,17 +143,37 @@ enum scsi_pr_result {
     SCSI_PR_GOOD,
     SCSI_PR_RESULT_CONFLICT,   /* RESERVATION CONFLICT */
     SCSI_PR_CHECK,             /* CHECK CONDITION with *sc */
+    SCSI_PR_SAVING,            /* done, GOOD once the state file has it: w->done says */
 };
+
 /*
- * Runs o for it; with APTPL on, the state file has the outcome before
- * this returns (or the command fails, INTERNAL TARGET FAILURE, with the
- * state as before).  *preempted is set when PREEMPT AND ABORT removed other
- * nexuses' registrations: the caller completes the command only once the
- * LUN's commands in flight have (backend I/O cannot be recalled).
+ * A PERSISTENT RESERVE OUT whose change waits for the state file.  done
+ * runs once, on the LUN's saver thread, with 0 (the file has the change,
+ * or a later state) or -errno (the save failed: the state is back to what
+ * the file has, and every command waiting for it is told so); it must not
+ * call back into the scsi_pr.  Embed it; the scsi_pr holds it until done.
+ */
+struct scsi_pr_waiter {
+    void (*done)(struct scsi_pr_waiter *w, int ret);
+    /* Private to scsi-pr.c. */
+    uint64_t change;
+    struct scsi_pr_waiter *next;
+};
+
+/*
+ * Runs o for it.  While APTPL is on (or a save is pending), a change
+ * returns SCSI_PR_SAVING and goes to the state file off the caller's
+ * thread: the LUN's saver thread writes one snapshot at a time, taken
+ * under the lock and written without it, so the PR OUTs that come while
+ * one save runs share the next one; w->done then says how it went.  The
+ * other commands (and PR IN) see the new state meanwhile.  *preempted is
+ * set when PREEMPT AND ABORT removed other nexuses' registrations: the
+ * caller completes the command only once the LUN's commands in flight
+ * have (backend I/O cannot be recalled).
  */
 enum scsi_pr_result scsi_pr_out(struct scsi_pr *pr, const struct scsi_it_id *it,
                                 const struct scsi_pr_out *o, enum scsi_sc *sc,
-                                bool *preempted);
+                                bool *preempted, struct scsi_pr_waiter *w);
 
 /*
  * The PERSISTENT RESERVE IN reply of service action sa, whole (the caller

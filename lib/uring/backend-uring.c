@@ -21,8 +21,10 @@
  *
  * DISCARD punches a hole (FALLOC_FL_PUNCH_HOLE) in a regular file, on
  * filesystems that support it (probed at open), and issues BLKDISCARD on a
- * block device synchronously on the iothread (discard is rare and the
- * kernel has no async discard for block devices).  WRITE_ZEROES tries
+ * block device from the backend's discard worker (offload.h): io_uring has
+ * no discard opcode on the kernels we run on, and a device can take
+ * hundreds of milliseconds over one, which every queue of the I/O thread
+ * would wait; the result comes back to the request's I/O thread.  WRITE_ZEROES tries
  * FALLOC_FL_ZERO_RANGE (async, for files and devices alike), then a hole
  * punch (files), then writes zeros from a read-only zero mapping; a
  * method the file refuses is remembered so it is tried once only.
@@ -50,6 +52,7 @@
 
 #include "backend-uring.h"
 #include "iov.h"
+#include "offload.h"
 
 #ifndef container_of
 #define container_of(ptr, type, member) \
@@ -70,6 +73,7 @@ struct file_backend {
     uint32_t dio_mem_align;
     uint32_t dio_len_align;
     const void *zeros;          /* FILE_ZERO_BUF bytes of PROT_READ zeros */
+    struct offload *discards;   /* a block device that discards: where BLKDISCARD runs */
     /* Learnt at run time, shared by all threads: accessed atomically. */
     bool no_zero_range;
     bool no_punch_hole;
@@ -85,7 +89,7 @@ struct file_io {
     struct file_backend *fb;
     void *bounce;               /* aligned copy of the data, or NULL */
     uint32_t zw_method;
-    uint32_t pad;
+    int32_t offloaded_res;      /* an offloaded step's result, handed back to the I/O thread */
 };
 
 G_STATIC_ASSERT(sizeof(struct file_io) <= sizeof(((struct backend_io *)0)->backend_priv));
@@ -193,6 +197,32 @@ static void file_io_plan(struct file_backend *fb, struct backend_io *io,
 
 static void file_io_cqe(struct iothread_uring_cb *cb, int res);
 
+static int blkdiscard(struct file_backend *fb, const struct step *s)
+{
+    uint64_t range[2] = { s->offset, s->flen };
+
+    return ioctl(fb->fd, BLKDISCARD, range) < 0 ? -errno : 0;
+}
+
+static void file_io_offloaded_done(void *opaque)
+{
+    struct backend_io *io = opaque;
+
+    file_io_cqe(&io->uring_cb, file_io(io)->offloaded_res);
+}
+
+/* On the discard worker: the BLKDISCARD, its result posted back to the request's thread. */
+static void file_io_offloaded(void *opaque)
+{
+    struct backend_io *io = opaque;
+    struct file_io *fio = file_io(io);
+    struct step s;
+
+    file_io_plan(fio->fb, io, &s);
+    fio->offloaded_res = blkdiscard(fio->fb, &s);
+    iothread_post(io->thread, file_io_offloaded_done, io);
+}
+
 /*
  * Issues a request's next step: prepares an SQE on t's ring and returns
  * true, or (t NULL, or the step has no async form) runs it now, sets *res
@@ -206,6 +236,10 @@ static bool file_io_step(struct file_backend *fb, struct backend_io *io,
     ssize_t r;
 
     file_io_plan(fb, io, &s);
+    if (t && s.kind == STEP_BLKDISCARD && fb->discards &&
+        offload_run(fb->discards, file_io_offloaded, io) == 0) {
+        return true;
+    }
     if (t && s.kind != STEP_BLKDISCARD) {
         sqe = iothread_get_sqe(t);
     }
@@ -253,11 +287,9 @@ static bool file_io_step(struct file_backend *fb, struct backend_io *io,
     case STEP_FALLOC:
         r = fallocate(fb->fd, s.mode, s.offset, s.flen);
         break;
-    case STEP_BLKDISCARD: {
-        uint64_t range[2] = { s.offset, s.flen };
-        r = ioctl(fb->fd, BLKDISCARD, range);
-        break;
-    }
+    case STEP_BLKDISCARD:
+        *res = blkdiscard(fb, &s);
+        return false;
     default:
         g_assert_not_reached();
     }
@@ -508,6 +540,7 @@ static void file_close(struct lun_backend *be)
     if (fb->zeros) {
         munmap((void *)fb->zeros, FILE_ZERO_BUF);
     }
+    offload_free(fb->discards);
     close(fb->fd);
     g_free(be->name);
     g_free(fb);
@@ -818,6 +851,9 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
             if (g >= block_size && g <= (1u << 30) && !(g & (g - 1))) {
                 fb->be.discard_granularity = (uint32_t)g;
             }
+        }
+        if (fb->be.can_discard) {
+            fb->discards = offload_new("discard");
         }
         /* Without O_DIRECT the page cache is a volatile cache anyway. */
         if (o->direct && blockdev_queue_attr(st.st_rdev, "write_cache", buf, sizeof(buf))) {

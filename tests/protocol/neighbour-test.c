@@ -36,12 +36,24 @@
  *    when popped); its queue's turn ends at the turn budget (256 KiB of
  *    buffers) and its next turn comes in the next iteration, so an
  *    iteration does at most about one turn of it, not all 80 (1.25 MiB).
+ *  - /neighbour/served-while-aptpl-save-held: the hostile one sends a
+ *    PERSISTENT RESERVE OUT (REGISTER AND IGNORE EXISTING KEY, APTPL on)
+ *    whose save cannot end: its LUN's state file's temporary file is a
+ *    FIFO nobody reads, so the save blocks in open().  The neighbour's
+ *    reads on the same I/O thread complete meanwhile (HELD_READS of them,
+ *    counted, not timed) and the PR OUT does not; once the test opens the
+ *    FIFO the save fails (a FIFO cannot be fsynced) and the PR OUT
+ *    answers CHECK CONDITION, INTERNAL TARGET FAILURE.  A save on the I/O
+ *    thread (the state before the saver) stops every queue of the thread
+ *    until the open returns, which this case fails.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -84,6 +96,8 @@
 #define CHEAP_BYTES (16u << 10)
 #define CHEAP_ROUNDS 40
 #define MAX_WORK_CHEAP (384u << 10)
+/* The neighbour's reads that must complete while the hostile one's save is held. */
+#define HELD_READS 200
 
 struct side {
     struct vfe *fe;
@@ -225,22 +239,37 @@ static gint64 max_iteration_work(int ctl)
     return v;
 }
 
-/* A daemon with one I/O thread and a control socket: LUN 0 the hostile one's. */
-static int daemon_start(struct pu_daemon *d, char **ctl_path)
+/*
+ * A daemon with one I/O thread and a control socket: LUN 0 the hostile
+ * one's; with pr_dir (a directory name under the daemon's), its LUNs keep
+ * APTPL reservations there.
+ */
+static int daemon_start_pr(struct pu_daemon *d, char **ctl_path, const char *pr_dir)
 {
+    g_autofree char *prd = NULL;
     int fd;
 
     pu_daemon_init(d);
     *ctl_path = g_build_filename(d->dir, "control.sock", NULL);
+    if (pr_dir) {
+        prd = g_build_filename(d->dir, pr_dir, NULL);
+        g_assert_cmpint(mkdir(prd, 0700), ==, 0);
+    }
     {
         const char *args[] = { "--lun", "0=ram:64M", "--lun", "1=ram:16M", "--queues", "1",
-                               "--threads", "1", "--control", *ctl_path, NULL };
+                               "--threads", "1", "--control", *ctl_path,
+                               prd ? "--pr-dir" : NULL, prd, NULL };
 
         pu_daemon_start(d, args);
     }
     fd = ctl_client_connect(*ctl_path);
     g_assert_cmpint(fd, >=, 0);
     return fd;
+}
+
+static int daemon_start(struct pu_daemon *d, char **ctl_path)
+{
+    return daemon_start_pr(d, ctl_path, NULL);
 }
 
 static void daemon_stop(struct pu_daemon *d, int ctl, char *ctl_path)
@@ -442,11 +471,83 @@ static void test_cheap_flood_takes_turns(void)
     daemon_stop(&d, ctl, ctl_path);
 }
 
+static void pr_out_done(struct vfe_req *r)
+{
+    counted(r->opaque, r);
+}
+
+static void test_served_while_aptpl_save_held(void)
+{
+    struct vfe_config hc = { .num_request_queues = 1, .queue_size = 16, .mem_size = 1 << 20,
+                             .event_idx = true };
+    uint8_t cdb[10] = { 0x5f, 0x06, 0, 0, 0, 0, 0, 0, 24, 0 };
+    struct side hostile = { 0 }, neighbour = { 0 };
+    struct vfe_req pr = { 0 }, nr = { 0 };
+    struct pu_daemon d;
+    char *ctl_path;
+    int ctl = daemon_start_pr(&d, &ctl_path, "pr");
+    g_autofree char *fifo = g_build_filename(d.dir, "pr", "lun0:0.pr.tmp", NULL);
+    g_autofree char *state = g_build_filename(d.dir, "pr", "lun0:0.pr", NULL);
+    gint64 deadline = g_get_monotonic_time() + FLOOD_TIMEOUT_US;
+    char sink[4096];
+    uint8_t *p;
+    int fd;
+
+    g_assert_cmpint(mkfifo(fifo, 0600), ==, 0);
+    hostile.fe = pu_connect_cfg(&d, &hc);
+    pu_make_ready(hostile.fe, HOSTILE_LUN);
+    neighbour_init(&d, &neighbour, &nr);
+
+    p = vfe_alloc(hostile.fe, 24, 64);
+    memset(p, 0, 24);
+    pu_put_be(p + 8, 0xabc, 8);
+    p[20] = 0x01;                                /* APTPL */
+    pu_req_prep(&pr, 0, HOSTILE_LUN, cdb, sizeof(cdb), p, 24, false);
+    pr.opaque = &hostile;
+    pr.complete = pr_out_done;
+    g_assert_cmpint(vfe_submit(hostile.fe, &pr), ==, 0);
+    hostile.in_flight++;
+
+    /* The save is held in open(): the neighbour is served, the PR OUT is not answered. */
+    neighbour_submit(&neighbour, &nr);
+    while (neighbour.done < HELD_READS) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        reap(&hostile, &neighbour);
+    }
+    g_assert_cmpuint(hostile.done, ==, 0);
+    g_assert_cmpuint(neighbour.bad, ==, 0);
+
+    /* Let the save go: it fails on the FIFO, and so does the command. */
+    fd = open(fifo, O_RDONLY | O_CLOEXEC);
+    g_assert_cmpint(fd, >=, 0);
+    while (read(fd, sink, sizeof(sink)) > 0) {
+    }
+    close(fd);
+    neighbour.stop = true;
+    while (hostile.in_flight || neighbour.in_flight) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        reap(&hostile, &neighbour);
+    }
+    g_printerr("# neighbour: %u reads while the hostile one's APTPL save was held\n",
+               neighbour.done);
+    g_assert_cmpuint(pr.resp.status, ==, 0x02);
+    g_assert_cmphex(pu_sense_of(&pr.resp).code, ==, 0x4400);
+    g_assert_false(g_file_test(state, G_FILE_TEST_EXISTS));
+
+    vfe_free(hostile.fe, p);
+    vfe_free(neighbour.fe, nr.data);
+    g_array_free(neighbour.lat, TRUE);
+    vfe_close(hostile.fe);
+    vfe_close(neighbour.fe);
+    daemon_stop(&d, ctl, ctl_path);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/neighbour/served-between-hostile-pieces",
                     test_neighbour_served_between_hostile_pieces);
     g_test_add_func("/neighbour/cheap-flood-takes-turns", test_cheap_flood_takes_turns);
+    g_test_add_func("/neighbour/served-while-aptpl-save-held", test_served_while_aptpl_save_held);
     return g_test_run();
 }

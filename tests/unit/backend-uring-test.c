@@ -683,26 +683,35 @@ static void test_queue_depth(struct fixture *f, const void *data)
     g_assert_cmpmem(back, N * BS, buf, N * BS);
 }
 
-static void test_blockdev(struct fixture *f, const void *data)
+/* Makes f's file a loop device with 4 KiB sectors over a fresh image (needs root). */
+static bool use_loop_device(struct fixture *f)
 {
-    /* A loop device with 4 KiB sectors over a fresh image (needs root). */
     g_autofree char *img = make_file(g_get_tmp_dir(), 8 * FILE_SIZE);
     const char *setup[] = { "losetup", "-f", "--show", "--sector-size", "4096", img, NULL };
     char *dev = run_cmd(setup);
-    uint8_t *buf = NULL, *back = NULL;
-    size_t len = 65536;
 
     /* The image is freed with the loop device; the fixture's file is unused. */
     g_unlink(img);
     if (!dev || !dev[0]) {
         g_free(dev);
         g_test_skip("cannot set up a loop device (not root?)");
-        return;
+        return false;
     }
     f->loop_dev = dev;
     g_unlink(f->path);
     g_free(f->path);
     f->path = g_strdup(dev);
+    return true;
+}
+
+static void test_blockdev(struct fixture *f, const void *data)
+{
+    uint8_t *buf = NULL, *back = NULL;
+    size_t len = 65536;
+
+    if (!use_loop_device(f)) {
+        return;
+    }
 
     /* The geometry comes from the device; a smaller block size is refused. */
     g_assert_cmpint(open_file(f, false, true, 0, 0), ==, 0);
@@ -739,6 +748,51 @@ static void test_blockdev(struct fixture *f, const void *data)
     free(back);
 }
 
+struct submit_look {
+    struct waiter w;
+    bool done_inside_submit;
+};
+
+static void submit_and_look(void *opaque)
+{
+    struct submit_look *sl = opaque;
+
+    waiter_submit(&sl->w);
+    g_mutex_lock(&sl->w.lock);
+    sl->done_inside_submit = sl->w.done;
+    g_mutex_unlock(&sl->w.lock);
+}
+
+/*
+ * A block device's BLKDISCARD (no io_uring opcode) runs on the backend's
+ * discard worker, not on the I/O thread: submit() returns before the
+ * request completes, and it completes later, on the I/O thread, with the
+ * device's answer.
+ */
+static void test_blockdev_discard_off_thread(struct fixture *f, const void *data)
+{
+    struct submit_look sl;
+    uint8_t *buf = NULL;
+
+    if (!use_loop_device(f)) {
+        return;
+    }
+    g_assert_cmpint(open_file(f, false, true, 0, 0), ==, 0);
+    if (!f->be->can_discard) {
+        g_test_skip("the loop device does not discard");
+        return;
+    }
+    g_assert_cmpint(posix_memalign((void **)&buf, 4096, 65536), ==, 0);
+    fill_pattern(buf, 65536, 3);
+    g_assert_cmpint(do_rw(f, BACKEND_WRITE, 0, buf, 65536, true), ==, 0);
+    waiter_init(&sl.w, f, BACKEND_DISCARD, 0, 65536, NULL, 0);
+    sl.done_inside_submit = true;
+    submit_on(f, submit_and_look, &sl);
+    g_assert_cmpint(waiter_wait(&sl.w), ==, 0);
+    g_assert_false(sl.done_inside_submit);
+    free(buf);
+}
+
 static void add(const char *name, void (*fn)(struct fixture *, const void *), bool async)
 {
     g_autofree char *path = g_strdup_printf("/backend-uring/%s/%s",
@@ -772,5 +826,6 @@ int main(int argc, char **argv)
         add("read-only/refuses-writes", test_read_only, async);
         add("blockdev/loop", test_blockdev, async);
     }
+    add("blockdev/discard-off-thread", test_blockdev_discard_off_thread, true);
     return g_test_run();
 }

@@ -6,7 +6,11 @@
  * daemon restarted) has them back; clearing APTPL removes the file;
  * without a state file APTPL is refused.  A corrupt, foreign or
  * other-format file refuses the LUN, naming it and the file; a change
- * that cannot be saved fails and leaves the state as it was.
+ * that cannot be saved fails and leaves the state as it was.  The saves
+ * run off the I/O thread: with a save held, the thread serves other
+ * commands, the PR OUTs that come meanwhile share the next save, and
+ * all of them answer only once the file has their change (or fail
+ * together with the save).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -17,6 +21,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "iothread.h"
 #include "scsi-cmd.h"
 #include "scsi-disk.h"
 #include "scsi-disk-fixture.h"
@@ -265,6 +270,358 @@ static void test_save_fails(struct fixture *f, gconstpointer data)
     scsi_lun_free(lun);
 }
 
+/* ---- saves held off the I/O thread ------------------------------------- */
+
+/*
+ * A state file store whose saves wait until the test lets them go, then
+ * write the file (or fail with fail), and the commands run on an I/O
+ * thread whose completions it records: one lock and one condition for
+ * every event a test waits for.
+ */
+struct held {
+    GMutex lock;
+    GCond cond;
+    unsigned begun;           /* saves that reached the store */
+    unsigned allowed;         /* saves let through */
+    int fail;                 /* what the saves let through return (0: they write) */
+    struct iothread *t;
+};
+
+static int held_write(void *opaque, const char *path, const char *data, size_t len, char **why)
+{
+    struct held *h = opaque;
+    g_autoptr(GError) err = NULL;
+    int fail;
+
+    g_mutex_lock(&h->lock);
+    h->begun++;
+    g_cond_broadcast(&h->cond);
+    while (h->allowed < h->begun) {
+        g_cond_wait(&h->cond, &h->lock);
+    }
+    fail = h->fail;
+    g_mutex_unlock(&h->lock);
+    if (fail) {
+        *why = g_strdup_printf("test store: %s", g_strerror(-fail));
+        return fail;
+    }
+    g_assert_true(g_file_set_contents(path, data, (gssize)len, &err));
+    return 0;
+}
+
+static int held_remove(void *opaque, const char *path, char **why)
+{
+    g_unlink(path);
+    return 0;
+}
+
+static const struct scsi_pr_store held_store = { held_write, held_remove };
+
+/* A command run on the I/O thread, its result taken when it completes. */
+struct thread_cmd {
+    struct held *h;
+    struct scsi_lun *lun;
+    struct scsi_cmd cmd;
+    struct iovec out, in;
+    uint8_t cdb[10];
+    uint8_t param[24];
+    uint8_t buf[BS];
+    bool done;
+    struct result r;
+};
+
+static void thread_cmd_done(struct scsi_cmd *cmd)
+{
+    struct thread_cmd *c = cmd->opaque;
+
+    g_mutex_lock(&c->h->lock);
+    c->r = result_of(cmd);
+    c->done = true;
+    g_cond_broadcast(&c->h->cond);
+    g_mutex_unlock(&c->h->lock);
+}
+
+static void thread_cmd_exec(void *opaque)
+{
+    struct thread_cmd *c = opaque;
+
+    scsi_lun_exec(c->lun, &c->cmd);
+}
+
+static void thread_cmd_post(struct held *h, struct thread_cmd *c, struct scsi_lun *lun,
+                            const struct scsi_it_id *it)
+{
+    c->h = h;
+    c->lun = lun;
+    c->cmd = (struct scsi_cmd) { .cdb = c->cdb, .cdb_len = sizeof(c->cdb), .thread = h->t,
+                                 .complete = thread_cmd_done, .opaque = c, .it = *it };
+    if (c->out.iov_base) {
+        c->cmd.data_out = &c->out;
+        c->cmd.data_out_cnt = 1;
+    }
+    if (c->in.iov_base) {
+        c->cmd.data_in = &c->in;
+        c->cmd.data_in_cnt = 1;
+    }
+    iothread_post(h->t, thread_cmd_exec, c);
+}
+
+/* REGISTER AND IGNORE EXISTING KEY of key from it, APTPL on, started on the thread. */
+static void post_register_aptpl(struct held *h, struct thread_cmd *c, struct scsi_lun *lun,
+                                const struct scsi_it_id *it, uint64_t key)
+{
+    uint8_t cdb[10] = { 0x5f, 6, 0, 0, 0, 0, 0, 0, 24, 0 };
+
+    memcpy(c->cdb, cdb, sizeof(cdb));
+    memset(c->param, 0, sizeof(c->param));
+    put64(c->param + 8, key);
+    c->param[20] = APTPL;
+    c->out = (struct iovec) { c->param, sizeof(c->param) };
+    thread_cmd_post(h, c, lun, it);
+}
+
+/* READ(10) of block 0 from it, started on the thread. */
+static void post_read(struct held *h, struct thread_cmd *c, struct scsi_lun *lun,
+                      const struct scsi_it_id *it)
+{
+    uint8_t cdb[10] = { 0x28, 0, 0, 0, 0, 0, 0, 0, 1, 0 };
+
+    memcpy(c->cdb, cdb, sizeof(cdb));
+    c->in = (struct iovec) { c->buf, sizeof(c->buf) };
+    thread_cmd_post(h, c, lun, it);
+}
+
+/* Waits (bounded) until cond(h, arg) holds, under h's lock. */
+static bool held_wait(struct held *h, bool (*cond)(struct held *h, const void *arg),
+                      const void *arg)
+{
+    gint64 end = g_get_monotonic_time() + DRAIN_TIMEOUT_US;
+    bool ok;
+
+    g_mutex_lock(&h->lock);
+    while (!(ok = cond(h, arg)) && g_cond_wait_until(&h->cond, &h->lock, end)) {
+    }
+    ok = cond(h, arg);
+    g_mutex_unlock(&h->lock);
+    return ok;
+}
+
+static bool saves_begun(struct held *h, const void *n)
+{
+    return h->begun >= *(const unsigned *)n;
+}
+
+static bool cmd_done(struct held *h, const void *c)
+{
+    return ((const struct thread_cmd *)c)->done;
+}
+
+static bool all_done(struct held *h, const void *cs)
+{
+    const struct thread_cmd *const *c = cs;
+
+    for (; *c; c++) {
+        if (!(*c)->done) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void held_allow(struct held *h, unsigned n, int fail)
+{
+    g_mutex_lock(&h->lock);
+    h->allowed += n;
+    h->fail = fail;
+    g_cond_broadcast(&h->cond);
+    g_mutex_unlock(&h->lock);
+}
+
+static void held_start(struct held *h)
+{
+    g_mutex_init(&h->lock);
+    g_cond_init(&h->cond);
+    h->t = iothread_new("t-pr", 1, 0);
+    g_assert_cmpint(iothread_start(h->t), ==, 0);
+}
+
+static void held_end(struct held *h)
+{
+    iothread_free(h->t);
+    g_cond_clear(&h->cond);
+    g_mutex_clear(&h->lock);
+}
+
+/*
+ * While a save is held the I/O thread serves other commands: a READ on
+ * another LUN of the same thread, and a READ and PR IN on this one,
+ * complete; the PR OUT answers GOOD only once its save is let through.
+ */
+static void test_save_off_thread(struct fixture *f, gconstpointer data)
+{
+    struct held h = { 0 };
+    struct scsi_lun *lun = lun_at(f->path), *other = ram_lun();
+    struct thread_cmd reg = { 0 }, rd_other = { 0 }, rd = { 0 };
+    unsigned one = 1;
+
+    held_start(&h);
+    scsi_lun_set_pr_store(lun, &held_store, &h);
+    post_register_aptpl(&h, &reg, lun, &PR_A, 0xa);
+    g_assert_true(held_wait(&h, saves_begun, &one));
+
+    post_read(&h, &rd_other, other, &PR_B);
+    g_assert_true(held_wait(&h, cmd_done, &rd_other));
+    assert_good(&rd_other.r);
+    post_read(&h, &rd, lun, &PR_B);
+    g_assert_true(held_wait(&h, cmd_done, &rd));
+    assert_good(&rd.r);
+    iothread_run_sync(h.t, nothing, NULL);
+    g_assert_false(reg.done);                          /* not before the file has it */
+    g_assert_false(g_file_test(f->path, G_FILE_TEST_EXISTS));
+
+    held_allow(&h, 1, 0);
+    g_assert_true(held_wait(&h, cmd_done, &reg));
+    assert_good(&reg.r);
+    g_assert_true(g_file_test(f->path, G_FILE_TEST_EXISTS));
+    iothread_run_sync(h.t, nothing, NULL);     /* the commands are counted out */
+    scsi_lun_free(lun);
+    scsi_lun_free(other);
+    held_end(&h);
+}
+
+#define FLOOD 8
+
+/*
+ * FLOOD PR OUTs while the first one's save is held share at most one more
+ * save; every one answers GOOD after it, and the file has the last state.
+ */
+static void test_saves_coalesce(struct fixture *f, gconstpointer data)
+{
+    struct held h = { 0 };
+    struct scsi_lun *lun = lun_at(f->path);
+    struct thread_cmd c[FLOOD] = { 0 };
+    const struct thread_cmd *all[FLOOD + 1] = { NULL };
+    unsigned one = 1;
+    uint8_t buf[64];
+    struct result r;
+
+    held_start(&h);
+    scsi_lun_set_pr_store(lun, &held_store, &h);
+    for (unsigned i = 0; i < FLOOD; i++) {
+        all[i] = &c[i];
+        post_register_aptpl(&h, &c[i], lun, &PR_A, 0xa0 + i);
+        if (i == 0) {
+            g_assert_true(held_wait(&h, saves_begun, &one));
+        }
+    }
+    iothread_run_sync(h.t, nothing, NULL);     /* every PR OUT has run on the thread */
+    for (unsigned i = 0; i < FLOOD; i++) {
+        g_assert_false(c[i].done);
+    }
+
+    held_allow(&h, FLOOD, 0);
+    g_assert_true(held_wait(&h, all_done, all));
+    for (unsigned i = 0; i < FLOOD; i++) {
+        assert_good(&c[i].r);
+    }
+    g_assert_cmpuint(h.begun, <=, 2);
+    iothread_run_sync(h.t, nothing, NULL);
+    scsi_lun_free(lun);
+    held_end(&h);
+
+    lun = lun_at(f->path);                     /* a restart finds the last key */
+    r = pr_in(lun, &PR_D, 0, buf, sizeof(buf));
+    assert_good(&r);
+    g_assert_cmpuint(get32(buf + 4), ==, 8);
+    g_assert_cmphex(get64(buf + 8), ==, 0xa0 + FLOOD - 1);
+    scsi_lun_free(lun);
+}
+
+/*
+ * A save that fails fails every PR OUT that waited for it, the one it
+ * was writing and those that came meanwhile, with INTERNAL TARGET
+ * FAILURE; the state goes back to what the file has (nothing).
+ */
+static void test_failed_save_fails_waiters(struct fixture *f, gconstpointer data)
+{
+    struct held h = { 0 };
+    struct scsi_lun *lun = lun_at(f->path);
+    struct thread_cmd c[3] = { 0 };
+    const struct thread_cmd *all[4] = { &c[0], &c[1], &c[2], NULL };
+    const struct scsi_it_id *who[3] = { &PR_A, &PR_B, &PR_C };
+    unsigned one = 1;
+
+    held_start(&h);
+    scsi_lun_set_pr_store(lun, &held_store, &h);
+    for (unsigned i = 0; i < 3; i++) {
+        post_register_aptpl(&h, &c[i], lun, who[i], 0xa + i);
+        if (i == 0) {
+            g_assert_true(held_wait(&h, saves_begun, &one));
+        }
+    }
+    iothread_run_sync(h.t, nothing, NULL);
+    g_test_expect_message("vhost-scsi", G_LOG_LEVEL_WARNING,
+                          "test:ram: persistent reservations: test store: *");
+    held_allow(&h, 3, -EIO);
+    g_assert_true(held_wait(&h, all_done, all));
+    g_test_assert_expected_messages();
+    for (unsigned i = 0; i < 3; i++) {
+        assert_sense(&c[i].r, SCSI_SENSE_HARDWARE_ERROR, 0x4400);
+    }
+    g_assert_cmpuint(h.begun, ==, 1);
+    iothread_run_sync(h.t, nothing, NULL);
+    g_assert_cmpuint(nkeys(lun), ==, 0);
+    assert_ptpl(lun, true, false);
+    scsi_lun_free(lun);
+    held_end(&h);
+}
+
+static gpointer free_lun(gpointer lun)
+{
+    scsi_lun_free(lun);
+    return NULL;
+}
+
+/* The free has found the PR OUT in flight and waits for it: the save may end now. */
+static void release_when_free_waits(const gchar *domain, GLogLevelFlags level,
+                                    const gchar *message, gpointer opaque)
+{
+    g_assert_nonnull(strstr(message, "freed with 1 commands in flight"));
+    held_allow(opaque, 1, 0);
+}
+
+/*
+ * A LUN freed while its save is in flight (a removal) waits for the PR
+ * OUT that waits for the save, then for the saver: nothing is used after
+ * it is freed (ASan), and the command is answered GOOD first.
+ */
+static void test_lun_freed_while_saving(struct fixture *f, gconstpointer data)
+{
+    struct held h = { 0 };
+    struct scsi_lun *lun = lun_at(f->path);
+    struct thread_cmd reg = { 0 };
+    unsigned one = 1;
+    GThread *remover;
+    GLogLevelFlags fatal;
+    guint handler;
+
+    held_start(&h);
+    scsi_lun_set_pr_store(lun, &held_store, &h);
+    post_register_aptpl(&h, &reg, lun, &PR_A, 0xa);
+    g_assert_true(held_wait(&h, saves_begun, &one));
+    iothread_run_sync(h.t, nothing, NULL);
+    fatal = g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    handler = g_log_set_handler("vhost-scsi", G_LOG_LEVEL_WARNING, release_when_free_waits, &h);
+    remover = g_thread_new("remover", free_lun, lun);
+    g_thread_join(remover);
+    g_log_remove_handler("vhost-scsi", handler);
+    g_log_set_always_fatal(fatal);
+    g_assert_cmpuint(h.allowed, ==, 1);
+    g_assert_true(reg.done);
+    assert_good(&reg.r);
+    held_end(&h);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -275,5 +632,9 @@ int main(int argc, char **argv)
     ADD("/pr-aptpl/not-persisted", test_not_persisted);
     ADD("/pr-aptpl/refused-files", test_refused_files);
     ADD("/pr-aptpl/save-fails", test_save_fails);
+    ADD("/pr-aptpl/save-off-thread", test_save_off_thread);
+    ADD("/pr-aptpl/saves-coalesce", test_saves_coalesce);
+    ADD("/pr-aptpl/failed-save-fails-waiters", test_failed_save_fails_waiters);
+    ADD("/pr-aptpl/lun-freed-while-saving", test_lun_freed_while_saving);
     return g_test_run();
 }

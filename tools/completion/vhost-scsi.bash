@@ -188,7 +188,7 @@ _vhost_scsi_bench()
         _vhost_scsi_reply_lines 1 _vhost_scsi_paths '' "$_vs_arg"
         return ;;
     --rw)
-        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' read write randread randwrite rw hostile
+        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' read write randread randwrite rw hostile aptpl unmap
         return ;;
     --bs)
         _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' 512 4k 8k 16k 64k 128k 1m
