@@ -116,7 +116,7 @@ static struct vfe *serve(struct pu_daemon *d, const char *const *extra)
     return fe;
 }
 
-/* SIGTERM still ends it cleanly, under whatever it confined itself with. */
+/* SIGTERM still ends it cleanly, under whatever it confined itself with, and nothing was refused. */
 static void finish(struct pu_daemon *d, struct vfe *fe)
 {
     int status;
@@ -125,6 +125,8 @@ static void finish(struct pu_daemon *d, struct vfe *fe)
     status = pu_daemon_stop(d, false);
     g_assert_true(WIFEXITED(status));
     g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    /* What was refused is reported at exit at the latest: nothing was. */
+    g_assert_cmpuint(pu_daemon_log_count(d, 0, "sandbox: refused"), ==, 0);
     pu_daemon_cleanup(d);
 }
 
