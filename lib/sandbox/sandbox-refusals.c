@@ -90,6 +90,8 @@ static gpointer answer_main(gpointer opaque)
         }
         if (p[0].revents & POLLIN) {
             refuse(sb);
+        } else if (p[0].revents) {
+            return NULL;    /* no task is left under the filter: nothing more to answer */
         }
     }
 }
