@@ -5,11 +5,15 @@
  * not only what is open now: a control socket can add iSCSI and RBD LUNs
  * and new controllers later, so with --control every set is allowed; an
  * iSCSI LUN reconnects and an RBD LUN's librados keeps its own threads
- * and sockets, so their sets are allowed when one is configured.
+ * and sockets, so their sets are allowed when one is configured.  A
+ * call the filter refuses fails with ENOSYS; the main loop logs them,
+ * at most once per SANDBOX_REPORT_INTERVAL_NS.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <stddef.h>
+#include <sys/epoll.h>
 
 #include <glib.h>
 
@@ -45,6 +49,40 @@ static unsigned sets_needed(struct target *tgt)
     return sets;
 }
 
+/* Reports now, or, too soon after the last report, stops watching until it may. */
+static void report_refusals(struct target *tgt)
+{
+    uint64_t now = iothread_now_ns(tgt->main);
+    uint64_t wait = sandbox_report_refusals(tgt->sandbox, now);
+    int fd = sandbox_refusals_fd(tgt->sandbox);
+
+    iothread_mod_fd(tgt->main, fd, wait ? 0 : EPOLLIN);
+    if (wait) {
+        iothread_timer_arm(tgt->main, &tgt->sandbox_report, now + wait);
+    }
+}
+
+static void refusals_cb(void *opaque, uint32_t events)
+{
+    report_refusals(opaque);
+}
+
+static void report_timer_cb(struct iothread_timer *tm)
+{
+    report_refusals((struct target *)((char *)tm - offsetof(struct target, sandbox_report)));
+}
+
+void target_sandbox_end(struct target *tgt)
+{
+    if (!tgt->sandbox) {
+        return;
+    }
+    iothread_timer_cancel(tgt->main, &tgt->sandbox_report);
+    iothread_del_fd(tgt->main, sandbox_refusals_fd(tgt->sandbox));
+    sandbox_free(tgt->sandbox);
+    tgt->sandbox = NULL;
+}
+
 int target_sandbox(struct target *tgt)
 {
     struct target_opts *o = tgt->opts;
@@ -62,7 +100,12 @@ int target_sandbox(struct target *tgt)
         return 0;
     }
     sets = sets_needed(tgt);
-    r = sandbox_install(sets);
+    r = sandbox_install(sets, &tgt->sandbox);
+    if (r < 0) {
+        return r;
+    }
+    tgt->sandbox_report.fn = report_timer_cb;
+    r = iothread_add_fd(tgt->main, sandbox_refusals_fd(tgt->sandbox), EPOLLIN, refusals_cb, tgt);
     if (r < 0) {
         return r;
     }

@@ -135,6 +135,8 @@ struct target {
     unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
+    struct sandbox *sandbox;      /* answers the calls the filter refuses; NULL: no filter */
+    struct iothread_timer sandbox_report;   /* the next report of refusals that may be made */
 };
 
 /* A named, opened backend (target-backends.c). */
@@ -366,6 +368,8 @@ void target_control_stop(struct target *tgt);
  * the configuration may still do.  -errno (logged): the daemon must not run.
  */
 int target_sandbox(struct target *tgt);
+/* At exit, on the main thread: the last refusals reported, their answerer stopped. */
+void target_sandbox_end(struct target *tgt);
 
 /* A removal or an open finished: the main loop may end if a signal asked it to. */
 void target_maybe_quit(struct target *tgt);

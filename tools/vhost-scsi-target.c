@@ -14,7 +14,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <grp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -576,9 +575,10 @@ static int listen_on(const char *path, const char *group)
         return ret;
     }
     if (group) {
-        struct group *gr = getgrnam(group);
+        gid_t gid;
 
-        if (!gr || chown(path, (uid_t)-1, gr->gr_gid) < 0) {
+        /* Under the filter, from /etc/group only: NSS modules are not allowed. */
+        if (sandbox_lookup_group(group, &gid) < 0 || chown(path, (uid_t)-1, gid) < 0) {
             g_warning("%s: cannot give the socket to group %s", path, group);
             close(fd);
             unlink(path);
@@ -904,7 +904,8 @@ static void usage(FILE *f)
 "                        (a file's open, config-save) is answered with an error\n"
 "                        after N ms (0..600000, 0: never; default %u)\n"
 "  --sandbox MODE        after set-up: seccomp (default: a system-call filter that\n"
-"                        kills the daemon on any call it never makes) or none\n"
+"                        kills the daemon on a dangerous call and makes any\n"
+"                        other it never makes fail, logged) or none\n"
 "                        (docs/security.md)\n"
 "  --sandbox-user USER   after set-up, become USER (name or uid) and its group,\n"
 "                        with no supplementary groups (needs root)\n"
@@ -1363,6 +1364,7 @@ out:
         iothread_free(tgt.threads[i]);
     }
     g_free(tgt.threads);
+    target_sandbox_end(&tgt);
     /* Runs what was posted to it last: the grace periods of the LUN tables. */
     iothread_free(tgt.main);
     tgt.main = NULL;

@@ -8,7 +8,9 @@
  * suite needs it, never "just in case".  Calls allowed only with some
  * arguments (socket domains, clone flags, ioctl requests, prctl options,
  * executable mappings, signals to other processes) are filtered by
- * sandbox.c instead and are not listed here.
+ * sandbox.c instead and are not listed here.  Last, the calls whose very
+ * attempt kills the process (sandbox_fatal_calls): what no library the
+ * daemon uses makes by accident, only a subverted thread.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -85,6 +87,33 @@ static const char *const rbd_calls[] = {
     "recvmmsg", "epoll_create",
     NULL,
 };
+
+/*
+ * Never allowed, and fatal rather than refused: running programs, other
+ * processes' memory or fds, code in the kernel, keys, privileges and
+ * identities, namespaces and mounts, new io_uring instances (whose
+ * operations seccomp does not see), eBPF, perf, userfaultfd and file
+ * handles (the ways out of a sandbox that exploits use).
+ */
+static const char *const fatal_calls[] = {
+    "execve", "execveat", "fork", "vfork",
+    "ptrace", "process_vm_readv", "process_vm_writev", "process_madvise", "pidfd_getfd",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+    "add_key", "request_key", "keyctl",
+    "setuid", "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid",
+    "setfsgid", "setgroups", "capset",
+    "mount", "umount2", "mount_setattr", "move_mount", "open_tree", "fsopen", "fsconfig",
+    "fsmount", "fspick", "pivot_root", "chroot", "unshare", "setns",
+    "io_uring_setup", "io_uring_register", "bpf", "perf_event_open", "userfaultfd",
+    "name_to_handle_at", "open_by_handle_at",
+    "iopl", "ioperm", "reboot", "swapon", "swapoff",
+    NULL,
+};
+
+const char *const *sandbox_fatal_calls(void)
+{
+    return fatal_calls;
+}
 
 static const struct {
     enum sandbox_set set;

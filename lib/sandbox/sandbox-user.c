@@ -4,31 +4,51 @@
  * then leaves them for an unprivileged user with no supplementary groups
  * and, as a non-root uid, no capabilities, so that what the seccomp filter
  * still allows (opening files, connecting) runs with that user's rights.
+ * Also the group look-ups of sockets made later (--socket-group,
+ * controller-add's socket_group), which must not call NSS modules once
+ * the filter is on.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
 #include <grp.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <glib.h>
 
 #include "sandbox.h"
 
+/* 1 with *v if name is a number (of an id: below (id_t)-1), 0 if it is none, or -EINVAL. */
+static int numeric_id(const char *name, unsigned long *v)
+{
+    char *end;
+
+    if (!g_ascii_isdigit(*name)) {
+        return 0;
+    }
+    errno = 0;
+    *v = strtoul(name, &end, 10);
+    if (*end) {
+        return 0;
+    }
+    return errno || *v >= (id_t)-1 ? -EINVAL : 1;
+}
+
 int sandbox_lookup_user(const char *name, uid_t *uid, gid_t *gid)
 {
     struct passwd *pw;
-    char *end;
     unsigned long v;
+    int r = numeric_id(name, &v);
 
-    errno = 0;
-    v = strtoul(name, &end, 10);
-    if (*name && !*end && g_ascii_isdigit(*name)) {
-        if (errno || v >= (uid_t)-1) {
-            return -EINVAL;
-        }
+    if (r < 0) {
+        return r;
+    }
+    if (r) {
         /* A uid with no passwd entry gets the group of the same number. */
         pw = getpwuid((uid_t)v);
         *uid = (uid_t)v;
@@ -42,6 +62,62 @@ int sandbox_lookup_user(const char *name, uid_t *uid, gid_t *gid)
     }
     *uid = pw->pw_uid;
     *gid = pw->pw_gid;
+    return 0;
+}
+
+/* name in /etc/group itself, without NSS: fgetgrent_r, a buffer grown as it needs. */
+static int group_from_file(const char *name, gid_t *gid)
+{
+    FILE *f = fopen("/etc/group", "re");
+    size_t size = 1024;
+    g_autofree char *buf = g_malloc(size);
+    struct group grbuf, *gr;
+    int r;
+
+    if (!f) {
+        return -errno;
+    }
+    for (;;) {
+        r = fgetgrent_r(f, &grbuf, buf, size, &gr);
+        if (r == ERANGE && size < (1u << 20)) {
+            /* The entry is read again with more room. */
+            size *= 2;
+            buf = g_realloc(buf, size);
+            continue;
+        }
+        if (r) {
+            r = r == ENOENT ? -ENOENT : -r;     /* ENOENT: the end of the file */
+            break;
+        }
+        if (!strcmp(gr->gr_name, name)) {
+            *gid = gr->gr_gid;
+            break;
+        }
+    }
+    fclose(f);
+    return r;
+}
+
+int sandbox_lookup_group(const char *name, gid_t *gid)
+{
+    struct group *gr;
+    unsigned long v;
+    int r = numeric_id(name, &v);
+
+    if (r) {
+        *gid = (gid_t)v;
+        return r < 0 ? r : 0;
+    }
+    /* 2 under a filter; a filter that refuses the question is one too. */
+    if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0) {
+        return group_from_file(name, gid);
+    }
+    errno = 0;
+    gr = getgrnam(name);
+    if (!gr) {
+        return errno ? -errno : -ENOENT;
+    }
+    *gid = gr->gr_gid;
     return 0;
 }
 

@@ -2,19 +2,25 @@
  * The seccomp filter the daemon confines itself with after set-up
  * (include/sandbox/sandbox.h), built with libseccomp: the calls of the
  * named sets (sandbox-sets.c) are allowed outright, a few more only with
- * arguments that cannot do harm, and anything else kills the whole
+ * arguments that cannot do harm; the dangerous ones kill the whole
  * process (SCMP_ACT_KILL_PROCESS), so that a parser subverted by a guest
  * cannot execute a program, fork, trace, mount, load a module, open a
- * packet socket or carry on in any other way the daemon never does.  The
- * filter is loaded on every thread at once (TSYNC), and threads started
- * later (I/O openers, librbd's) inherit it.
+ * packet socket or carry on in any other way; anything else is refused
+ * with ENOSYS through a user notification (SCMP_ACT_NOTIFY, answered and
+ * counted by sandbox-refusals.c), so that a call some library makes on a
+ * path the tests did not take fails that operation, logged, and does
+ * not take every VM's disks down.  The filter is loaded on every thread
+ * at once (TSYNC), and threads started later (I/O openers, librbd's)
+ * inherit it.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
 #include <linux/fs.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -24,7 +30,7 @@
 #include <glib.h>
 #include <seccomp.h>
 
-#include "sandbox.h"
+#include "sandbox-int.h"
 
 /*
  * A sanitizer's runtime does at exit what the daemon never does: the leak
@@ -55,18 +61,30 @@ static const char *const sanitizer_calls[] = {
 /* An argument compared in its low 32 bits: ints reach the kernel sign-extended or not. */
 #define ARG32_EQ(n, v) SCMP_CMP((n), SCMP_CMP_MASKED_EQ, 0xffffffffu, (uint32_t)(v))
 
-static int allow_names(scmp_filter_ctx ctx, const char *const *names, const char *set)
+static bool in_list(const char *const *names, const char *name)
+{
+    for (; *names; names++) {
+        if (!strcmp(*names, name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* action for every call of names, but those of except (NULL: none). */
+static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *names,
+                     const char *const *except, const char *set)
 {
     for (; *names; names++) {
         int nr = seccomp_syscall_resolve_name(*names);
         int r;
 
-        if (nr == __NR_SCMP_ERROR) {
-            continue;       /* not a call of this architecture */
+        if (nr == __NR_SCMP_ERROR || (except && in_list(except, *names))) {
+            continue;       /* not a call of this architecture, or allowed */
         }
-        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+        r = seccomp_rule_add(ctx, action, nr, 0);
         if (r < 0) {
-            g_warning("sandbox: allowing %s (%s): %s", *names, set, g_strerror(-r));
+            g_warning("sandbox: rule for %s (%s): %s", *names, set, g_strerror(-r));
             return r;
         }
     }
@@ -83,6 +101,44 @@ static int allow_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const
     return r;
 }
 
+static int kill_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const char *what)
+{
+    int r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 1, cmp);
+
+    if (r < 0) {
+        g_warning("sandbox: killing on %s: %s", what, g_strerror(-r));
+    }
+    return r;
+}
+
+/* socket(domain, type) for TCP and UDP if allow (else refused), never SOCK_RAW. */
+static int ip_socket_rules(scmp_filter_ctx ctx, int domain, bool allow)
+{
+    int r = 0;
+
+    for (int type = SOCK_STREAM; allow && type <= SOCK_DGRAM && !r; type++) {
+        r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 2, ARG32_EQ(0, domain),
+                             SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, type));
+    }
+    r = r ?: seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(socket), 2,
+                              ARG32_EQ(0, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
+    if (r < 0) {
+        g_warning("sandbox: rules for socket(%d): %s", domain, g_strerror(-r));
+    }
+    return r;
+}
+
+/*
+ * The read-only queries of a block device the file backend makes when a
+ * LUN is added (size, logical and physical sector sizes), its discard,
+ * isatty() of the log, libiscsi's FIONREAD, and the answering thread's
+ * own notification ioctls.
+ */
+static const unsigned long ioctls_allowed[] = {
+    BLKGETSIZE64, BLKSSZGET, BLKPBSZGET, BLKDISCARD, TCGETS,
+    SECCOMP_IOCTL_NOTIF_RECV, SECCOMP_IOCTL_NOTIF_SEND,
+};
+
 /* The calls allowed only with some arguments, by the sets that need them. */
 static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
 {
@@ -97,6 +153,8 @@ static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
     } else {
         r = r ?: allow_arg(ctx, SCMP_SYS(clone),
                            SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD), "clone");
+        r = r ?: kill_arg(ctx, SCMP_SYS(clone), SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0),
+                          "clone");
     }
     /* clone3's flags are behind a pointer the filter cannot read: glibc falls back to clone. */
     r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
@@ -112,6 +170,10 @@ static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
                            "mmap");
         r = r ?: allow_arg(ctx, SCMP_SYS(mprotect), SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
                            "mprotect");
+        r = r ?: kill_arg(ctx, SCMP_SYS(mmap),
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC), "mmap");
+        r = r ?: kill_arg(ctx, SCMP_SYS(mprotect),
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC), "mprotect");
     }
     if (SANDBOX_SANITIZER) {
         r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 0);
@@ -119,38 +181,45 @@ static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
         /* Thread names (pthread_setname_np on the calling thread). */
         r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_SET_NAME), "prctl");
         r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_NAME), "prctl");
+        /* Whether a filter is on (sandbox_lookup_group). */
+        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_SECCOMP), "prctl");
     }
-    /* The file backend's block-device calls, isatty() of the log, libiscsi's FIONREAD. */
-    r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, BLKGETSIZE64), "ioctl");
-    r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, BLKDISCARD), "ioctl");
-    r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, TCGETS), "ioctl");
+    for (size_t i = 0; i < G_N_ELEMENTS(ioctls_allowed); i++) {
+        r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, ioctls_allowed[i]), "ioctl");
+    }
     if (net) {
         r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, FIONREAD), "ioctl");
     }
+    /* Typing into the terminal the log goes to: a way out of any sandbox. */
+    r = r ?: kill_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, TIOCSTI), "ioctl");
     /* Sockets of the families a set uses; never raw or packet ones. */
     if (sets & (SANDBOX_CONTROL | SANDBOX_NET | SANDBOX_RBD)) {
         r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_UNIX), "socket");
     }
+    r = r ?: ip_socket_rules(ctx, AF_INET, net);
+    r = r ?: ip_socket_rules(ctx, AF_INET6, net);
     if (net) {
-        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_INET), "socket");
-        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_INET6), "socket");
         r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_NETLINK), "socket");
     }
+    r = r ?: kill_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_PACKET), "socket");
     return r;
 }
 
-int sandbox_install(unsigned sets)
+int sandbox_install(unsigned sets, struct sandbox **sbp)
 {
+    struct sandbox *sb = NULL;
     scmp_filter_ctx ctx;
     int r = 0;
 
+    *sbp = NULL;
     /* Set before the filter too, so that it holds even if loading fails. */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
         r = -errno;
         g_warning("sandbox: PR_SET_NO_NEW_PRIVS: %s", g_strerror(errno));
         return r;
     }
-    ctx = seccomp_init(SCMP_ACT_KILL_PROCESS);
+    /* Whatever no rule names is refused, answered by sb's thread. */
+    ctx = seccomp_init(SCMP_ACT_NOTIFY);
     if (!ctx) {
         g_warning("sandbox: seccomp_init failed");
         return -ENOMEM;
@@ -168,21 +237,38 @@ int sandbox_install(unsigned sets)
         const char *const *calls = sets & bit ? sandbox_set_calls(bit) : NULL;
 
         if (calls) {
-            r = allow_names(ctx, calls, sandbox_set_name(bit));
+            r = add_names(ctx, SCMP_ACT_ALLOW, calls, NULL, sandbox_set_name(bit));
         }
     }
     if (!r && SANDBOX_SANITIZER) {
-        r = allow_names(ctx, sanitizer_calls, "sanitizer");
+        r = add_names(ctx, SCMP_ACT_ALLOW, sanitizer_calls, NULL, "sanitizer");
     }
+    r = r ?: add_names(ctx, SCMP_ACT_KILL_PROCESS, sandbox_fatal_calls(),
+                       SANDBOX_SANITIZER ? sanitizer_calls : NULL, "fatal");
     r = r ?: allow_filtered(ctx, sets);
     if (r < 0) {
+        goto out;
+    }
+    sb = sandbox_refusals_new();
+    if (!sb) {
+        r = -ENOSYS;
         goto out;
     }
     r = seccomp_load(ctx);
     if (r < 0) {
         g_warning("sandbox: loading the seccomp filter: %s", g_strerror(-r));
+        goto out;
     }
+    r = seccomp_notify_fd(ctx);
+    if (r < 0) {
+        /* Cannot happen once loaded; refused calls would wait for ever. */
+        g_error("sandbox: the seccomp filter's listener: %s", g_strerror(-r));
+    }
+    sandbox_refusals_start(sb, r);
+    *sbp = g_steal_pointer(&sb);
+    r = 0;
 out:
+    sandbox_free(sb);
     seccomp_release(ctx);
     return r < 0 ? r : 0;
 }

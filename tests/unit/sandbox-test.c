@@ -2,25 +2,38 @@
  * The sandbox layer (lib/sandbox): each case forks a child that installs
  * the filter the daemon installs and then makes one call; the parent
  * checks how the child ended.  An allowed call must let the child carry
- * on (files, threads, exit); a forbidden one (execve, fork, ptrace, a
- * packet socket, a TCP socket or an executable mapping without the sets
- * that need them, a call from a thread started before the filter) must
- * kill it with SIGSYS rather than run.  Also: every name in the tables is
- * a system call libseccomp knows (a misspelt one would be skipped, and the
- * daemon killed for a call it needs), no new privileges and seccomp mode 2
- * on every thread, and --sandbox-user's drop leaves no capability.
+ * on (files, threads, block-device queries, exit); a dangerous one
+ * (execve, fork, ptrace, mount, unshare, keyctl, bpf, io_uring_setup, a
+ * packet or raw IP socket, an executable mapping without the sets that
+ * load code, TIOCSTI, also from a thread started before the filter) must
+ * kill it with SIGSYS rather than run; any other call outside the sets
+ * (a socket the sets do not need, an unknown ioctl or prctl) must fail
+ * with ENOSYS, the child carrying on, and be reported: one log line per
+ * report however many refusals, none sooner than the interval after the
+ * last.  Also: every name in the tables is a system call libseccomp knows
+ * (a misspelt one would be skipped, and the daemon refused a call it
+ * needs), no new privileges and seccomp mode 2 on every thread, group
+ * look-ups under the filter read /etc/group without NSS, and
+ * --sandbox-user's drop leaves no capability.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/fs.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,21 +63,48 @@ enum { CHILD_RAN = 0, CHILD_NO_FILTER = 90, CHILD_CHECK_FAILED = 91 };
 
 typedef int child_fn(void);
 
-/* Forks; the child installs sets and runs fn, exiting with its result. The wait status. */
-static int run_confined(unsigned sets, child_fn *fn)
+static int wait_child(pid_t pid)
+{
+    int status;
+
+    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
+    return status;
+}
+
+/* Forks; the child runs fn (which installs a filter itself), exiting with its result. */
+static int run_child(child_fn *fn)
 {
     pid_t pid = fork();
-    int status;
 
     g_assert_cmpint(pid, >=, 0);
     if (pid == 0) {
-        if (sandbox_install(sets) < 0) {
-            _exit(CHILD_NO_FILTER);
-        }
         _exit(fn());
     }
-    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-    return status;
+    return wait_child(pid);
+}
+
+/* Forks; the child (0 returned in it) has installed sets, or exited. */
+static pid_t fork_confined(unsigned sets)
+{
+    pid_t pid = fork();
+    struct sandbox *sb;
+
+    g_assert_cmpint(pid, >=, 0);
+    if (pid == 0 && sandbox_install(sets, &sb) < 0) {
+        _exit(CHILD_NO_FILTER);
+    }
+    return pid;
+}
+
+/* Forks; the child installs sets and runs fn, exiting with its result. The wait status. */
+static int run_confined(unsigned sets, child_fn *fn)
+{
+    pid_t pid = fork_confined(sets);
+
+    if (pid == 0) {
+        _exit(fn());
+    }
+    return wait_child(pid);
 }
 
 static void assert_killed(int status)
@@ -189,11 +229,28 @@ static int child_packet_socket(void)
     return CHILD_RAN;
 }
 
+/* A call the sets do not need fails with ENOSYS: the child carries on. */
+static int refused(long r)
+{
+    return r < 0 && errno == ENOSYS ? CHILD_RAN : CHILD_CHECK_FAILED;
+}
+
+static int child_raw_ip_socket(void)
+{
+    socket(AF_INET, SOCK_RAW, IPPROTO_ICMP);
+    return CHILD_RAN;
+}
+
 static int child_tcp_socket(void)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
     return fd >= 0 ? CHILD_RAN : CHILD_CHECK_FAILED;
+}
+
+static int child_tcp_socket_refused(void)
+{
+    return refused(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
 }
 
 static int child_unix_socket(void)
@@ -203,13 +260,20 @@ static int child_unix_socket(void)
     return fd >= 0 ? CHILD_RAN : CHILD_CHECK_FAILED;
 }
 
+static int child_unix_socket_refused(void)
+{
+    return refused(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+}
+
 static void test_sockets(void)
 {
-    /* Never a packet socket, whatever is allowed. */
+    /* Never a packet socket nor a raw IP one, whatever is allowed. */
     assert_killed(run_confined(ALL_SETS, child_packet_socket));
+    assert_killed(run_confined(ALL_SETS, child_raw_ip_socket));
+    assert_killed(run_confined(LOCAL_SETS, child_raw_ip_socket));
     /* No socket at all with local LUNs only; TCP with the net sets, UNIX with control. */
-    assert_killed(run_confined(LOCAL_SETS, child_unix_socket));
-    assert_killed(run_confined(LOCAL_SETS | SANDBOX_CONTROL, child_tcp_socket));
+    assert_ran(run_confined(LOCAL_SETS, child_unix_socket_refused));
+    assert_ran(run_confined(LOCAL_SETS | SANDBOX_CONTROL, child_tcp_socket_refused));
     assert_ran(run_confined(LOCAL_SETS | SANDBOX_CONTROL, child_unix_socket));
     assert_ran(run_confined(LOCAL_SETS | SANDBOX_NET, child_tcp_socket));
 }
@@ -262,13 +326,14 @@ static void *early_thread_main(void *arg)
 static int child_early_thread(void)
 {
     struct early_thread e;
+    struct sandbox *sb;
     pthread_t t;
 
     /* Started and then the filter loaded here, as the daemon's I/O threads are. */
     if (pipe(e.go) < 0 || pthread_create(&t, NULL, early_thread_main, &e) != 0) {
         return CHILD_CHECK_FAILED;
     }
-    if (sandbox_install(ALL_SETS) < 0) {
+    if (sandbox_install(ALL_SETS, &sb) < 0) {
         return CHILD_NO_FILTER;
     }
     if (write(e.go[1], "x", 1) != 1) {
@@ -280,15 +345,7 @@ static int child_early_thread(void)
 
 static void test_threads_before_filter(void)
 {
-    pid_t pid = fork();
-    int status;
-
-    g_assert_cmpint(pid, >=, 0);
-    if (pid == 0) {
-        _exit(child_early_thread());
-    }
-    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-    assert_killed(status);
+    assert_killed(run_child(child_early_thread));
 }
 
 static int child_drop_user(void)
@@ -309,8 +366,6 @@ static int child_drop_user(void)
 
 static void test_drop_user(void)
 {
-    pid_t pid;
-    int status;
     uid_t uid;
     gid_t gid;
 
@@ -322,13 +377,184 @@ static void test_drop_user(void)
         g_test_skip("dropping to another user needs root");
         return;
     }
-    pid = fork();
-    g_assert_cmpint(pid, >=, 0);
-    if (pid == 0) {
-        _exit(child_drop_user());
+    assert_ran(run_child(child_drop_user));
+}
+
+/* The file backend's queries of a block device get the kernel's answer (here ENOTTY). */
+static int child_block_queries(void)
+{
+    const unsigned long req[] = { BLKGETSIZE64, BLKSSZGET, BLKPBSZGET };
+    uint64_t buf = 0;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+
+    for (size_t i = 0; i < G_N_ELEMENTS(req); i++) {
+        if (fd < 0 || ioctl(fd, req[i], &buf) == 0 || errno != ENOTTY) {
+            return CHILD_CHECK_FAILED;
+        }
     }
-    g_assert_cmpint(waitpid(pid, &status, 0), ==, pid);
-    assert_ran(status);
+    return CHILD_RAN;
+}
+
+static void test_block_device_queries(void)
+{
+    assert_ran(run_confined(LOCAL_SETS, child_block_queries));
+}
+
+/* Forks; the child installs sets and makes call nr with zero arguments. The wait status. */
+static int run_confined_call(unsigned sets, long nr)
+{
+    pid_t pid = fork_confined(sets);
+
+    if (pid == 0) {
+        syscall(nr, 0, 0, 0, 0, 0, 0);
+        _exit(CHILD_RAN);
+    }
+    return wait_child(pid);
+}
+
+static void test_fatal_classes(void)
+{
+    /* Namespaces, mounts, keys, modules, kexec, eBPF, rings, identities: even in a sanitizer build. */
+    const long calls[] = {
+        SYS_unshare, SYS_setns, SYS_mount, SYS_keyctl, SYS_add_key, SYS_bpf, SYS_init_module,
+        SYS_finit_module, SYS_kexec_load, SYS_io_uring_setup, SYS_setuid, SYS_setresuid,
+        SYS_capset, SYS_chroot, SYS_open_by_handle_at, SYS_process_vm_writev,
+    };
+
+    for (size_t i = 0; i < G_N_ELEMENTS(calls); i++) {
+        g_test_message("system call %ld", calls[i]);
+        assert_killed(run_confined_call(ALL_SETS, calls[i]));
+    }
+    g_assert_true(sandbox_fatal_calls()[0] != NULL);
+}
+
+static int child_tiocsti(void)
+{
+    char c = 'x';
+
+    ioctl(0, TIOCSTI, &c);
+    return CHILD_RAN;
+}
+
+static void test_tiocsti(void)
+{
+    assert_killed(run_confined(ALL_SETS, child_tiocsti));
+}
+
+/* The log lines a confined child writes, kept instead of printed. */
+static GLogWriterOutput keep_line(GLogLevelFlags level, const GLogField *fields, gsize n,
+                                  gpointer opaque)
+{
+    for (gsize i = 0; i < n; i++) {
+        if (!strcmp(fields[i].key, "MESSAGE")) {
+            g_ptr_array_add(opaque, g_strdup(fields[i].value));
+        }
+    }
+    return G_LOG_WRITER_HANDLED;
+}
+
+static bool report_fd_readable(struct sandbox *sb)
+{
+    struct pollfd p = { .fd = sandbox_refusals_fd(sb), .events = POLLIN };
+
+    return poll(&p, 1, 0) == 1;
+}
+
+#define T0 (1000 * SANDBOX_REPORT_INTERVAL_NS)
+
+/*
+ * 1000 refusals of one call and three others, reported at T0 in one line;
+ * 500 more, not reported a second later but at the end of the interval,
+ * in one line: the child exits 0 only if all of it held.
+ */
+static int child_refusals(void)
+{
+    g_autoptr(GPtrArray) lines = g_ptr_array_new_with_free_func(g_free);
+    struct sandbox *sb;
+    int fd;
+
+    g_log_set_always_fatal(G_LOG_FATAL_MASK);
+    g_log_set_writer_func(keep_line, lines, NULL);
+    fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || sandbox_install(LOCAL_SETS, &sb) < 0) {
+        return CHILD_NO_FILTER;
+    }
+    if (report_fd_readable(sb) || sandbox_report_refusals(sb, T0) != 0 || lines->len) {
+        return 1;   /* nothing refused, nothing to report */
+    }
+    for (int i = 0; i < 1000; i++) {
+        if (refused(syscall(SYS_getpgid, 0)) != CHILD_RAN) {
+            return 2;
+        }
+    }
+    /* An unknown ioctl, an unknown prctl, a socket of a set not installed. */
+    if (refused(ioctl(fd, FIOCLEX)) != CHILD_RAN ||
+        (!SANITIZER_BUILD && refused(prctl(PR_GET_DUMPABLE)) != CHILD_RAN) ||
+        child_unix_socket_refused() != CHILD_RAN) {
+        return 3;
+    }
+    if (!report_fd_readable(sb) || sandbox_report_refusals(sb, T0) != 0 || lines->len != 1 ||
+        !strstr(lines->pdata[0], "(getpgid) 1000 times") ||
+        !strstr(lines->pdata[0], "(ioctl) 1 times") || !strstr(lines->pdata[0], "(socket) 1 times") ||
+        report_fd_readable(sb)) {
+        return 4;
+    }
+    for (int i = 0; i < 500; i++) {
+        syscall(SYS_getpgid, 0);
+    }
+    /* Too soon: told how long to wait, nothing logged, the counts kept. */
+    if (sandbox_report_refusals(sb, T0 + 1000000000ull) != SANDBOX_REPORT_INTERVAL_NS - 1000000000ull ||
+        lines->len != 1) {
+        return 5;
+    }
+    if (sandbox_report_refusals(sb, T0 + SANDBOX_REPORT_INTERVAL_NS) != 0 || lines->len != 2 ||
+        !strstr(lines->pdata[1], "refused 500 system calls with ENOSYS: ") ||
+        !strstr(lines->pdata[1], "(getpgid) 500 times")) {
+        return 6;
+    }
+    /* Ends with its answerer: the rest is logged, later refusals still fail, unlogged. */
+    syscall(SYS_getpgid, 0);
+    sandbox_free(sb);
+    if (lines->len != 3 || refused(syscall(SYS_getpgid, 0)) != CHILD_RAN || lines->len != 3) {
+        return 7;
+    }
+    return CHILD_RAN;
+}
+
+static void test_refusals_reported(void)
+{
+    assert_ran(run_child(child_refusals));
+}
+
+/* Under the filter, names come from /etc/group itself: no NSS module, nothing refused. */
+static int child_groups(void)
+{
+    struct sandbox *sb;
+    gid_t gid = 1;
+
+    if (sandbox_install(ALL_SETS, &sb) < 0) {
+        return CHILD_NO_FILTER;
+    }
+    if (sandbox_lookup_group("root", &gid) != 0 || gid != 0 ||
+        sandbox_lookup_group("no-such-group-vhost-scsi", &gid) != -ENOENT ||
+        sandbox_lookup_group("4321", &gid) != 0 || gid != 4321 || report_fd_readable(sb)) {
+        return CHILD_CHECK_FAILED;
+    }
+    return CHILD_RAN;
+}
+
+static void test_lookup_group(void)
+{
+    gid_t gid = 1;
+
+    /* Before the filter: by every NSS source; numbers as they are. */
+    g_assert_cmpint(sandbox_lookup_group("root", &gid), ==, 0);
+    g_assert_cmpuint(gid, ==, 0);
+    g_assert_cmpint(sandbox_lookup_group("4321", &gid), ==, 0);
+    g_assert_cmpuint(gid, ==, 4321);
+    g_assert_cmpint(sandbox_lookup_group("no-such-group-vhost-scsi", &gid), ==, -ENOENT);
+    g_assert_cmpint(sandbox_lookup_group("99999999999999999999", &gid), ==, -EINVAL);
+    assert_ran(run_child(child_groups));
 }
 
 int main(int argc, char **argv)
@@ -340,6 +566,11 @@ int main(int argc, char **argv)
     g_test_add_func("/sandbox/forbidden/sockets", test_sockets);
     g_test_add_func("/sandbox/forbidden/exec-mappings", test_exec_mappings);
     g_test_add_func("/sandbox/forbidden/thread-started-before", test_threads_before_filter);
+    g_test_add_func("/sandbox/forbidden/fatal-classes", test_fatal_classes);
+    g_test_add_func("/sandbox/forbidden/tiocsti", test_tiocsti);
+    g_test_add_func("/sandbox/allowed/block-device-queries", test_block_device_queries);
+    g_test_add_func("/sandbox/refused/reported", test_refusals_reported);
+    g_test_add_func("/sandbox/lookup-group", test_lookup_group);
     g_test_add_func("/sandbox/drop-user", test_drop_user);
     return g_test_run();
 }
