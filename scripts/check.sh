@@ -2,10 +2,11 @@
 # The whole test suite (`make check`): an optimised build and an
 # AddressSanitizer+UBSan build; unit, protocol and qtest suites (the qtest
 # suite against QEMU 10.0 and, unpacked beside it, bookworm's 7.2) run under
-# the sanitizers, guest tests (QEMU booting Linux) with the optimised
-# binaries, and the package suite (the Debian package built, checked by
-# lintian and run from a throwaway root).  Ends with the line "N passed,
-# N failed, N skipped", counting test cases (scripts/test-summary.py).
+# the sanitizers, guest tests (QEMU booting Linux) and the sandbox test
+# (suite release) with the optimised binaries, and the package suite (the
+# Debian package built, checked by lintian and run from a throwaway root).
+# Ends with the line "N passed, N failed, N skipped", counting test cases
+# (scripts/test-summary.py).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,9 +33,9 @@ rm -f build/meson-logs/testlog.json build-asan/meson-logs/testlog.json \
 meson test -C build-fuzz --no-rebuild --print-errorlogs --suite fuzz
 meson test -C build-asan --no-rebuild --print-errorlogs \
     --suite unit --suite protocol --suite qtest --suite fuzz --suite iscsi --suite ceph --suite qtest-qemu72
-meson test -C build --no-rebuild --print-errorlogs --suite guest --suite package --num-processes 1
+meson test -C build --no-rebuild --print-errorlogs --suite release --suite guest --suite package --num-processes 1
 
 # Counts test cases from the TAP in each testlog, lists every skip with its
 # reason and every failure, and fails when an expected suite did not run.
 python3 scripts/test-summary.py build-fuzz:fuzz \
-    build-asan:unit,protocol,qtest,fuzz,iscsi,ceph,qtest-qemu72 build:guest,package
+    build-asan:unit,protocol,qtest,fuzz,iscsi,ceph,qtest-qemu72 build:release,guest,package
