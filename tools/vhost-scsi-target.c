@@ -486,6 +486,14 @@ static void signal_cb(void *opaque, uint32_t events)
         pthread_t watchdog;
         pthread_attr_t attr;
 
+        /*
+         * A closed terminal or `systemctl kill -s HUP` must not take every
+         * tenant's disks with it (the default action ends the process).
+         */
+        if (si.ssi_signo == SIGHUP) {
+            g_message("SIGHUP: nothing to reload; the control socket changes the configuration");
+            return;
+        }
         g_message("signal %u: shutting down", si.ssi_signo);
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -1257,6 +1265,7 @@ int main(int argc, char **argv)
     sigemptyset(&mask);
     sigaddset(&mask, SIGINT);
     sigaddset(&mask, SIGTERM);
+    sigaddset(&mask, SIGHUP);
     /* Blocked before any thread starts, so only the signalfd sees them. */
     pthread_sigmask(SIG_BLOCK, &mask, NULL);
     tgt.signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);

@@ -19,7 +19,9 @@
  *    and RBD are tests/iscsi's and tests/ceph's, which run confined too),
  *    controllers with every option (socket_group by name, by number, and
  *    a name /etc/group lacks, which must fail cleanly), the error paths
- *    (bad paths and specs), and SIGTERM with I/O in flight.
+ *    (bad paths and specs), and SIGTERM with I/O in flight;
+ *  - SIGHUP during I/O is logged and otherwise ignored: the daemon serves
+ *    on and SIGTERM still ends it with status 0.
  * That a dangerous call kills the process rather than run, and that any
  * other refused call fails with ENOSYS and is logged, rate-limited, is
  * tests/unit/sandbox-test.c's, on the same filter.
@@ -471,6 +473,27 @@ static void test_block_device_confined(void)
     confined_finish(&c);
 }
 
+/* n 64 KiB writes to LUN 0 over both queues, all in flight (completions counted in b if not NULL). */
+static void submit_writes(struct confined *c, struct vfe_req *reqs, unsigned n, struct pu_batch *b)
+{
+    for (unsigned i = 0; i < n; i++) {
+        struct vfe_req *r = &reqs[i];
+
+        memset(r, 0, sizeof(*r));
+        vfe_lun(r->lun, 0, 0);
+        r->queue = i % 2;
+        r->data = vfe_alloc(c->fe, 64 << 10, 4096);
+        r->data_len = 64 << 10;
+        if (b) {
+            r->complete = pu_batch_done;
+            r->opaque = b;
+        }
+        pu_make_rw16(r, true, (uint64_t)i * 128, 128);
+        g_assert_cmpint(vfe_submit(c->fe, r), ==, 0);
+    }
+    vfe_kick(c->fe);
+}
+
 /* SIGTERM with writes in flight ends it cleanly, still confined. */
 static void test_term_during_io(void)
 {
@@ -479,18 +502,7 @@ static void test_term_during_io(void)
     int status;
 
     confined_start(&c);
-    for (unsigned i = 0; i < G_N_ELEMENTS(reqs); i++) {
-        struct vfe_req *r = &reqs[i];
-
-        memset(r, 0, sizeof(*r));
-        vfe_lun(r->lun, 0, 0);
-        r->queue = i % 2;
-        r->data = vfe_alloc(c.fe, 64 << 10, 4096);
-        r->data_len = 64 << 10;
-        pu_make_rw16(r, true, (uint64_t)i * 128, 128);
-        g_assert_cmpint(vfe_submit(c.fe, r), ==, 0);
-    }
-    vfe_kick(c.fe);
+    submit_writes(&c, reqs, G_N_ELEMENTS(reqs), NULL);
     still_confined(&c.d);
     status = pu_daemon_stop(&c.d, false);
     g_assert_true(WIFEXITED(status));
@@ -503,6 +515,37 @@ static void test_term_during_io(void)
     g_log_set_always_fatal(G_LOG_FATAL_MASK | G_LOG_LEVEL_WARNING | G_LOG_LEVEL_CRITICAL);
     pu_daemon_cleanup(&c.d);
     confined_cleanup(&c);
+}
+
+/*
+ * SIGHUP (systemd's reload, a closed terminal) with writes in flight
+ * neither ends it nor costs a request: it says once that there is nothing
+ * to reload, completes the writes, serves on, still confined, and SIGTERM
+ * still ends it with status 0.
+ */
+static void test_hup_during_io(void)
+{
+    struct confined c = { 0 };
+    struct vfe_req reqs[32];
+    struct pu_batch b = { 0 };
+    size_t from;
+
+    confined_start(&c);
+    from = pu_daemon_log_size(&c.d);
+    submit_writes(&c, reqs, G_N_ELEMENTS(reqs), &b);
+    g_assert_cmpint(kill(c.d.proc.pid, SIGHUP), ==, 0);
+    g_assert_cmpint(pu_daemon_log_wait(&c.d, from, "SIGHUP: nothing to reload", PU_TIMEOUT_MS),
+                    ==, 0);
+    pu_batch_wait(c.fe, &b, G_N_ELEMENTS(reqs), PU_TIMEOUT_MS);
+    for (unsigned i = 0; i < G_N_ELEMENTS(reqs); i++) {
+        g_assert_cmpuint(reqs[i].resp.response, ==, VIRTIO_SCSI_S_OK);
+        g_assert_cmpuint(reqs[i].resp.status, ==, 0);
+    }
+    g_assert_cmpuint(pu_daemon_log_count(&c.d, from, "SIGHUP"), ==, 1);
+    g_assert_cmpuint(pu_daemon_log_count(&c.d, from, "shutting down"), ==, 0);
+    rw(c.fe, 77);
+    /* Still there, confined, and SIGTERM ends it with 0. */
+    confined_finish(&c);
 }
 
 static void test_none(void)
@@ -568,6 +611,7 @@ int main(int argc, char **argv)
     g_test_add_func("/sandbox/confined/unknown-group", test_unknown_group_confined);
     g_test_add_func("/sandbox/confined/block-device", test_block_device_confined);
     g_test_add_func("/sandbox/confined/term-during-io", test_term_during_io);
+    g_test_add_func("/sandbox/confined/hup-during-io", test_hup_during_io);
     g_test_add_func("/sandbox/none", test_none);
     g_test_add_func("/sandbox/user", test_user);
     g_test_add_func("/sandbox/refused", test_refused);
