@@ -21,6 +21,7 @@
 #include "control-server.h"
 #include "io-stats.h"
 #include "iothread.h"
+#include "log-limit.h"
 #include "lun-spec.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
@@ -100,6 +101,11 @@ struct controller {
     unsigned nconns;
     bool watched;               /* listen_fd is in the main loop (not during an accept back-off) */
     struct io_stats stats;      /* its connections' requests, kept across them */
+    /*
+     * The lines a peer of its socket causes at will (connected, refused,
+     * disconnected): a local process reconnecting in a loop fills no journal.
+     */
+    struct log_limit log;
     struct stats_mark *mark;    /* NULL until the first `stats` call */
 };
 

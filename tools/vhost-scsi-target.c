@@ -136,7 +136,7 @@ static void conn_free(struct conn *c)
     tgt->conns = g_list_remove(tgt->conns, c);
     tgt->nconns--;
     c->ctrl->nconns--;
-    g_message("%s: disconnected", c->name);
+    log_limit_message(&c->ctrl->log, "%s: disconnected", c->name);
     g_free(c);
 }
 
@@ -156,7 +156,8 @@ static void conn_close(struct conn *c)
     if (vu_dev_quiesce_all(c->vu)) {
         conn_free(c);
     } else {
-        g_message("%s: waiting for its requests in flight before letting go", c->name);
+        log_limit_message(&c->ctrl->log, "%s: waiting for its requests in flight before letting go",
+                          c->name);
     }
 }
 
@@ -180,7 +181,8 @@ static void conn_cb(void *opaque, uint32_t events)
     ret = vu_dev_dispatch(c->vu);
     if (ret < 0) {
         if (ret != -ECONNRESET) {
-            g_warning("%s: closing connection: %s", c->name, g_strerror(-ret));
+            log_limit_warning(&c->ctrl->log, "%s: closing connection: %s", c->name,
+                              g_strerror(-ret));
         }
         conn_close(c);
         timer_update(tgt);
@@ -302,8 +304,8 @@ static bool peer_allowed(struct controller *ctrl, const struct ucred *cred, cons
             return true;
         }
     }
-    g_warning("%s: %s: refusing peer pid %d uid %u gid %u (not allowed on this controller)",
-              ctrl->name, name, cred->pid, cred->uid, cred->gid);
+    log_limit_warning(&ctrl->log, "%s: %s: refusing peer pid %d uid %u gid %u (not allowed on "
+                      "this controller)", ctrl->name, name, cred->pid, cred->uid, cred->gid);
     return false;
 }
 
@@ -401,7 +403,7 @@ static void accept_cb(void *opaque, uint32_t events)
     }
     snprintf(name, sizeof(name), "conn%u", ++tgt->next_conn_id);
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
-        g_warning("%s: SO_PEERCRED: %s", name, g_strerror(errno));
+        log_limit_warning(&ctrl->log, "%s: SO_PEERCRED: %s", name, g_strerror(errno));
         close(fd);
         return;
     }
@@ -453,8 +455,8 @@ static void accept_cb(void *opaque, uint32_t events)
     tgt->conns = g_list_prepend(tgt->conns, c);
     tgt->nconns++;
     ctrl->nconns++;
-    g_message("%s: front-end connected to %s (pid %d uid %u)", c->name, ctrl->name, cred.pid,
-              cred.uid);
+    log_limit_message(&ctrl->log, "%s: front-end connected to %s (pid %d uid %u)", c->name,
+                      ctrl->name, cred.pid, cred.uid);
 }
 
 /* Ends a shutdown that an I/O thread stuck in the kernel would hold up forever. */
@@ -625,6 +627,11 @@ static struct controller *controller_new(struct target *tgt, const char *name,
     ctrl->allow_uids = g_array_new(FALSE, FALSE, sizeof(uid_t));
     ctrl->allow_gids = g_array_new(FALSE, FALSE, sizeof(gid_t));
     io_stats_init(&ctrl->stats);
+    {
+        g_autofree char *who = g_strdup_printf("controller %s's connections", name);
+
+        log_limit_init(&ctrl->log, who, LOG_LIMIT_BURST, LOG_LIMIT_PER_SEC);
+    }
     if (uids) {
         g_array_append_vals(ctrl->allow_uids, uids->data, uids->len);
     }
@@ -682,6 +689,7 @@ static void controller_free(struct controller *ctrl)
     g_array_free(ctrl->allow_uids, TRUE);
     g_array_free(ctrl->allow_gids, TRUE);
     io_stats_destroy(&ctrl->stats);
+    log_limit_end(&ctrl->log);
     g_free(ctrl->mark);
     g_free(ctrl->socket_path);
     g_free(ctrl->socket_group);

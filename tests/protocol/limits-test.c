@@ -428,6 +428,47 @@ static void test_log_lines_per_connection(void)
     finish_daemon(&d);
 }
 
+#define RECONNECTS 2000
+
+/*
+ * A local process connecting to a controller's socket and hanging up in a
+ * loop (each connection a "connected" and a "disconnected" line) gets the
+ * controller's burst of lines, then one a second of the time the loop
+ * took, and the count of the rest in a "suppressed" line; the daemon
+ * serves on.
+ */
+static void test_log_lines_per_controller_socket(void)
+{
+    static const char *const args[] = { "--lun", "0=ram:16M", NULL };
+    struct pu_daemon d;
+    int64_t t0, secs;
+    unsigned lines, bound;
+    size_t off;
+
+    start_daemon(&d, args);
+    off = pu_daemon_log_size(&d);
+    t0 = g_get_monotonic_time();
+    for (unsigned i = 0; i < RECONNECTS; i++) {
+        int sock = rv_connect(d.sock, REPLY_MS);
+
+        g_assert_cmpint(sock, >=, 0);
+        close(sock);
+    }
+    others_served(&d);
+    /* Stopped, it has written every line, and the count of the rest when the controller went. */
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    secs = (g_get_monotonic_time() - t0) / G_USEC_PER_SEC + 1;
+    lines = pu_daemon_log_count(&d, off, "conn[0-9]+: (front-end connected|disconnected)");
+    bound = LOG_LIMIT_BURST + LOG_LIMIT_PER_SEC * (unsigned)secs + 4;
+    g_printerr("# %u reconnects in %" G_GINT64_FORMAT " s: %u connect/disconnect lines "
+               "(at most %u)\n", RECONNECTS, secs, lines, bound);
+    g_assert_cmpuint(lines, <=, bound);
+    g_assert_cmpuint(lines, >=, LOG_LIMIT_BURST);
+    g_assert_cmpuint(pu_daemon_log_count(&d, off, "controller default's connections: [0-9]+ "
+                                         "messages suppressed \\(rate limit\\)"), >=, 1);
+    pu_daemon_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -438,5 +479,7 @@ int main(int argc, char **argv)
                     TEST_HOOKED(test_inflight_bytes_per_queue));
     g_test_add_func("/limits/control-request-size", test_control_request_size);
     g_test_add_func("/limits/log-lines-per-connection", test_log_lines_per_connection);
+    g_test_add_func("/limits/log-lines-per-controller-socket",
+                    test_log_lines_per_controller_socket);
     return g_test_run();
 }
