@@ -12,6 +12,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <unistd.h>
 
 #include <glib.h>
 
@@ -670,6 +671,109 @@ static bool ids_param(struct ctl_call *call, JsonObject *params, const char *key
     return true;
 }
 
+/*
+ * A controller-add's socket work (a stale socket's removal, bind, the
+ * group's look-up, chown, chmod) waits on the file system holding the
+ * path and on the group database: a job does it, and the request is
+ * answered when it is done, or at --control-timeout-ms.
+ */
+struct controller_adding {
+    struct controller_pending p;    /* in tgt->controllers_adding until answered */
+    struct target *tgt;
+    struct ctl_call *call;
+    char *group;
+    char *initiator;
+    GArray *uids;
+    GArray *gids;
+    unsigned queues;
+    int fd;                         /* the job's: the socket it made */
+};
+
+static void adding_free(struct controller_adding *a)
+{
+    g_free(a->p.name);
+    g_free(a->p.socket);
+    g_free(a->group);
+    g_free(a->initiator);
+    g_array_unref(a->uids);
+    g_array_unref(a->gids);
+    g_free(a);
+}
+
+static int adding_run(void *arg)
+{
+    struct controller_adding *a = arg;
+
+    a->fd = target_listen_on(a->p.socket, a->group);
+    return a->fd < 0 ? a->fd : 0;
+}
+
+/* Main thread: the name and the socket are free again. */
+static void adding_forget(struct controller_adding *a)
+{
+    a->tgt->controllers_adding = g_list_remove(a->tgt->controllers_adding, &a->p);
+}
+
+static void adding_done(void *arg, int ret)
+{
+    struct controller_adding *a = arg;
+    struct target *tgt = a->tgt;
+    g_autofree char *err = NULL;
+    struct controller *ctrl;
+
+    adding_forget(a);
+    if (ret == 0 && tgt->quitting) {
+        close(a->fd);
+        unlink(a->p.socket);
+        ret = -ECANCELED;
+        err = g_strdup_printf("%s: the daemon is shutting down", a->p.name);
+    } else if (ret == 0) {
+        ret = target_controller_add(tgt, a->p.name, a->p.socket, a->fd, a->group, a->uids,
+                                    a->gids, a->queues, &ctrl, &err);
+    } else {
+        err = g_strdup_printf("%s: cannot listen on %s: %s", a->p.name, a->p.socket,
+                              g_strerror(-ret));
+    }
+    if (ret < 0) {
+        fail(a->call, "controller-add", ret, err);
+    } else {
+        target_controller_set_initiator(ctrl, a->initiator);
+        ctl_call_reply(a->call, controller_json(ctrl));
+    }
+    adding_free(a);
+}
+
+static void adding_abandoned(void *arg, int why)
+{
+    struct controller_adding *a = arg;
+    g_autofree char *err = g_strdup_printf("%s: %s", a->p.socket,
+                                           why == -ETIMEDOUT ? "not listening within "
+                                           "--control-timeout-ms; no controller was added"
+                                           : "the daemon is shutting down");
+
+    adding_forget(a);
+    fail(a->call, "controller-add", why, err);
+}
+
+/* The thread's, given up: a socket made after all is nobody's. */
+static void adding_discard(void *arg, int ret)
+{
+    struct controller_adding *a = arg;
+
+    if (ret == 0) {
+        close(a->fd);
+        unlink(a->p.socket);
+    }
+    adding_free(a);
+}
+
+static const struct target_job_ops adding_ops = {
+    .run = adding_run,
+    .done = adding_done,
+    .abandoned = adding_abandoned,
+    .discard = adding_discard,
+};
+
 static void m_controller_add(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = {
@@ -681,8 +785,8 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     g_autofree char *err = NULL;
-    struct controller *ctrl;
-    const char *initiator;
+    struct controller_adding *a;
+    const char *initiator, *name, *socket;
     gint64 queues;
     int ret;
 
@@ -702,17 +806,31 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
                        initiator, TARGET_INITIATOR_MAX);
         return;
     }
-    ret = target_controller_add(tgt, json_object_get_string_member(params, "name"),
-                                json_object_get_string_member(params, "socket"), -1,
-                                json_object_get_string_member_with_default(params, "socket_group",
-                                                                           NULL),
-                                uids, gids, (unsigned)queues, &ctrl, &err);
+    name = json_object_get_string_member(params, "name");
+    socket = json_object_get_string_member(params, "socket");
+    ret = target_controller_check(tgt, name, socket, &err);
     if (ret < 0) {
         fail(call, "controller-add", ret, err);
         return;
     }
-    target_controller_set_initiator(ctrl, initiator);
-    ctl_call_reply(call, controller_json(ctrl));
+    a = g_new0(struct controller_adding, 1);
+    a->p.name = g_strdup(name);
+    a->p.socket = g_strdup(socket);
+    a->tgt = tgt;
+    a->call = call;
+    a->group = g_strdup(json_object_get_string_member_with_default(params, "socket_group", NULL));
+    a->initiator = g_strdup(initiator);
+    a->uids = g_array_ref(uids);
+    a->gids = g_array_ref(gids);
+    a->queues = (unsigned)queues;
+    a->fd = -1;
+    ret = target_job_start(tgt, "controller-add", &adding_ops, a, true, &err);
+    if (ret < 0) {
+        fail(call, "controller-add", ret, err);
+        adding_free(a);
+        return;
+    }
+    tgt->controllers_adding = g_list_prepend(tgt->controllers_adding, &a->p);
 }
 
 static void m_controller_remove(struct ctl_call *call, JsonObject *params, void *opaque)

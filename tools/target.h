@@ -138,6 +138,7 @@ struct target {
     unsigned removing;            /* LUN removals not finished yet */
     GList *openings;              /* struct target_opening *: adds not answered yet */
     GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
+    GList *controllers_adding;    /* struct controller_pending *: controller-adds not answered */
     unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
@@ -330,6 +331,23 @@ struct controller *target_controller_find(struct target *tgt, const char *name);
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
                           const char *group, const GArray *uids, const GArray *gids,
                           unsigned queues, struct controller **out, char **err);
+/*
+ * What a controller-add job holds while its socket is made off the main
+ * thread (target-control.c): the name and the socket path are taken.
+ */
+struct controller_pending {
+    char *name;
+    char *socket;
+};
+/* Whether a controller named name at socket may be added: 0, or -errno with *err. */
+int target_controller_check(struct target *tgt, const char *name, const char *socket,
+                            char **err);
+/*
+ * Any thread: a new listening socket at path, made like --socket-path
+ * (mode 0600, or 0660 and the group's), replacing a stale one; its fd, or
+ * -errno (logged).  It may wait on the file system and the group database.
+ */
+int target_listen_on(const char *path, const char *group);
 /* A new controller's initiator name (NULL: keep the default); before it has connections. */
 void target_controller_set_initiator(struct controller *ctrl, const char *initiator);
 /* Removes a controller with no LUNs and no connections (-EBUSY otherwise). */

@@ -537,11 +537,17 @@ static int socket_in_use(const struct sockaddr_un *sa)
     return ret == -EAGAIN ? -EADDRINUSE : ret;
 }
 
-static int listen_on(const char *path, const char *group)
+/*
+ * Any thread: everything here waits on the file system at path (a socket
+ * directory on NFS, a stuck FUSE mount) or on the group database, so a
+ * controller-add runs it as a target job (target-control.c); only the
+ * command line's and the --config file's sockets are made on the main
+ * thread, at start-up, before anything is served.
+ */
+int target_listen_on(const char *path, const char *group)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
-    mode_t old_umask;
     int fd, ret;
 
     if (strlen(path) >= sizeof(sa.sun_path)) {
@@ -549,6 +555,21 @@ static int listen_on(const char *path, const char *group)
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
+#ifdef VHOST_SCSI_TEST_HOOKS
+    /*
+     * VHOST_SCSI_TEST_FAULT=listen-hold: first wait in the open of a FIFO
+     * PATH.hold, if there is one, as this function would on a socket
+     * directory on a stuck mount (which a test cannot make without root).
+     */
+    if (!g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"), "listen-hold")) {
+        g_autofree char *hold = g_strconcat(path, ".hold", NULL);
+        int h = open(hold, O_RDONLY | O_CLOEXEC);
+
+        if (h >= 0) {
+            close(h);
+        }
+    }
+#endif
     /*
      * Replace a stale socket from a previous run, never any other file, nor
      * a socket something listens on: unlinking that one took its path from
@@ -574,11 +595,14 @@ static int listen_on(const char *path, const char *group)
         g_warning("socket: %s", g_strerror(errno));
         return ret;
     }
-    /* Created 0600: only the owner (and --socket-group) may attach. */
-    old_umask = umask(group ? 0117 : 0177);
-    ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old_umask);
-    if (ret < 0 || listen(fd, 16) < 0) {
+    /*
+     * Created 0600: only the owner (and --socket-group, below) may attach.
+     * The socket's own mode, set before bind, is what bind gives the file
+     * (less the umask); the umask itself is the process's, which another
+     * job's thread may be setting at the same moment.
+     */
+    if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(fd, 16) < 0) {
         ret = -errno;
         g_warning("%s: %s", path, g_strerror(errno));
         close(fd);
@@ -588,7 +612,8 @@ static int listen_on(const char *path, const char *group)
         gid_t gid;
 
         /* Under the filter, from /etc/group only: NSS modules are not allowed. */
-        if (sandbox_lookup_group(group, &gid) < 0 || chown(path, (uid_t)-1, gid) < 0) {
+        if (sandbox_lookup_group(group, &gid) < 0 || chown(path, (uid_t)-1, gid) < 0 ||
+            chmod(path, 0660) < 0) {
             g_warning("%s: cannot give the socket to group %s", path, group);
             close(fd);
             unlink(path);
@@ -646,16 +671,22 @@ static struct controller *controller_new(struct target *tgt, const char *name,
     return ctrl;
 }
 
-/* Listens on fd (inherited) or a new socket at path, and watches it. */
+/*
+ * Listens on fd, or on a new socket at path, and watches it: fd with a
+ * path is a socket target_listen_on made there (the controller removes
+ * it), fd without one an inherited socket.
+ */
 static int controller_listen(struct controller *ctrl, const char *path, int fd, const char *group)
 {
     struct target *tgt = ctrl->tgt;
 
     if (fd < 0) {
-        fd = listen_on(path, group);
+        fd = target_listen_on(path, group);
         if (fd < 0) {
             return fd;
         }
+    }
+    if (path) {
         ctrl->socket_path = g_strdup(path);
         ctrl->socket_group = g_strdup(group);
     }
@@ -706,13 +737,9 @@ void target_controller_set_initiator(struct controller *ctrl, const char *initia
     }
 }
 
-int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
-                          const char *group, const GArray *uids, const GArray *gids,
-                          unsigned queues, struct controller **out, char **err)
+int target_controller_check(struct target *tgt, const char *name, const char *socket,
+                            char **err)
 {
-    struct controller *ctrl;
-    int ret;
-
     if (!target_name_ok(name) || strchr(name, '/')) {
         *err = g_strdup_printf("controller name '%s': 1-64 of A-Z a-z 0-9 . _ : -", name);
         return -EINVAL;
@@ -720,6 +747,18 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
     if (target_controller_find(tgt, name)) {
         *err = g_strdup_printf("a controller named '%s' exists", name);
         return -EEXIST;
+    }
+    for (GList *l = tgt->controllers_adding; l; l = l->next) {
+        const struct controller_pending *p = l->data;
+
+        if (!strcmp(p->name, name)) {
+            *err = g_strdup_printf("a controller named '%s' is being added", name);
+            return -EEXIST;
+        }
+        if (socket && !strcmp(p->socket, socket)) {
+            *err = g_strdup_printf("%s is being made controller %s's socket", socket, p->name);
+            return -EADDRINUSE;
+        }
     }
     for (GList *l = tgt->controllers; socket && l; l = l->next) {
         const char *other = ((struct controller *)l->data)->socket_path;
@@ -729,6 +768,19 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
                                    ((struct controller *)l->data)->name);
             return -EADDRINUSE;
         }
+    }
+    return 0;
+}
+
+int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
+                          const char *group, const GArray *uids, const GArray *gids,
+                          unsigned queues, struct controller **out, char **err)
+{
+    struct controller *ctrl;
+    int ret = target_controller_check(tgt, name, socket, err);
+
+    if (ret < 0) {
+        return ret;
     }
     ctrl = controller_new(tgt, name, uids, gids, queues);
     ret = controller_listen(ctrl, socket, fd, group);

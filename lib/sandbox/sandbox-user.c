@@ -100,7 +100,8 @@ static int group_from_file(const char *name, gid_t *gid)
 
 int sandbox_lookup_group(const char *name, gid_t *gid)
 {
-    struct group *gr;
+    struct group grbuf, *gr = NULL;
+    char buf[16384];
     unsigned long v;
     int r = numeric_id(name, &v);
 
@@ -112,10 +113,10 @@ int sandbox_lookup_group(const char *name, gid_t *gid)
     if (prctl(PR_GET_SECCOMP, 0, 0, 0, 0) != 0) {
         return group_from_file(name, gid);
     }
-    errno = 0;
-    gr = getgrnam(name);
+    /* Reentrant: controller-adds look groups up on threads of their own, maybe two at once. */
+    r = getgrnam_r(name, &grbuf, buf, sizeof(buf), &gr);
     if (!gr) {
-        return errno ? -errno : -ENOENT;
+        return r ? -r : -ENOENT;
     }
     *gid = gr->gr_gid;
     return 0;

@@ -17,6 +17,11 @@
  *    resize with and without a size, config-save, the close of a removed
  *    LUN) does so under the daemon's seccomp filter, which the job
  *    threads inherit: each is answered and the daemon exits 0.
+ *  - a controller-add whose socket work waits (VHOST_SCSI_TEST_FAULT=
+ *    listen-hold, a test hook) does not stop the daemon either: others are
+ *    served, its name and socket are taken meanwhile, it is answered when
+ *    the work ends or at --control-timeout-ms (the socket made later is
+ *    removed).
  * Each wait is on an event (a thread of the daemon found waiting in the
  * FIFO's open, an answer, the process's exit) and bounded.
  *
@@ -39,6 +44,7 @@
 #include "control-client.h"
 #include "proto-util.h"
 #include "raw-vu.h"
+#include "test-hooks.h"
 
 struct fx {
     struct pu_daemon d;
@@ -259,6 +265,157 @@ static void test_jobs_run_confined(void)
     fx_free(&x);
 }
 
+/*
+ * controller-add's socket work (the stale socket's check, bind, the
+ * group's look-up, chown, chmod) waits on the file system holding the
+ * socket's path.  A socket directory that blocks needs a stuck mount,
+ * which a test cannot make without root: the test hook
+ * VHOST_SCSI_TEST_FAULT=listen-hold makes that work wait in the open of
+ * the FIFO SOCKET.hold first, wherever it runs.  On the main thread that
+ * wait would stop the daemon; in the add's job, it does not.
+ */
+struct held_add {
+    struct fx x;
+    char *sock, *hold;
+};
+
+static void held_add_start(struct held_add *h, const char *timeout_ms)
+{
+    g_autofree char *gid = NULL;
+
+    g_setenv("VHOST_SCSI_TEST_FAULT", "listen-hold", TRUE);
+    fx_start(&h->x, timeout_ms);
+    g_unsetenv("VHOST_SCSI_TEST_FAULT");
+    h->sock = g_build_filename(h->x.d.dir, "vm2.sock", NULL);
+    h->hold = g_strconcat(h->sock, ".hold", NULL);
+    g_assert_cmpint(mkfifo(h->hold, 0600), ==, 0);
+    /* add_the_fifo's wait, for the hold FIFO: the same kind of open. */
+    g_free(h->x.fifo);
+    h->x.fifo = g_strdup(h->hold);
+    gid = g_strdup_printf("%u", (unsigned)getgid());
+    pu_ctl_send(h->x.pending, 1, "controller-add",
+                pu_jobj("name", pu_jstr("vm2"), "socket", pu_jstr(h->sock), "socket_group",
+                        pu_jstr(gid), NULL));
+}
+
+/* Until a thread of the daemon waits in the hold FIFO's open; the add not answered meanwhile. */
+static void held_add_wait(struct held_add *h, bool may_time_out)
+{
+    int64_t deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * 1000ll;
+
+    while (!in_fifo_open(h->x.d.proc.pid)) {
+        struct pollfd p = { .fd = h->x.pending, .events = POLLIN };
+
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        g_assert_cmpint(poll(&p, may_time_out ? 0 : 1, 1), ==, 0);
+    }
+}
+
+static void held_add_free(struct held_add *h)
+{
+    g_free(h->sock);
+    g_free(h->hold);
+    fx_free(&h->x);
+}
+
+static bool controller_listed(int fd, const char *name)
+{
+    g_autoptr(JsonNode) list = pu_ctl_ok(fd, "controller-list", NULL);
+    JsonArray *a = json_node_get_array(list);
+
+    for (guint i = 0; i < json_array_get_length(a); i++) {
+        JsonObject *o = json_array_get_object_element(a, i);
+
+        if (!strcmp(json_object_get_string_member(o, "name"), name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void test_controller_add_served_meanwhile(void)
+{
+    struct held_add h;
+    uint64_t features = 0;
+    struct stat st;
+    int sock, w;
+
+    if (test_hooks_missing()) {
+        return;
+    }
+    held_add_start(&h, "0");
+    held_add_wait(&h, false);
+    /* Other control clients and a new front-end are served while it waits... */
+    json_node_unref(pu_ctl_ok(h.x.fd, "version", NULL));
+    g_assert_false(controller_listed(h.x.fd, "vm2"));
+    sock = rv_connect(h.x.d.sock, PU_TIMEOUT_MS);
+    g_assert_cmpint(sock, >=, 0);
+    g_assert_cmpint(rv_get_u64(sock, VHOST_USER_GET_FEATURES, PU_TIMEOUT_MS, &features), ==, 0);
+    close(sock);
+    /* ...and a second add of the same name or socket is refused, not queued behind it. */
+    g_free(pu_ctl_fail(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm2"), "socket",
+                                                          pu_jstr("/nonexistent/x.sock"), NULL),
+                       EEXIST));
+    g_free(pu_ctl_fail(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm3"), "socket",
+                                                          pu_jstr(h.sock), NULL), EADDRINUSE));
+    g_assert_false(pu_ctl_answer_waiting(h.x.pending));
+
+    /* The wait ends: the add is answered then, the socket listens, 0660 and the group's. */
+    w = open_other_end(&h.x);
+    {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(h.x.pending, PU_TIMEOUT_MS);
+
+        g_assert_nonnull(answer);
+        g_assert_true(json_object_has_member(json_node_get_object(answer), "result"));
+    }
+    close(w);
+    g_assert_true(controller_listed(h.x.fd, "vm2"));
+    g_assert_cmpint(stat(h.sock, &st), ==, 0);
+    g_assert_true(S_ISSOCK(st.st_mode));
+    g_assert_cmpuint(st.st_mode & 0777, ==, 0660);
+    g_assert_cmpuint(st.st_gid, ==, getgid());
+    sock = rv_connect(h.sock, PU_TIMEOUT_MS);
+    g_assert_cmpint(sock, >=, 0);
+    g_assert_cmpint(rv_get_u64(sock, VHOST_USER_GET_FEATURES, PU_TIMEOUT_MS, &features), ==, 0);
+    close(sock);
+    g_assert_cmpint(pu_daemon_stop(&h.x.d, false), ==, 0);
+    held_add_free(&h);
+}
+
+static void test_controller_add_times_out(void)
+{
+    struct held_add h;
+    g_autofree char *msg = NULL;
+    int w;
+
+    if (test_hooks_missing()) {
+        return;
+    }
+    held_add_start(&h, "300");
+    held_add_wait(&h, true);
+    {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(h.x.pending, PU_TIMEOUT_MS);
+
+        g_assert_nonnull(answer);
+        msg = pu_ctl_answer_failed(answer, 1, ETIMEDOUT);
+    }
+    g_assert_nonnull(strstr(msg, "--control-timeout-ms"));
+    g_assert_false(controller_listed(h.x.fd, "vm2"));
+    /* The thread goes on and makes its socket at last: nobody's, it is removed. */
+    w = open_other_end(&h.x);
+    g_assert_cmpint(pu_daemon_log_wait(&h.x.d, 0, "controller-add: finished after it was "
+                                       "given up", PU_TIMEOUT_MS), ==, 0);
+    close(w);
+    g_assert_false(g_file_test(h.sock, G_FILE_TEST_EXISTS));
+    g_assert_false(controller_listed(h.x.fd, "vm2"));
+    /* The name and the socket are free again (and nothing holds the work any more). */
+    g_assert_cmpint(unlink(h.hold), ==, 0);
+    json_node_unref(pu_ctl_ok(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm2"), "socket",
+                                                                 pu_jstr(h.sock), NULL)));
+    g_assert_cmpint(pu_daemon_stop(&h.x.d, false), ==, 0);
+    held_add_free(&h);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -267,5 +424,8 @@ int main(int argc, char **argv)
     g_test_add_func("/blocking-open/answered-at-its-timeout", test_answered_at_its_timeout);
     g_test_add_func("/blocking-open/completes-when-it-opens", test_completes_when_it_opens);
     g_test_add_func("/blocking-open/jobs-run-confined", test_jobs_run_confined);
+    g_test_add_func("/blocking-open/controller-add-served-meanwhile",
+                    test_controller_add_served_meanwhile);
+    g_test_add_func("/blocking-open/controller-add-times-out", test_controller_add_times_out);
     return g_test_run();
 }
