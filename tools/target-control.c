@@ -833,22 +833,106 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     tgt->controllers_adding = g_list_prepend(tgt->controllers_adding, &a->p);
 }
 
+/*
+ * A controller-remove's socket file goes off the main thread too (an
+ * unlink waits on the file system holding it): the controller is gone at
+ * once, the request is answered when its file is, or at
+ * --control-timeout-ms; the path is taken until then.
+ */
+struct controller_unlinking {
+    struct controller_pending p;    /* in tgt->controllers_adding until answered */
+    struct target *tgt;
+    struct ctl_call *call;
+};
+
+static void unlinking_free(struct controller_unlinking *u)
+{
+    g_free(u->p.socket);
+    g_free(u);
+}
+
+static int unlinking_run(void *arg)
+{
+    struct controller_unlinking *u = arg;
+
+    target_test_socket_hold(u->p.socket);
+    return unlink(u->p.socket) < 0 && errno != ENOENT ? -errno : 0;
+}
+
+static void unlinking_done(void *arg, int ret)
+{
+    struct controller_unlinking *u = arg;
+    g_autofree char *err = NULL;
+
+    u->tgt->controllers_adding = g_list_remove(u->tgt->controllers_adding, &u->p);
+    if (ret < 0) {
+        err = g_strdup_printf("removed, but not its socket file %s: %s", u->p.socket,
+                              g_strerror(-ret));
+        fail(u->call, "controller-remove", ret, err);
+    } else {
+        ctl_call_reply(u->call, NULL);
+    }
+    unlinking_free(u);
+}
+
+static void unlinking_abandoned(void *arg, int why)
+{
+    struct controller_unlinking *u = arg;
+    g_autofree char *err = g_strdup_printf("removed, but its socket file %s %s", u->p.socket,
+                                           why == -ETIMEDOUT ? "not within --control-timeout-ms"
+                                           : "not before the daemon stopped");
+
+    u->tgt->controllers_adding = g_list_remove(u->tgt->controllers_adding, &u->p);
+    fail(u->call, "controller-remove", why, err);
+}
+
+static void unlinking_discard(void *arg, int ret)
+{
+    unlinking_free(arg);
+}
+
+static const struct target_job_ops unlinking_ops = {
+    .run = unlinking_run,
+    .done = unlinking_done,
+    .abandoned = unlinking_abandoned,
+    .discard = unlinking_discard,
+};
+
 static void m_controller_remove(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     static const struct json_member spec[] = { { "name", JSON_M_STR } };
     struct target *tgt = opaque;
     g_autofree char *err = NULL;
+    struct controller_unlinking *u;
+    char *socket = NULL;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
         return;
     }
-    ret = target_controller_remove(tgt, json_object_get_string_member(params, "name"), &err);
+    ret = target_controller_remove(tgt, json_object_get_string_member(params, "name"), &socket,
+                                   &err);
     if (ret < 0) {
         fail(call, "controller-remove", ret, err);
         return;
     }
-    ctl_call_reply(call, NULL);
+    if (!socket) {
+        ctl_call_reply(call, NULL);
+        return;
+    }
+    u = g_new0(struct controller_unlinking, 1);
+    u->p.socket = socket;
+    u->tgt = tgt;
+    u->call = call;
+    ret = target_job_start(tgt, "controller-remove", &unlinking_ops, u, true, &err);
+    if (ret < 0) {
+        /* Too many jobs: the file stays, the name and the path are free. */
+        g_message("controller-remove: %s; its socket file %s is left", err, socket);
+        ctl_call_reply(call, NULL);
+        unlinking_free(u);
+        return;
+    }
+    tgt->controllers_adding = g_list_prepend(tgt->controllers_adding, &u->p);
 }
 
 static void m_controller_list(struct ctl_call *call, JsonObject *params, void *opaque)

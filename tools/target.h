@@ -138,7 +138,7 @@ struct target {
     unsigned removing;            /* LUN removals not finished yet */
     GList *openings;              /* struct target_opening *: adds not answered yet */
     GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
-    GList *controllers_adding;    /* struct controller_pending *: controller-adds not answered */
+    GList *controllers_adding;    /* struct controller_pending *: adds, removes not answered */
     unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
@@ -333,7 +333,9 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
                           unsigned queues, struct controller **out, char **err);
 /*
  * What a controller-add job holds while its socket is made off the main
- * thread (target-control.c): the name and the socket path are taken.
+ * thread, or a controller-remove's while its socket file is removed
+ * (target-control.c): the socket path is taken, and an add's name (a
+ * removal's is NULL).
  */
 struct controller_pending {
     char *name;
@@ -348,10 +350,22 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
  * -errno (logged).  It may wait on the file system and the group database.
  */
 int target_listen_on(const char *path, const char *group);
+#ifdef VHOST_SCSI_TEST_HOOKS
+/* Any thread: a test's stand-in for a stuck file system under a socket's path. */
+void target_test_socket_hold(const char *path);
+#else
+static inline void target_test_socket_hold(const char *path)
+{
+}
+#endif
 /* A new controller's initiator name (NULL: keep the default); before it has connections. */
 void target_controller_set_initiator(struct controller *ctrl, const char *initiator);
-/* Removes a controller with no LUNs and no connections (-EBUSY otherwise). */
-int target_controller_remove(struct target *tgt, const char *name, char **err);
+/*
+ * Removes a controller with no LUNs and no connections (-EBUSY otherwise);
+ * *socket (g_free) is the socket file it made, for the caller to remove
+ * off the main thread, or NULL.
+ */
+int target_controller_remove(struct target *tgt, const char *name, char **socket, char **err);
 
 /*
  * The saved configuration (target-config.c).  load: creates the backends

@@ -537,6 +537,26 @@ static int socket_in_use(const struct sockaddr_un *sa)
     return ret == -EAGAIN ? -EADDRINUSE : ret;
 }
 
+#ifdef VHOST_SCSI_TEST_HOOKS
+/*
+ * VHOST_SCSI_TEST_FAULT=listen-hold: the work on a controller's socket
+ * path first waits in the open of a FIFO PATH.hold, if there is one, as it
+ * would on a socket directory on a stuck mount (which a test cannot make
+ * without root).
+ */
+void target_test_socket_hold(const char *path)
+{
+    if (!g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"), "listen-hold")) {
+        g_autofree char *hold = g_strconcat(path, ".hold", NULL);
+        int h = open(hold, O_RDONLY | O_CLOEXEC);
+
+        if (h >= 0) {
+            close(h);
+        }
+    }
+}
+#endif
+
 /*
  * Any thread: everything here waits on the file system at path (a socket
  * directory on NFS, a stuck FUSE mount) or on the group database, so a
@@ -555,21 +575,7 @@ int target_listen_on(const char *path, const char *group)
         return -ENAMETOOLONG;
     }
     strcpy(sa.sun_path, path);
-#ifdef VHOST_SCSI_TEST_HOOKS
-    /*
-     * VHOST_SCSI_TEST_FAULT=listen-hold: first wait in the open of a FIFO
-     * PATH.hold, if there is one, as this function would on a socket
-     * directory on a stuck mount (which a test cannot make without root).
-     */
-    if (!g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"), "listen-hold")) {
-        g_autofree char *hold = g_strconcat(path, ".hold", NULL);
-        int h = open(hold, O_RDONLY | O_CLOEXEC);
-
-        if (h >= 0) {
-            close(h);
-        }
-    }
-#endif
+    target_test_socket_hold(path);
     /*
      * Replace a stale socket from a previous run, never any other file, nor
      * a socket something listens on: unlinking that one took its path from
@@ -751,12 +757,13 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
     for (GList *l = tgt->controllers_adding; l; l = l->next) {
         const struct controller_pending *p = l->data;
 
-        if (!strcmp(p->name, name)) {
+        if (p->name && !strcmp(p->name, name)) {
             *err = g_strdup_printf("a controller named '%s' is being added", name);
             return -EEXIST;
         }
         if (socket && !strcmp(p->socket, socket)) {
-            *err = g_strdup_printf("%s is being made controller %s's socket", socket, p->name);
+            *err = g_strdup_printf("%s is being made %s controller's socket, or removed", socket,
+                                   p->name ? p->name : "a removed");
             return -EADDRINUSE;
         }
     }
@@ -797,7 +804,7 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
     return 0;
 }
 
-int target_controller_remove(struct target *tgt, const char *name, char **err)
+int target_controller_remove(struct target *tgt, const char *name, char **socket, char **err)
 {
     struct controller *ctrl = target_controller_find(tgt, name);
 
@@ -816,6 +823,8 @@ int target_controller_remove(struct target *tgt, const char *name, char **err)
         return -EBUSY;
     }
     g_message("controller %s: removed", name);
+    /* Its socket file is the caller's to remove, off the main thread. */
+    *socket = g_steal_pointer(&ctrl->socket_path);
     controller_free(ctrl);
     return 0;
 }

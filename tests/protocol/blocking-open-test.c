@@ -21,7 +21,7 @@
  *    listen-hold, a test hook) does not stop the daemon either: others are
  *    served, its name and socket are taken meanwhile, it is answered when
  *    the work ends or at --control-timeout-ms (the socket made later is
- *    removed).
+ *    removed); a controller-remove's unlink of its socket file likewise.
  * Each wait is on an event (a thread of the daemon found waiting in the
  * FIFO's open, an answer, the process's exit) and bounded.
  *
@@ -318,6 +318,32 @@ static void held_add_free(struct held_add *h)
     fx_free(&h->x);
 }
 
+/* The next answer on fd is a success. */
+static void answered_ok(int fd)
+{
+    g_autoptr(JsonNode) answer = pu_ctl_answer(fd, PU_TIMEOUT_MS);
+
+    g_assert_nonnull(answer);
+    g_assert_true(json_object_has_member(json_node_get_object(answer), "result"));
+}
+
+/* While the work waits, another add at its socket is refused, and the held request waits. */
+static void socket_taken(struct held_add *h)
+{
+    g_free(pu_ctl_fail(h->x.fd, "controller-add", pu_jobj("name", pu_jstr("vm3"), "socket",
+                                                           pu_jstr(h->sock), NULL), EADDRINUSE));
+    g_assert_false(pu_ctl_answer_waiting(h->x.pending));
+}
+
+/* The wait ends: the held request succeeds. */
+static void release(struct held_add *h)
+{
+    int w = open_other_end(&h->x);
+
+    answered_ok(h->x.pending);
+    close(w);
+}
+
 static bool controller_listed(int fd, const char *name)
 {
     g_autoptr(JsonNode) list = pu_ctl_ok(fd, "controller-list", NULL);
@@ -338,7 +364,7 @@ static void test_controller_add_served_meanwhile(void)
     struct held_add h;
     uint64_t features = 0;
     struct stat st;
-    int sock, w;
+    int sock;
 
     if (test_hooks_missing()) {
         return;
@@ -356,19 +382,10 @@ static void test_controller_add_served_meanwhile(void)
     g_free(pu_ctl_fail(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm2"), "socket",
                                                           pu_jstr("/nonexistent/x.sock"), NULL),
                        EEXIST));
-    g_free(pu_ctl_fail(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm3"), "socket",
-                                                          pu_jstr(h.sock), NULL), EADDRINUSE));
-    g_assert_false(pu_ctl_answer_waiting(h.x.pending));
+    socket_taken(&h);
 
     /* The wait ends: the add is answered then, the socket listens, 0660 and the group's. */
-    w = open_other_end(&h.x);
-    {
-        g_autoptr(JsonNode) answer = pu_ctl_answer(h.x.pending, PU_TIMEOUT_MS);
-
-        g_assert_nonnull(answer);
-        g_assert_true(json_object_has_member(json_node_get_object(answer), "result"));
-    }
-    close(w);
+    release(&h);
     g_assert_true(controller_listed(h.x.fd, "vm2"));
     g_assert_cmpint(stat(h.sock, &st), ==, 0);
     g_assert_true(S_ISSOCK(st.st_mode));
@@ -416,6 +433,32 @@ static void test_controller_add_times_out(void)
     held_add_free(&h);
 }
 
+/* controller-remove: the controller goes at once, its socket file off the main thread. */
+static void test_controller_remove_served_meanwhile(void)
+{
+    struct held_add h;
+
+    if (test_hooks_missing()) {
+        return;
+    }
+    held_add_start(&h, "0");
+    held_add_wait(&h, false);
+    release(&h);
+    g_assert_true(controller_listed(h.x.fd, "vm2"));
+
+    /* The removal's unlink waits in its turn. */
+    pu_ctl_send(h.x.pending, 2, "controller-remove", pu_jobj("name", pu_jstr("vm2"), NULL));
+    held_add_wait(&h, false);
+    json_node_unref(pu_ctl_ok(h.x.fd, "version", NULL));
+    g_assert_false(controller_listed(h.x.fd, "vm2"));
+    /* Its path stays taken until the file is gone: no add can race the unlink. */
+    socket_taken(&h);
+    release(&h);
+    g_assert_false(g_file_test(h.sock, G_FILE_TEST_EXISTS));
+    g_assert_cmpint(pu_daemon_stop(&h.x.d, false), ==, 0);
+    held_add_free(&h);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -427,5 +470,7 @@ int main(int argc, char **argv)
     g_test_add_func("/blocking-open/controller-add-served-meanwhile",
                     test_controller_add_served_meanwhile);
     g_test_add_func("/blocking-open/controller-add-times-out", test_controller_add_times_out);
+    g_test_add_func("/blocking-open/controller-remove-served-meanwhile",
+                    test_controller_remove_served_meanwhile);
     return g_test_run();
 }
