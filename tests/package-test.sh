@@ -212,7 +212,7 @@ hooks_absent() {
     fi
     echo "$out" | grep -q 'unknown backend "hold:' ||
         { echo "$out" | sed 's/^/# target: /'; return 1; }
-    ! grep -qaE 'VHOST_SCSI_TEST_(FAULT|BACKENDS)|log-skip-data-in|test backend: every request waits' \
+    ! grep -qaE 'VHOST_SCSI_TEST_(FAULT|BACKENDS)|log-skip-data-in|listen-hold|sandbox-refused-call|test backend: every request waits' \
         "$b" || { echo "# $b carries a test hook's strings"; return 1; }
 }
 check "the installed daemon has no test hooks: VHOST_SCSI_TEST_BACKENDS=1 --lun 0=hold:... is refused as an unknown backend, no hook's strings in the binary" \

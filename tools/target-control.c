@@ -12,6 +12,7 @@
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include <errno.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -160,6 +161,14 @@ static void m_version(struct ctl_call *call, JsonObject *params, void *opaque)
     if (!params_ok(call, params, NULL, 0)) {
         return;
     }
+#ifdef VHOST_SCSI_TEST_HOOKS
+    if (((struct target *)opaque)->opts->fault_refused_call) {
+        /* A call no set allows and none makes fatal: the filter refuses it with ENOSYS. */
+        if (syscall(SYS_getpgid, 0) < 0 && errno != ENOSYS) {
+            g_warning("getpgid: %s", g_strerror(errno));
+        }
+    }
+#endif
     json_builder_begin_object(b);
     add_str(b, "program", "vhost-scsi-target");
     add_str(b, "version", VHOST_SCSI_VERSION);

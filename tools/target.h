@@ -68,6 +68,13 @@ struct target_opts {
      * catch a back-end that forgets them.
      */
     bool fault_log_skip_data_in;
+    /*
+     * Test hook, from VHOST_SCSI_TEST_FAULT=sandbox-refused-call (test
+     * builds only): each control `version` call makes one system call the
+     * filter refuses (getpgid), so that the tests see the daemon survive
+     * refusals and report them, rate-limited.
+     */
+    bool fault_refused_call;
 };
 
 /*

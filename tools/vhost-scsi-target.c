@@ -1312,6 +1312,8 @@ int main(int argc, char **argv)
                   "(a test hook; never set it in service)");
         opts.fault_log_skip_data_in = true;
     }
+    opts.fault_refused_call = !g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"),
+                                         "sandbox-refused-call");
 #endif
     raise_fd_limit();
     if (!opts.lun_args->len && !opts.config_path) {

@@ -20,6 +20,9 @@
  *    controllers with every option (socket_group by name, by number, and
  *    a name /etc/group lacks, which must fail cleanly), the error paths
  *    (bad paths and specs), and SIGTERM with I/O in flight;
+ *  - with the test hooks, 1000 calls the filter refuses (not dangerous
+ *    ones) leave the daemon alive and serving, reported in a bounded
+ *    number of "sandbox: refused" lines whose counts add up;
  *  - SIGHUP during I/O is logged and otherwise ignored: the daemon serves
  *    on and SIGTERM still ends it with status 0.
  * That a dangerous call kills the process rather than run, and that any
@@ -44,6 +47,8 @@
 #include "control-client.h"
 #include "control-server.h"
 #include "proto-util.h"
+#include "sandbox.h"
+#include "test-hooks.h"
 
 /* Every thread's status holds line; how many threads there are. */
 static unsigned threads_all_have(pid_t pid, const char *line)
@@ -548,6 +553,64 @@ static void test_hup_during_io(void)
     confined_finish(&c);
 }
 
+#define REFUSED_CALLS 1000
+
+/*
+ * A call outside the filter's sets that is not a dangerous one fails with
+ * ENOSYS and costs nothing else: with the test hook that makes each
+ * `version` call also call getpgid, 1000 of them leave the daemon alive and
+ * serving, and what it logs of them is a report at most every
+ * SANDBOX_REPORT_INTERVAL_NS of the time they took (and one at exit), whose
+ * counts add up to the 1000, each naming the call.
+ */
+static void test_refused_calls_reported(void)
+{
+    struct confined c = { 0 };
+    g_autofree char *log = NULL;
+    g_auto(GStrv) lines = NULL;
+    unsigned reports = 0, total = 0, bound;
+    int64_t t0, secs;
+    int status;
+
+    g_setenv("VHOST_SCSI_TEST_FAULT", "sandbox-refused-call", TRUE);
+    confined_start(&c);
+    g_unsetenv("VHOST_SCSI_TEST_FAULT");
+    t0 = g_get_monotonic_time();
+    for (unsigned i = 0; i < REFUSED_CALLS; i++) {
+        ctl(c.ctl, "version", NULL);
+    }
+    g_assert_true(pu_daemon_alive(&c.d));
+    threads_all_have(c.d.proc.pid, "\nSeccomp:\t2\n");
+    rw(c.fe, 31);
+    close(c.ctl);
+    vfe_close(c.fe);
+    /* What is still counted is reported at exit. */
+    status = pu_daemon_stop(&c.d, false);
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 0);
+    secs = (g_get_monotonic_time() - t0) / G_USEC_PER_SEC + 1;
+    log = pu_daemon_log_read(&c.d, 0, 16 << 20);
+    lines = g_strsplit(log, "\n", -1);
+    for (char **l = lines; *l; l++) {
+        const char *at = strstr(*l, "sandbox: refused ");
+
+        if (!at) {
+            continue;
+        }
+        reports++;
+        g_assert_nonnull(strstr(at, " (getpgid) "));
+        total += (unsigned)g_ascii_strtoull(at + strlen("sandbox: refused "), NULL, 10);
+    }
+    bound = (unsigned)(secs * G_USEC_PER_SEC * 1000 / SANDBOX_REPORT_INTERVAL_NS) + 2;
+    g_printerr("# %u refused calls in %" G_GINT64_FORMAT " s: %u report lines (at most %u), "
+               "counting %u\n", REFUSED_CALLS, secs, reports, bound, total);
+    g_assert_cmpuint(reports, >=, 1);
+    g_assert_cmpuint(reports, <=, bound);
+    g_assert_cmpuint(total, ==, REFUSED_CALLS);
+    pu_daemon_cleanup(&c.d);
+    confined_cleanup(&c);
+}
+
 static void test_none(void)
 {
     const char *extra[] = { "--sandbox", "none", NULL };
@@ -612,6 +675,8 @@ int main(int argc, char **argv)
     g_test_add_func("/sandbox/confined/block-device", test_block_device_confined);
     g_test_add_func("/sandbox/confined/term-during-io", test_term_during_io);
     g_test_add_func("/sandbox/confined/hup-during-io", test_hup_during_io);
+    g_test_add_func("/sandbox/confined/refused-calls-reported",
+                    TEST_HOOKED(test_refused_calls_reported));
     g_test_add_func("/sandbox/none", test_none);
     g_test_add_func("/sandbox/user", test_user);
     g_test_add_func("/sandbox/refused", test_refused);
