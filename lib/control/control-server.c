@@ -23,6 +23,7 @@
 
 #include "control-server.h"
 #include "json-strict.h"
+#include "log-limit.h"
 
 /* Requests are small objects: params with a few members. */
 static const struct json_limits request_limits = { .max_depth = 8, .max_members = 32 };
@@ -41,6 +42,11 @@ struct ctl_server {
     GList *clients;
     unsigned nclients;
     unsigned next_id;
+    /*
+     * The lines a client causes at will (refused, too long, not reading):
+     * a client connecting in a loop fills no journal.
+     */
+    struct log_limit log;
 };
 
 struct ctl_client {
@@ -110,7 +116,8 @@ static void client_send(struct ctl_client *c, JsonNode *msg)
     json_generator_set_root(gen, msg);
     text = json_generator_to_data(gen, &len);
     if (c->out->len + len + 1 > CTL_MAX_OUTPUT) {
-        g_warning("%s: %s does not read its answers; dropped", c->s->name, c->name);
+        log_limit_warning(&c->s->log, "%s: %s does not read its answers; dropped", c->s->name,
+                          c->name);
         client_free(c);
         return;
     }
@@ -281,8 +288,8 @@ out:
 /* The line under way is past the limit: say so, once, and close after the answer. */
 static void request_too_long(struct ctl_client *c)
 {
-    g_message("%s: %s: request longer than %zu bytes; closing the client", c->s->name, c->name,
-              c->s->max_request);
+    log_limit_message(&c->s->log, "%s: %s: request longer than %zu bytes; closing the client",
+                      c->s->name, c->name, c->s->max_request);
     send_error(c, NULL, CTL_E_INVALID_REQUEST, 0, "request too long");
     c->closing = true;
     client_flush(c);
@@ -392,19 +399,21 @@ static void accept_cb(void *opaque, uint32_t events)
 
     if (fd < 0) {
         if (errno != EAGAIN && errno != EINTR) {
-            g_warning("%s: accept: %s", s->name, g_strerror(errno));
+            log_limit_warning(&s->log, "%s: accept: %s", s->name, g_strerror(errno));
         }
         return;
     }
     if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
         (cred.uid != 0 && cred.uid != geteuid())) {
-        g_warning("%s: refused a client of uid %d: only root and uid %d may control",
-                  s->name, len == sizeof(cred) ? (int)cred.uid : -1, (int)geteuid());
+        log_limit_warning(&s->log, "%s: refused a client of uid %d: only root and uid %d may "
+                          "control", s->name, len == sizeof(cred) ? (int)cred.uid : -1,
+                          (int)geteuid());
         close(fd);
         return;
     }
     if (s->nclients >= CTL_MAX_CLIENTS) {
-        g_warning("%s: refused a client: %u are connected", s->name, s->nclients);
+        log_limit_warning(&s->log, "%s: refused a client: %u are connected", s->name,
+                          s->nclients);
         close(fd);
         return;
     }
@@ -496,10 +505,12 @@ struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const cha
     s->opaque = cfg->opaque;
     s->max_request = cfg->max_request ? cfg->max_request : CTL_MAX_REQUEST;
     s->fd = fd;
+    log_limit_init(&s->log, s->name, LOG_LIMIT_BURST, LOG_LIMIT_PER_SEC);
     if (iothread_add_fd(s->main, fd, EPOLLIN, accept_cb, s) < 0) {
         g_warning("%s: cannot watch the socket", path);
         unlink(path);
         close(fd);
+        log_limit_end(&s->log);
         g_free(s->name);
         g_free(s->path);
         g_free(s);
@@ -519,6 +530,7 @@ void ctl_server_free(struct ctl_server *s)
     iothread_del_fd(s->main, s->fd);
     close(s->fd);
     unlink(s->path);
+    log_limit_end(&s->log);
     g_free(s->path);
     g_free(s->name);
     g_free(s);

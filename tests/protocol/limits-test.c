@@ -469,6 +469,61 @@ static void test_log_lines_per_controller_socket(void)
     pu_daemon_cleanup(&d);
 }
 
+/*
+ * The control socket likewise: with CTL_MAX_CLIENTS clients connected,
+ * 2000 more that connect and hang up are refused, in the server's burst of
+ * lines, one a second of the loop's time, and a "suppressed" count; the
+ * clients connected are still answered.
+ */
+static void test_log_lines_per_control_socket(void)
+{
+    struct pu_daemon d;
+    g_autofree char *ctl = NULL;
+    int clients[CTL_MAX_CLIENTS];
+    int64_t t0, secs;
+    unsigned lines, bound;
+    size_t off;
+
+    pu_daemon_init(&d);
+    d.capture_log = true;
+    ctl = g_build_filename(d.dir, "control.sock", NULL);
+    {
+        const char *args[] = { "--lun", "0=ram:16M", "--control", ctl, NULL };
+
+        pu_daemon_start(&d, args);
+    }
+    for (unsigned i = 0; i < CTL_MAX_CLIENTS; i++) {
+        clients[i] = ctl_client_connect(ctl);
+        g_assert_cmpint(clients[i], >=, 0);
+        /* Answered: accepted, so the next one counts it. */
+        json_node_unref(pu_ctl_ok(clients[i], "version", NULL));
+    }
+    off = pu_daemon_log_size(&d);
+    t0 = g_get_monotonic_time();
+    for (unsigned i = 0; i < RECONNECTS; i++) {
+        int fd = ctl_client_connect(ctl);
+
+        g_assert_cmpint(fd, >=, 0);
+        close(fd);
+    }
+    /* A connected client answered after the loop: every refusal before it was logged or counted. */
+    json_node_unref(pu_ctl_ok(clients[0], "version", NULL));
+    for (unsigned i = 0; i < CTL_MAX_CLIENTS; i++) {
+        close(clients[i]);
+    }
+    g_assert_cmpint(pu_daemon_stop(&d, false), ==, 0);
+    secs = (g_get_monotonic_time() - t0) / G_USEC_PER_SEC + 1;
+    lines = pu_daemon_log_count(&d, off, "refused a client");
+    bound = LOG_LIMIT_BURST + LOG_LIMIT_PER_SEC * (unsigned)secs + 4;
+    g_printerr("# %u refused control clients in %" G_GINT64_FORMAT " s: %u lines (at most %u)\n",
+               RECONNECTS, secs, lines, bound);
+    g_assert_cmpuint(lines, <=, bound);
+    g_assert_cmpuint(lines, >=, LOG_LIMIT_BURST);
+    g_assert_cmpuint(pu_daemon_log_count(&d, off, "[0-9]+ messages suppressed \\(rate limit\\)"),
+                     >=, 1);
+    pu_daemon_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -481,5 +536,6 @@ int main(int argc, char **argv)
     g_test_add_func("/limits/log-lines-per-connection", test_log_lines_per_connection);
     g_test_add_func("/limits/log-lines-per-controller-socket",
                     test_log_lines_per_controller_socket);
+    g_test_add_func("/limits/log-lines-per-control-socket", test_log_lines_per_control_socket);
     return g_test_run();
 }
