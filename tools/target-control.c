@@ -5,7 +5,9 @@
  * -resize, -list); mappings (lun-map, lun-unmap — answered once the LUN's
  * commands have drained — lun-list, and the shortcuts lun-add, answered
  * like backend-add, lun-remove, lun-resize that make and drop an implicit
- * backend); connection-list.
+ * backend); controllers (controller-add, answered once its socket
+ * listens, controller-remove, once its socket file is gone: both made off
+ * the main thread); connection-list.
  * Each checks its params against a schema first, so a wrong type or an
  * unknown member is an "invalid params" error naming the member.
  *

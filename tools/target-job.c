@@ -1,7 +1,8 @@
 /*
  * Work the main thread hands to a thread of its own (tools/target.h):
  * anything that can wait on a file system, a network or a name service
- * (opening a backend, saving the configuration) so that the main thread
+ * (opening a backend, saving the configuration, making or removing a
+ * controller's socket and looking up its group) so that the main thread
  * keeps serving every front-end's vhost-user messages, every other control
  * client and the signals meanwhile.  A job's thread posts its result back
  * to the main thread, which then calls its done callback.  A job that has

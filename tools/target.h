@@ -3,7 +3,8 @@
  * state, and the backend and LUN operations (target-backends.c) that the
  * command line and the control socket (target-control.c) both use, and
  * the work that runs off the main thread (target-job.c: opens in
- * target-opening.c, resizes in target-resize.c, closes, config-save).
+ * target-opening.c, resizes in target-resize.c, closes, config-save,
+ * controller sockets made and removed).
  * Main thread only, but where a function says otherwise.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
