@@ -50,6 +50,14 @@
 /* Out of fds (or memory) for a new connection: try again after this long. */
 #define ACCEPT_BACKOFF_MS 100
 
+/*
+ * A controller's socket logs a connection's arrival and departure: a burst
+ * big enough for every front-end the default limit admits to connect and
+ * go at once (a host's VMs after a restart of the daemon) before the limit
+ * of one line a second holds a reconnecting loop.
+ */
+#define CONTROLLER_LOG_BURST (2 * DEFAULT_MAX_CONNECTIONS)
+
 /* A shutdown that has not finished after this long is stuck: exit anyway. */
 #define SHUTDOWN_GRACE_S 30
 
@@ -661,7 +669,7 @@ static struct controller *controller_new(struct target *tgt, const char *name,
     {
         g_autofree char *who = g_strdup_printf("controller %s's connections", name);
 
-        log_limit_init(&ctrl->log, who, LOG_LIMIT_BURST, LOG_LIMIT_PER_SEC);
+        log_limit_init(&ctrl->log, who, CONTROLLER_LOG_BURST, LOG_LIMIT_PER_SEC);
     }
     if (uids) {
         g_array_append_vals(ctrl->allow_uids, uids->data, uids->len);
