@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 bash scripts/build.sh build release || exit 1
 bash scripts/build.sh build-asan asan || exit 1
 if [ ! -f build-fuzz/build.ninja ]; then
