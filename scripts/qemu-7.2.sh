@@ -3,8 +3,9 @@
 # from bookworm-backports) without touching the system: downloads the 7.2
 # qemu-system-x86/-common/-data debs plus bookworm's seabios and ipxe-qemu
 # with `apt-get download`, unpacks them with `dpkg -x` into a private root
-# (default out/qemu-7.2, git-ignored) and prints the path of the binary to
-# use.  QEMU's Debian build is relocatable: run from <root>/usr/bin it loads
+# in a build directory (meson's tests pass theirs; by hand the default is
+# build/qemu-7.2, or $BUILD_DIR/qemu-7.2) and prints the path of the binary
+# to use.  QEMU's Debian build is relocatable: run from <root>/usr/bin it loads
 # its modules (the TCG accelerator is one in 7.2) from <root>/usr/lib/... and
 # its firmware from <root>/usr/share/{qemu,seabios} and <root>/usr/lib/ipxe,
 # so it never picks up 10.0's files.  Libraries the system lacks are fetched
@@ -14,6 +15,7 @@
 # Usage: scripts/qemu-7.2.sh [--dir DIR] [--datadir | --env | --stamp FILE]
 #   (no option)  print the QEMU binary path
 #   --datadir    print the firmware/data dir (for QEMU's -L)
+#   --dir DIR    the private root (default ${BUILD_DIR:-build}/qemu-7.2)
 #   --env        print `export QEMU=... QEMU_DATADIR=...` for the qtest suite
 #                and tests/guest (eval "$(scripts/qemu-7.2.sh --env)")
 #   --stamp FILE for meson (suite qtest-qemu72): write the --env line to FILE
@@ -24,7 +26,7 @@
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-DIR=$SRC/out/qemu-7.2
+DIR=${BUILD_DIR:-$SRC/build}/qemu-7.2
 MODE=bin
 while [ $# -gt 0 ]; do
     case "$1" in
