@@ -1,7 +1,7 @@
 #!/bin/bash
 # The whole test suite (`make check`): an optimised build and an
 # AddressSanitizer+UBSan build; unit, protocol and qtest suites (the qtest
-# suite against QEMU 10.0 and, unpacked beside it, bookworm's 7.2) run under
+# suite against QEMU 10.0 and bookworm's 7.2, fetched into the build) run under
 # the sanitizers, guest tests (QEMU booting Linux) and the sandbox test
 # (suite release) with the optimised binaries, and the package suite (the
 # Debian package built, checked by lintian and run from a throwaway root).
