@@ -1,4 +1,7 @@
 # Entry points; everything real lives in scripts/ and meson.build.
+# `make` only builds (and says to run `make deps` if a build package is
+# missing); `make deps` installs the build and test packages; check, demo
+# and the lab's runs (bench, fuzz, soak) install what is missing first.
 BUILD ?= build
 ASAN_BUILD ?= build-asan
 
@@ -7,15 +10,17 @@ ASAN_BUILD ?= build-asan
 all: build
 
 deps:
-	bash scripts/install-deps.sh
+	bash scripts/install-deps.sh test
 
-build: deps
+build:
+	@bash scripts/install-deps.sh build --check
 	bash scripts/build.sh $(BUILD)
 
-check: deps
+# scripts/check.sh and scripts/demo.sh install what is missing themselves.
+check:
 	bash scripts/check.sh
 
-demo: deps
+demo:
 	bash scripts/demo.sh
 
 bench: deps

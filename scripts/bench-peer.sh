@@ -1,5 +1,5 @@
 #!/bin/bash
-# The peer comparison of issue 16: vhost-scsi-target against SPDK's vhost
+# The peer comparison: vhost-scsi-target against SPDK's vhost
 # (../shared/peers/spdk/, built into /opt/peers/spdk), both driven by our
 # own vhost-scsi-bench, target pinned to CPU 0 and bench to CPU 1.  Each
 # configuration runs REPS rounds; a round runs both targets one after the
@@ -8,13 +8,13 @@
 # Like is compared with like: our null:...,fill=none against SPDK's null
 # bdev (neither touches read buffers), ram: against SPDK's malloc bdev
 # (both copy); our zero-filling null: default gets its own rows.  Rows
-# marked "loaded host" run with a nice -n 10 busy loop on each core (goal
-# 5: compare each with its unloaded twin, IOPS and system time per I/O).
+# marked "loaded host" run with a nice -n 10 busy loop on each core
+# (compare each with its unloaded twin, IOPS and system time per I/O).
 # With PEER_BLOCKDEV=/dev/X (a block device whose contents may be
-# overwritten), goal 3's rows: a file: LUN with O_DIRECT on it against
+# overwritten), rows of a file: LUN with O_DIRECT on it against
 # SPDK's aio bdev on it, and host fio (io_uring, O_DIRECT, on CPU 1) on it
 # as a third party in each round.
-# A second table (goal 4) sets two target threads against one, and SPDK's
+# A second table sets two target threads against one, and SPDK's
 # two reactors against one, each run with two bench processes free to
 # use both CPUs, at 256k where the target's copy is most of the work.
 # Rows named *-packed give our target packed virtqueues (vhost-scsi-bench
@@ -51,7 +51,7 @@ write_section() {  # write_section FILE: replaces the section in $DOC
 import re, sys
 doc, new = sys.argv[1], open(sys.argv[2]).read().rstrip("\n") + "\n"
 text = open(doc).read()
-head = "## SPDK peer (issue 16)"
+head = "## SPDK peer"
 m = re.search(r"^" + re.escape(head) + r"\n.*?(?=^## |\Z)", text, re.S | re.M)
 if m:
     text = text[:m.start()] + new + "\n" + text[m.end():]
@@ -64,7 +64,7 @@ EOF
 if [ ! -x "$SPDK/build/bin/vhost" ]; then
     say "no SPDK build in $SPDK: writing how to get one"
     cat >"$OUT.md" <<EOF
-## SPDK peer (issue 16)
+## SPDK peer
 
 Not measured on this machine: there is no SPDK build in \`$SPDK\`.
 \`../shared/peers/spdk/build.sh\` builds SPDK v24.09's vhost there (about
@@ -182,7 +182,7 @@ fill() {
     fi
 }
 
-# The historic loaded host (issue 16 goal 5): a nice -n 10 busy loop on
+# The loaded host: a nice -n 10 busy loop on
 # each core for the length of a run; LOOPS holds their pids.
 LOOPS=()
 load_start() {
@@ -235,8 +235,8 @@ ROWS=()
 # row NAME "DESCRIPTION" OURS_LUN OURS_POLL QUEUES SPDK_BDEV "BENCH ARGS" [loaded]
 # (OURS_BENCH="ARGS" row ...: more bench options against our target only;
 # AT_SPDK_RATE=1 row ...: each round runs SPDK first and then ours with
-# --rate at the IOPS SPDK reached in that round: goal 2's "SPDK's IOPS at
-# half a core" as a CPU figure)
+# --rate at the IOPS SPDK reached in that round: what our target's CPU
+# is at SPDK's rate)
 row() {
     local name=$1 desc=$2 lun=$3 poll=$4 queues=$5 bdev=$6 bargs=$7 loaded=${8:-} i
     selected "$name" || return 0
@@ -310,14 +310,14 @@ row ram-qd32-wait-pollon "ram vs malloc, QD32, bench waits, target --poll on" \
     "ram:64M" on 1 malloc "$R --iodepth 32"
 row ram-qd1-poll "ram vs malloc, QD1, bench polls, target --poll on" \
     "ram:64M" on 1 malloc "$R --iodepth 1 --poll"
-# Goal 5: the same under two nice -n 10 busy loops, one per core.
+# The loaded host: the same under two nice -n 10 busy loops, one per core.
 row null-qd32-wait-polloff-loaded "null, QD32, bench waits, target --poll off, loaded host" \
     "null:1G,fill=none" off 1 null "$R --iodepth 32" loaded
 row null-qd1-wait-polloff-loaded "null, QD1, bench waits, target --poll off, loaded host" \
     "null:1G,fill=none" off 1 null "$R --iodepth 1" loaded
 row null-qd32-poll-loaded "null, QD32, bench polls, target --poll on, loaded host" \
     "null:1G,fill=none" on 1 null "$R --iodepth 32 --poll" loaded
-# Goal 3: a file: LUN with O_DIRECT on a block device (PEER_BLOCKDEV only).
+# A file: LUN with O_DIRECT on a block device (PEER_BLOCKDEV only).
 if [ -n "${PEER_BLOCKDEV:-}" ]; then
     [ -b "$PEER_BLOCKDEV" ] || { echo "bench-peer: $PEER_BLOCKDEV is not a block device" >&2; exit 1; }
     row blockdev-qd32-randread "block device, randread QD32, bench waits, target --poll off" \
@@ -336,18 +336,18 @@ if [ -n "${PEER_BLOCKDEV:-}" ]; then
     row blockdev-qd32-randwrite-pollon "block device, randwrite QD32, bench waits, target --poll on" \
         "file:$PEER_BLOCKDEV,direct" on 1 aio "--rw randwrite --bs 4k --iodepth 32"
 fi
-# Goal 2: ours paced at the IOPS SPDK reached in the same round (its CPU is the figure).
+# Ours paced at the IOPS SPDK reached in the same round (its CPU is the figure).
 AT_SPDK_RATE=1 row null-qd32-wait-adaptive-at-spdk-rate \
     "null, QD32, bench waits, target --poll adaptive, ours at SPDK's IOPS (--rate)" \
     "null:1G,fill=none" adaptive 1 null "$R --iodepth 32"
 AT_SPDK_RATE=1 OURS_BENCH=--packed row null-qd32-wait-adaptive-at-spdk-rate-packed \
     "null, QD32, bench waits, target --poll adaptive, ours at SPDK's IOPS (--rate); ours packed rings" \
     "null:1G,fill=none" adaptive 1 null "$R --iodepth 32"
-# Goal 2's idle half: a front-end attached, nothing issued; only CPU counts.
+# Idle: a front-end attached, nothing issued; only CPU counts.
 row idle-adaptive "idle (front-end attached, no I/O), target --poll adaptive" \
     "null:1G,fill=none" adaptive 1 null "--idle"
 
-# Goal 4: two target threads against one, and against SPDK with two
+# Two target threads against one, and against SPDK with two
 # reactors.  Each run serves two queues to two bench processes, one queue
 # each (SPDK gives each reactor a controller of its own, its unit of
 # placement; ours takes both queues on one socket, --first-queue), both
@@ -459,7 +459,7 @@ loads = [json.loads(l)["loadavg"] for n in rows + scale_rows
          for l in open(f"{out}/{n}.jsonl")] or [0]
 cpu = subprocess.run(["sh", "-c", "grep -m1 'model name' /proc/cpuinfo | cut -d: -f2"],
                      capture_output=True, text=True).stdout.strip()
-print("## SPDK peer (issue 16)\n")
+print("## SPDK peer\n")
 print(f"Written by `bash scripts/bench-peer.sh` on {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, "
       f"{platform.node()}: {cpu}, {os.cpu_count()} CPUs, kernel {platform.release()}. "
       f"{reps} rounds of {runtime} s per configuration; each round runs both targets, the "
@@ -490,7 +490,7 @@ for n in rows:
                 (" / host `fio --direct=1 --ioengine=io_uring --bs=4k` (same pattern and depth, CPU 1)"
                  if f else ""))
 if scale_rows:
-    print("\nTwo threads against one (goal 4; rows above: one thread, one CPU). Each run has "
+    print("\nTwo threads against one (rows above: one thread, one CPU). Each run has "
           "two bench processes, one queue each, on CPUs 0-1 with the target: IOPS of both "
           "summed, medians of the rounds; the order of the four runs reversed every round; "
           "in the commands, parentheses give the two-thread and two-reactor runs.\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # Turns the raw runs of scripts/bench.sh (out/bench/*.jsonl, one JSON object
-# per run) into docs/performance.md: the machine, one table of the issue-5
-# goals (median of the runs, the ratio asked for, met or not), and every
+# per run) into docs/performance.md: the machine, one table of the
+# performance goals (median of the runs, the ratio asked for, met or not), and every
 # configuration with its exact commands.  Medians are taken per metric.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
@@ -184,7 +184,7 @@ with open(doc, "w") as f:
           "(anything above ~0 means other work shared the cores and the figures are "
           "pessimistic)\n" % (min(loads), statistics.median(loads), max(loads)))
     w("- %s; %s\n\n" % (sh("fio --version"), sh("qemu-system-x86_64 --version | head -1")))
-    w("## Goals (issue 5)\n\n| goal | figure (median) | command | verdict |\n|---|---|---|---|\n")
+    w("## Goals\n\n| goal | figure (median) | command | verdict |\n|---|---|---|---|\n")
     for g in goals:
         w("| %s | %s | %s | %s |\n" % g)
     w("\n## All configurations\n\n")

@@ -1,5 +1,5 @@
 #!/bin/bash
-# `make bench`: the performance matrix of issue 5.  Builds an optimised tree,
+# `make bench`: the performance matrix.  Builds an optimised tree,
 # then runs vhost-scsi-bench against vhost-scsi-target (null, page-cached
 # file and O_DIRECT loop-device LUNs; polling and interrupt modes; one and
 # two threads; with and without two nice'd busy loops), fio directly on the
@@ -267,7 +267,7 @@ fi
 
 say "writing $DOC"
 python3 "$SRC/scripts/bench-report.py" "$OUT" "$DOC" "$RUNTIME" "$REPS"
-# g8, the SPDK peer (issue 16): its own section below the analysis marker.
+# g8, the SPDK peer: its own section below the analysis marker.
 if want g8; then
     BENCH_BUILD=$BUILD BENCH_DOC=$DOC bash "$SRC/scripts/bench-peer.sh"
 fi

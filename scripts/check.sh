@@ -1,7 +1,7 @@
 #!/bin/bash
 # The whole test suite (`make check`): an optimised build and an
 # AddressSanitizer+UBSan build; unit, protocol and qtest suites (the qtest
-# suite against QEMU 10.0 and, unpacked beside it, bookworm's 7.2) run under
+# suite against QEMU 10.0 and bookworm's 7.2, fetched into the build) run under
 # the sanitizers, guest tests (QEMU booting Linux) and the sandbox test
 # (suite release) with the optimised binaries, and the package suite (the
 # Debian package built, checked by lintian and run from a throwaway root).
@@ -10,7 +10,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh test
 bash scripts/build.sh build release || exit 1
 bash scripts/build.sh build-asan asan || exit 1
 if [ ! -f build-fuzz/build.ninja ]; then

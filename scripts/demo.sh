@@ -48,7 +48,7 @@ say() { echo "== $*"; }
 
 if [ -z "${DEMO_SKIP_DEPS:-}" ]; then
     say "checking packages"
-    bash "$SRC/scripts/install-deps.sh"
+    bash "$SRC/scripts/install-deps.sh" test
 fi
 
 if [ -z "${DEMO_SKIP_BUILD:-}" ]; then

@@ -3,47 +3,52 @@
 # from bookworm-backports) without touching the system: downloads the 7.2
 # qemu-system-x86/-common/-data debs plus bookworm's seabios and ipxe-qemu
 # with `apt-get download`, unpacks them with `dpkg -x` into a private root
-# (default out/qemu-7.2, git-ignored) and prints the path of the binary to
-# use.  QEMU's Debian build is relocatable: run from <root>/usr/bin it loads
+# in a build directory (meson's tests pass theirs; by hand the default is
+# build/qemu-7.2, or $BUILD_DIR/qemu-7.2) and prints the path of the binary
+# to use.  QEMU's Debian build is relocatable: run from <root>/usr/bin it loads
 # its modules (the TCG accelerator is one in 7.2) from <root>/usr/lib/... and
 # its firmware from <root>/usr/share/{qemu,seabios} and <root>/usr/lib/ipxe,
 # so it never picks up 10.0's files.  Libraries the system lacks are fetched
 # the same way into the root; the printed path is then a wrapper that sets
 # LD_LIBRARY_PATH.  Idempotent: a second run only checks and prints.
 #
-# Usage: scripts/qemu-7.2.sh [--dir DIR] [--datadir | --env | --stamp FILE]
+# Usage: scripts/qemu-7.2.sh [--dir DIR] [--datadir | --env | --run CMD [ARG...]]
 #   (no option)  print the QEMU binary path
 #   --datadir    print the firmware/data dir (for QEMU's -L)
+#   --dir DIR    the private root (default ${BUILD_DIR:-build}/qemu-7.2)
 #   --env        print `export QEMU=... QEMU_DATADIR=...` for the qtest suite
 #                and tests/guest (eval "$(scripts/qemu-7.2.sh --env)")
-#   --stamp FILE for meson (suite qtest-qemu72): write the --env line to FILE
-#                and exit 0 even if the fetch fails, so that a machine without
-#                the archive fails those tests, not the whole `meson test`
+#   --run CMD... for meson's tests (suites qtest-qemu72, guest-qemu72): fetch
+#                (parallel tests wait for one another), then run CMD with
+#                QEMU and QEMU_DATADIR set; a failed fetch fails that test
+#                only.  So the fetch happens when such a test runs, never
+#                while building.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-DIR=$SRC/out/qemu-7.2
+DIR=${BUILD_DIR:-$SRC/build}/qemu-7.2
 MODE=bin
 while [ $# -gt 0 ]; do
     case "$1" in
     --dir) DIR=$2; shift 2 ;;
     --datadir) MODE=datadir; shift ;;
     --env) MODE=env; shift ;;
-    --stamp) MODE=stamp STAMP=$2; shift 2 ;;
+    --run) MODE=run; shift; break ;;
     -h|--help) sed -n '/^# Usage:/,/^# SPDX/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
     *) echo "qemu-7.2.sh: unknown option $1" >&2; exit 2 ;;
     esac
 done
-if [ "$MODE" = stamp ]; then
-    # Parallel meson runs share one root: serialise, and never fail the build.
+if [ "$MODE" = run ]; then
+    [ $# -gt 0 ] || { echo "qemu-7.2.sh: --run needs a command" >&2; exit 2; }
+    # Parallel tests share one root: the first fetches, the others wait.
     mkdir -p "$DIR"
-    exec 9>"$DIR/.lock"
-    flock 9
-    "$0" --dir "$DIR" --env > "$STAMP.tmp" && mv "$STAMP.tmp" "$STAMP" ||
-        { echo "# QEMU 7.2 unavailable: scripts/qemu-7.2.sh failed" > "$STAMP"; rm -f "$STAMP.tmp"; }
-    exit 0
+    env=$(flock "$DIR/.lock" "$0" --dir "$DIR" --env) ||
+        { echo "qemu-7.2.sh: QEMU 7.2 unavailable (fetch failed, above)" >&2; exit 1; }
+    eval "$env"
+    export QEMU QEMU_DATADIR
+    exec "$@"
 fi
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd)

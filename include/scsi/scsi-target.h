@@ -135,8 +135,8 @@ void scsi_nexus_set_events(struct scsi_nexus *nx, const struct scsi_nexus_events
 /*
  * What this nexus reaches, as its transport asks before task management:
  * whether any LUN is served on port, and the LUN at (port, lun_id) or NULL.
- * Answered from the nexus's own table, which a live LUN change (issue 13)
- * replaces per nexus.
+ * Answered from the nexus's own table, which a live LUN change replaces
+ * per nexus.
  */
 bool scsi_nexus_has_port(const struct scsi_nexus *nx, unsigned port);
 struct scsi_lun *scsi_nexus_lun(struct scsi_nexus *nx, unsigned port, unsigned lun_id);

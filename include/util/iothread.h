@@ -116,8 +116,8 @@ struct iothread_stats {
  * kept.  Judging the sleep and not the time since the last work keeps a
  * whole window open for work that comes in bursts a little further apart
  * than the window (a guest's queue of 16 under TCG: half the wake-ups and
- * kicks, docs/performance.md), and costs nothing when requests come evenly
- * spaced, where the sleep is as long as the gap.
+ * kicks; docs/performance.md's git history), and costs nothing when
+ * requests come evenly spaced, where the sleep is as long as the gap.
  */
 #define IOTHREAD_POLL_WINDOW_MIN_NS 4000
 uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64_t max_ns);
@@ -132,7 +132,7 @@ uint64_t iothread_poll_window_next(uint64_t window_ns, uint64_t slept_ns, uint64
  * backend whose I/O completes at a pace a spin can meet (a host write a
  * few tens of microseconds after submission) keeps the thread awake after
  * each batch, whatever the kicks' window says, and so does the guest's next
- * request that comes meanwhile: no sleep, no kick (docs/performance.md).
+ * request that comes meanwhile: no sleep, no kick.
  */
 uint64_t iothread_poll_window_uring_next(uint64_t window_ns, uint64_t waited_ns,
                                          uint64_t max_ns);
@@ -256,7 +256,8 @@ int iothread_submit(struct iothread *t);
  * (IOTHREAD_POLL_ON) submits it at once, others with the rest of the
  * iteration's.  A device given a whole batch in one io_uring_enter served
  * a polling thread 9-13% fewer IOPS (an O_DIRECT loop device at QD32,
- * docs/performance.md); a thread that sleeps saves the system call.
+ * docs/performance.md's git history); a thread that sleeps saves the
+ * system call.
  */
 void iothread_sqe_ready(struct iothread *t);
 

@@ -212,8 +212,8 @@ static void test_poll_modes_serve_correctly(void)
 
 /*
  * The bench's --idle attaches, issues nothing for --time seconds and
- * reports the back-end's CPU over that time (issue 16's idle goal is
- * measured with it); with --verify or --ios it refuses, saying why.
+ * reports the back-end's CPU over that time (the idle row of the SPDK
+ * peer comparison is measured with it); with --verify or --ios it refuses, saying why.
  */
 static void test_bench_idle_reports_the_back_end(void)
 {

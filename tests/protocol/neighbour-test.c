@@ -1,7 +1,7 @@
 /*
  * A hostile front-end next to a well-behaved one on the same I/O thread
  * of the real daemon (--threads 1: every request queue of every
- * connection is served by one thread), the issue-17 goal being that the
+ * connection is served by one thread), the fairness goal being that the
  * well-behaved one's p99 stays within 2x of running alone.
  *
  * That goal is asserted structurally, not by timing: on a loaded 2-core

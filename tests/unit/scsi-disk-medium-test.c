@@ -1,6 +1,6 @@
 /*
- * Specification of the SBC-3 commands added with COMPARE AND WRITE (issue
- * 15) besides it: VERIFY (12) and WRITE AND VERIFY (12) behave as their
+ * Specification of the SBC-3 commands that came with COMPARE AND WRITE,
+ * besides it: VERIFY (12) and WRITE AND VERIFY (12) behave as their
  * (10) and (16) forms; PRE-FETCH (10) and (16) answer CONDITION MET when
  * the backend took the whole range into its cache (ram: always, it is in
  * memory), GOOD when it has no cache or the range is too long, and check
