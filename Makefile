@@ -35,4 +35,4 @@ soak: deps
 	bash scripts/soak.sh
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz out
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz build-release-gcc build-release-clang out

@@ -5,6 +5,8 @@
 # the sanitizers, guest tests (QEMU booting Linux) and the sandbox test
 # (suite release) with the optimised binaries, and the package suite (the
 # Debian package built, checked by lintian and run from a throwaway root).
+# Also builds (only) what a user builds, `meson setup -Dbuildtype=release`
+# with the project's warnings as errors, under gcc and under clang.
 # Ends with the line "N passed, N failed, N skipped", counting test cases
 # (scripts/test-summary.py).
 set -uo pipefail
@@ -23,6 +25,26 @@ bash scripts/test-hooks.sh --on build-fuzz || exit 1
 ninja -C build-fuzz $(for d in tests/fuzz/corpus/*/; do echo "tests/fuzz/$(basename "$d")"; done) ||
     exit 1
 
+# A user's release build (no test hooks, warnings as errors), under each
+# compiler, built only: the tests ran on the builds above.  A failure does
+# not stop the suites; it is a failed case of the summary.
+built=()
+for cc in gcc clang; do
+    dir=build-release-$cc
+    start=$SECONDS
+    { [ -f "$dir/build.ninja" ] ||
+          { rm -rf "$dir" && CC=$cc meson setup "$dir" -Dbuildtype=release; }; } >"$dir.log" 2>&1 &&
+        ninja -C "$dir" >>"$dir.log" 2>&1
+    status=$?
+    mkdir -p "$dir" && mv "$dir.log" "$dir/build.log"
+    if [ "$status" -ne 0 ]; then
+        tail -n 30 "$dir/build.log"
+        echo "FAILED: release build under $cc (exit status $status, see $dir/build.log)"
+    fi
+    echo "release build under $cc: $((SECONDS - start)) s"
+    built+=("--built=$dir:$status")
+done
+
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1:halt_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 export MALLOC_PERTURB_=0
@@ -37,5 +59,5 @@ meson test -C build --no-rebuild --print-errorlogs --suite release --suite guest
 
 # Counts test cases from the TAP in each testlog, lists every skip with its
 # reason and every failure, and fails when an expected suite did not run.
-python3 scripts/test-summary.py build-fuzz:fuzz \
+python3 scripts/test-summary.py "${built[@]}" build-fuzz:fuzz \
     build-asan:unit,protocol,qtest,fuzz,iscsi,ceph,qtest-qemu72 build:release,guest,package

@@ -10,10 +10,13 @@
 # a test of the suite absent from the log), a TAP stream that bails out, has
 # no plan or runs a different number of cases than planned, and a binary
 # that exits with an error although its cases passed all count as failures.
+# A build that check.sh only compiles (the release builds under gcc and
+# clang) is one case each, given as --built=BUILD_DIR:STATUS with the exit
+# status of its meson setup and ninja: it passes if that is 0.
 # The last line is always "N passed, N failed, N skipped"; the exit status is
 # 1 if anything failed or nothing passed.
 #
-#   test-summary.py BUILD_DIR:SUITE[,SUITE...] ...
+#   test-summary.py [--built=BUILD_DIR:STATUS ...] BUILD_DIR:SUITE[,SUITE...] ...
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 import json
@@ -153,12 +156,26 @@ def summarise_build(build_dir, expected_suites, summary):
             summary.fail(where, f'{result}, exit status {r.get("returncode")}')
 
 
+def summarise_built(arg, summary):
+    """One build-only case: BUILD_DIR:STATUS, STATUS the build's exit status."""
+    build_dir, _, status = arg.rpartition(':')
+    where = f'[{os.path.basename(os.path.normpath(build_dir))}] build'
+    if status == '0':
+        summary.passes()
+    else:
+        summary.fail(where, f'exit status {status or "missing"}, see {build_dir}/build.log')
+
+
 def main(argv):
     if not argv:
-        print(__doc__ or 'usage: test-summary.py BUILD_DIR:SUITE[,SUITE...] ...', file=sys.stderr)
+        print('usage: test-summary.py [--built=BUILD_DIR:STATUS ...] BUILD_DIR:SUITE[,SUITE...] ...',
+              file=sys.stderr)
         return 2
     summary = Summary()
     for arg in argv:
+        if arg.startswith('--built='):
+            summarise_built(arg[len('--built='):], summary)
+            continue
         build_dir, _, suites = arg.partition(':')
         summarise_build(build_dir, [s for s in suites.split(',') if s], summary)
     for line in summary.skips + summary.failures:

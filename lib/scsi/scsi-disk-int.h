@@ -330,16 +330,16 @@ struct sd_range {
 int sd_range_init(struct scsi_lun *lun);
 void sd_range_free(struct scsi_lun *lun);
 /*
- * Takes [lba, lba + n) for cmd, shared or exclusive.  True: held now.
- * False: cmd waits, and go(lun, cmd) runs on cmd's thread (posted there;
- * inside a later release when the command has no thread) once it holds it.
+ * Takes [lba, lba + n) for cmd, recorded in r (cmd's own record, which
+ * its owner passes down so that the lock needs nothing from above it),
+ * shared or exclusive.  True: held now.  False: cmd waits, and go(lun, cmd)
+ * runs on cmd's thread (posted there; inside a later release when the
+ * command has no thread) once it holds it.
  */
-bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uint64_t n,
-                   bool excl, sd_range_go_fn *go);
-/* Gives back what cmd holds (sd_cmd_finish does, before completing it). */
-void sd_range_unlock(struct scsi_lun *lun, struct scsi_cmd *cmd);
-/* The command's record (its private area, scsi-disk-io.c). */
-struct sd_range *sd_cmd_range(struct scsi_cmd *cmd);
+bool sd_range_lock(struct scsi_lun *lun, struct sd_range *r, struct scsi_cmd *cmd,
+                   uint64_t lba, uint64_t n, bool excl, sd_range_go_fn *go);
+/* Gives back what r holds (sd_cmd_finish does, before completing its command). */
+void sd_range_unlock(struct scsi_lun *lun, struct sd_range *r);
 
 /* ---- scsi-qos.c: rate limits ------------------------------------------- */
 

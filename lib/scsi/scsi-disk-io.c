@@ -34,11 +34,6 @@ static struct cmd_priv *cmd_priv(struct scsi_cmd *cmd)
     return (struct cmd_priv *)(void *)cmd->priv;
 }
 
-struct sd_range *sd_cmd_range(struct scsi_cmd *cmd)
-{
-    return &cmd_priv(cmd)->range;
-}
-
 /*
  * Backend failures.  -ENOSPC (a thin backend out of space) is reported as
  * DATA PROTECT / SPACE ALLOCATION FAILED WRITE PROTECT (27h/07h), which
@@ -153,7 +148,7 @@ void sd_cmd_finish(struct scsi_cmd *cmd)
 
     /* Released before complete(): a waiter may start while cmd is freed. */
     if (p->range.state) {
-        sd_range_unlock(p->op && p->op->range_lun ? p->op->range_lun : lun, cmd);
+        sd_range_unlock(p->op && p->op->range_lun ? p->op->range_lun : lun, &p->range);
     }
     g_free(p->heap_iov);
     p->heap_iov = NULL;
@@ -300,7 +295,7 @@ static void single_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
 int sd_submit_single_range(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba,
                            uint64_t n, bool excl)
 {
-    if (!sd_range_lock(lun, cmd, lba, n, excl, single_go)) {
+    if (!sd_range_lock(lun, &cmd_priv(cmd)->range, cmd, lba, n, excl, single_go)) {
         return EXEC_ASYNC;
     }
     return sd_submit_single(lun, cmd);
@@ -388,7 +383,8 @@ static void op_run(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_state *
         }
         if (next == STEP_RANGE) {
             /* Held now: the step goes on here; else op_go continues it once granted. */
-            if (!sd_range_lock(st->range_lun, cmd, st->range_lba, st->range_n, false, op_go)) {
+            if (!sd_range_lock(st->range_lun, &cmd_priv(cmd)->range, cmd, st->range_lba,
+                               st->range_n, false, op_go)) {
                 return;
             }
             ret = 0;
@@ -443,7 +439,7 @@ static void op_go(struct scsi_lun *lun, struct scsi_cmd *cmd)
 
 void sd_op_range_unlock(struct scsi_cmd *cmd, struct op_state *st)
 {
-    sd_range_unlock(st->range_lun, cmd);
+    sd_range_unlock(st->range_lun, &cmd_priv(cmd)->range);
     st->range_lun = NULL;
 }
 
@@ -451,7 +447,7 @@ int sd_op_start_range(struct scsi_lun *lun, struct scsi_cmd *cmd, struct op_stat
                       uint64_t lba, uint64_t n, bool excl)
 {
     g_assert(cmd_priv(cmd)->op == st);
-    if (sd_range_lock(lun, cmd, lba, n, excl, op_go)) {
+    if (sd_range_lock(lun, &cmd_priv(cmd)->range, cmd, lba, n, excl, op_go)) {
         op_run(lun, cmd, st, 0, false);
     }
     return EXEC_ASYNC;

@@ -190,11 +190,10 @@ static void fast_put(struct sd_range_lock *rl, unsigned slot)
     }
 }
 
-bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uint64_t n,
-                   bool excl, sd_range_go_fn *go)
+bool sd_range_lock(struct scsi_lun *lun, struct sd_range *r, struct scsi_cmd *cmd,
+                   uint64_t lba, uint64_t n, bool excl, sd_range_go_fn *go)
 {
     struct sd_range_lock *rl = lun->wlock;
-    struct sd_range *r = sd_cmd_range(cmd);
     unsigned slot = cmd->thread ? iothread_id(cmd->thread) : 0;
     bool now;
     int ret;
@@ -238,10 +237,9 @@ bool sd_range_lock(struct scsi_lun *lun, struct scsi_cmd *cmd, uint64_t lba, uin
     return now;
 }
 
-void sd_range_unlock(struct scsi_lun *lun, struct scsi_cmd *cmd)
+void sd_range_unlock(struct scsi_lun *lun, struct sd_range *r)
 {
     struct sd_range_lock *rl = lun->wlock;
-    struct sd_range *r = sd_cmd_range(cmd);
     struct sd_range *run = NULL;
 
     g_assert(r->state == RANGE_FAST || r->state == RANGE_HELD);

@@ -330,7 +330,8 @@ static int parse_cscd(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d, u
         return sd_sense_done(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE);
     }
     naa = ld64(d + 8);
-    if (naa == scsi_lun_naa(x->lun)) {
+    /* The field itself, as every family reads the LUN: scsi_lun_naa() is the dispatch's, above. */
+    if (naa == x->lun->naa) {
         l = x->lun;
     } else if (cmd->find_lun) {
         l = cmd->find_lun(cmd->find_ctx, naa, &rtpi);

@@ -163,6 +163,22 @@ def test_expected_test_absent_from_log_fails(root):
     check(rc == 1, rc)
 
 
+def test_build_only_case_counts_once(root):
+    d = build_dir(root, 'build-asan', [('t', ['unit'], 'tap')], [('t', 'OK', GTEST_PASS)])
+    rc, lines = summary('--built=build-release-gcc:0', d + ':unit')
+    check(lines == ['4 passed, 0 failed, 0 skipped'], lines)
+    check(rc == 0, rc)
+
+
+def test_failed_build_is_named_and_fails(root):
+    d = build_dir(root, 'build-asan', [('t', ['unit'], 'tap')], [('t', 'OK', GTEST_PASS)])
+    rc, lines = summary('--built=build-release-gcc:0', '--built=build-release-clang:1', d + ':unit')
+    check('FAILED: [build-release-clang] build (exit status 1, see '
+          'build-release-clang/build.log)' in lines, lines)
+    check(lines[-1] == '4 passed, 1 failed, 0 skipped', lines)
+    check(rc == 1, rc)
+
+
 def main():
     cases = [(n, f) for n, f in globals().items() if n.startswith('test_')]
     failed = 0

@@ -22,6 +22,7 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -252,16 +253,36 @@ static void fx_teardown(struct fx *x)
  * answered at once (an abort or a query of a tag nobody uses) on either
  * target.
  */
+/*
+ * A field of the shared request as the aligned word it is, for the
+ * writer's atomic stores: struct virtio_scsi_ctrl_tmf_req is packed, so
+ * &req->type may be unaligned as far as the compiler knows, but each of its
+ * fields sits at its natural alignment and fe_alloc's buffers are 64-byte
+ * aligned.
+ */
+#define TMF_REQ_FIELD(shared, field)                                                   \
+    ((__typeof__(((struct virtio_scsi_ctrl_tmf_req *)0)->field) *)aligned_field(        \
+        (shared), offsetof(struct virtio_scsi_ctrl_tmf_req, field),                      \
+        sizeof(((struct virtio_scsi_ctrl_tmf_req *)0)->field)))
+
+static void *aligned_field(void *shared, size_t offset, size_t size)
+{
+    char *p = (char *)shared + offset;
+
+    g_assert_cmpuint((uintptr_t)p % size, ==, 0);
+    return p;
+}
+
 static void scramble_ctrl_request(void *shared, GRand *rand)
 {
     struct virtio_scsi_ctrl_tmf_req *req = shared;
     uint32_t type = g_rand_boolean(rand) ? VIRTIO_SCSI_T_TMF : VIRTIO_SCSI_T_AN_QUERY;
     uint32_t subtype = g_rand_boolean(rand) ? ABORT_TASK : QUERY_TASK;
 
-    __atomic_store_n(&req->type, htole32(type), __ATOMIC_RELAXED);
-    __atomic_store_n(&req->subtype, htole32(subtype), __ATOMIC_RELAXED);
+    __atomic_store_n(TMF_REQ_FIELD(shared, type), htole32(type), __ATOMIC_RELAXED);
+    __atomic_store_n(TMF_REQ_FIELD(shared, subtype), htole32(subtype), __ATOMIC_RELAXED);
     __atomic_store_n(&req->lun[1], (uint8_t)g_rand_int_range(rand, 0, 2), __ATOMIC_RELAXED);
-    __atomic_store_n(&req->tag, (uint64_t)0x7a00 + g_rand_int_range(rand, 0, 4),
+    __atomic_store_n(TMF_REQ_FIELD(shared, tag), (uint64_t)0x7a00 + g_rand_int_range(rand, 0, 4),
                      __ATOMIC_RELAXED);
 }
 

@@ -184,7 +184,11 @@ static void drv_add_req(struct tguest *t, uint16_t id)
     drv_add(t, b, 2, id);
 }
 
-/* Reads the next used descriptor, if the device published one. */
+/*
+ * Reads the next used descriptor, if the device published one.  Both outputs are set on
+ * every path, an impossible id on a miss: g_assert_true() returns when the
+ * test's assertions are non-fatal, so a caller may read them after a miss.
+ */
 static bool drv_get_used(struct tguest *t, uint16_t *id, uint32_t *len)
 {
     const struct vring_packed_desc *d = &t->ring[t->next_used];
@@ -192,6 +196,8 @@ static bool drv_get_used(struct tguest *t, uint16_t *id, uint32_t *len)
     unsigned next;
 
     if (!!(flags & AVAIL) != t->used_wrap || !!(flags & USED) != t->used_wrap) {
+        *id = UINT16_MAX;
+        *len = 0;
         return false;
     }
     *id = d->id;
