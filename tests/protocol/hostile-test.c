@@ -4,7 +4,7 @@
  * attack it, finding by finding as the security issue lists them (the
  * numbers in the test names are the issue's).  What every case asserts is
  * what docs/security.md promises: the daemon stays alive, drops or
- * refuses only the attacker, keeps serving every other front-end promptly,
+ * refuses only the attacker, keeps serving every other front-end meanwhile,
  * says what happened (naming the connection and queue) a bounded number
  * of times, does not spin, and exits with status 0 on SIGTERM.
  *
