@@ -13,11 +13,16 @@
 # "resize" and "remove" lines on the console, to change LUN 2 while fio
 # writes and verifies LUN 0, and checks Linux follows each change with no
 # manual rescan (GUEST_LUN2_BYTES, then GUEST_LUN2_GROWN).  GUEST_PHASE=restart
-# asks the host ("GUEST-WANT: restart") to kill the back-end and start a new
-# one while fio writes and verifies LUN 0; the host writes a token into LUN
-# 1's file while no back-end runs, so the guest knows the new one serves once
-# it reads the token there, and checks fio was still running then and ends
-# with zero errors and no I/O error in the kernel log.
+# pauses a fio job that writes and verifies LUN 0 half-way and asks the host
+# ("GUEST-WANT: restart") to hold LUN 2's requests; once the host says so
+# with a token in LUN 1, it writes a pattern to LUN 2, which the back-end
+# holds until the host kills it and starts a new one; the host writes a
+# second token into LUN 1's file while no back-end runs, so the guest knows
+# the new one serves once it reads that.  It checks the held write completed
+# and reads back from the new back-end, and resumes fio, which must end
+# with zero errors, and no I/O error in the kernel log.  Nothing here
+# depends on how fast the guest or the host runs: fio is paused across the
+# restart by a signal, the held write is held by the host.
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 
@@ -271,26 +276,51 @@ if [ "$PHASE" = live ]; then
 fi
 
 if [ "$PHASE" = restart ]; then
+    D2=$(wait_disk 2) && pass "lun2 attached as $D2" || fail "lun2 attached"
+    # Requests wait out the restart (held, or with no back-end): the SCSI
+    # layer must not time them out however slowly this machine runs.
+    for d in $D0 $D2; do echo 400 >/sys/block/$d/device/timeout; done
     IO_BEFORE=$(io_done "$D0")
-    # Sized, not time_based (fio 3.33 skips a time_based job's verify phase),
-    # and large enough to outlast the restart by far under TCG.
+    # Sized, not time_based (fio 3.33 skips a time_based job's verify phase).
     fio --name=through --filename="/dev/$D0" --direct=1 --ioengine=libaio --iodepth=16 \
         --rw=randwrite --bs=4k --size=${GUEST_RESTART_FIO:-192M} --verify=crc32c \
         --verify_fatal=1 --do_verify=1 --output-format=terse --terse-version=3 \
         >/tmp/through.out 2>&1 &
     FIO_PID=$!
-    # Its first writes have completed before the back-end goes away.
+    # Its first writes have completed before it pauses; it resumes against
+    # the new back-end and verifies what the old one wrote.
     wait_until '[ "$(io_done $D0)" -gt $((IO_BEFORE + 256)) ]' 60
+    if kill -STOP $FIO_PID 2>/dev/null; then
+        pass "lun0's fio paused mid-job across the restart"
+    else
+        fail "lun0's fio paused mid-job across the restart (it had ended)"
+    fi
     echo "GUEST-WANT: restart"
-    if wait_until '[ "$(dd if=/dev/$D1 bs=4096 count=1 iflag=direct 2>/dev/null | head -c 16)" = "RESTARTED-TOKEN!" ]' 120; then
+    token() { [ "$(dd if=/dev/$D1 bs=4096 count=1 iflag=direct 2>/dev/null | head -c 16)" = "$1" ]; }
+    if wait_until 'token LUN-2-IS-HELD!!!' 120; then
+        pass "the host holds lun2's requests"
+    else
+        fail "the host holds lun2's requests (no token on lun1 within 120 s)"
+    fi
+    dd if=/dev/urandom of=/tmp/held bs=4096 count=1 2>/dev/null
+    dd if=/tmp/held of="/dev/$D2" bs=4096 count=1 oflag=direct 2>/tmp/held.err &
+    HELD_PID=$!
+    if wait_until 'token RESTARTED-TOKEN!' 120; then
         pass "the new back-end serves: lun1 reads the token written while none ran"
-        if kill -0 $FIO_PID 2>/dev/null; then
-            pass "lun0's fio was still writing when the new back-end took over"
-        else
-            fail "lun0's fio was still writing when the new back-end took over (it had ended)"
-        fi
     else
         fail "the new back-end serves (no token on lun1 within 120 s)"
+    fi
+    kill -CONT $FIO_PID
+    if wait_until '! kill -0 $HELD_PID 2>/dev/null' 120 && wait $HELD_PID; then
+        pass "lun2's write held by the old back-end completed"
+    else
+        fail "lun2's write held by the old back-end completed"
+        diag /tmp/held.err
+    fi
+    if dd if="/dev/$D2" bs=4096 count=1 iflag=direct 2>/dev/null | cmp -s - /tmp/held; then
+        pass "lun2's held write reads back from the new back-end (resubmitted from the inflight area)"
+    else
+        fail "lun2's held write reads back from the new back-end"
     fi
     fio_job_clean $FIO_PID /tmp/through.out "lun0 fio write+crc32c verify" "the restart"
     if dmesg | grep -qi 'I/O error\|critical target error\|timing out command'; then
