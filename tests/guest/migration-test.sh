@@ -14,10 +14,12 @@
 #   migration-direct    the same, at the same time, on a `direct` file LUN;
 #   migration-pingpong  --migrations N (default 5) migrations, each to a new
 #                       QEMU process and port, all under that load;
-#   migration-heavy-read  during migration 2 the guest reads a LUN into its
-#                       page cache and verifies it from the cache on the
-#                       destination (data-in pages a missing log bit leaves
-#                       stale);
+#   migration-heavy-read  migration 2 is held after QEMU's first complete
+#                       pass over RAM (hold_reads below) while the guest
+#                       reads a LUN into its page cache, then completes; the
+#                       guest verifies it from the cache on the destination
+#                       (data-in pages a missing log bit leaves stale: QEMU
+#                       sent them before the read, only the log re-sends);
 #   migration-heavy-read-unlogged  the same LUN on a second daemon run with
 #                       the test hook VHOST_SCSI_TEST_FAULT=log-skip-data-in,
 #                       in the same migration: its check must fail.
@@ -188,6 +190,51 @@ wait_want() {
         <(tail -n +1 -f --pid="${QPIDS[$1]}" "$WORK/guest$1.log" 2>/dev/null)
 }
 
+# Migration 2 is held for the heavy read, which must fill pages QEMU has
+# already sent, so that only the dirty log can make it send them again.
+# hold_set I, before `migrate`, makes QEMU process I switch over only when
+# a dirty-bitmap sync finds no dirty page at all (a 1 ms downtime at 1000
+# B/s; QEMU before 8.2 has no avail-switchover-bandwidth: 1 ms at the
+# measured rate), and caps the bandwidth at 16 MiB/s: the first pass over
+# RAM takes seconds, during which the guest's load dirties pages, so the
+# pass after it takes long enough for hold_reads to act.  hold_reads I
+# waits for the end of QEMU's first complete pass (dirty sync 2) and, in
+# the same QMP connection, caps the bandwidth at 64 KiB/s: the pages
+# dirtied meanwhile take minutes to send, so no further sync comes; only
+# then does it tell the guest "2 active".  The guest reads all of
+# HEAVY_SIZE and says so ("GUEST-WANT: migrate 2 read"); then the host
+# restores the parameters hold_set saved and the migration converges.
+hold_set() {
+    local p=$WORK/qmp$1.sock
+    "$QMP" "$p" execute query-migrate-parameters >"$WORK/params$1.json" 2>"$WORK/qmp.err" &&
+    { "$QMP" "$p" execute migrate-set-parameters '{"max-bandwidth": 16777216,
+          "downtime-limit": 1, "avail-switchover-bandwidth": 1000}' >/dev/null 2>&1 ||
+      "$QMP" "$p" execute migrate-set-parameters '{"max-bandwidth": 16777216,
+          "downtime-limit": 1}' >/dev/null 2>>"$WORK/qmp.err"; } ||
+    { fail "migration-heavy-read: held migration 2 (downtime-limit 1 ms)"; sed 's/^/# /' "$WORK/qmp.err"; return 1; }
+}
+hold_reads() {
+    local p=$WORK/qmp$1.sock saved
+    if ! "$QMP" "$p" --timeout "$MIGRATE_TIMEOUT" wait-sync 2 migrate-set-parameters \
+            '{"max-bandwidth": 65536}' >"$WORK/hold.json" 2>"$WORK/qmp.err"; then
+        fail "migration-heavy-read: migration 2 held after QEMU's first RAM pass"
+        sed 's/^/# /' "$WORK/qmp.err"; return 1
+    fi
+    note "migration 2 held after QEMU's first RAM pass: $(python3 -c 'import json, sys
+r = json.load(sys.stdin)["ram"]
+print("dirty sync %d, %d MiB sent, %d MiB dirty" % (r["dirty-sync-count"],
+      r["transferred"] >> 20, r["remaining"] >> 20))' <"$WORK/hold.json")"
+    mbox 2 active
+    wait_want "$1" "migrate 2 read" ||
+        fail "migration-heavy-read: the guest read lun3${HOOKED_PID:+ and lun5} while migration 2 was held"
+    saved=$(python3 -c 'import json, sys
+r = json.load(sys.stdin)
+print(json.dumps({k: r[k] for k in ("downtime-limit", "max-bandwidth",
+                                    "avail-switchover-bandwidth") if k in r}))' <"$WORK/params$1.json")
+    "$QMP" "$p" execute migrate-set-parameters "$saved" >/dev/null 2>"$WORK/qmp.err" ||
+    { fail "migration-heavy-read: released migration 2 ($saved)"; sed 's/^/# /' "$WORK/qmp.err"; return 1; }
+}
+
 # migrate K: from QEMU process K-1 to process K (started by start_qemu K
 # URI, the destination on URI, before the guest asked); one TAP line, with
 # QMP's total-time and downtime ("migration K ... total-time T ms,
@@ -198,12 +245,17 @@ migrate() {
         fail "migration-pingpong: destination $k waiting on 127.0.0.1:$port"; sed 's/^/# /' "$WORK/qmp.err"
         return 1
     fi
+    [ "$k:$HEAVY" != 2:1 ] || hold_set "$src" || return 1
     if ! "$QMP" "$WORK/qmp$src.sock" execute migrate "{\"uri\": \"tcp:127.0.0.1:$port\"}" \
             >"$WORK/qmp.err" 2>&1; then
         fail "migration-pingpong: migrate command $k"; sed 's/^/# /' "$WORK/qmp.err"
         return 1
     fi
-    mbox "$k" active
+    if [ "$k:$HEAVY" = 2:1 ]; then
+        hold_reads "$src" || return 1
+    else
+        mbox "$k" active
+    fi
     if ! "$QMP" "$WORK/qmp$src.sock" --timeout "$MIGRATE_TIMEOUT" wait-migration \
             >"$WORK/migrate$k.json" 2>"$WORK/qmp.err"; then
         fail "migration-pingpong: migration $k completed: $(cat "$WORK/migrate$k.json" "$WORK/qmp.err")"

@@ -15,6 +15,13 @@ Usage: tests/guest/qmp.py SOCKET [--timeout S] ACTION [ARGS]
                              completed, failed or cancelled; print the last
                              reply; exit 0 only for completed
   wait-status STATUS         poll query-status until the run state is STATUS
+  wait-sync N CMD [JSON-ARGS]
+                             poll query-migrate until RAM's dirty-sync-count
+                             is N or more (the bitmap sync that ends a
+                             complete pass over RAM), then run CMD in the
+                             same connection, with no wait for a new one;
+                             print query-migrate's reply after CMD; exit 1
+                             unless the migration is still active then
   free-port                  (no SOCKET: pass -) print a free TCP port on
                              127.0.0.1, for -incoming tcp:127.0.0.1:PORT
 --timeout bounds the whole call, connecting included (default 30 s): the
@@ -107,6 +114,17 @@ class QMP:
                 raise QMPError(f"timed out polling {cmd}: last reply {json.dumps(reply)}")
             time.sleep(interval)
 
+    def wait_sync(self, count):
+        """query-migrate's reply once RAM's dirty-sync-count reached COUNT;
+        QMPError if the migration ended first."""
+        reply = self.poll("query-migrate",
+                          lambda r: r.get("status") not in ("setup", "active") or
+                          r.get("ram", {}).get("dirty-sync-count", 0) >= count,
+                          interval=0.01)
+        if reply.get("status") != "active":
+            raise QMPError(f"migration {reply.get('status')} before dirty sync {count}")
+        return reply
+
     def wait_migration(self):
         """query-migrate's reply once the migration has ended."""
         return self.poll("query-migrate",
@@ -144,6 +162,15 @@ def main(argv):
             reply = qmp.wait_migration()
             print(json.dumps(reply))
             return 0 if reply.get("status") == "completed" else 1
+        elif action == "wait-sync":
+            qmp.wait_sync(int(rest[0]))
+            qmp.execute(rest[1], json.loads(rest[2]) if len(rest) > 2 else None)
+            reply = qmp.execute("query-migrate")
+            print(json.dumps(reply))
+            if reply.get("status") != "active":
+                print(f"qmp.py: {path}: migration {reply.get('status')} after {rest[1]}",
+                      file=sys.stderr)
+                return 1
         elif action == "wait-status":
             qmp.poll("query-status", lambda r: r.get("status") == rest[0])
         else:
