@@ -58,6 +58,13 @@ static void refuse(struct sandbox *sb)
     slot = sb->req->data.nr >= 0 && sb->req->data.nr < COUNTED_CALLS ? (unsigned)sb->req->data.nr
                                                                       : COUNTED_CALLS;
     atomic_fetch_add(&sb->counts[slot], 1);
+    /*
+     * Signalled before the answer, so that a refusal is reportable by the
+     * time the refused call returns (the owner and the tests rely on it).
+     */
+    if (!atomic_exchange(&sb->pending, true)) {
+        eventfd_write(sb->report_fd, 1);
+    }
     sb->resp->id = sb->req->id;
     sb->resp->val = 0;
     /* ENOSYS: what a library falls back from, as from a call an older kernel lacks. */
@@ -65,9 +72,6 @@ static void refuse(struct sandbox *sb)
     sb->resp->flags = 0;
     /* ENOENT: the caller was interrupted meanwhile and will ask again. */
     (void)ioctl(sb->notify_fd, SECCOMP_IOCTL_NOTIF_SEND, sb->resp);
-    if (!atomic_exchange(&sb->pending, true)) {
-        eventfd_write(sb->report_fd, 1);
-    }
 }
 
 static gpointer answer_main(gpointer opaque)
