@@ -5,7 +5,7 @@
 # each archive's members with nm(1): a member's undefined symbols that
 # another member defines are its calls into that file.  Prints TAP, one
 # case per archive; a failing case names the circle and a symbol per step.
-# The linker's --no-undefined checks (lib/meson.build) keep layers apart;
+# The linker's --no-undefined checks (hw/meson.build) keep layers apart;
 # this keeps the files of one layer in order.
 #
 #   file-circles.py LIBRARY.a ...
@@ -26,7 +26,7 @@ def calls_between_members(archive):
     member = None
     for line in out.splitlines():
         if line.endswith(':') and ' ' not in line:
-            # meson names lib/LAYER/FILE.c's object LAYER_FILE.c.o
+            # meson names hw/FOLDER/FILE.c's object FOLDER_FILE.c.o
             member = line[:-1].rsplit('/', 1)[-1].removesuffix('.o').replace('_', '/', 1)
             continue
         parts = line.split()

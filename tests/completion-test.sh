@@ -5,7 +5,7 @@
 # to the programs: the options offered for "--" are exactly the long
 # options of each --help, vhost-scsi-ctl's commands and subcommands those
 # of `lio --help` and `target --help`, the LUN SPEC kinds and each kind's
-# options those of lib/lunspec/lun-spec.c's tables; values that are paths
+# options those of hw/block/lun-spec.c's tables; values that are paths
 # complete to files, with words bash split at '=' and ':' put back
 # together.  Prints TAP.
 #
@@ -103,7 +103,7 @@ expect "$T: '--' offers exactly the long options of its --help" \
 expect "$T: '--socket' completes to its options of that prefix" \
     "--socket-path --socket-group" $T --socket
 expect "$T: --poll offers off, adaptive, on" "off adaptive on" $T --poll ''
-expect "$T: --lun ID= offers every kind of lib/lunspec" \
+expect "$T: --lun ID= offers every kind of hw/block/lun-spec.c" \
     "$(with_prefix 0= "$(spec_kinds)")" $T --lun 0=
 expect "$T: --lun as bash splits it (0 = r) offers ram: and rbd: for the last piece" \
     "ram: rbd:" $T --lun 0 = r
@@ -114,7 +114,7 @@ for kind in $(spec_kinds); do
     file:) base=file:/x ;;
     *) base=${kind}1G ;;
     esac
-    expect "$T: after '$kind...,' the options lib/lunspec allows $kind" \
+    expect "$T: after '$kind...,' the options hw/block/lun-spec.c allows $kind" \
         "$(with_prefix "1=$base," "$(spec_opts $kind)")" $T --lun "1=$base,"
 done
 mkdir -p "$WORK/d" && : >"$WORK/disk.img" && : >"$WORK/dump.bin"

@@ -5,13 +5,13 @@
 # aside); every vhost-scsi-ctl command and subcommand of `lio --help` and
 # `target --help` has its entry in the page, and every entry of the page is
 # a command of --help; every LUN SPEC kind and option the grammar accepts
-# (the tables of lib/lunspec/lun-spec.c) is in vhost-scsi-target(8)'s LUN
+# (the tables of hw/block/lun-spec.c) is in vhost-scsi-target(8)'s LUN
 # SPEC section; the roff meson built from each page is a man page of the
 # right name and section that groff formats without a warning.  TAP.
 #
 # Environment (tests/meson.build): VHOST_SCSI_TARGET, VHOST_SCSI_CTL,
 # VHOST_SCSI_BENCH (the programs), MAN_SRC (docs/man), MAN_BUILD (the built
-# roff), LUN_SPEC_C (lib/lunspec/lun-spec.c).
+# roff), LUN_SPEC_C (hw/block/lun-spec.c).
 #
 # SPDX-License-Identifier: GPL-2.0-or-later
 import os
@@ -122,7 +122,7 @@ def check_lun_spec(scd):
         want = f'*,{key}=*' if has_value == 'true' else f'*,{key}*'
         if want not in text:
             problems.append(f'option {key} ({want}) is not documented')
-    case('vhost-scsi-target(8): LUN SPEC documents every kind and option of lib/lunspec', problems)
+    case('vhost-scsi-target(8): LUN SPEC documents every kind and option of hw/block/lun-spec.c', problems)
 
 
 def check_roff(name):

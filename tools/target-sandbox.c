@@ -1,6 +1,6 @@
 /*
  * vhost-scsi-target's confinement (--sandbox, --sandbox-user): once set-up
- * is over, which seccomp sets (lib/sandbox) what is running needs, and the
+ * is over, which seccomp sets (hw/sandbox) what is running needs, and the
  * order of the steps.  What a live operation will need decides the sets,
  * not only what is open now: a control socket can add iSCSI and RBD LUNs
  * and new controllers later, so with --control every set is allowed; an

@@ -1,10 +1,10 @@
 /*
  * vhost-scsi-ctl: administration of the in-kernel vhost-scsi target path.
  * `vhost-scsi-ctl lio …` creates and removes LIO/tcm_vhost targets, LUNs and
- * their backstores through configfs (lib/lio/ does the work), lists, saves
+ * their backstores through configfs (hw/lio/ does the work), lists, saves
  * and restores them, and prints the QEMU option that attaches a target to a
  * VM.  LUNs are given in vhost-scsi-target's --lun SPEC grammar
- * (lib/lunspec/), so one spec means one disk on either path.  Results go to
+ * (hw/block/), so one spec means one disk on either path.  Results go to
  * stdout, diagnostics to stderr; exit code 0 on success, 1 when an
  * operation failed, 2 on a usage error.
  *

@@ -1,5 +1,5 @@
 /*
- * LUNs of a remote iSCSI target, through libiscsi (lib/iscsi/backend-iscsi.c,
+ * LUNs of a remote iSCSI target, through libiscsi (hw/block/backend-iscsi.c,
  * docs/iscsi.md).  The only layer that links libiscsi in production code.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -9,7 +9,7 @@
 
 #include "backend.h"
 
-/* A LUN of a remote iSCSI target (lib/iscsi/backend-iscsi.c, docs/iscsi.md). */
+/* A LUN of a remote iSCSI target (hw/block/backend-iscsi.c, docs/iscsi.md). */
 struct backend_iscsi_opts {
     const char *url;            /* iscsi://[USER[%PASSWORD]@]HOST[:PORT]/IQN/LUN */
     bool read_only;

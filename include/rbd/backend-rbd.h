@@ -1,6 +1,6 @@
 /*
  * LUNs that are Ceph RBD images, through librbd's asynchronous API
- * (lib/rbd/, docs/rbd.md).  The only layer that links librbd and librados.
+ * (hw/block/, docs/rbd.md).  The only layer that links librbd and librados.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -1,11 +1,11 @@
 /*
- * The daemon's confinement after set-up (lib/sandbox/sandbox.c): no new
+ * The daemon's confinement after set-up (hw/sandbox/sandbox.c): no new
  * privileges, optionally another user, and a seccomp filter (libseccomp)
  * on every thread that allows the system calls of the concerns the caller
  * names, kills the whole process on a dangerous one (a program run, a
  * fork, ptrace, a module, a mount...) and refuses any other with ENOSYS,
  * counted and reported in a rate-limited log line.  The sets are tables
- * in lib/sandbox/sandbox-sets.c; docs/security.md ("Sandbox") says why
+ * in hw/sandbox/sandbox-sets.c; docs/security.md ("Sandbox") says why
  * each call is there.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-/* An installed filter's answerer of refused calls (lib/sandbox/sandbox-refusals.c). */
+/* An installed filter's answerer of refused calls (hw/sandbox/sandbox-refusals.c). */
 struct sandbox;
 
 /* Refusals are reported at most once per this interval. */

@@ -191,7 +191,7 @@ int backend_resize(struct lun_backend *be, uint64_t size);
 
 /*
  * Constructors of the backends without a library of their own (SPEC
- * parsing lives in lib/lunspec/lun-spec.c, opening in lib/config/lun-open.c;
+ * parsing lives in hw/block/lun-spec.c, opening in hw/block/lun-open.c;
  * files and block devices are in include/uring/backend-uring.h, iSCSI in
  * include/iscsi/backend-iscsi.h).
  * All return 0 and set *out, or -errno with a logged reason.
@@ -201,7 +201,7 @@ int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **ou
 /* null: with fill=none: a READ completes without writing its buffer. */
 int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
 /*
- * For tests, in a build with -Dtest_hooks=true only (lib/scsi/backend-hold.c):
+ * For tests, in a build with -Dtest_hooks=true only (hw/scsi/backend-hold.c):
  * RAM that holds every request
  * submitted while the file path exists, and completes what it holds once
  * the file is removed.  Its directory must exist.

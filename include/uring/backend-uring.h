@@ -1,6 +1,6 @@
 /*
  * Files and block devices as LUNs, through the I/O thread's io_uring
- * (lib/uring/backend-uring.c).  The only layer that links liburing besides
+ * (hw/block/backend-uring.c).  The only layer that links liburing besides
  * the event loop itself.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later

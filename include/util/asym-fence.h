@@ -1,6 +1,6 @@
 /*
  * The asymmetric fence of per-thread counters (the write range lock and
- * the drain accounting of lib/scsi): a counter that only its thread writes
+ * the drain accounting of hw/scsi): a counter that only its thread writes
  * is counted with a plain store and a compiler barrier, then a shared flag
  * is read; the rare side stores the flag and then calls membarrier(2),
  * which makes every running thread of the process execute a full barrier,

@@ -1,5 +1,5 @@
 /*
- * Sizes with an optional K/M/G/T suffix (lib/util/size.c).
+ * Sizes with an optional K/M/G/T suffix (hw/util/size.c).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

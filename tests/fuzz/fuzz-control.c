@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the control protocol (lib/control/control-server.c): the
+ * Fuzz target for the control protocol (hw/control/control-server.c): the
  * input is what one client sends down the control socket (any bytes: lines
  * of JSON-RPC or not, invalid UTF-8, a line past the server's 2 KiB limit),
  * then it half-closes.  The server runs on its own thread as in the daemon,

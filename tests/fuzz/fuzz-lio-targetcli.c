@@ -1,6 +1,6 @@
 /*
  * Fuzz target for the reader of targetcli-fb's saveconfig.json
- * (lib/lio/lio-targetcli.c) and of our own saved format (lio-config.c),
+ * (hw/lio/lio-targetcli.c) and of our own saved format (lio-config.c),
  * the two formats `vhost-scsi-ctl lio restore` takes from a file: the
  * first input byte picks --partial, the rest is the file.  Each must be
  * accepted with a well-formed model (every LUN of a target in range, its

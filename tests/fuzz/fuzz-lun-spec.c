@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the LUN SPEC grammar (lib/lunspec/lun-spec.c), as the
+ * Fuzz target for the LUN SPEC grammar (hw/block/lun-spec.c), as the
  * daemon parses --lun and the control socket's lun-add/backend-add specs
  * (lun_spec_parse_full: the grammar plus the iSCSI URL's LUN check), as
  * vhost-scsi-ctl parses a bare SPEC, and as logs redact one.  The input's

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the SCSI CDB decoder (lib/scsi/scsi-disk.c): a small RAM
+ * Fuzz target for the SCSI CDB decoder (hw/scsi/scsi-disk.c): a small RAM
  * LUN receives a CDB from the input with data-out and data-in buffers of
  * input-chosen sizes (data-out filled from the input too).  Each command
  * must complete exactly once, with sense that fits and byte counts that

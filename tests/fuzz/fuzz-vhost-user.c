@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the vhost-user message parser (lib/vhost/vhost-user-server.c):
+ * Fuzz target for the vhost-user message parser (hw/virtio/vhost-user-server.c):
  * the input is written as raw bytes into one end of a socketpair, with up to
  * seven file descriptors (memfds and eventfds) attached, at once or in
  * pieces between dispatches; the server reads and handles messages until

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the virtio-scsi control queue (lib/virtio-scsi/virtio-scsi.c):
+ * Fuzz target for the virtio-scsi control queue (hw/scsi/virtio-scsi.c):
  * task management functions (every subtype, and any other value) and
  * asynchronous notification requests, with short, exact and long buffers,
  * well-formed and arbitrary LUN addresses, and tags that name READ/WRITE

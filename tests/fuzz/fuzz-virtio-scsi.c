@@ -1,5 +1,5 @@
 /*
- * Fuzz target for virtio-scsi request parsing (lib/virtio-scsi/virtio-scsi.c): the
+ * Fuzz target for virtio-scsi request parsing (hw/scsi/virtio-scsi.c): the
  * harness lays out well-formed descriptor chains in a fake guest RAM, but
  * the request headers, LUN fields, CDBs, data and buffer sizes and splits
  * come from the input.  Every request must be returned on the used ring,

@@ -1,5 +1,5 @@
 /*
- * Fuzz target for the descriptor-chain walkers (lib/vhost/virtqueue.c,
+ * Fuzz target for the descriptor-chain walkers (hw/virtio/virtqueue.c,
  * split, and virtqueue-packed.c): the input becomes the contents of a fake
  * guest RAM holding the rings and the buffers; we pop until the ring is
  * empty or declared broken, return every chain, and answer a malformed

@@ -84,7 +84,7 @@ write("fuzz-virtqueue", "packed-inflight-restore",
       bytes([4, 3 | 8 | 16, 0, 0x80, 0, 0x80, 62]) + bytes(rec) + bytes(ram[:0x4100]))
 
 # The NAA designator the SCSI layer derives for the fuzzer's LUN "fuzz-ram"
-# (lib/scsi/scsi-disk.c: FNV-1a of vendor, product and the serial, itself
+# (hw/scsi/scsi-disk.c: FNV-1a of vendor, product and the serial, itself
 # FNV-1a of the name), so that an EXTENDED COPY seed names a LUN it reaches.
 def fnv1a(h, s):
     for c in s.encode():

@@ -163,7 +163,7 @@ static void test_queues(void)
 
 #define INFLIGHT_LIMIT 4
 #define INFLIGHT_POSTED 16
-/* VSCSI_INFLIGHT_BYTES (lib/virtio-scsi/virtio-scsi-int.h): 16 MiB of buffers. */
+/* VSCSI_INFLIGHT_BYTES (hw/scsi/virtio-scsi-int.h): 16 MiB of buffers. */
 #define INFLIGHT_BYTES_LIMIT (16u << 20)
 #define BIG_READ (4u << 20)
 

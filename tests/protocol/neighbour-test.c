@@ -79,14 +79,14 @@
 /*
  * The most work one iteration may do under the expensive flood: one
  * deferred task (a 16 KiB piece, INLINE_PIECE_BYTES in
- * lib/scsi/scsi-disk-int.h, plus WRITE SAME's buffer of one piece) and the
+ * hw/scsi/scsi-disk-int.h, plus WRITE SAME's buffer of one piece) and the
  * neighbour's 4 KiB read, with room to spare; an 8 MiB READ run whole
  * is 128 times this.
  */
 #define MAX_WORK_EXPENSIVE (64u << 10)
 /*
  * Under the cheap flood: a turn (VSCSI_TURN_BYTES, 256 KiB of buffers, in
- * lib/virtio-scsi/virtio-scsi-int.h, and the request that crosses it) of
+ * hw/scsi/virtio-scsi-int.h, and the request that crosses it) of
  * the hostile queue, the neighbour's read and a deferred piece, with room
  * to spare; the whole ring popped in one turn is 1.25 MiB, and two turns
  * in one iteration (a kick handler that drained again, after re-arming

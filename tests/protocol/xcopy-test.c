@@ -1,5 +1,5 @@
 /*
- * EXTENDED COPY through the real daemon (lib/scsi/scsi-disk-xcopy.c): a
+ * EXTENDED COPY through the real daemon (hw/scsi/scsi-disk-xcopy.c): a
  * front-end names copy targets by the NAA designators the LUNs' VPD page
  * 83h gave it, and the daemon moves the data itself, on its I/O threads,
  * between a ram LUN, a file LUN of 4096-byte blocks (io_uring, completing

@@ -1,6 +1,6 @@
 /*
  * Specification of the backends under the SCSI disk emulation:
- * backend_submit() (lib/scsi/backend.c) refuses a request outside the
+ * backend_submit() (hw/scsi/backend.c) refuses a request outside the
  * LUN's geometry, a write to a read-only backend and a discard one cannot
  * do; ram and null (backend-mem.c) refuse a bad block size or size, and
  * ram costs only the pages written; null zero-fills what it reads unless

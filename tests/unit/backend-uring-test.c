@@ -1,5 +1,5 @@
 /*
- * Specification of the file backend (lib/uring/backend-uring.c): what it
+ * Specification of the file backend (hw/block/backend-uring.c): what it
  * accepts at open, and that every operation leaves the file in the state
  * the SCSI layer relies on, both through an iothread's io_uring ("async"
  * tests) and through the synchronous fallback used without a ring ("sync"

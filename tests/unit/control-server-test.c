@@ -1,5 +1,5 @@
 /*
- * Specification of the control socket's server (lib/control/control-server.c)
+ * Specification of the control socket's server (hw/control/control-server.c)
  * and client (control-client.c): JSON-RPC 2.0, one request per line —
  *  - a request is answered by its id (a number or a string, echoed as it
  *    came), a notification (no id) runs and gets no answer;

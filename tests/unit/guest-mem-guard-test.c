@@ -1,5 +1,5 @@
 /*
- * Specification of the SIGBUS guard (lib/vhost/guest-mem-guard.c): when the
+ * Specification of the SIGBUS guard (hw/virtio/guest-mem-guard.c): when the
  * file behind a guarded guest-memory mapping is truncated, an access to the
  * lost pages completes (reading zeros) instead of killing the process, the
  * owning connection's socket is shut down so its peer sees the end of the

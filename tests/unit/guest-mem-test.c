@@ -1,5 +1,5 @@
 /*
- * Specification of the guest memory table (lib/vhost/guest-mem.c): which
+ * Specification of the guest memory table (hw/virtio/guest-mem.c): which
  * regions it accepts, how it translates guest physical and front-end
  * virtual addresses, and that no address arithmetic can overflow or step
  * outside a region.  Regions are plain host buffers (mmap_base NULL) except

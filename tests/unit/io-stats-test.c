@@ -1,5 +1,5 @@
 /*
- * Specification of the data path's I/O statistics (lib/util/io-stats.c):
+ * Specification of the data path's I/O statistics (hw/util/io-stats.c):
  * the latency histogram's buckets and quantiles, and counters that stay
  * exact when several I/O threads count into one object at once.
  *

@@ -1,5 +1,5 @@
 /*
- * Specification of the I/O thread loop (lib/util/iothread.c): work handed
+ * Specification of the I/O thread loop (hw/util/iothread.c): work handed
  * over with run_sync runs on the thread, work handed over with post runs
  * there later, in order, without the poster waiting (and runs at free at
  * the latest; posted by the thread's own queued work, in the next

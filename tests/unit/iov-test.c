@@ -1,5 +1,5 @@
 /*
- * Specification of the scatter-gather helpers (lib/util/iov.c).  Every
+ * Specification of the scatter-gather helpers (hw/util/iov.c).  Every
  * helper is checked against a flat reference buffer for every offset and
  * length over an iovec array with odd, uneven and zero-length elements, the
  * shapes a guest produces when it splits headers across descriptors.

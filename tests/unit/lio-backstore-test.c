@@ -1,5 +1,5 @@
 /*
- * Specification of LIO backstores (lib/lio/lio-backstore.c), as
+ * Specification of LIO backstores (hw/lio/lio-backstore.c), as
  * lio_lun_add makes them and lio_lun_remove takes them away on the fake
  * configfs of lio-fixture.h.  A LUN spec of the daemon's grammar maps onto
  * iblock (a block device), fileio (a regular file, through the page cache

@@ -1,6 +1,6 @@
 /*
  * Specification of the saved form of a LIO configuration
- * (lib/lio/lio-config.c), on the fake configfs of lio-fixture.h.  Save,
+ * (hw/lio/lio-config.c), on the fake configfs of lio-fixture.h.  Save,
  * delete and restore round-trip, every LUN kind and option included, and
  * a file of the previous format restores as it did.  The reader takes
  * strict RFC 8259 and the schema only: what json-glib alone would take is

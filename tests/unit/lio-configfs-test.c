@@ -1,6 +1,6 @@
 /*
  * Specification of LIO configuration through configfs
- * (lib/lio/lio-configfs.c), run on the fake configfs of lio-fixture.h,
+ * (hw/lio/lio-configfs.c), run on the fake configfs of lio-fixture.h,
  * where each check is the tree and attribute files an operation leaves
  * behind (what the kernel would be told).  Names: WWPNs of the three kinds
  * are told from near misses, and a generated one is valid and random.  A

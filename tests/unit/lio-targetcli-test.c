@@ -1,5 +1,5 @@
 /*
- * Specification of targetcli migration (lib/lio/lio-targetcli.c), on the
+ * Specification of targetcli migration (hw/lio/lio-targetcli.c), on the
  * fake configfs of lio-fixture.h, with saveconfig.json files written by
  * targetcli-fb's rtslib_fb (tests/unit/data/targetcli, made and checked by
  * targetcli-dump.py).  A restore maps vhost targets on fileio, block and

@@ -1,5 +1,5 @@
 /*
- * Specification of opening a configfs root (lib/lio/lio-tree.c), through
+ * Specification of opening a configfs root (hw/lio/lio-tree.c), through
  * the operations table it is given, here the fake of lio-fs-fake.h.  With
  * setup_kernel, opening first brings up the kernel side: target_core_mod,
  * the fileio and iblock backstore modules and vhost_scsi, in that order,

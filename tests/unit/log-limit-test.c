@@ -1,5 +1,5 @@
 /*
- * Specification of log rate limits (lib/util/log-limit.c): a burst, then
+ * Specification of log rate limits (hw/util/log-limit.c): a burst, then
  * a steady rate, the refused lines counted and said once.  The clock is
  * the test's: time passes only when a test says so.
  *

@@ -1,5 +1,5 @@
 /*
- * Specification of the daemon's side of LUN specs (lib/config/lun-open.c):
+ * Specification of the daemon's side of LUN specs (hw/block/lun-open.c):
  * lun_spec_parse_full() is the grammar (tests/unit/lun-spec-test.c) plus
  * the iscsi:// URL's LUN, checked as libiscsi would read it but strictly;
  * and opening: file specs (a temp file), RAM and null, the "hold:" test

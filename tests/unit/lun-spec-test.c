@@ -1,5 +1,5 @@
 /*
- * Specification of the LUN-spec grammar (lib/lunspec/lun-spec.c): every
+ * Specification of the LUN-spec grammar (hw/block/lun-spec.c): every
  * form "ID=SPEC" (and a bare SPEC) accepts, what each one parses to, and
  * that each kind of mistake is rejected with a message quoting the text at
  * fault.  The grammar runs the checks it is given where they apply and

@@ -1,5 +1,5 @@
 /*
- * Specification of front-end eventfd signalling (lib/vhost/notify-fd.c):
+ * Specification of front-end eventfd signalling (hw/virtio/notify-fd.c):
  * a signal adds one to the counter; a full non-blocking counter is the
  * front-end's problem (EAGAIN), never a wait; and on a thread enrolled
  * with the watchdog, a write that blocks because the front-end cleared

@@ -1,5 +1,5 @@
 /*
- * The offload worker (lib/util/offload.c): a job held on the worker does
+ * The offload worker (hw/util/offload.c): a job held on the worker does
  * not hold the I/O thread that queued it, which serves its other work
  * meanwhile and gets the job's result back when it ends; jobs run in the
  * order queued, one at a time; freeing runs what is still queued and

@@ -1,5 +1,5 @@
 /*
- * The sandbox layer (lib/sandbox): each case forks a child that installs
+ * The sandbox layer (hw/sandbox): each case forks a child that installs
  * the filter the daemon installs and then makes one call; the parent
  * checks how the child ended.  An allowed call must let the child carry
  * on (files, threads, block-device queries, exit); a dangerous one
@@ -214,7 +214,7 @@ static int child_ptrace(void)
 static void test_forbidden_process_calls(void)
 {
     if (SANITIZER_BUILD) {
-        /* The sanitizer's leak check and symbolizer need them (lib/sandbox/sandbox.c). */
+        /* The sanitizer's leak check and symbolizer need them (hw/sandbox/sandbox.c). */
         g_test_skip("a sanitizer build allows execve, fork and ptrace");
         return;
     }

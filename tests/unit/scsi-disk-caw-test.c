@@ -1,6 +1,6 @@
 /*
- * Specification of COMPARE AND WRITE (lib/scsi/scsi-disk-caw.c) and of the
- * write range lock under it (lib/scsi/scsi-disk-range.c): equal data is
+ * Specification of COMPARE AND WRITE (hw/scsi/scsi-disk-caw.c) and of the
+ * write range lock under it (hw/scsi/scsi-disk-range.c): equal data is
  * replaced, unequal data is left alone and reported as MISCOMPARE with the
  * offset of the first differing byte of the data-out in INFORMATION (a
  * read that writes nothing into the buffer, null with fill=none, compares

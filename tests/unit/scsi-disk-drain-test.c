@@ -1,6 +1,6 @@
 /*
  * Specification of in-flight accounting and drains
- * (lib/scsi/scsi-disk-drain.c) and of the backend I/O engine under every
+ * (hw/scsi/scsi-disk-drain.c) and of the backend I/O engine under every
  * command (scsi-disk-io.c).  The engine turns a backend error into sense
  * once (EIO, ENOSPC, a remote device's own sense or status passed on as
  * it came, EAGAIN as BUSY), also in the middle of a command of several

@@ -1,6 +1,6 @@
 /*
  * Specification of the identification commands
- * (lib/scsi/scsi-disk-inquiry.c): standard INQUIRY (a direct-access SPC-4
+ * (hw/scsi/scsi-disk-inquiry.c): standard INQUIRY (a direct-access SPC-4
  * device, cut to the allocation length and to the buffer); the VPD pages
  * it lists (unit serial number; device identification, an NAA-5 and a T10
  * designator, the same for the same LUN name; block limits; block device

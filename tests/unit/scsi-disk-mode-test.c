@@ -1,6 +1,6 @@
 /*
  * Specification of MODE SENSE and MODE SELECT
- * (lib/scsi/scsi-disk-mode.c): the caching and control pages in ascending
+ * (hw/scsi/scsi-disk-mode.c): the caching and control pages in ascending
  * order, after a short or (LLBAA) long block descriptor or none (DBD);
  * current, changeable (WCE alone), default and (refused) saved values;
  * MODE SELECT changes WCE and nothing else, and refuses, with a field

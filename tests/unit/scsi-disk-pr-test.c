@@ -1,6 +1,6 @@
 /*
- * Specification of persistent reservations (lib/scsi/scsi-pr.c, decoded
- * by lib/scsi/scsi-disk-pr.c), played by three initiators A, B and C on
+ * Specification of persistent reservations (hw/scsi/scsi-pr.c, decoded
+ * by hw/scsi/scsi-disk-pr.c), played by three initiators A, B and C on
  * one LUN: registering and unregistering, each reservation type's access
  * rules for holders, registrants and others, RELEASE and CLEAR, PREEMPT
  * of a holder and of registrants, the unit attentions owed to those a

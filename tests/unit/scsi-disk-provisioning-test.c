@@ -1,6 +1,6 @@
 /*
  * Specification of the provisioning commands
- * (lib/scsi/scsi-disk-provisioning.c): WRITE SAME (10) and (16) replicate
+ * (hw/scsi/scsi-disk-provisioning.c): WRITE SAME (10) and (16) replicate
  * one block across more than one bounce buffer and nothing beside it, turn
  * zeros (with UNMAP, or NDOB) into one backend WRITE ZEROES, and refuse a
  * zero length, a range past the end, a short data-out and ANCHOR; UNMAP

@@ -1,5 +1,5 @@
 /*
- * Specification of the block I/O commands (lib/scsi/scsi-disk-rw.c): READ
+ * Specification of the block I/O commands (hw/scsi/scsi-disk-rw.c): READ
  * and WRITE (6), (10), (12) and (16) read back what was written, on one
  * medium, a 6-byte transfer length of 0 meaning 256 blocks and a 10-byte
  * one transferring nothing, and a null LUN reads zeros; every CDB field is

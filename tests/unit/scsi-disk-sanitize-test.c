@@ -1,5 +1,5 @@
 /*
- * Specification of SANITIZE (lib/scsi/scsi-disk-sanitize.c): offered only
+ * Specification of SANITIZE (hw/scsi/scsi-disk-sanitize.c): offered only
  * where the LUN opted in (otherwise INVALID COMMAND OPERATION CODE and not
  * listed); OVERWRITE writes the initialization pattern to every block,
  * OVERWRITE COUNT passes inverted between passes with INVERT; BLOCK ERASE

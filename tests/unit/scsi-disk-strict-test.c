@@ -1,6 +1,6 @@
 /*
  * The error cases every command shares, table-driven over what the LUN
- * itself reports (lib/scsi/scsi-disk.c's table is never read here):
+ * itself reports (hw/scsi/scsi-disk.c's table is never read here):
  * - Reserved bits: for every operation code and service action REPORT
  *   SUPPORTED OPERATION CODES lists (all commands, then each one's CDB
  *   usage data), each CDB bit outside the usage data (not the opcode, the

@@ -1,6 +1,6 @@
 /*
  * Specification of the dispatch of the SCSI block device emulation
- * (lib/scsi/scsi-disk.c): the LUN object refuses a backend it cannot
+ * (hw/scsi/scsi-disk.c): the LUN object refuses a backend it cannot
  * serve; the checks every command shares (an unknown opcode, NACA in the
  * control byte, a CDB shorter than its opcode's) refuse a command before
  * any family sees it; REPORT SUPPORTED OPERATION CODES describes the

@@ -1,6 +1,6 @@
 /*
  * Specification of EXTENDED COPY (LID1), RECEIVE COPY RESULTS and the
- * Third-party Copy VPD page (lib/scsi/scsi-disk-xcopy.c, and the VPD page
+ * Third-party Copy VPD page (hw/scsi/scsi-disk-xcopy.c, and the VPD page
  * in scsi-disk-inquiry.c).  Commands go through an I_T nexus of a real
  * target (scsi-target.h), because the copy targets are the LUNs that
  * nexus reaches: a ram LUN (0:0), a file LUN of 4096-byte blocks (0:1,

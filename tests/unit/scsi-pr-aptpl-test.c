@@ -1,6 +1,6 @@
 /*
  * Persistence through power loss (APTPL) of persistent reservations
- * (lib/scsi/scsi-pr.c, scsi-pr-file.c): a LUN given a state file reports
+ * (hw/scsi/scsi-pr.c, scsi-pr-file.c): a LUN given a state file reports
  * PTPL_C, keeps its registrations and reservation there from the REGISTER
  * that sets APTPL on, and a LUN opened later on the same file (the
  * daemon restarted) has them back; clearing APTPL removes the file;

@@ -1,6 +1,6 @@
 /*
  * REGISTER AND MOVE and the parameter-list flags of PERSISTENT RESERVE
- * OUT (lib/scsi/scsi-disk-pr.c, scsi-pr.c): the holder moves its
+ * OUT (hw/scsi/scsi-disk-pr.c, scsi-pr.c): the holder moves its
  * reservation, type and all, to the nexus an iSCSI (format 00b or 01b) or
  * SAS TransportID names on its own target, registering it with the
  * service action key and, with UNREG, leaving itself; what may not move

@@ -1,5 +1,5 @@
 /*
- * RESERVE(6)/(10) and RELEASE(6)/(10) (lib/scsi/scsi-disk-pr.c,
+ * RESERVE(6)/(10) and RELEASE(6)/(10) (hw/scsi/scsi-disk-pr.c,
  * scsi-pr.c): alone, the SPC-2 reservation of the whole LUN by one nexus,
  * which others may only inquire past (and RELEASE, to no effect), under
  * which PERSISTENT RESERVE IN/OUT conflict for everyone, and which a

@@ -1,5 +1,5 @@
 /*
- * Persistent reservations as tables (lib/scsi/scsi-pr.c through the LUN's
+ * Persistent reservations as tables (hw/scsi/scsi-pr.c through the LUN's
  * dispatch): every PERSISTENT RESERVE OUT service action, from the
  * holder, a registrant and an unregistered nexus, under no reservation,
  * under each one-holder type and under each all-registrants type, with

@@ -1,5 +1,5 @@
 /*
- * Specification of per-LUN rate limits (lib/scsi/scsi-qos.c), with
+ * Specification of per-LUN rate limits (hw/scsi/scsi-qos.c), with
  * commands run on a real I/O thread as the daemon runs them:
  *  - over the limit a command is not refused but waits, and every command
  *    completes exactly once, GOOD, in the order its thread received it;

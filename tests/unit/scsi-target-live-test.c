@@ -1,5 +1,5 @@
 /*
- * Specification of the SCSI target's live changes (lib/scsi/scsi-target.c,
+ * Specification of the SCSI target's live changes (hw/scsi/scsi-target.c,
  * "live changes"), with initiators connected:
  *  - a LUN added is reached by every nexus at once, with POWER ON pending
  *    for each, REPORTED LUNS DATA HAS CHANGED on the port's other LUNs,

@@ -1,5 +1,5 @@
 /*
- * Specification of the SCSI target (lib/scsi/scsi-target.c): the LUN table
+ * Specification of the SCSI target (hw/scsi/scsi-target.c): the LUN table
  * it owns; the answers that are the target's rather than a LUN's (REPORT
  * LUNS to any LUN of a port, with its select report field and allocation
  * length; INQUIRY and REQUEST SENSE to an absent LUN; every other command

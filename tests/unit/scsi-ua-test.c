@@ -1,5 +1,5 @@
 /*
- * Specification of unit attentions (lib/scsi/scsi-ua.c) as the dispatch
+ * Specification of unit attentions (hw/scsi/scsi-ua.c) as the dispatch
  * (scsi-disk.c) and REQUEST SENSE (scsi-disk-inquiry.c) report them: a
  * condition is reported once, to the next command of any kind but INQUIRY
  * (even to an unknown opcode, before it is refused); conditions belong to

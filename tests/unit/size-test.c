@@ -1,6 +1,6 @@
 /*
  * Specification of sizes on command lines and in LUN specs
- * (lib/util/size.c), which vhost-scsi-target and vhost-scsi-ctl share.
+ * (hw/util/size.c), which vhost-scsi-target and vhost-scsi-ctl share.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -1,5 +1,5 @@
 /*
- * Specification of the dirty log's bit arithmetic (lib/vhost/vhost-log.c):
+ * Specification of the dirty log's bit arithmetic (hw/virtio/vhost-log.c):
  * which bits a write of guest memory sets, at page and region edges, for
  * ranges that span regions, for addresses near 2^64, and what happens
  * when the bitmap is shorter than guest memory — it is never written past.

@@ -1,6 +1,6 @@
 /*
  * Specification of a vhost-user connection's dirty log
- * (lib/vhost/vhost-user-log.c), played as QEMU plays it during a live
+ * (hw/virtio/vhost-user-log.c), played as QEMU plays it during a live
  * migration: the back-end offers VHOST_F_LOG_ALL with LOG_SHMFD;
  * SET_LOG_BASE maps a bitmap and is answered with an empty reply; with
  * LOG_ALL negotiated a queue runs only while a log covering guest memory

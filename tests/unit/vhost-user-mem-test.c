@@ -1,6 +1,6 @@
 /*
  * Specification of what a vhost-user front-end maps into the back-end
- * (lib/vhost/vhost-user-mem.c): the memory table, whose changes stop and
+ * (hw/virtio/vhost-user-mem.c): the memory table, whose changes stop and
  * restart running queues on the new mapping (or leave stopped one it no
  * longer holds), and whose regions ADD_MEM_REG and REM_MEM_REG add and
  * remove one at a time, refusing overlaps and regions their file cannot

@@ -1,5 +1,5 @@
 /*
- * Specification of the vhost-user request table (lib/vhost/vhost-user-proto.c)
+ * Specification of the vhost-user request table (hw/virtio/vhost-user-proto.c)
  * that the server validates with and the front-end frames with: a request's
  * name, the payload it must carry, and whether it is always answered.
  *

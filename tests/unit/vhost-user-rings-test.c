@@ -1,6 +1,6 @@
 /*
  * Specification of the vrings of a vhost-user connection
- * (lib/vhost/vhost-user-rings.c): a queue runs once it has a size,
+ * (hw/virtio/vhost-user-rings.c): a queue runs once it has a size,
  * translatable addresses, a kick fd (or NOFD: polling) and, with
  * PROTOCOL_FEATURES, SET_VRING_ENABLE 1; GET_VRING_BASE and disabling
  * stop it, and only a new kick restarts it; a device that refuses to

@@ -1,7 +1,7 @@
 /*
  * The front-end the vhost-user server's unit tests play
  * (vhost-user-server-fixture.c, compiled into each of them): one end of
- * a socketpair to a server connection (lib/vhost/vhost-user-server.c)
+ * a socketpair to a server connection (hw/virtio/vhost-user-server.c)
  * whose device is a fake that records what the server asks of it (queue
  * starts and stops, memory changes, resets) and, on start, pops and
  * completes what the guest posted; a memfd of guest RAM; hand-built

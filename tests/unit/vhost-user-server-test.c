@@ -1,6 +1,6 @@
 /*
  * Specification of the vhost-user back-end protocol server's connection
- * (lib/vhost/vhost-user-server.c): framing, dispatch and the requests
+ * (hw/virtio/vhost-user-server.c): framing, dispatch and the requests
  * about the device as a whole.  Each test plays the front-end on one end
  * of a socketpair, sends hand-built messages (with memfd regions and
  * eventfds as ancillary data) and checks the replies and what a fake

@@ -1,5 +1,5 @@
 /*
- * Specification of the virtio-scsi device model (lib/virtio-scsi/virtio-scsi.c)
+ * Specification of the virtio-scsi device model (hw/scsi/virtio-scsi.c)
  * against a fake SCSI target (fake-scsi-target.h), which records what the
  * transport hands it and answers when and how each test says:
  *  - a request's LUN address (virtio 1.2 5.6.6.1) becomes the target's

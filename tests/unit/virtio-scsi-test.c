@@ -1,5 +1,5 @@
 /*
- * Specification of the virtio-scsi device model (lib/virtio-scsi/virtio-scsi.c):
+ * Specification of the virtio-scsi device model (hw/scsi/virtio-scsi.c):
  *  - LUN addressing (virtio 1.2 5.6.6.1): the single-level structure 01h,
  *    target, 40h|LUN>>8, LUN&FFh, four zero bytes; the REPORT LUNS
  *    well-known LUN C101h; everything else refused (BAD_TARGET);

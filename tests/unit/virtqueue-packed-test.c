@@ -1,6 +1,6 @@
 /*
  * Specification of the device side of a packed virtqueue
- * (lib/vhost/virtqueue-packed.c, reached through virtqueue.h).  Each test
+ * (hw/virtio/virtqueue-packed.c, reached through virtqueue.h).  Each test
  * plays a driver as virtio 1.2 section 2.8 describes it: descriptors made
  * available in ring slots with the lap's wrap counter, the first one's
  * flags written last; used descriptors read back in ring order, each

@@ -1,6 +1,6 @@
 /*
  * Specification of the device side of a split virtqueue
- * (lib/vhost/virtqueue.c).  Each test plays the driver by hand: it writes
+ * (hw/virtio/virtqueue.c).  Each test plays the driver by hand: it writes
  * descriptors and ring entries into a buffer registered as guest memory and
  * checks what the device pops, what it publishes on the used ring, when it
  * interrupts the driver, when it asks for kicks, and what it records for a

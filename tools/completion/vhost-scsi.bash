@@ -1,10 +1,10 @@
 # bash completion for vhost-scsi-target, vhost-scsi-ctl and vhost-scsi-bench:
 # their options, vhost-scsi-ctl's commands and subcommands, and the LUN
-# SPEC grammar of lib/lunspec (kinds, each kind's options, file names
+# SPEC grammar of hw/block/lun-spec.c (kinds, each kind's options, file names
 # where a value is a path).  Installed once as vhost-scsi-target in
 # bash-completion's completionsdir, with the other two names linked to it
 # (bash-completion loads a command's file by its name).  The lists are
-# checked against each program's --help and lib/lunspec by
+# checked against each program's --help and hw/block/lun-spec.c by
 # tests/completion-test.sh.  Needs nothing but bash; with bash-completion
 # loaded or not, a word that bash split at '=' or ':' (an ID=SPEC, an
 # iscsi:// URL) is put back together before it is completed.
@@ -61,7 +61,7 @@ _vhost_scsi_paths()
     done < <(compgen -f -- "$2")
 }
 
-# The options a kind accepts after a comma (lib/lunspec/lun-spec.c's table).
+# The options a kind accepts after a comma (hw/block/lun-spec.c's table).
 _vhost_scsi_kind_opts()
 {
     case $1 in

@@ -4,7 +4,7 @@
  * handing it over makes our next access to the lost pages raise SIGBUS,
  * which would take the whole daemon, and every other front-end's disks,
  * down with it.  With the guard installed, that fault instead costs only
- * the offending connection: see lib/vhost/guest-mem-guard.c.
+ * the offending connection: see hw/virtio/guest-mem-guard.c.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -4,7 +4,7 @@
  * reservation and PRgeneration as a GLib key file naming the LUN it
  * belongs to, written atomically (a temporary file, fsync, rename, fsync
  * of the directory) and read back, checked field by field, at start-up.
- * Plain data in and out: scsi-pr.c decides when.  Internal to lib/scsi/.
+ * Plain data in and out: scsi-pr.c decides when.  Internal to hw/scsi/.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -1,8 +1,8 @@
 /*
  * What the files of the vhost-user server share: the connection and queue
  * state and the functions one file's requests need from another's.  Only
- * lib/vhost/vhost-user-*.c include it; the interface is
- * include/vhost/vhost-user-server.h.
+ * hw/virtio/vhost-user-*.c include it; the interface is
+ * include/virtio/vhost-user-server.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -1,6 +1,6 @@
 /*
  * Parsing LUN specs with the backends' checks, and opening the backend a
- * struct lun_spec describes: the grammar is lib/lunspec/lun-spec.c's, the
+ * struct lun_spec describes: the grammar is hw/block/lun-spec.c's, the
  * backends are the scsi (RAM, null, hold), uring (files and block devices),
  * iscsi and rbd layers'.
  *

@@ -6,7 +6,7 @@
  * the thread that serves every queue on it.  notify_fd_signal() never
  * blocks for long on a thread enrolled with the notify watchdog: a write
  * that does not return within about two watchdog periods is interrupted,
- * and the caller is told the fd is hostile.  See lib/vhost/notify-fd.c.
+ * and the caller is told the fd is hostile.  See hw/virtio/notify-fd.c.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

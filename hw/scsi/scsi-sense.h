@@ -3,7 +3,7 @@
  * target (scsi-sense.c): opcodes, big-endian CDB fields, the one table of
  * named sense conditions that every sense the layer reports of its own
  * comes from, fixed-format sense building and replies truncated to the
- * allocation length.  It calls nothing above it.  Internal to lib/scsi/.
+ * allocation length.  It calls nothing above it.  Internal to hw/scsi/.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -6,7 +6,7 @@
  * pure state machine over its own lock: the disk emulation
  * (scsi-disk-pr.c) decodes PERSISTENT RESERVE IN/OUT and asks it, and
  * the dispatch asks it before every command while a reservation (or an
- * owed unit attention) exists.  Internal to lib/scsi/.
+ * owed unit attention) exists.  Internal to hw/scsi/.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
