@@ -18,7 +18,7 @@
 
 #include <glib.h>
 
-#include "ctl-target.h"
+#include "control-commands.h"
 #include "lio-configfs.h"
 
 #define EXIT_USAGE 2

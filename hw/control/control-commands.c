@@ -18,7 +18,7 @@
 #include <glib.h>
 
 #include "control-client.h"
-#include "ctl-target.h"
+#include "control-commands.h"
 #include "json-member.h"
 #include "size.h"
 
