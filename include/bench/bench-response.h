@@ -10,6 +10,7 @@
 #define VHOST_SCSI_BENCH_RESPONSE_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <linux/virtio_scsi.h>
 
 #define BENCH_STATUS_CHECK_CONDITION 0x02

@@ -245,6 +245,35 @@ static void test_bench_idle_reports_the_back_end(void)
     pu_daemon_cleanup(&d);
 }
 
+/*
+ * A LUN the daemon does not have: the bench says which and how the
+ * device answered, by the virtio-scsi response's name, and fails.
+ */
+static void test_bench_names_a_missing_lun(void)
+{
+    const char *bench = g_getenv("VHOST_SCSI_BENCH");
+    const char *args[] = { "--lun", "0=null:16M", NULL };
+    struct pu_daemon d;
+    char *out, *err;
+
+    g_assert_nonnull(bench);
+    pu_daemon_init(&d);
+    pu_daemon_start(&d, args);
+    const char *argv[] = { bench, "--socket", d.sock, "--lun", "0:3", "--ios", "10", "--quiet",
+                           NULL };
+    int status = run_sync(argv, &out, &err);
+
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_assert_cmpstr(out, ==, "");
+    g_assert_nonnull(strstr(err, "vhost-scsi-bench: LUN 0:3: bad target (VIRTIO_SCSI_S_BAD_TARGET)\n"));
+    g_free(out);
+    g_free(err);
+    g_assert_true(pu_daemon_alive(&d));
+    pu_daemon_stop(&d, false);
+    pu_daemon_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -254,5 +283,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cli/embedded-default", test_embedded_default);
     g_test_add_func("/cli/poll-modes-serve-correctly", test_poll_modes_serve_correctly);
     g_test_add_func("/cli/bench-idle-reports-the-back-end", test_bench_idle_reports_the_back_end);
+    g_test_add_func("/cli/bench-names-a-missing-lun", test_bench_names_a_missing_lun);
     return g_test_run();
 }
