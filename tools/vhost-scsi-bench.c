@@ -210,7 +210,8 @@ int main(int argc, char **argv)
     struct bench_opts o;
     struct bench_result res;
     g_autoptr(GError) err = NULL;
-    bool shown = false, have_result, ok;
+    bool shown = false, have_result = false, ok;
+    struct bench *b;
     struct bench_hooks hooks = { .stop = &interrupted, .opaque = &shown };
 
     bench_opts_init(&o);
@@ -225,7 +226,8 @@ int main(int argc, char **argv)
     hooks.progress = o.quiet ? NULL : progress;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    ok = bench_run(&o, &hooks, &res, &have_result, &err);
+    b = bench_open(&o, &err);
+    ok = b && bench_run(b, &hooks, &res, &have_result, &err);
     if (shown) {
         fprintf(stderr, "\n");
     }
@@ -237,6 +239,9 @@ int main(int argc, char **argv)
     if (!ok) {
         fprintf(stderr, "vhost-scsi-bench: %s\n", err->message);
     }
+    /* the words first: the stop waits for what a run that gave up left in flight */
+    fflush(stdout);
+    bench_close(b);
     bench_opts_clear(&o);
     return ok ? 0 : 1;
 }

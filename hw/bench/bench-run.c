@@ -533,37 +533,53 @@ static bool setup(struct bench *b, GError **err)
     return setup_ios(b, err);
 }
 
-bool bench_run(const struct bench_opts *o, const struct bench_hooks *h, struct bench_result *res,
+struct bench *bench_open(const struct bench_opts *o, GError **err)
+{
+    struct bench *b = g_new0(struct bench, 1);
+
+    b->o = o;
+    b->rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid();
+    if (!setup(b, err)) {
+        bench_close(b);
+        return NULL;
+    }
+    return b;
+}
+
+bool bench_run(struct bench *b, const struct bench_hooks *h, struct bench_result *res,
                bool *have_result, GError **err)
 {
-    struct bench b = { .o = o, .h = h, .rng = 0x2545f4914f6cdd1dull ^ (uint64_t)getpid() };
-    bool ok;
-
     memset(res, 0, sizeof(*res));
     *have_result = false;
-    ok = setup(&b, err);
-    if (ok && o->idle) {
-        ok = *have_result = run_idle(&b, res, err);
-    } else if (ok) {
-        ok = run_io(&b, res, have_result, err);
+    b->h = h;
+    if (b->o->idle) {
+        return *have_result = run_idle(b, res, err);
+    }
+    return run_io(b, res, have_result, err);
+}
+
+void bench_close(struct bench *b)
+{
+    if (!b) {
+        return;
     }
     /*
      * Stop first: requests still in flight (a run that gave up on them)
-     * complete into b.ios while the queues stop, so it must outlive that.
+     * complete into b->ios while the queues stop, so it must outlive that.
      */
-    if (b.fe) {
-        vfe_stop(b.fe);
+    if (b->fe) {
+        vfe_stop(b->fe);
     }
-    for (unsigned i = 0; b.ios && i < b.nios; i++) {
-        vfe_free(b.fe, b.ios[i].req.data);
+    for (unsigned i = 0; b->ios && i < b->nios; i++) {
+        vfe_free(b->fe, b->ios[i].req.data);
     }
-    g_free(b.ios);
-    g_free(b.parked);
-    if (b.error) {
-        g_error_free(b.error);
+    g_free(b->ios);
+    g_free(b->parked);
+    if (b->error) {
+        g_error_free(b->error);
     }
-    if (b.fe) {
-        vfe_close(b.fe);
+    if (b->fe) {
+        vfe_close(b->fe);
     }
-    return ok;
+    g_free(b);
 }

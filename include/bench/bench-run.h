@@ -29,13 +29,26 @@ struct bench_hooks {
     void *opaque;
 };
 
+struct bench;
+
 /*
- * Runs o, checked by bench_opts_check().  *have_result says whether the
- * run got as far as its figures (*res); false with a BENCH_ERROR if
- * anything failed, a command, a verify mismatch or the device, even
- * when the figures are there.
+ * Connects to the device o names (o checked by bench_opts_check(), and
+ * outliving the bench), prepares the LUN and the requests; NULL with a
+ * BENCH_ERROR if any of it fails.
  */
-bool bench_run(const struct bench_opts *o, const struct bench_hooks *h, struct bench_result *res,
+struct bench *bench_open(const struct bench_opts *o, GError **err);
+
+/*
+ * Runs the I/O (or --idle).  *have_result says whether the run got as far
+ * as its figures (*res); false with a BENCH_ERROR if anything failed, a
+ * command, a verify mismatch or the device, even when the figures are
+ * there.  A run that gave up on requests in flight leaves them to
+ * bench_close().
+ */
+bool bench_run(struct bench *b, const struct bench_hooks *h, struct bench_result *res,
                bool *have_result, GError **err);
+
+/* Stops the queues, which waits for requests still in flight, and frees b (NULL: nothing). */
+void bench_close(struct bench *b);
 
 #endif
