@@ -78,7 +78,7 @@ static bool fail(GError **err, struct bench_lun *l, const char *what, int r,
 static bool wait_ready(struct bench_lun *l, GError **err)
 {
     struct scsi_task *tur = scsi_cdb_testunitready();
-    struct virtio_scsi_cmd_resp rs;
+    struct virtio_scsi_cmd_resp rs = { 0 };
     bool ok = false;
 
     /* the power-on UNIT ATTENTION (and any others pending) is consumed here */
@@ -112,7 +112,7 @@ static bool wait_ready(struct bench_lun *l, GError **err)
 
 static bool read_capacity(struct bench_lun *l, void *buf, GError **err)
 {
-    struct virtio_scsi_cmd_resp rs;
+    struct virtio_scsi_cmd_resp rs = { 0 };
     struct scsi_task *rc = scsi_cdb_readcapacity16();   /* allocation length 32 */
     struct scsi_readcapacity16 *rc16;
     struct scsi_readcapacity10 *rc10;
@@ -165,7 +165,7 @@ bool bench_lun_prepare(struct bench_lun *l, GError **err)
  */
 bool bench_lun_flush(struct bench_lun *l, GError **err)
 {
-    struct virtio_scsi_cmd_resp rs;
+    struct virtio_scsi_cmd_resp rs = { 0 };
     struct scsi_task *t = scsi_cdb_synchronizecache10(0, 0, 0, 0);
     int r = t ? exec_cmd(l, t, NULL, 0, &rs) : -ENOMEM;
 
