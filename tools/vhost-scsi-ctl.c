@@ -15,11 +15,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <glib.h>
 
-#include "ctl-target.h"
-#include "lio-configfs.h"
+#include "control-answer.h"
+#include "control-client.h"
+#include "control-commands.h"
+#include "lio-command.h"
 
 #define EXIT_USAGE 2
 
@@ -72,16 +75,8 @@ static const char usage_text[] =
 
 struct ctl {
     const char *configfs;
-    unsigned tpgt;
-    bool tpgt_set;
-    const char *nexus;
-    const char *bus;
-    unsigned num_queues;
-    bool json;
-    bool force;
-    bool partial;
-    enum lio_format format;
     bool verbose;
+    struct lio_command cmd;     /* its options, then the command */
     const char *pos[8];
     int npos;
 };
@@ -155,37 +150,36 @@ static int parse_args(struct ctl *c, int argc, char **argv)
             c->configfs = optarg;
             break;
         case OPT_TPGT:
-            if (!parse_uint(optarg, LIO_TPGT_MAX, &c->tpgt)) {
+            if (!parse_uint(optarg, LIO_TPGT_MAX, &c->cmd.tpgt)) {
                 return usage_error("--tpgt '%s': expected 0..255", optarg);
             }
-            c->tpgt_set = true;
             break;
         case OPT_NEXUS:
-            c->nexus = optarg;
+            c->cmd.nexus = optarg;
             break;
         case OPT_BUS:
-            c->bus = optarg;
+            c->cmd.bus = optarg;
             break;
         case OPT_NUM_QUEUES:
-            if (!parse_uint(optarg, 1024, &c->num_queues) || !c->num_queues) {
+            if (!parse_uint(optarg, 1024, &c->cmd.num_queues) || !c->cmd.num_queues) {
                 return usage_error("--num-queues '%s': expected 1..1024", optarg);
             }
             break;
         case OPT_JSON:
-            c->json = true;
+            c->cmd.json = true;
             break;
         case OPT_FORCE:
-            c->force = true;
+            c->cmd.force = true;
             break;
         case OPT_FORMAT:
             if (!strcmp(optarg, "native") || !strcmp(optarg, "targetcli")) {
-                c->format = !strcmp(optarg, "native") ? LIO_FORMAT_NATIVE : LIO_FORMAT_TARGETCLI;
+                c->cmd.format = !strcmp(optarg, "native") ? LIO_FORMAT_NATIVE : LIO_FORMAT_TARGETCLI;
             } else {
                 return usage_error("--format '%s': expected native or targetcli", optarg);
             }
             break;
         case OPT_PARTIAL:
-            c->partial = true;
+            c->cmd.partial = true;
             break;
         case 'v':
             c->verbose = true;
@@ -210,19 +204,6 @@ static int parse_args(struct ctl *c, int argc, char **argv)
     return 0;
 }
 
-static int need_args(const struct ctl *c, int n, const char *cmd)
-{
-    if (c->npos != n) {
-        return usage_error("wrong number of arguments for '%s'", cmd);
-    }
-    return 0;
-}
-
-static int status(int ret)
-{
-    return ret < 0 ? 1 : 0;
-}
-
 static int open_lio(const struct ctl *c, struct lio **lio)
 {
     /* A root of the user's choice is theirs to set up (and may be a plain copy). */
@@ -233,116 +214,165 @@ static int open_lio(const struct ctl *c, struct lio **lio)
     return lio_open(&o, lio);
 }
 
+/* The command's words are checked before the root is opened: that loads modules and mounts. */
 static int cmd_lio(struct ctl *c)
 {
-    const char *cmd = c->pos[0];
+    g_autoptr(GError) err = NULL;
+    g_autofree char *out = NULL;
     struct lio *lio = NULL;
     int ret;
 
-    if (!strcmp(cmd, "generate-wwpn")) {
-        char w[LIO_WWPN_MAX];
-        if ((ret = need_args(c, 1, cmd))) {
-            return ret;
-        }
-        ret = lio_wwpn_generate(w);
-        if (ret == 0) {
-            printf("%s\n", w);
-        }
-        return status(ret);
+    if (!lio_command_parse(c->pos, c->npos, &c->cmd, &err)) {
+        return usage_error("%s", err->message);
     }
-    if (!strcmp(cmd, "qemu-args")) {
-        if ((ret = need_args(c, 2, cmd))) {
-            return ret;
-        }
-        if (!lio_wwpn_valid(c->pos[1])) {
-            return usage_error("invalid WWPN '%s'", c->pos[1]);
-        }
-        g_autofree char *s = lio_qemu_args(c->pos[1], c->bus, c->num_queues);
-        printf("%s\n", s);
-        return 0;
-    }
-
-    /* Check arity before touching the kernel. */
-    int want;
-    if (!strcmp(cmd, "create")) {
-        want = c->npos <= 2 ? c->npos : -1;
-    } else if (!strcmp(cmd, "delete") || !strcmp(cmd, "save") || !strcmp(cmd, "restore")) {
-        want = 2;
-    } else if (!strcmp(cmd, "list")) {
-        want = 1;
-    } else if (!strcmp(cmd, "lun")) {
-        if (c->npos < 2 || (strcmp(c->pos[1], "add") && strcmp(c->pos[1], "remove"))) {
-            return usage_error("'lun' needs 'add' or 'remove'%s", "");
-        }
-        want = !strcmp(c->pos[1], "add") ? 5 : 4;
-    } else {
-        return usage_error("unknown command '%s'", cmd);
-    }
-    if ((ret = need_args(c, want, cmd))) {
-        return ret;
-    }
-    const char *wwpn_arg = !strcmp(cmd, "lun") ? c->pos[2] :
-                           !strcmp(cmd, "create") || !strcmp(cmd, "delete") ? c->pos[1] : NULL;
-    if (wwpn_arg && !lio_wwpn_valid(wwpn_arg)) {
-        return usage_error("invalid WWPN '%s' (naa.5<15 hex>, naa.6<31 hex>, iqn.YYYY-MM.domain, "
-                           "eui.<16 hex>)", wwpn_arg);
-    }
-    unsigned lun = 0;
-    if (!strcmp(cmd, "lun") && !parse_uint(c->pos[3], LIO_LUN_MAX, &lun)) {
-        return usage_error("LUN '%s': expected 0..16383", c->pos[3]);
-    }
-
-    ret = open_lio(c, &lio);
-    if (ret < 0) {
+    if (lio_command_needs_root(&c->cmd) && open_lio(c, &lio) < 0) {
         return 1;
     }
-    unsigned tpgt = c->tpgt_set ? c->tpgt : LIO_DEFAULT_TPGT;
-    if (!strcmp(cmd, "create")) {
-        char w[LIO_WWPN_MAX];
-        const char *wwpn = c->npos == 2 ? c->pos[1] : NULL;
-        if (!wwpn) {
-            ret = lio_wwpn_generate(w);
-            wwpn = w;
-        }
-        if (ret == 0) {
-            ret = lio_target_create(lio, wwpn, tpgt, c->nexus);
-        }
-        if (ret == 0) {
-            printf("%s\n", wwpn);
-        }
-    } else if (!strcmp(cmd, "delete")) {
-        ret = lio_target_delete(lio, c->pos[1], c->force);
-    } else if (!strcmp(cmd, "lun")) {
-        ret = !strcmp(c->pos[1], "add") ?
-              lio_lun_add(lio, c->pos[2], tpgt, lun, c->pos[4]) :
-              lio_lun_remove(lio, c->pos[2], tpgt, lun);
-    } else if (!strcmp(cmd, "list")) {
-        GPtrArray *targets;
-        ret = lio_list(lio, &targets);
-        if (ret == 0) {
-            g_autofree char *s = NULL;
-            if (c->json) {
-                ret = lio_list_to_json(targets, &s);
-            } else {
-                s = lio_list_to_text(targets);
-            }
-            if (ret == 0) {
-                fputs(s, stdout);
-            }
-            g_ptr_array_unref(targets);
-        }
-    } else if (!strcmp(cmd, "save")) {
-        ret = lio_save(lio, c->pos[1], c->format);
-    } else {
-        ret = lio_restore(lio, c->pos[1], c->partial);
+    ret = lio_command_run(lio, &c->cmd, &out);
+    if (out) {
+        fputs(out, stdout);
     }
-    lio_close(lio);
-    return status(ret);
+    if (lio) {
+        lio_close(lio);
+    }
+    return ret < 0 ? 1 : 0;
+}
+
+static const char target_usage_text[] =
+    "Usage: vhost-scsi-ctl target [--control PATH] [--controller NAME] [--json]\n"
+    "                             [--timeout-ms N] COMMAND\n"
+    "\n"
+    "Operate a running vhost-scsi-target through its --control socket\n"
+    "(default: $VHOST_SCSI_CONTROL).  lun commands act on the controller\n"
+    "--controller names (default: the command line's, \"default\").\n"
+    "\n"
+    "Commands:\n"
+    "  version                      the daemon's version and protocol\n"
+    "  lun list                     the LUNs served\n"
+    "  lun add ID=SPEC              map a LUN (the --lun grammar, e.g. 1=file:/d.img)\n"
+    "  lun remove [TARGET:]LUN      unmap it; returns once its I/O has drained\n"
+    "  lun resize [TARGET:]LUN [SIZE]\n"
+    "                               grow it to SIZE (bytes, K/M/G/T), or without\n"
+    "                               SIZE to what its device has grown to\n"
+    "  lun map [TARGET:]LUN BACKEND map a named backend there\n"
+    "  lun unmap [TARGET:]LUN       unmap it (the backend stays); returns once\n"
+    "                               its I/O has drained\n"
+    "  backend add NAME SPEC        open a named backend (SPEC as in --lun ID=SPEC)\n"
+    "  backend remove NAME          close it (refused while it is mapped)\n"
+    "  backend resize NAME [SIZE]   grow it; every LUN it is mapped at is told\n"
+    "  backend list                 the backends and where they are mapped\n"
+    "  connection list              the front-ends connected, their queues\n"
+    "  controller add NAME SOCKET [--queues N] [--allow-uid UID]...\n"
+    "                 [--allow-gid GID]... [--socket-group GROUP] [--initiator IQN]\n"
+    "                               a per-VM controller listening on SOCKET; IQN:\n"
+    "                               the initiator name persistent reservations\n"
+    "                               see (default iqn.2026-12.org.vhost-scsi:NAME)\n"
+    "  controller remove NAME       (refused while it has LUNs or connections)\n"
+    "  controller list              the controllers, their LUN and connection counts\n"
+    "  qos set BACKEND [--iops N] [--bandwidth SIZE]\n"
+    "                               limit its READ/WRITE commands per second\n"
+    "                               and bytes per second (K/M/G/T); 0: no limit\n"
+    "  stats [--controller NAME | --backend NAME]\n"
+    "                               I/O figures per backend and per controller:\n"
+    "                               totals since start and the interval since\n"
+    "                               the previous stats call\n"
+    "  stats --prometheus           the counters in Prometheus text format (for\n"
+    "                               node-exporter's textfile collector)\n"
+    "  config save [FILE]           write the backends and LUNs to FILE (default:\n"
+    "                               the daemon's --config), atomically\n"
+    "\n"
+    "Exit status: 0 success, 1 the daemon refused or failed, 2 usage.\n";
+
+static int target_usage(const char *msg)
+{
+    fprintf(stderr, "vhost-scsi-ctl target: %s\n(vhost-scsi-ctl target --help for usage)\n", msg);
+    return EXIT_USAGE;
+}
+
+/* One JSON-RPC call for req; prints the answer.  The exit status. */
+static int target_call(const char *control, int timeout_ms, bool json, struct ctl_request *req)
+{
+    g_autoptr(JsonNode) result = NULL;
+    g_autofree char *err = NULL;
+    g_autofree char *text = NULL;
+    int fd = ctl_client_connect(control), code;
+
+    if (fd < 0) {
+        fprintf(stderr, "vhost-scsi-ctl target: %s: %s\n", control, g_strerror(-fd));
+        return 1;
+    }
+    /* the call takes the params */
+    int ret = ctl_client_call(fd, req->method, g_steal_pointer(&req->params), timeout_ms, &result,
+                              &code, &err);
+    close(fd);
+    if (ret < 0) {
+        fprintf(stderr, "vhost-scsi-ctl target: %s: %s\n", req->method, err);
+        return 1;
+    }
+    text = json ? ctl_answer_json(result) : ctl_answer_text(req->method, result, req->what);
+    fputs(text, stdout);
+    return 0;
+}
+
+/* `vhost-scsi-ctl target [OPTIONS] COMMAND …` (argv[0] is "target"). */
+static int target_main(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        { "control", required_argument, NULL, 'c' },
+        { "controller", required_argument, NULL, 'C' },
+        { "json", no_argument, NULL, 'j' },
+        { "timeout-ms", required_argument, NULL, 't' },
+        { "help", no_argument, NULL, 'h' },
+        { 0 }
+    };
+    const char *control = getenv("VHOST_SCSI_CONTROL"), *controller = NULL;
+    struct ctl_request req;
+    g_autoptr(GError) err = NULL;
+    int timeout_ms = 60000, c, ret;
+    bool json = false;
+    guint64 v;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'c':
+            control = optarg;
+            break;
+        case 'C':
+            controller = optarg;
+            break;
+        case 'j':
+            json = true;
+            break;
+        case 't':
+            if (!g_ascii_string_to_unsigned(optarg, 10, 1, 3600000, &v, NULL)) {
+                g_autofree char *msg = g_strdup_printf("--timeout-ms '%s': expected 1..3600000",
+                                                       optarg);
+                return target_usage(msg);
+            }
+            timeout_ms = (int)v;
+            break;
+        case 'h':
+            fputs(target_usage_text, stdout);
+            return 0;
+        default:
+            return target_usage("unknown option");
+        }
+    }
+    if (!control) {
+        return target_usage("no control socket: give --control PATH or set VHOST_SCSI_CONTROL");
+    }
+    if (!ctl_command_parse(argc - optind, argv + optind, controller, &req, &err)) {
+        return target_usage(err->message);
+    }
+    ret = target_call(control, timeout_ms, json, &req);
+    ctl_request_clear(&req);
+    return ret;
 }
 
 int main(int argc, char **argv)
 {
-    struct ctl c = { 0 };
+    struct ctl c = { .cmd = { .tpgt = LIO_DEFAULT_TPGT } };
     g_log_set_default_handler(log_handler, &c);
     g_log_set_always_fatal(G_LOG_FATAL_MASK & ~G_LOG_LEVEL_CRITICAL);
 
@@ -351,7 +381,7 @@ int main(int argc, char **argv)
         return argc < 2 ? EXIT_USAGE : 0;
     }
     if (!strcmp(argv[1], "target")) {
-        return ctl_target_main(argc - 1, argv + 1);
+        return target_main(argc - 1, argv + 1);
     }
     if (strcmp(argv[1], "lio")) {
         return usage_error("unknown command '%s' ('lio' or 'target')", argv[1]);
@@ -359,9 +389,6 @@ int main(int argc, char **argv)
     int ret = parse_args(&c, argc - 1, argv + 1);
     if (ret) {
         return ret;
-    }
-    if (c.npos == 0) {
-        return usage_error("missing command%s", "");
     }
     return cmd_lio(&c);
 }

@@ -245,6 +245,49 @@ static void test_bench_idle_reports_the_back_end(void)
     pu_daemon_cleanup(&d);
 }
 
+/* Runs the bench on d's LUN lun with extra; its stderr, after checking it failed (status 1). */
+static char *bench_failure(struct pu_daemon *d, const char *lun, const char *extra)
+{
+    const char *argv[] = { g_getenv("VHOST_SCSI_BENCH"), "--socket", d->sock, "--lun", lun,
+                           "--ios", "10", "--quiet", extra, NULL };
+    char *out, *err;
+    int status = run_sync(argv, &out, &err);
+
+    g_assert_true(WIFEXITED(status));
+    g_assert_cmpint(WEXITSTATUS(status), ==, 1);
+    g_free(out);
+    return err;
+}
+
+/*
+ * What failed, in words: a LUN the daemon does not have by the
+ * virtio-scsi response's name; a command the LUN refused by its sense
+ * key and ASC/ASCQ (a write to a read-only LUN).
+ */
+static void test_bench_says_what_failed(void)
+{
+    struct pu_daemon d;
+    g_autofree char *img = NULL, *ro = NULL, *missing = NULL, *refused = NULL;
+
+    g_assert_nonnull(g_getenv("VHOST_SCSI_BENCH"));
+    pu_daemon_init(&d);
+    img = g_build_filename(d.dir, "ro.img", NULL);
+    g_assert_true(g_file_set_contents(img, "", 0, NULL));
+    g_assert_cmpint(truncate(img, 16 << 20), ==, 0);
+    ro = g_strdup_printf("1=file:%s,ro", img);
+    const char *args[] = { "--lun", "0=null:16M", "--lun", ro, NULL };
+    pu_daemon_start(&d, args);
+    missing = bench_failure(&d, "0:3", NULL);
+    g_assert_nonnull(strstr(missing, "vhost-scsi-bench: LUN 0:3: bad target "
+                            "(VIRTIO_SCSI_S_BAD_TARGET)\n"));
+    refused = bench_failure(&d, "0:1", "--rw=randwrite");
+    g_assert_nonnull(strstr(refused, " failed: CHECK CONDITION: DATA PROTECTION (sense key 0x7), "
+                            "WRITE_PROTECTED (ASC/ASCQ 0x27/0x00)\n"));
+    g_assert_true(pu_daemon_alive(&d));
+    pu_daemon_stop(&d, false);
+    pu_daemon_cleanup(&d);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -254,5 +297,6 @@ int main(int argc, char **argv)
     g_test_add_func("/cli/embedded-default", test_embedded_default);
     g_test_add_func("/cli/poll-modes-serve-correctly", test_poll_modes_serve_correctly);
     g_test_add_func("/cli/bench-idle-reports-the-back-end", test_bench_idle_reports_the_back_end);
+    g_test_add_func("/cli/bench-says-what-failed", test_bench_says_what_failed);
     return g_test_run();
 }
