@@ -735,7 +735,6 @@ static void controller_free(struct controller *ctrl)
     g_array_free(ctrl->allow_gids, TRUE);
     io_stats_destroy(&ctrl->stats);
     log_limit_end(&ctrl->log);
-    g_free(ctrl->mark);
     g_free(ctrl->socket_path);
     g_free(ctrl->socket_group);
     g_free(ctrl->initiator);
