@@ -34,6 +34,7 @@ static const char usage_text[] =
     "\n"
     "Commands:\n"
     "  version                      the daemon's version and protocol\n"
+    "  method list                  the control methods the daemon answers\n"
     "  lun list                     the LUNs served\n"
     "  lun add ID=SPEC              map a LUN (the --lun grammar, e.g. 1=file:/d.img)\n"
     "  lun remove [TARGET:]LUN      unmap it; returns once its I/O has drained\n"
@@ -335,6 +336,13 @@ static int run(const struct opts *o, const char *method, JsonNode *params, const
                json_object_get_string_member_with_default(v, "program", "?"),
                json_object_get_string_member_with_default(v, "version", "?"),
                json_object_get_int_member_with_default(v, "protocol", 0));
+    } else if (!strcmp(method, "method-list") && JSON_NODE_HOLDS_OBJECT(result)) {
+        JsonArray *a = json_array_member_or_null(json_node_get_object(result), "methods");
+
+        for (guint i = 0; a && i < json_array_get_length(a); i++) {
+            printf("%s\n", json_object_get_string_member_with_default(
+                                json_array_get_object_element(a, i), "name", "?"));
+        }
     } else if (!strcmp(method, "stats") && JSON_NODE_HOLDS_OBJECT(result)) {
         print_stats(json_node_get_object(result));
     } else if (!strcmp(method, "stats-prometheus") && JSON_NODE_HOLDS_OBJECT(result)) {
@@ -594,6 +602,9 @@ int ctl_target_main(int argc, char **argv)
     argv += optind + 1;
     if (!strcmp(cmd, "version") && argc == 0) {
         return run(&o, "version", NULL, "");
+    }
+    if (!strcmp(cmd, "method") && argc == 1 && !strcmp(argv[0], "list")) {
+        return run(&o, "method-list", NULL, "");
     }
     if (!strcmp(cmd, "connection") && argc == 1 && !strcmp(argv[0], "list")) {
         return run(&o, "connection-list", NULL, "");

@@ -278,11 +278,12 @@ _vhost_scsi_ctl_target()
     fi
     case ${#pos[@]}:$cmd in
     0:*)
-        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' version lun backend connection controller \
-            qos stats config ;;
+        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' version method lun backend connection \
+            controller qos stats config ;;
     1:"lun ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' list add remove resize map unmap ;;
     1:"backend ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' add remove resize list ;;
     1:"connection ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' list ;;
+    1:"method ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' list ;;
     1:"controller ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' add remove list ;;
     1:"qos ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' set ;;
     1:"config ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' save ;;
