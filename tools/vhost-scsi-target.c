@@ -36,6 +36,7 @@
 
 #include "guest-mem-guard.h"
 #include "sandbox.h"
+#include "sd-notify.h"
 #include "target.h"
 #include "vhost-user-server.h"
 #include "virtio-scsi.h"
@@ -1298,9 +1299,10 @@ int main(int argc, char **argv)
                                 .control_max_request = CTL_MAX_REQUEST,
                                 .job_timeout_ms = TARGET_DEFAULT_JOB_TIMEOUT_MS };
     struct target tgt = { .opts = &opts, .signal_fd = -1, .timer_fd = -1 };
+    struct sd_notify *manager = NULL;
     const char *path;
     sigset_t mask;
-    int ret = 1;
+    int ret = 1, r;
 
     opts.lun_args = g_ptr_array_new_with_free_func(g_free);
     opts.allow_uids = g_array_new(FALSE, FALSE, sizeof(uid_t));
@@ -1416,6 +1418,12 @@ int main(int argc, char **argv)
     if (path) {
         print_qemu_hint(&tgt, path);
     }
+    /* A Type=notify service's manager: connected before the filter, which allows no new socket. */
+    r = sd_notify_open(&manager);
+    if (r < 0) {
+        g_warning("NOTIFY_SOCKET: %s; the service manager will not hear that the daemon is ready",
+                  g_strerror(-r));
+    }
     /*
      * Set-up is over: every socket of the command line listens, every LUN
      * is open, every thread runs with its ring.  What runs from here on
@@ -1426,11 +1434,23 @@ int main(int argc, char **argv)
     if (target_sandbox(&tgt) < 0) {
         goto out;
     }
+    /*
+     * Every socket listens (the control socket, the --config file's
+     * controllers', the command line's): `systemctl start` returns now,
+     * and a vhost-scsi-ctl run after it finds the control socket.
+     */
+    r = sd_notify_send(manager, "READY=1");
+    if (r < 0) {
+        g_warning("NOTIFY_SOCKET: cannot say READY=1: %s", g_strerror(-r));
+    }
+    sd_notify_free(manager);
+    manager = NULL;
 
     iothread_run(tgt.main);
     ret = 0;
 
 out:
+    sd_notify_free(manager);
     target_control_stop(&tgt);
     while (tgt.conns) {
         conn_free(tgt.conns->data);
