@@ -69,6 +69,10 @@ static const char usage_text[] =
     "  config save [FILE]           write the backends and LUNs to FILE (default:\n"
     "                               the daemon's --config), atomically\n"
     "\n"
+    "Options:\n"
+    "  --version                    print vhost-scsi-ctl's version and exit (the\n"
+    "                               daemon's: the version command)\n"
+    "\n"
     "Exit status: 0 success, 1 the daemon refused or failed, 2 usage.\n";
 
 struct opts {
@@ -558,6 +562,7 @@ int ctl_target_main(int argc, char **argv)
         { "controller", required_argument, NULL, 'C' },
         { "json", no_argument, NULL, 'j' },
         { "timeout-ms", required_argument, NULL, 't' },
+        { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
     };
@@ -584,6 +589,9 @@ int ctl_target_main(int argc, char **argv)
             }
             o.timeout_ms = (int)v;
             break;
+        case 'V':
+            printf("vhost-scsi-ctl %s\n", VHOST_SCSI_VERSION);
+            return 0;
         case 'h':
             fputs(usage_text, stdout);
             return 0;

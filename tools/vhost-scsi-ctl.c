@@ -66,6 +66,7 @@ static const char usage_text[] =
     "                      root is used as it is: no modules loaded, no mount\n"
     "  --tpgt N            target portal group tag, 0..255 (default 1)\n"
     "  -v, --verbose       also print informational messages\n"
+    "  --version           print the version and exit\n"
     "  -h, --help          this text\n"
     "\n"
     "All commands are idempotent.  Exit status: 0 success, 1 failure, 2 usage.\n";
@@ -128,7 +129,7 @@ static bool parse_uint(const char *s, unsigned max, unsigned *out)
 static int parse_args(struct ctl *c, int argc, char **argv)
 {
     enum { OPT_CONFIGFS = 256, OPT_TPGT, OPT_NEXUS, OPT_BUS, OPT_NUM_QUEUES, OPT_JSON, OPT_FORCE,
-           OPT_FORMAT, OPT_PARTIAL };
+           OPT_FORMAT, OPT_PARTIAL, OPT_VERSION };
     static const struct option longopts[] = {
         { "configfs", required_argument, NULL, OPT_CONFIGFS },
         { "tpgt", required_argument, NULL, OPT_TPGT },
@@ -140,6 +141,7 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         { "format", required_argument, NULL, OPT_FORMAT },
         { "partial", no_argument, NULL, OPT_PARTIAL },
         { "verbose", no_argument, NULL, 'v' },
+        { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, 'h' },
         { 0 }
     };
@@ -190,6 +192,9 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         case 'v':
             c->verbose = true;
             break;
+        case OPT_VERSION:
+            printf("vhost-scsi-ctl %s\n", VHOST_SCSI_VERSION);
+            exit(0);
         case 'h':
             fputs(usage_text, stdout);
             exit(0);
@@ -349,6 +354,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("vhost-scsi-ctl %s\n", VHOST_SCSI_VERSION);
+        return 0;
     }
     if (!strcmp(argv[1], "target")) {
         return ctl_target_main(argc - 1, argv + 1);

@@ -996,6 +996,7 @@ static void usage(FILE *f)
 "                        with no supplementary groups (needs root)\n"
 "  --print-capabilities  print the back-end capabilities as JSON and exit\n"
 "  -v, --verbose         log debug messages\n"
+"  --version             print the version and exit\n"
 "  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, GUEST_MEM_MAX_REGIONS,
             GUEST_MEM_MAX_REGIONS, DEFAULT_MAX_INFLIGHT, DEFAULT_MESSAGE_TIMEOUT_MS,
             CTL_MAX_REQUEST, TARGET_DEFAULT_JOB_TIMEOUT_MS);
@@ -1021,7 +1022,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
            OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR,
            OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST, OPT_CONTROL_TIMEOUT, OPT_SANDBOX,
-           OPT_SANDBOX_USER };
+           OPT_SANDBOX_USER, OPT_VERSION };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -1047,6 +1048,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "sandbox", required_argument, NULL, OPT_SANDBOX },
         { "sandbox-user", required_argument, NULL, OPT_SANDBOX_USER },
         { "verbose", no_argument, NULL, 'v' },
+        { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, 'h' },
         { 0 }
     };
@@ -1205,6 +1207,9 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
             break;
+        case OPT_VERSION:
+            printf("vhost-scsi-target %s\n", VHOST_SCSI_VERSION);
+            exit(0);
         case 'h':
             usage(stdout);
             exit(0);

@@ -14,13 +14,14 @@
 _vhost_scsi_target_opts='--socket-path --fd --lun --queues --threads --poll --poll-us
     --socket-group --allow-uid --allow-gid --max-connections --max-connections-per-uid
     --max-mem-regions --max-inflight --pr-dir --config --control --message-timeout-ms
-    --control-max-request --control-timeout-ms --sandbox --sandbox-user --print-capabilities --verbose --help'
+    --control-max-request --control-timeout-ms --sandbox --sandbox-user --print-capabilities --verbose
+    --version --help'
 _vhost_scsi_bench_opts='--socket --kernel --rw --rwmixread --bs --iodepth --queues
     --first-queue --time --ios --lun --pid --json --verify --quiet --no-event-idx --indirect
-    --poll --packed --inflight --rate --queue-size --dirty-log --idle --flush-first --help'
+    --poll --packed --inflight --rate --queue-size --dirty-log --idle --flush-first --version --help'
 _vhost_scsi_lio_opts='--configfs --tpgt --nexus --force --json --format --partial --bus --num-queues
-    --verbose --help'
-_vhost_scsi_ctl_target_opts='--control --controller --json --timeout-ms --help'
+    --verbose --version --help'
+_vhost_scsi_ctl_target_opts='--control --controller --json --timeout-ms --version --help'
 _vhost_scsi_lun_kinds='file: ram: null: iscsi:// rbd: hold:'
 
 # COMPREPLY from candidates (full values of the argument being completed),
