@@ -154,7 +154,7 @@ else
     echo "#$problems"
 fi
 expect "$C target: '--' before the command offers its global options" \
-    "--control --controller --help --json --timeout-ms" $C target --
+    "--control --controller --help --json --timeout-ms --version" $C target --
 expect "$C target controller add NAME SOCKET --: the options of controller add" \
     "--allow-gid --allow-uid --initiator --queues --socket-group" \
     $C target controller add vm2 /run/vm2.sock --

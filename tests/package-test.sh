@@ -143,9 +143,11 @@ check "the three programs are in /usr/bin" bins_ok
 units_ok() {
     local d=$ROOT/lib/systemd/system
     [ -f "$d/vhost-scsi-target@.socket" ] && [ -f "$d/vhost-scsi-target@.service" ] &&
-        grep -q '^ExecStart=/usr/bin/vhost-scsi-target --fd 3 ' "$d/vhost-scsi-target@.service"
+        grep -q '^ExecStart=/usr/bin/vhost-scsi-target --fd 3 ' "$d/vhost-scsi-target@.service" &&
+        grep -q '^Type=notify$' "$d/vhost-scsi-target@.service" &&
+        grep -q '^NotifyAccess=main$' "$d/vhost-scsi-target@.service"
 }
-check "the systemd socket and service templates are installed, ExecStart=/usr/bin/vhost-scsi-target" \
+check "the systemd socket and service templates are installed, ExecStart=/usr/bin/vhost-scsi-target, Type=notify" \
     units_ok
 
 # The admin enables an instance: no maintainer script enables or starts a unit.

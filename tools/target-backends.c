@@ -101,7 +101,6 @@ static void backend_free(struct target_backend *b)
 {
     scsi_lun_free(b->lun);
     g_free(b->pr_path);
-    g_free(b->mark);
     g_free(b->name);
     g_free(b->spec);
     g_free(b);

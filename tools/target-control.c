@@ -973,9 +973,9 @@ static void m_connection_list(struct ctl_call *call, JsonObject *params, void *o
 
 /*
  * Per backend and per controller; "controller" or "backend" narrows it to
- * one.  Each object's interval runs from the previous call that reported
- * it, whoever made it: a monitor that needs its own intervals diffs the
- * totals (docs/control.md).
+ * one.  Each object's interval runs from the previous call of the same
+ * client that reported it: the client's marks are its own, kept with its
+ * connection (docs/control.md).
  */
 static void m_stats(struct ctl_call *call, JsonObject *params, void *opaque)
 {
@@ -985,6 +985,7 @@ static void m_stats(struct ctl_call *call, JsonObject *params, void *opaque)
     struct target *tgt = opaque;
     struct controller *ctrl = NULL;
     struct target_backend *tb = NULL;
+    struct stats_marks *marks;
     const char *name;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
@@ -999,7 +1000,17 @@ static void m_stats(struct ctl_call *call, JsonObject *params, void *opaque)
         ctl_call_fail(call, -ENOENT, "no such backend");
         return;
     }
-    ctl_call_reply(call, target_stats_json(tgt, ctrl, tb));
+    marks = ctl_call_client_data(call, "stats-marks");
+    if (!marks) {
+        ctl_call_set_client_data(call, "stats-marks", target_stats_marks_new(),
+                                 target_stats_marks_free);
+        marks = ctl_call_client_data(call, "stats-marks");
+    }
+    if (!marks) {
+        ctl_call_reply(call, NULL);     /* its client has gone: answered nowhere */
+        return;
+    }
+    ctl_call_reply(call, target_stats_json(tgt, marks, ctrl, tb));
 }
 
 /* The same counters as Prometheus text (a string), for a textfile collector. */

@@ -2,11 +2,13 @@
  * The daemon's statistics as the control socket reports them (docs/control.md,
  * "Statistics"): per backend (its LUN's commands, whichever controllers map
  * it) and per controller (its connections' requests), as JSON with totals
- * since start and figures for the interval since the previous `stats` call,
- * and in Prometheus' text exposition format, counters only, for a scrape
- * job or node-exporter's textfile collector to take rates from.  The data
- * path's counters are lock-free per-thread slots (io-stats.h); this file
- * only reads and formats them, on the main thread.
+ * since start and figures for the interval since the same control
+ * client's previous `stats` call (each client keeps its own marks, so two
+ * monitors do not cut each other's intervals short), and in Prometheus'
+ * text exposition format, counters only, for a scrape job or
+ * node-exporter's textfile collector to take rates from.  The data path's
+ * counters are lock-free per-thread slots (io-stats.h); this file only
+ * reads and formats them, on the main thread.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -19,6 +21,58 @@
 #include "target.h"
 
 static const char *const class_names[IO_CLASSES] = { "read", "write", "other" };
+
+/* What a client's previous `stats` call reported of one object. */
+struct stats_mark {
+    uint64_t ns;
+    struct io_stats_snapshot snap;
+};
+
+/*
+ * By the objects' stats_id, never reused: an object removed and added
+ * again under its name starts from zero, and so does its interval.
+ */
+struct stats_marks {
+    GHashTable *by_id;          /* uint64_t * -> struct stats_mark * */
+};
+
+struct stats_marks *target_stats_marks_new(void)
+{
+    struct stats_marks *m = g_new0(struct stats_marks, 1);
+
+    m->by_id = g_hash_table_new_full(g_int64_hash, g_int64_equal, g_free, g_free);
+    return m;
+}
+
+void target_stats_marks_free(void *marks)
+{
+    struct stats_marks *m = marks;
+
+    g_hash_table_unref(m->by_id);
+    g_free(m);
+}
+
+static gboolean mark_gone(gpointer key, gpointer value, gpointer live)
+{
+    return !g_hash_table_contains(live, key);
+}
+
+/* Forgets the marks of objects removed since: a client that stays does not pile them up. */
+static void marks_prune(struct stats_marks *m, struct target *tgt)
+{
+    g_autoptr(GHashTable) live = g_hash_table_new(g_int64_hash, g_int64_equal);
+    GHashTableIter it;
+    gpointer v;
+
+    g_hash_table_iter_init(&it, tgt->backends);
+    while (g_hash_table_iter_next(&it, NULL, &v)) {
+        g_hash_table_add(live, &((struct target_backend *)v)->stats_id);
+    }
+    for (GList *l = tgt->controllers; l; l = l->next) {
+        g_hash_table_add(live, &((struct controller *)l->data)->stats_id);
+    }
+    g_hash_table_foreach_remove(m->by_id, mark_gone, live);
+}
 
 static void add_double(JsonBuilder *b, const char *k, double v)
 {
@@ -71,29 +125,36 @@ static void add_classes(JsonBuilder *b, const struct io_stats_snapshot *s, doubl
 }
 
 /*
- * "total" and "interval" of one object, whose figures are now; *mark is
- * what the previous call saw (or the start), and becomes now.
+ * "total" and "interval" of one object (*id), whose figures are now; its
+ * mark in marks is what this client's previous call saw (none: the
+ * start), and becomes now.
  */
-static void add_figures(JsonBuilder *b, struct target *tgt, const struct io_stats_snapshot *now,
-                        struct stats_mark **mark)
+static void add_figures(JsonBuilder *b, struct target *tgt, struct stats_marks *marks,
+                        uint64_t *id, const struct io_stats_snapshot *now)
 {
     g_autofree struct io_stats_snapshot *delta = g_new0(struct io_stats_snapshot, 1);
-    uint64_t t = io_stats_now_ns();
-    uint64_t since = *mark ? (*mark)->ns : tgt->start_ns;
+    uint64_t t = io_stats_now_ns(), since;
+    struct stats_mark *mark;
 
-    if (*mark) {
-        io_stats_diff(now, &(*mark)->snap, delta);
+    if (!*id) {
+        *id = ++tgt->stats_ids;
+    }
+    mark = g_hash_table_lookup(marks->by_id, id);
+    since = mark ? mark->ns : tgt->start_ns;
+    if (mark) {
+        io_stats_diff(now, &mark->snap, delta);
     } else {
         *delta = *now;
-        *mark = g_new0(struct stats_mark, 1);
+        mark = g_new0(struct stats_mark, 1);
+        g_hash_table_insert(marks->by_id, g_memdup2(id, sizeof(*id)), mark);
     }
     json_builder_set_member_name(b, "total");
     add_classes(b, now, 0);
     json_builder_set_member_name(b, "interval");
     /* At least a nanosecond: two calls inside one clock tick still divide. */
     add_classes(b, delta, (double)MAX(t - since, 1u) / 1e9);
-    (*mark)->ns = t;
-    (*mark)->snap = *now;
+    mark->ns = t;
+    mark->snap = *now;
 }
 
 static gint by_name(gconstpointer a, gconstpointer b)
@@ -119,7 +180,8 @@ static GPtrArray *sorted_backends(struct target *tgt)
     return a;
 }
 
-static void backend_stats_json(JsonBuilder *b, struct target *tgt, struct target_backend *tb)
+static void backend_stats_json(JsonBuilder *b, struct target *tgt, struct stats_marks *marks,
+                               struct target_backend *tb)
 {
     g_autofree struct io_stats_snapshot *now = g_new0(struct io_stats_snapshot, 1);
 
@@ -128,11 +190,12 @@ static void backend_stats_json(JsonBuilder *b, struct target *tgt, struct target
     json_builder_set_member_name(b, "name");
     json_builder_add_string_value(b, tb->name);
     add_uint(b, "in_flight", scsi_lun_inflight(tb->lun));
-    add_figures(b, tgt, now, &tb->mark);
+    add_figures(b, tgt, marks, &tb->stats_id, now);
     json_builder_end_object(b);
 }
 
-static void controller_stats_json(JsonBuilder *b, struct target *tgt, struct controller *ctrl)
+static void controller_stats_json(JsonBuilder *b, struct target *tgt, struct stats_marks *marks,
+                                  struct controller *ctrl)
 {
     g_autofree struct io_stats_snapshot *now = g_new0(struct io_stats_snapshot, 1);
     unsigned in_flight, conns = target_controller_connections(tgt, ctrl, &in_flight);
@@ -143,7 +206,7 @@ static void controller_stats_json(JsonBuilder *b, struct target *tgt, struct con
     json_builder_add_string_value(b, ctrl->name);
     add_uint(b, "connections", conns);
     add_uint(b, "in_flight", in_flight);
-    add_figures(b, tgt, now, &ctrl->mark);
+    add_figures(b, tgt, marks, &ctrl->stats_id, now);
     json_builder_end_object(b);
 }
 
@@ -174,8 +237,8 @@ static void threads_stats_json(JsonBuilder *b, struct target *tgt)
     json_builder_end_array(b);
 }
 
-JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
-                            struct target_backend *tb)
+JsonNode *target_stats_json(struct target *tgt, struct stats_marks *marks,
+                            struct controller *ctrl, struct target_backend *tb)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     bool all = !ctrl && !tb;
@@ -185,12 +248,12 @@ JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
     json_builder_set_member_name(b, "backends");
     json_builder_begin_array(b);
     if (tb) {
-        backend_stats_json(b, tgt, tb);
+        backend_stats_json(b, tgt, marks, tb);
     } else if (all) {
         g_autoptr(GPtrArray) bs = sorted_backends(tgt);
 
         for (guint i = 0; i < bs->len; i++) {
-            backend_stats_json(b, tgt, bs->pdata[i]);
+            backend_stats_json(b, tgt, marks, bs->pdata[i]);
         }
     }
     json_builder_end_array(b);
@@ -198,7 +261,7 @@ JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
     json_builder_begin_array(b);
     for (GList *l = tgt->controllers; l; l = l->next) {
         if (all || l->data == ctrl) {
-            controller_stats_json(b, tgt, l->data);
+            controller_stats_json(b, tgt, marks, l->data);
         }
     }
     json_builder_end_array(b);
@@ -206,6 +269,7 @@ JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
         threads_stats_json(b, tgt);
     }
     json_builder_end_object(b);
+    marks_prune(marks, tgt);
     return json_builder_get_root(b);
 }
 

@@ -83,12 +83,6 @@ struct target_opts {
  * target of its own: each connection is an I_T nexus to it), its own
  * access control and queue count.  Backends are shared between them.
  */
-/* What the previous `stats` call reported of an object, for its interval. */
-struct stats_mark {
-    uint64_t ns;
-    struct io_stats_snapshot snap;
-};
-
 struct controller {
     struct target *tgt;
     char *name;
@@ -114,7 +108,7 @@ struct controller {
      * disconnected): a local process reconnecting in a loop fills no journal.
      */
     struct log_limit log;
-    struct stats_mark *mark;    /* NULL until the first `stats` call */
+    uint64_t stats_id;          /* 0 until a `stats` call reports it (target-stats.c) */
 };
 
 struct target {
@@ -150,6 +144,7 @@ struct target {
     unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
+    uint64_t stats_ids;           /* the last stats_id given to a backend or controller */
     struct sandbox *sandbox;      /* answers the calls the filter refuses; NULL: no filter */
     struct iothread_timer sandbox_report;   /* the next report of refusals that may be made */
 };
@@ -165,7 +160,7 @@ struct target_backend {
     char *pr_path;           /* its reservations file (APTPL), directory resolved; NULL: none */
     bool resizing;           /* (atomic) a resize job holds it: not closed meanwhile */
     bool follow_device;      /* its device changed size while it was resizing */
-    struct stats_mark *mark; /* NULL until the first `stats` call */
+    uint64_t stats_id;       /* 0 until a `stats` call reports it (target-stats.c) */
 };
 
 /*
@@ -400,8 +395,17 @@ JsonNode *target_connections_json(struct target *tgt);
 unsigned target_controller_connections(struct target *tgt, struct controller *ctrl,
                                        unsigned *in_flight);
 
-JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
-                            struct target_backend *tb);
+/*
+ * What one control client's `stats` calls reported last of each object,
+ * for the intervals of its next call: another client's calls do not move
+ * them.  Freed with the client's connection.
+ */
+struct stats_marks;
+struct stats_marks *target_stats_marks_new(void);
+void target_stats_marks_free(void *marks);
+/* The figures of ctrl or tb (both NULL: all of them), intervals since marks, which move to now. */
+JsonNode *target_stats_json(struct target *tgt, struct stats_marks *marks,
+                            struct controller *ctrl, struct target_backend *tb);
 char *target_stats_prometheus(struct target *tgt);
 
 /* Serves the control socket at tgt->opts->control_path; -errno. */

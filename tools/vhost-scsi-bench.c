@@ -42,7 +42,7 @@ enum {
     OPT_SOCKET = 256, OPT_KERNEL, OPT_RW, OPT_RWMIX, OPT_BS, OPT_IODEPTH, OPT_QUEUES,
     OPT_FIRST_QUEUE, OPT_TIME, OPT_IOS, OPT_LUN, OPT_PID, OPT_JSON, OPT_VERIFY, OPT_NO_EVENT_IDX,
     OPT_INDIRECT, OPT_POLL, OPT_QUEUE_SIZE, OPT_DIRTY_LOG, OPT_IDLE,
-    OPT_FLUSH_FIRST, OPT_PACKED, OPT_RATE, OPT_INFLIGHT,
+    OPT_FLUSH_FIRST, OPT_PACKED, OPT_RATE, OPT_INFLIGHT, OPT_VERSION,
 };
 
 static const struct bench_option {
@@ -89,6 +89,7 @@ static const struct bench_option {
     { "flush-first", OPT_FLUSH_FIRST, NULL, "send one SYNCHRONIZE CACHE before measuring, as a "
       "guest's first fsync or fio's rbd engine does (librbd's cache stays write-through until "
       "the first flush)" },
+    { "version", OPT_VERSION, NULL, "print the version and exit" },
     { "help", 'h', NULL, "this text" },
 };
 
@@ -168,6 +169,9 @@ static bool parse_opts(int argc, char **argv, struct bench_opts *o)
                 return false;
             }
             break;
+        case OPT_VERSION:
+            printf("vhost-scsi-bench %s\n", VHOST_SCSI_VERSION);
+            exit(0);
         case 'h':
             usage(stdout);
             exit(0);

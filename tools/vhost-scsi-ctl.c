@@ -69,6 +69,7 @@ static const char usage_text[] =
     "                      root is used as it is: no modules loaded, no mount\n"
     "  --tpgt N            target portal group tag, 0..255 (default 1)\n"
     "  -v, --verbose       also print informational messages\n"
+    "  --version           print the version and exit\n"
     "  -h, --help          this text\n"
     "\n"
     "All commands are idempotent.  Exit status: 0 success, 1 failure, 2 usage.\n";
@@ -123,7 +124,7 @@ static bool parse_uint(const char *s, unsigned max, unsigned *out)
 static int parse_args(struct ctl *c, int argc, char **argv)
 {
     enum { OPT_CONFIGFS = 256, OPT_TPGT, OPT_NEXUS, OPT_BUS, OPT_NUM_QUEUES, OPT_JSON, OPT_FORCE,
-           OPT_FORMAT, OPT_PARTIAL };
+           OPT_FORMAT, OPT_PARTIAL, OPT_VERSION };
     static const struct option longopts[] = {
         { "configfs", required_argument, NULL, OPT_CONFIGFS },
         { "tpgt", required_argument, NULL, OPT_TPGT },
@@ -135,6 +136,7 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         { "format", required_argument, NULL, OPT_FORMAT },
         { "partial", no_argument, NULL, OPT_PARTIAL },
         { "verbose", no_argument, NULL, 'v' },
+        { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, 'h' },
         { 0 }
     };
@@ -184,6 +186,9 @@ static int parse_args(struct ctl *c, int argc, char **argv)
         case 'v':
             c->verbose = true;
             break;
+        case OPT_VERSION:
+            printf("vhost-scsi-ctl %s\n", VHOST_SCSI_VERSION);
+            exit(0);
         case 'h':
             fputs(usage_text, stdout);
             exit(0);
@@ -248,6 +253,7 @@ static const char target_usage_text[] =
     "\n"
     "Commands:\n"
     "  version                      the daemon's version and protocol\n"
+    "  method list                  the control methods the daemon answers\n"
     "  lun list                     the LUNs served\n"
     "  lun add ID=SPEC              map a LUN (the --lun grammar, e.g. 1=file:/d.img)\n"
     "  lun remove [TARGET:]LUN      unmap it; returns once its I/O has drained\n"
@@ -274,12 +280,17 @@ static const char target_usage_text[] =
     "                               and bytes per second (K/M/G/T); 0: no limit\n"
     "  stats [--controller NAME | --backend NAME]\n"
     "                               I/O figures per backend and per controller:\n"
-    "                               totals since start and the interval since\n"
-    "                               the previous stats call\n"
+    "                               totals and rates since start (a client on a\n"
+    "                               connection of its own sees the interval since\n"
+    "                               its previous stats call)\n"
     "  stats --prometheus           the counters in Prometheus text format (for\n"
     "                               node-exporter's textfile collector)\n"
     "  config save [FILE]           write the backends and LUNs to FILE (default:\n"
     "                               the daemon's --config), atomically\n"
+    "\n"
+    "Options:\n"
+    "  --version                    print vhost-scsi-ctl's version and exit (the\n"
+    "                               daemon's: the version command)\n"
     "\n"
     "Exit status: 0 success, 1 the daemon refused or failed, 2 usage.\n";
 
@@ -322,6 +333,7 @@ static int target_main(int argc, char **argv)
         { "controller", required_argument, NULL, 'C' },
         { "json", no_argument, NULL, 'j' },
         { "timeout-ms", required_argument, NULL, 't' },
+        { "version", no_argument, NULL, 'V' },
         { "help", no_argument, NULL, 'h' },
         { 0 }
     };
@@ -352,6 +364,9 @@ static int target_main(int argc, char **argv)
             }
             timeout_ms = (int)v;
             break;
+        case 'V':
+            printf("vhost-scsi-ctl %s\n", VHOST_SCSI_VERSION);
+            return 0;
         case 'h':
             fputs(target_usage_text, stdout);
             return 0;
@@ -379,6 +394,10 @@ int main(int argc, char **argv)
     if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
         fputs(usage_text, argc < 2 ? stderr : stdout);
         return argc < 2 ? EXIT_USAGE : 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("vhost-scsi-ctl %s\n", VHOST_SCSI_VERSION);
+        return 0;
     }
     if (!strcmp(argv[1], "target")) {
         return target_main(argc - 1, argv + 1);

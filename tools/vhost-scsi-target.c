@@ -36,6 +36,7 @@
 
 #include "guest-mem-guard.h"
 #include "sandbox.h"
+#include "sd-notify.h"
 #include "target.h"
 #include "vhost-user-server.h"
 #include "virtio-scsi.h"
@@ -735,7 +736,6 @@ static void controller_free(struct controller *ctrl)
     g_array_free(ctrl->allow_gids, TRUE);
     io_stats_destroy(&ctrl->stats);
     log_limit_end(&ctrl->log);
-    g_free(ctrl->mark);
     g_free(ctrl->socket_path);
     g_free(ctrl->socket_group);
     g_free(ctrl->initiator);
@@ -996,6 +996,7 @@ static void usage(FILE *f)
 "                        with no supplementary groups (needs root)\n"
 "  --print-capabilities  print the back-end capabilities as JSON and exit\n"
 "  -v, --verbose         log debug messages\n"
+"  --version             print the version and exit\n"
 "  -h, --help            this text\n", DEFAULT_MAX_CONNECTIONS, GUEST_MEM_MAX_REGIONS,
             GUEST_MEM_MAX_REGIONS, DEFAULT_MAX_INFLIGHT, DEFAULT_MESSAGE_TIMEOUT_MS,
             CTL_MAX_REQUEST, TARGET_DEFAULT_JOB_TIMEOUT_MS);
@@ -1021,7 +1022,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
            OPT_POLL_US, OPT_CAPS, OPT_GROUP, OPT_UID, OPT_GID, OPT_MAX_CONNS,
            OPT_MAX_CONNS_UID, OPT_MSG_TIMEOUT, OPT_CONTROL, OPT_CONFIG, OPT_PR_DIR,
            OPT_MAX_MEM_REGIONS, OPT_MAX_INFLIGHT, OPT_CONTROL_MAX_REQUEST, OPT_CONTROL_TIMEOUT, OPT_SANDBOX,
-           OPT_SANDBOX_USER };
+           OPT_SANDBOX_USER, OPT_VERSION };
     static const struct option longopts[] = {
         { "socket-path", required_argument, NULL, OPT_SOCKET },
         { "fd", required_argument, NULL, OPT_FD },
@@ -1047,6 +1048,7 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         { "sandbox", required_argument, NULL, OPT_SANDBOX },
         { "sandbox-user", required_argument, NULL, OPT_SANDBOX_USER },
         { "verbose", no_argument, NULL, 'v' },
+        { "version", no_argument, NULL, OPT_VERSION },
         { "help", no_argument, NULL, 'h' },
         { 0 }
     };
@@ -1205,6 +1207,9 @@ static int parse_args(int argc, char **argv, struct target_opts *o)
         case 'v':
             g_setenv("G_MESSAGES_DEBUG", "all", TRUE);
             break;
+        case OPT_VERSION:
+            printf("vhost-scsi-target %s\n", VHOST_SCSI_VERSION);
+            exit(0);
         case 'h':
             usage(stdout);
             exit(0);
@@ -1299,9 +1304,10 @@ int main(int argc, char **argv)
                                 .control_max_request = CTL_MAX_REQUEST,
                                 .job_timeout_ms = TARGET_DEFAULT_JOB_TIMEOUT_MS };
     struct target tgt = { .opts = &opts, .signal_fd = -1, .timer_fd = -1 };
+    struct sd_notify *manager = NULL;
     const char *path;
     sigset_t mask;
-    int ret = 1;
+    int ret = 1, r;
 
     opts.lun_args = g_ptr_array_new_with_free_func(g_free);
     opts.allow_uids = g_array_new(FALSE, FALSE, sizeof(uid_t));
@@ -1417,6 +1423,12 @@ int main(int argc, char **argv)
     if (path) {
         print_qemu_hint(&tgt, path);
     }
+    /* A Type=notify service's manager: connected before the filter, which allows no new socket. */
+    r = sd_notify_open(&manager);
+    if (r < 0) {
+        g_warning("NOTIFY_SOCKET: %s; the service manager will not hear that the daemon is ready",
+                  g_strerror(-r));
+    }
     /*
      * Set-up is over: every socket of the command line listens, every LUN
      * is open, every thread runs with its ring.  What runs from here on
@@ -1427,11 +1439,23 @@ int main(int argc, char **argv)
     if (target_sandbox(&tgt) < 0) {
         goto out;
     }
+    /*
+     * Every socket listens (the control socket, the --config file's
+     * controllers', the command line's): `systemctl start` returns now,
+     * and a vhost-scsi-ctl run after it finds the control socket.
+     */
+    r = sd_notify_send(manager, "READY=1");
+    if (r < 0) {
+        g_warning("NOTIFY_SOCKET: cannot say READY=1: %s", g_strerror(-r));
+    }
+    sd_notify_free(manager);
+    manager = NULL;
 
     iothread_run(tgt.main);
     ret = 0;
 
 out:
+    sd_notify_free(manager);
     target_control_stop(&tgt);
     while (tgt.conns) {
         conn_free(tgt.conns->data);

@@ -208,6 +208,13 @@ char *ctl_answer_text(const char *method, JsonNode *result, const char *what)
                                json_object_get_string_member_with_default(o, "program", "?"),
                                json_object_get_string_member_with_default(o, "version", "?"),
                                json_object_get_int_member_with_default(o, "protocol", 0));
+    } else if (!strcmp(method, "method-list") && o) {
+        JsonArray *a = json_array_member_or_null(o, "methods");
+
+        for (guint i = 0; a && i < json_array_get_length(a); i++) {
+            g_string_append_printf(s, "%s\n", json_object_get_string_member_with_default(
+                                       json_array_get_object_element(a, i), "name", "?"));
+        }
     } else if (!strcmp(method, "stats") && o) {
         print_stats_list(s, o, "backends", "backend");
         print_stats_list(s, o, "controllers", "controller");

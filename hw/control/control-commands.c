@@ -282,6 +282,9 @@ static bool dispatch(struct ctl_request *req, const char *cmd, int argc, char **
     if (!strcmp(cmd, "version") && argc == 0) {
         return set(req, "version", "");
     }
+    if (!strcmp(cmd, "method") && argc == 1 && !strcmp(argv[0], "list")) {
+        return set(req, "method-list", "");
+    }
     if (!strcmp(cmd, "connection") && argc == 1 && !strcmp(argv[0], "list")) {
         return set(req, "connection-list", "");
     }

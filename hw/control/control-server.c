@@ -5,7 +5,9 @@
  * back, buffering what a slow client has not read yet.  Everything runs
  * on the main thread's loop and never blocks: sockets are non-blocking,
  * and a client that sends more than the limits allow is answered with an
- * error or dropped, alone.
+ * error or dropped, alone.  Each client carries the state methods keep
+ * for it between its calls; `method-list` is answered here, from the
+ * table the server serves.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -59,6 +61,7 @@ struct ctl_client {
     bool closing;              /* close once out is written */
     GList *calls;              /* struct ctl_call *, not answered yet */
     bool *gone;                /* set when freed while a request is handled */
+    GData *data;               /* the methods' state for this client (ctl_call_client_data) */
 };
 
 struct ctl_call {
@@ -204,6 +207,64 @@ void ctl_call_fail(struct ctl_call *call, int neg_errno, const char *msg)
     ctl_call_error(call, CTL_E_FAILED, -neg_errno, "%s", msg ? msg : g_strerror(-neg_errno));
 }
 
+void *ctl_call_client_data(struct ctl_call *call, const char *key)
+{
+    return call->c ? g_datalist_get_data(&call->c->data, key) : NULL;
+}
+
+void ctl_call_set_client_data(struct ctl_call *call, const char *key, void *data,
+                              GDestroyNotify destroy)
+{
+    if (call->c) {
+        g_datalist_set_data_full(&call->c->data, key, data, destroy);
+    } else if (data && destroy) {
+        destroy(data);
+    }
+}
+
+/* ---- method-list ---------------------------------------------------------- */
+
+static gint by_name(gconstpointer a, gconstpointer b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* The names the server answers to, sorted: its table's and this one. */
+static void m_method_list(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    const struct ctl_server *s = call->c->s;
+    g_autoptr(JsonNode) node = json_node_init_object(json_node_alloc(), params);
+    g_autofree char *err = json_check_object(node, NULL, 0);
+    g_autoptr(GPtrArray) names = g_ptr_array_new();
+    g_autoptr(JsonBuilder) b = json_builder_new();
+
+    if (err) {
+        ctl_call_error(call, CTL_E_INVALID_PARAMS, 0, "%s", err);
+        return;
+    }
+    g_ptr_array_add(names, (gpointer)CTL_METHOD_LIST);
+    for (unsigned i = 0; i < s->nmethods; i++) {
+        if (strcmp(s->methods[i].name, CTL_METHOD_LIST)) {
+            g_ptr_array_add(names, (gpointer)s->methods[i].name);
+        }
+    }
+    g_ptr_array_sort(names, by_name);
+    json_builder_begin_object(b);
+    json_builder_set_member_name(b, "methods");
+    json_builder_begin_array(b);
+    for (guint i = 0; i < names->len; i++) {
+        json_builder_begin_object(b);
+        json_builder_set_member_name(b, "name");
+        json_builder_add_string_value(b, names->pdata[i]);
+        json_builder_end_object(b);
+    }
+    json_builder_end_array(b);
+    json_builder_end_object(b);
+    ctl_call_reply(call, json_builder_get_root(b));
+}
+
+static const struct ctl_method method_list = { CTL_METHOD_LIST, m_method_list };
+
 /* ---- reading requests -------------------------------------------------- */
 
 static void handle_request(struct ctl_client *c, const char *line, size_t len)
@@ -254,6 +315,9 @@ static void handle_request(struct ctl_client *c, const char *line, size_t len)
         if (!strcmp(c->s->methods[i].name, method)) {
             m = &c->s->methods[i];
         }
+    }
+    if (!m && !strcmp(method, CTL_METHOD_LIST)) {
+        m = &method_list;
     }
     if (!m) {
         send_error(c, id, CTL_E_NO_METHOD, 0, "no such method");
@@ -377,6 +441,7 @@ static void client_free(struct ctl_client *c)
         ((struct ctl_call *)l->data)->c = NULL;
     }
     g_list_free(c->calls);
+    g_datalist_clear(&c->data);
     iothread_del_fd(s->main, c->fd);
     close(c->fd);
     g_byte_array_unref(c->in);
@@ -424,6 +489,7 @@ static void accept_cb(void *opaque, uint32_t events)
     c->in = g_byte_array_new();
     c->out = g_string_new(NULL);
     c->events = EPOLLIN;
+    g_datalist_init(&c->data);
     if (iothread_add_fd(s->main, fd, EPOLLIN, client_cb, c) < 0) {
         g_byte_array_unref(c->in);
         g_string_free(c->out, TRUE);

@@ -10,6 +10,9 @@
  * or for a remote LUN to open): a client may have several calls in
  * flight, answered in the order they finish, matched by id.  A call may
  * outlive its client and the server itself; its answer then goes nowhere.
+ * A method may keep state for the client that called it, from one of its
+ * calls to the next (ctl_call_client_data).  The server itself answers
+ * `method-list`: the names of its table's methods and its own, sorted.
  * Only the daemon's own user and root may connect (SO_PEERCRED), and the
  * socket is created mode 0600.
  *
@@ -37,6 +40,9 @@
 #define CTL_MAX_CLIENTS   16
 #define CTL_MAX_CALLS     64            /* in flight per client */
 #define CTL_MAX_OUTPUT    (8u << 20)    /* unread responses before the client is dropped */
+
+/* The method the server answers itself: {"methods": [{"name"}, ...]}, sorted by name. */
+#define CTL_METHOD_LIST "method-list"
 
 struct ctl_server;
 struct ctl_call;
@@ -74,5 +80,17 @@ void ctl_call_error(struct ctl_call *call, int code, int err, const char *fmt, .
     G_GNUC_PRINTF(4, 5);
 /* A JSON-RPC error for -errno from an operation, with msg (or strerror). */
 void ctl_call_fail(struct ctl_call *call, int neg_errno, const char *msg);
+
+/*
+ * What a method keeps under key for the client that made call, from one
+ * of that client's calls to the next (what it was told last, say), so that
+ * clients do not disturb each other: NULL until set, and for a call whose
+ * client has gone.  Setting replaces (destroying) the previous data; the
+ * data is destroyed when the client goes, or at once for a call whose
+ * client has gone.
+ */
+void *ctl_call_client_data(struct ctl_call *call, const char *key);
+void ctl_call_set_client_data(struct ctl_call *call, const char *key, void *data,
+                              GDestroyNotify destroy);
 
 #endif

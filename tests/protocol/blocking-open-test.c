@@ -34,7 +34,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,34 +83,6 @@ static void fx_free(struct fx *x)
     g_free(x->arg);
 }
 
-/* Whether a thread of pid waits in the open of a FIFO (nobody at its other end). */
-static bool in_fifo_open(pid_t pid)
-{
-    g_autofree char *tasks = g_strdup_printf("/proc/%d/task", (int)pid);
-    g_autoptr(GDir) dir = g_dir_open(tasks, 0, NULL);
-    const char *tid;
-
-    while (dir && (tid = g_dir_read_name(dir))) {
-        g_autofree char *wchan_path = g_strdup_printf("%s/%s/wchan", tasks, tid);
-        g_autofree char *sys_path = g_strdup_printf("%s/%s/syscall", tasks, tid);
-        g_autofree char *wchan = NULL, *sys = NULL;
-        g_autofree char *openat = g_strdup_printf("%d ", SYS_openat);
-
-        if (!g_file_get_contents(wchan_path, &wchan, NULL, NULL)) {
-            continue;
-        }
-        if (!strcmp(wchan, "wait_for_partner")) {
-            return true;
-        }
-        /* Without kernel symbols wchan says 0: a thread blocked in openat is the one. */
-        if (!strcmp(wchan, "0") && g_file_get_contents(sys_path, &sys, NULL, NULL) &&
-            g_str_has_prefix(sys, openat)) {
-            return true;
-        }
-    }
-    return false;
-}
-
 /*
  * Sends the lun-add of the FIFO and waits until the daemon waits in its
  * open; unless it may time out meanwhile, the add must not be answered.
@@ -121,7 +92,7 @@ static void add_the_fifo(struct fx *x, bool may_time_out)
     int64_t deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * 1000ll;
 
     pu_ctl_send(x->pending, 1, "lun-add", pu_jobj("lun", pu_jstr(x->arg), NULL));
-    while (!in_fifo_open(x->d.proc.pid)) {
+    while (!pu_proc_in_fifo_open(x->d.proc.pid)) {
         struct pollfd p = { .fd = x->pending, .events = POLLIN };
 
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);
@@ -161,7 +132,7 @@ static void test_others_served_meanwhile(void)
     g_assert_cmphex(features & (1ull << VHOST_USER_F_PROTOCOL_FEATURES), !=, 0);
     close(sock);
     g_assert_false(pu_ctl_answer_waiting(x.pending));
-    g_assert_true(in_fifo_open(x.d.proc.pid));
+    g_assert_true(pu_proc_in_fifo_open(x.d.proc.pid));
 
     /* SIGTERM: the add is answered, the daemon exits at once and cleanly. */
     g_assert_cmpint(kill(x.d.proc.pid, SIGTERM), ==, 0);
@@ -196,7 +167,7 @@ static void test_answered_at_its_timeout(void)
     g_assert_nonnull(strstr(msg, x.fifo));
     g_assert_nonnull(strstr(msg, "--control-timeout-ms"));
     /* The address is free again, though the thread still waits. */
-    g_assert_true(in_fifo_open(x.d.proc.pid));
+    g_assert_true(pu_proc_in_fifo_open(x.d.proc.pid));
     g_assert_false(pu_ctl_lun_listed(x.fd, 5));
     json_node_unref(pu_ctl_ok(x.fd, "lun-add", pu_jobj("lun", pu_jstr("5=ram:1M"), NULL)));
     g_assert_true(pu_ctl_lun_listed(x.fd, 5));
@@ -303,7 +274,7 @@ static void held_add_wait(struct held_add *h, bool may_time_out)
 {
     int64_t deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * 1000ll;
 
-    while (!in_fifo_open(h->x.d.proc.pid)) {
+    while (!pu_proc_in_fifo_open(h->x.d.proc.pid)) {
         struct pollfd p = { .fd = h->x.pending, .events = POLLIN };
 
         g_assert_cmpint(g_get_monotonic_time(), <, deadline);

@@ -3,7 +3,8 @@
  * ask: --print-capabilities, an inherited listening socket (--fd, socket
  * activation), the embedded default (1 GiB RAM LUN on ./vhost-scsi.sock
  * with the QEMU command line printed), and clear errors with a non-zero
- * exit for bad arguments.
+ * exit for bad arguments; each of the three programs' --version (in its
+ * --help) prints its name and the project's version and exits 0.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -50,6 +51,48 @@ static void test_print_capabilities(void)
     g_assert_nonnull(strstr(out, "\"type\": \"scsi\""));
     g_free(out);
     g_free(err);
+}
+
+/* argv (a program and its arguments): status 0, want on stdout, nothing on stderr. */
+static void assert_prints(const char *const *argv, const char *want)
+{
+    g_autofree char *out = NULL, *err = NULL;
+
+    g_assert_cmpint(run_sync(argv, &out, &err), ==, 0);
+    g_assert_cmpstr(out, ==, want);
+    g_assert_cmpstr(err, ==, "");
+}
+
+static void test_version(void)
+{
+    const char *version = g_getenv("VHOST_SCSI_VERSION");
+    const char *progs[][2] = {
+        { "vhost-scsi-target", target_bin() },
+        { "vhost-scsi-ctl", g_getenv("VHOST_SCSI_CTL") },
+        { "vhost-scsi-bench", g_getenv("VHOST_SCSI_BENCH") },
+    };
+
+    g_assert_nonnull(version);
+    for (unsigned i = 0; i < G_N_ELEMENTS(progs); i++) {
+        g_autofree char *want = g_strdup_printf("%s %s\n", progs[i][0], version);
+        g_autofree char *help = NULL;
+        const char *help_argv[] = { progs[i][1], "--help", NULL };
+
+        g_assert_nonnull(progs[i][1]);
+        assert_prints((const char *const[]){ progs[i][1], "--version", NULL }, want);
+        g_assert_cmpint(run_sync(help_argv, &help, NULL), ==, 0);
+        if (!strstr(help, "--version")) {
+            g_error("%s --help does not name --version", progs[i][0]);
+        }
+    }
+    /* vhost-scsi-ctl's as an option of either mode, too (the daemon's is `target version`). */
+    {
+        g_autofree char *want = g_strdup_printf("vhost-scsi-ctl %s\n", version);
+        const char *ctl = g_getenv("VHOST_SCSI_CTL");
+
+        assert_prints((const char *const[]){ ctl, "lio", "--version", NULL }, want);
+        assert_prints((const char *const[]){ ctl, "target", "--version", NULL }, want);
+    }
 }
 
 static void test_bad_arguments_fail_clearly(void)
@@ -292,6 +335,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/cli/print-capabilities", test_print_capabilities);
+    g_test_add_func("/cli/version", test_version);
     g_test_add_func("/cli/bad-arguments-fail-clearly", test_bad_arguments_fail_clearly);
     g_test_add_func("/cli/inherited-listening-socket", test_inherited_listening_socket);
     g_test_add_func("/cli/embedded-default", test_embedded_default);

@@ -490,6 +490,33 @@ int64_t pu_proc_status_kb(pid_t pid, const char *field)
     return ret;
 }
 
+bool pu_proc_in_fifo_open(pid_t pid)
+{
+    g_autofree char *tasks = g_strdup_printf("/proc/%d/task", (int)pid);
+    g_autoptr(GDir) dir = g_dir_open(tasks, 0, NULL);
+    const char *tid;
+
+    while (dir && (tid = g_dir_read_name(dir))) {
+        g_autofree char *wchan_path = g_strdup_printf("%s/%s/wchan", tasks, tid);
+        g_autofree char *sys_path = g_strdup_printf("%s/%s/syscall", tasks, tid);
+        g_autofree char *wchan = NULL, *sys = NULL;
+        g_autofree char *openat = g_strdup_printf("%d ", SYS_openat);
+
+        if (!g_file_get_contents(wchan_path, &wchan, NULL, NULL)) {
+            continue;
+        }
+        if (!strcmp(wchan, "wait_for_partner")) {
+            return true;
+        }
+        /* Without kernel symbols wchan says 0: a thread blocked in openat is the one. */
+        if (!strcmp(wchan, "0") && g_file_get_contents(sys_path, &sys, NULL, NULL) &&
+            g_str_has_prefix(sys, openat)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 int pu_proc_fd_count(pid_t pid)
 {
     char *path = g_strdup_printf("/proc/%d/fd", (int)pid);

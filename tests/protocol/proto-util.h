@@ -109,6 +109,12 @@ int64_t pu_proc_cpu_ticks(pid_t pid, const char *skip);
 int64_t pu_proc_status_kb(pid_t pid, const char *field);
 /* Open fds of PID; -1 if gone. */
 int pu_proc_fd_count(pid_t pid);
+/*
+ * Whether a thread of PID waits in the open of a FIFO (nobody at its other
+ * end): where VHOST_SCSI_TEST_FAULT=listen-hold and a FIFO LUN hold the
+ * daemon, so that a test knows it is held without sleeping.
+ */
+bool pu_proc_in_fifo_open(pid_t pid);
 
 /* nrq request queues of 128 entries, EVENT_IDX, 32 MiB of guest memory. */
 struct vfe *pu_connect(const struct pu_daemon *d, unsigned nrq);

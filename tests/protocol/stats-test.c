@@ -7,6 +7,9 @@
  *    connections, including those no LUN saw (an absent LUN); refusals
  *    are errors where they were refused; each call's interval holds what
  *    happened since the previous call and the totals keep growing;
+ *  - intervals are per client: two clients' calls interleaved each see
+ *    what happened since their own previous call, and a new client's
+ *    first interval runs from the start;
  *  - latency quantiles are ordered and non-zero for classes that ran;
  *  - the Prometheus text is well formed (HELP and TYPE before samples,
  *    one sample per line), agrees with the JSON totals, and its histograms
@@ -251,6 +254,62 @@ static double prom_value(const char *text, const char *series)
     const char *p = strstr(text, needle);
 
     return p ? g_ascii_strtod(p + strlen(needle), NULL) : -1;
+}
+
+/*
+ * Two monitors on two connections, their calls interleaved: neither cuts
+ * the other's interval short (each sees everything since its own last
+ * call), and a third client's first interval is the totals.
+ */
+static void test_intervals_per_client(void)
+{
+    struct fx x;
+    struct pu_rw_spec spec = { .lun = 0, .queues = 2, .n_io = N_IO, .io_bytes = IO_BYTES,
+                               .seed = 11 };
+    int b, c;
+
+    fx_start(&x);
+    b = ctl_client_connect(x.ctl);
+    g_assert_cmpint(b, >=, 0);
+    json_node_unref(pu_ctl_ok(x.fd, "stats", NULL));
+    json_node_unref(pu_ctl_ok(b, "stats", NULL));
+    pu_write_read_compare(x.fe, &spec);   /* READ CAPACITY, then the writes and reads */
+    {
+        g_autoptr(JsonNode) a1 = pu_ctl_ok(x.fd, "stats", NULL);
+        g_autoptr(JsonNode) b1 = pu_ctl_ok(b, "stats", NULL);
+
+        assert_interval(find(a1, "backends", "lun0:0"), N_IO, N_IO * IO_BYTES, 0, N_IO,
+                        N_IO * IO_BYTES, 1, 0);
+        /* B's interval still holds what A's call just reported. */
+        assert_interval(find(b1, "backends", "lun0:0"), N_IO, N_IO * IO_BYTES, 0, N_IO,
+                        N_IO * IO_BYTES, 1, 0);
+        assert_interval(find(b1, "controllers", "default"), N_IO, N_IO * IO_BYTES, 0, N_IO,
+                        N_IO * IO_BYTES, 1, 0);
+    }
+    g_assert_cmpuint(pu_tur(x.fe, 0, 0).resp.status, ==, 0);
+    {
+        /* Narrowed calls keep the marks of the objects they report, per client too. */
+        g_autoptr(JsonNode) b2 = pu_ctl_ok(b, "stats", pu_jobj("backend", pu_jstr("lun0:0"), NULL));
+        g_autoptr(JsonNode) a2 = pu_ctl_ok(x.fd, "stats", NULL);
+
+        assert_interval(find(b2, "backends", "lun0:0"), 0, 0, 0, 0, 0, 1, 0);
+        assert_interval(find(a2, "backends", "lun0:0"), 0, 0, 0, 0, 0, 1, 0);
+        assert_interval(find(a2, "controllers", "default"), 0, 0, 0, 0, 0, 1, 0);
+    }
+    close(b);
+    c = ctl_client_connect(x.ctl);
+    g_assert_cmpint(c, >=, 0);
+    {
+        g_autoptr(JsonNode) c1 = pu_ctl_ok(c, "stats", NULL);
+        JsonObject *b0 = find(c1, "backends", "lun0:0");
+
+        g_assert_cmpint(fig(b0, "interval", "read", "ops"), ==, fig(b0, "total", "read", "ops"));
+        g_assert_cmpint(fig(b0, "interval", "other", "ops"), ==,
+                        fig(b0, "total", "other", "ops"));
+        g_assert_cmpint(fig(b0, "interval", "write", "ops"), ==, N_IO);
+    }
+    close(c);
+    fx_stop(&x);
 }
 
 static void test_prometheus_text(void)
@@ -633,6 +692,7 @@ int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
     g_test_add_func("/stats/counts-by-object-and-class", test_counts_by_object_and_class);
+    g_test_add_func("/stats/intervals-per-client", test_intervals_per_client);
     g_test_add_func("/stats/prometheus-text-agrees", test_prometheus_text);
     g_test_add_func("/stats/bad-requests-are-errors", test_bad_requests);
     g_test_add_func("/stats/ctl-prints-them", test_ctl_prints_them);

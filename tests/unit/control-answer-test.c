@@ -76,12 +76,15 @@ static void test_version_and_stats(void)
         "\"interval\":{\"seconds\":1.5,\"read\":{\"ops_per_s\":1000,\"bytes_per_s\":2097152,"
         "\"latency_us\":{\"p50\":10,\"p99\":20,\"p99.9\":30}}}}],\"controllers\":[]}", "");
     g_autofree char *prom = text_of("stats-prometheus", "{\"text\":\"a 1\\n\"}", "");
+    g_autofree char *methods = text_of("method-list",
+        "{\"methods\":[{\"name\":\"lun-add\"},{\"name\":\"stats\"}]}", "");
 
     g_assert_cmpstr(version, ==, "vhost-scsi-target 1.2 (control protocol 1)\n");
     g_assert_cmpstr(stats, ==, "backend disk: 2 in flight, over the last 1.5 s:\n"
                     "  read        1000 ops/s        2.0 MiB/s  latency us p50 10.0     p99 20.0"
                     "     p99.9 30.0      total 10 ops, 1 errors\n");
     g_assert_cmpstr(prom, ==, "a 1\n");
+    g_assert_cmpstr(methods, ==, "lun-add\nstats\n");
 }
 
 static void test_json_as_it_came(void)

@@ -69,6 +69,7 @@ static void test_methods_and_params(void)
           "backend-resize {\"name\":\"disk\",\"size\":4194304} [resized]");
     check(NULL, "backend remove disk", "backend-remove {\"name\":\"disk\"} [removed]");
     check(NULL, "backend list", "backend-list []");
+    check(NULL, "method list", "method-list []");
     check(NULL, "connection list", "connection-list []");
     check(NULL, "controller list", "controller-list []");
     check(NULL, "controller remove vm2", "controller-remove {\"name\":\"vm2\"} [removed]");

@@ -12,7 +12,9 @@
  *    server closed, goes nowhere;
  *  - a client that never reads its answers is dropped alone, past the
  *    output limit; clients past the limit are refused; a stale socket file
- *    is replaced, a live server's is not; the socket is mode 0600.
+ *    is replaced, a live server's is not; the socket is mode 0600;
+ *  - what a method keeps for a client is that client's alone, and goes
+ *    with it; `method-list` names every method served, sorted.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -39,7 +41,22 @@ struct fx {
     struct ctl_server *s;
     unsigned notified;
     GPtrArray *held;            /* struct ctl_call *, for "later" */
+    unsigned counts_freed;      /* "count"'s per-client state destroyed */
 };
+
+/* "count"'s state for one client. */
+struct client_count {
+    unsigned n;
+    unsigned *freed;
+};
+
+static void client_count_free(void *p)
+{
+    struct client_count *c = p;
+
+    (*c->freed)++;
+    g_free(c);
+}
 
 static void m_echo(struct ctl_call *call, JsonObject *params, void *opaque)
 {
@@ -70,8 +87,22 @@ static void m_big(struct ctl_call *call, JsonObject *params, void *opaque)
     ctl_call_reply(call, json_node_init_string(json_node_alloc(), s));
 }
 
+/* How many times the calling client has called it. */
+static void m_count(struct ctl_call *call, JsonObject *params, void *opaque)
+{
+    struct client_count *c = ctl_call_client_data(call, "count");
+
+    if (!c) {
+        c = g_new0(struct client_count, 1);
+        c->freed = &((struct fx *)opaque)->counts_freed;
+        ctl_call_set_client_data(call, "count", c, client_count_free);
+    }
+    ctl_call_reply(call, json_node_init_int(json_node_alloc(), ++c->n));
+}
+
 static const struct ctl_method methods[] = {
     { "echo", m_echo }, { "later", m_later }, { "fail", m_fail }, { "big", m_big },
+    { "count", m_count },
 };
 
 struct on_main {
@@ -353,6 +384,20 @@ static void test_later_answers_in_finishing_order(void)
     fx_teardown(&x);
 }
 
+/* A call that outlived its client has no client state; what it sets is destroyed at once. */
+static void set_state_on_main(void *opaque)
+{
+    struct on_main *m = opaque;
+    struct ctl_call *call = m->x->held->pdata[m->i];
+    struct client_count *c = g_new0(struct client_count, 1);
+
+    g_assert_null(ctl_call_client_data(call, "count"));
+    c->freed = &m->x->counts_freed;
+    ctl_call_set_client_data(call, "count", c, client_count_free);
+    g_assert_null(ctl_call_client_data(call, "count"));
+    g_assert_cmpuint(m->x->counts_freed, ==, 1);
+}
+
 static void test_later_answer_for_a_client_that_left(void)
 {
     struct fx x;
@@ -372,6 +417,7 @@ static void test_later_answer_for_a_client_that_left(void)
     raw_send(other, "{\"jsonrpc\":\"2.0\",\"method\":\"echo\",\"id\":2}\n");
     raw_answer(other, p);
     iothread_run_sync(x.main, count_on_main, NULL);
+    iothread_run_sync(x.main, set_state_on_main, &m);
     /* Answered into nowhere: nothing touches the freed client (ASan). */
     iothread_run_sync(x.main, finish_on_main, &m);
     close(other);
@@ -473,6 +519,78 @@ static void test_clients_past_the_limit_refused(void)
     fx_teardown(&x);
 }
 
+/* ---- state per client ------------------------------------------------------ */
+
+static gint64 count_call(int fd)
+{
+    JsonNode *result = NULL;
+    g_autofree char *err = NULL;
+    gint64 n;
+    int code;
+
+    g_assert_cmpint(ctl_client_call(fd, "count", NULL, TIMEOUT_MS, &result, &code, &err), ==, 0);
+    n = json_node_get_int(result);
+    json_node_unref(result);
+    return n;
+}
+
+static void test_client_state_is_per_client(void)
+{
+    struct fx x;
+    int a, b, c;
+
+    fx_setup(&x);
+    a = raw_connect(&x);
+    b = raw_connect(&x);
+    g_assert_cmpint(count_call(a), ==, 1);
+    g_assert_cmpint(count_call(a), ==, 2);
+    /* B's calls neither see nor change A's. */
+    g_assert_cmpint(count_call(b), ==, 1);
+    g_assert_cmpint(count_call(a), ==, 3);
+    g_assert_cmpint(count_call(b), ==, 2);
+    /* A's goes with A (seen once the loop has served B's next call), B's stays. */
+    close(a);
+    g_assert_cmpint(count_call(b), ==, 3);
+    iothread_run_sync(x.main, count_on_main, NULL);
+    g_assert_cmpuint(x.counts_freed, ==, 1);
+    /* A new client starts afresh. */
+    c = raw_connect(&x);
+    g_assert_cmpint(count_call(c), ==, 1);
+    close(b);
+    close(c);
+    fx_teardown(&x);
+    g_assert_cmpuint(x.counts_freed, ==, 3);
+}
+
+/* ---- method-list ------------------------------------------------------------ */
+
+static void test_method_list(void)
+{
+    static const char *const want[] = { "big", "count", "echo", "fail", "later", "method-list" };
+    g_autoptr(JsonParser) p = json_parser_new();
+    struct fx x;
+    JsonArray *a;
+    int fd;
+
+    fx_setup(&x);
+    fd = raw_connect(&x);
+    raw_send(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"method-list\",\"id\":1}\n");
+    a = json_object_get_array_member(json_object_get_object_member(raw_answer(fd, p), "result"),
+                                     "methods");
+    g_assert_cmpuint(json_array_get_length(a), ==, G_N_ELEMENTS(want));
+    for (unsigned i = 0; i < G_N_ELEMENTS(want); i++) {
+        JsonObject *o = json_array_get_object_element(a, i);
+
+        g_assert_cmpstr(json_object_get_string_member(o, "name"), ==, want[i]);
+    }
+    /* It takes no params. */
+    raw_send(fd, "{\"jsonrpc\":\"2.0\",\"method\":\"method-list\",\"params\":{\"all\":true},"
+                 "\"id\":2}\n");
+    g_assert_cmpint(error_code(raw_answer(fd, p)), ==, CTL_E_INVALID_PARAMS);
+    close(fd);
+    fx_teardown(&x);
+}
+
 /* ---- the socket file ------------------------------------------------------ */
 
 static void test_socket_file(void)
@@ -524,6 +642,8 @@ int main(int argc, char **argv)
                     test_reader_that_never_reads_is_dropped_alone);
     g_test_add_func("/control/limits/clients-past-the-limit-refused",
                     test_clients_past_the_limit_refused);
+    g_test_add_func("/control/client-state/per-client", test_client_state_is_per_client);
+    g_test_add_func("/control/method-list", test_method_list);
     g_test_add_func("/control/socket-file", test_socket_file);
     return g_test_run();
 }

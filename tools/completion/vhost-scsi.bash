@@ -14,13 +14,14 @@
 _vhost_scsi_target_opts='--socket-path --fd --lun --queues --threads --poll --poll-us
     --socket-group --allow-uid --allow-gid --max-connections --max-connections-per-uid
     --max-mem-regions --max-inflight --pr-dir --config --control --message-timeout-ms
-    --control-max-request --control-timeout-ms --sandbox --sandbox-user --print-capabilities --verbose --help'
+    --control-max-request --control-timeout-ms --sandbox --sandbox-user --print-capabilities --verbose
+    --version --help'
 _vhost_scsi_bench_opts='--socket --kernel --rw --rwmixread --bs --iodepth --queues
     --first-queue --time --ios --lun --pid --json --verify --quiet --no-event-idx --indirect
-    --poll --packed --inflight --rate --queue-size --dirty-log --idle --flush-first --help'
+    --poll --packed --inflight --rate --queue-size --dirty-log --idle --flush-first --version --help'
 _vhost_scsi_lio_opts='--configfs --tpgt --nexus --force --json --format --partial --bus --num-queues
-    --verbose --help'
-_vhost_scsi_ctl_target_opts='--control --controller --json --timeout-ms --help'
+    --verbose --version --help'
+_vhost_scsi_ctl_target_opts='--control --controller --json --timeout-ms --version --help'
 _vhost_scsi_lun_kinds='file: ram: null: iscsi:// rbd: hold:'
 
 # COMPREPLY from candidates (full values of the argument being completed),
@@ -278,11 +279,12 @@ _vhost_scsi_ctl_target()
     fi
     case ${#pos[@]}:$cmd in
     0:*)
-        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' version lun backend connection controller \
-            qos stats config ;;
+        _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' version method lun backend connection \
+            controller qos stats config ;;
     1:"lun ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' list add remove resize map unmap ;;
     1:"backend ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' add remove resize list ;;
     1:"connection ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' list ;;
+    1:"method ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' list ;;
     1:"controller ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' add remove list ;;
     1:"qos ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' set ;;
     1:"config ") _vhost_scsi_reply "$_vs_arg" "$_vs_cur" '' save ;;
