@@ -1,7 +1,8 @@
 /*
  * What the two files of the RBD backend share: its LUN and per-thread
- * state, and the calls between the data path (backend-rbd.c) and opening,
- * watching and closing an image (backend-rbd-open.c).
+ * state, and what opening, watching and closing an image
+ * (backend-rbd-open.c) calls of the data path (backend-rbd.c); the data
+ * path calls nothing back.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -100,11 +101,13 @@ static inline struct rbd_lun *to_rl(struct lun_backend *be)
     return (struct rbd_lun *)be;
 }
 
-/* The operations of an open image (backend-rbd.c). */
-extern const struct backend_ops rbd_be_ops;
-/* Resize and close (backend-rbd-open.c). */
-int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out);
-void rbd_be_close(struct lun_backend *be);
+/*
+ * The data path's backend operations (backend-rbd.c); backend-rbd-open.c
+ * puts them in the LUN's operations table with its own resize and close.
+ */
+int rbd_be_submit(struct lun_backend *be, struct backend_io *io);
+int rbd_be_attach_thread(struct lun_backend *be, struct iothread *t);
+void rbd_be_detach_thread(struct lun_backend *be, struct iothread *t);
 /* Completes what the threads' stacks still hold (close, after rbd_close). */
 void rbd_be_drain_threads(struct rbd_lun *rl);
 

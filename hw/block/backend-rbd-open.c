@@ -230,6 +230,25 @@ static bool cache_on(struct rbd_lun *rl)
            (!strcmp(v, "true") || !strcmp(v, "1"));
 }
 
+static const struct scsi_lun_info *rbd_identity(struct lun_backend *be)
+{
+    return &to_rl(be)->info;
+}
+
+static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out);
+static void rbd_be_close(struct lun_backend *be);
+
+/* The data path's operations (backend-rbd.c) with this file's resize and close. */
+static const struct backend_ops rbd_be_ops = {
+    .name = "rbd",
+    .submit = rbd_be_submit,
+    .attach_thread = rbd_be_attach_thread,
+    .detach_thread = rbd_be_detach_thread,
+    .identity = rbd_identity,
+    .resize = rbd_be_resize,
+    .close = rbd_be_close,
+};
+
 int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out)
 {
     struct rbd_lun *rl = g_new0(struct rbd_lun, 1);
@@ -303,7 +322,7 @@ fail:
     return ret;
 }
 
-int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
 {
     struct rbd_lun *rl = to_rl(be);
     int ret;
@@ -385,7 +404,7 @@ static bool close_image(struct rbd_lun *rl)
     return true;
 }
 
-void rbd_be_close(struct lun_backend *be)
+static void rbd_be_close(struct lun_backend *be)
 {
     struct rbd_lun *rl = to_rl(be);
 

@@ -220,9 +220,9 @@ static int issue(struct rbd_lun *rl, struct backend_io *io)
     return 0;
 }
 
-/* ---- backend ops ------------------------------------------------------- */
+/* ---- backend ops (the table is backend-rbd-open.c's) --------------------- */
 
-static int rbd_attach_thread(struct lun_backend *be, struct iothread *t)
+int rbd_be_attach_thread(struct lun_backend *be, struct iothread *t)
 {
     struct rbd_lun *rl = to_rl(be);
     unsigned id = iothread_id(t);
@@ -262,7 +262,7 @@ static int rbd_attach_thread(struct lun_backend *be, struct iothread *t)
     return 0;
 }
 
-static void rbd_detach_thread(struct lun_backend *be, struct iothread *t)
+void rbd_be_detach_thread(struct lun_backend *be, struct iothread *t)
 {
     struct rbd_lun *rl = to_rl(be);
     unsigned id = iothread_id(t);
@@ -274,7 +274,7 @@ static void rbd_detach_thread(struct lun_backend *be, struct iothread *t)
     }
 }
 
-static int rbd_submit(struct lun_backend *be, struct backend_io *io)
+int rbd_be_submit(struct lun_backend *be, struct backend_io *io)
 {
     struct rbd_lun *rl = to_rl(be);
     unsigned id = iothread_id(io->thread);
@@ -288,7 +288,7 @@ static int rbd_submit(struct lun_backend *be, struct backend_io *io)
     }
     if (!rl->threads[id] || !rl->threads[id]->t) {
         /* A thread the owner did not attach: attach now (submit runs on it). */
-        ret = rbd_attach_thread(be, io->thread);
+        ret = rbd_be_attach_thread(be, io->thread);
         if (ret < 0) {
             return ret;
         }
@@ -299,18 +299,3 @@ static int rbd_submit(struct lun_backend *be, struct backend_io *io)
     io->backend_priv[3] = 0;
     return issue(rl, io);
 }
-
-static const struct scsi_lun_info *rbd_identity(struct lun_backend *be)
-{
-    return &to_rl(be)->info;
-}
-
-const struct backend_ops rbd_be_ops = {
-    .name = "rbd",
-    .submit = rbd_submit,
-    .attach_thread = rbd_attach_thread,
-    .detach_thread = rbd_detach_thread,
-    .identity = rbd_identity,
-    .resize = rbd_be_resize,
-    .close = rbd_be_close,
-};

@@ -38,28 +38,6 @@ static bool add_string(JsonBuilder *b, const char *at, const char *member, const
     return true;
 }
 
-void lio_json_int(JsonBuilder *b, const char *member, gint64 value)
-{
-    json_builder_set_member_name(b, member);
-    json_builder_add_int_value(b, value);
-}
-
-void lio_json_bool(JsonBuilder *b, const char *member, bool value)
-{
-    json_builder_set_member_name(b, member);
-    json_builder_add_boolean_value(b, value);
-}
-
-char *lio_json_text(JsonNode *root)
-{
-    g_autoptr(JsonGenerator) gen = json_generator_new();
-    json_generator_set_root(gen, root);
-    json_generator_set_pretty(gen, TRUE);
-    json_generator_set_indent(gen, 2);
-    g_autofree char *text = json_generator_to_data(gen, NULL);
-    return g_strconcat(text, "\n", NULL);
-}
-
 int lio_list_to_json(GPtrArray *targets, char **out)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();

@@ -1,8 +1,8 @@
 /*
  * What the files of the lio layer share beyond include/lio/lio-configfs.h:
  * the open root with its operations table, the path and attribute helpers
- * on top of the table (lio-tree.c), the backstores (lio-backstore.c) and the
- * records lio_list returns.
+ * on top of the table (lio-tree.c), the backstores (lio-backstore.c), the
+ * JSON writing of both saved formats and the records lio_list returns.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -86,11 +86,32 @@ bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
                          const struct lio_backing *b);
 /* Removes core/rel and its HBA if that is left empty; a missing one is fine. */
 int lio_backstore_delete(const struct lio *lio, const char *rel);
-/* lio-config.c: the JSON writing both formats share. */
-void lio_json_int(JsonBuilder *b, const char *member, gint64 value);
-void lio_json_bool(JsonBuilder *b, const char *member, bool value);
+/*
+ * The JSON writing both formats share: the saved form (lio-config.c) and
+ * targetcli's (lio-targetcli.c), which lio-config.c calls, so it lives here.
+ */
+static inline void lio_json_int(JsonBuilder *b, const char *member, gint64 value)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_add_int_value(b, value);
+}
+
+static inline void lio_json_bool(JsonBuilder *b, const char *member, bool value)
+{
+    json_builder_set_member_name(b, member);
+    json_builder_add_boolean_value(b, value);
+}
+
 /* root pretty-printed (indent 2) with a final newline. */
-char *lio_json_text(JsonNode *root);
+static inline char *lio_json_text(JsonNode *root)
+{
+    g_autoptr(JsonGenerator) gen = json_generator_new();
+    json_generator_set_root(gen, root);
+    json_generator_set_pretty(gen, TRUE);
+    json_generator_set_indent(gen, 2);
+    g_autofree char *text = json_generator_to_data(gen, NULL);
+    return g_strconcat(text, "\n", NULL);
+}
 /* lio-configfs.c: takes a TPG without LUNs away (its nexus first). */
 int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt);
 /* An empty target record, as lio_list returns them. */

@@ -53,15 +53,7 @@ static bool event_push(struct vscsi_dev *dev, uint32_t event, unsigned port, uns
     }
     ev.event = htole32(event | (dev->events_missed ? VIRTIO_SCSI_T_EVENTS_MISSED : 0));
     if (event != VIRTIO_SCSI_T_NO_EVENT) {
-        /*
-         * The LUN as REPORT LUNS lists it (peripheral addressing below 256,
-         * flat above): Linux takes bytes 2-3 as its LUN number as they are,
-         * so 40h|0 for LUN 2 would make it scan LUN 16386.  QEMU does the same.
-         */
-        ev.lun[0] = 1;
-        ev.lun[1] = (uint8_t)port;
-        ev.lun[2] = lun < 256 ? 0 : 0x40 | (uint8_t)(lun >> 8);
-        ev.lun[3] = (uint8_t)lun;
+        vscsi_encode_lun(ev.lun, port, lun);
     }
     ev.reason = htole32(reason);
     iov_from_buf(e.in_sg, e.in_num, 0, &ev, sizeof(ev));

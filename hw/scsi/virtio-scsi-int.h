@@ -1,10 +1,12 @@
 /*
- * Internals of the virtio-scsi device model shared by its two files:
- * virtio-scsi.c (request queues, the control queue's dispatch, the device)
- * and virtio-scsi-tmf.c (task management).  The request slot, queue and
- * device structures live here because a TMF matches tasks by looking at
- * the request slots of each queue, on that queue's thread.  Not an
- * interface for other layers: use virtio-scsi.h.
+ * Internals of the virtio-scsi device model shared by its files, which
+ * call one way: virtio-scsi.c (the device and its request queues) calls
+ * virtio-scsi-ctrl.c (the control queue: task management, AN queries) and
+ * virtio-scsi-event.c (the event queue), and all three
+ * virtio-scsi-lun.c (the LUN field).  The request slot, queue and device
+ * structures live here because a TMF matches tasks by looking at the
+ * request slots of each queue, on that queue's thread.  Not an interface
+ * for other layers: use virtio-scsi.h.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -189,34 +191,40 @@ struct vscsi_dev {
     struct io_stats *stats;   /* the controller's, or NULL */
 };
 
-/* ---- virtio-scsi-tmf.c, for the queues and the control queue ----------- */
+/* ---- virtio-scsi-ctrl.c: the control queue, for the device ------------- */
 
+/* Pops and answers what the control queue holds. */
+void vscsi_ctrl_process(struct vscsi_queue *q);
 /* A request of q completed: count it against the TMF waits registered on q. */
 void vscsi_tmf_waits_check(struct vscsi_queue *q, struct vscsi_req *r);
 /* After q published its used entries: report the waits that have ended. */
 void vscsi_tmf_waits_report(struct vscsi_queue *q);
 /* The control queue stops: answer its pending TMFs FAILURE and orphan them. */
 void vscsi_tmf_fail_pending(struct vscsi_queue *cq);
-/*
- * A TMF popped from the control queue cq.  Returns true with *response set
- * when it is answered at once; false when it waits and will answer e by
- * itself (the caller must not push e).
- */
-bool vscsi_ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
-                    const struct virtio_scsi_ctrl_tmf_req *req, uint8_t *response);
 
-/* ---- virtio-scsi-event.c ---------------------------------------------- */
+/* ---- virtio-scsi-event.c: the event queue, for the device -------------- */
 
 /* What the device's nexus reports (main thread), turned into events. */
 extern const struct scsi_nexus_events vscsi_nexus_events;
 /* The driver posted event buffers: deliver a missed-events notice if one is due. */
 void vscsi_event_kick(struct vscsi_queue *q);
 
-/* ---- virtio-scsi.c, for task management and events --------------------- */
+/* ---- virtio-scsi-lun.c (vscsi_decode_lun is in virtio-scsi.h) ---------- */
 
-/* Pops and answers what the control queue holds (a TMF slot may have freed). */
-void vscsi_ctrl_process(struct vscsi_queue *q);
+/* The LUN field of an event about LUN lun_id of target. */
+void vscsi_encode_lun(uint8_t lun[8], unsigned target, unsigned lun_id);
+
+/* ---- shared by the queues ---------------------------------------------- */
+
 /* Marks q broken (a malformed chain) and tells the device's owner, once. */
-void vscsi_queue_report_broken(struct vscsi_queue *q);
+static inline void vscsi_queue_report_broken(struct vscsi_queue *q)
+{
+    if (!q->broken_reported) {
+        q->broken_reported = true;
+        if (q->dev->queue_broken) {
+            q->dev->queue_broken(q->dev->opaque, q->idx);
+        }
+    }
+}
 
 #endif

@@ -8,7 +8,7 @@
  * driver's EVENT_IDX / NO_INTERRUPT state asks for it.  Task management
  * runs on the main thread and never waits there: a TMF that must wait for
  * the tasks it aborts keeps its control-queue element and is answered by
- * callback when they have completed (virtio-scsi-tmf.c).
+ * callback when they have completed (virtio-scsi-ctrl.c, the control queue).
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -36,30 +36,6 @@ uint64_t vscsi_dev_features(void)
      * driver (virtio-scsi-event.c).  No T10 PI.
      */
     return (1ull << VIRTIO_SCSI_F_HOTPLUG) | (1ull << VIRTIO_SCSI_F_CHANGE);
-}
-
-int vscsi_decode_lun(const uint8_t lun[8], unsigned *target, unsigned *lun_id)
-{
-    if (lun[0] != 1) {
-        return -EINVAL;
-    }
-    *target = lun[1];
-    if (lun[2] == 0xc1 && lun[3] == 0x01 && !lun[4] && !lun[5] && !lun[6] && !lun[7]) {
-        *lun_id = 0;
-        return 1;
-    }
-    /* Single-level, flat (01b) or peripheral (00b with LUN < 256) addressing. */
-    if ((lun[2] & 0xc0) != 0x40 && (lun[2] & 0xc0) != 0x00) {
-        return -EINVAL;
-    }
-    if ((lun[2] & 0xc0) == 0x00 && lun[2] != 0) {
-        return -EINVAL;
-    }
-    if (lun[4] || lun[5] || lun[6] || lun[7]) {
-        return -EINVAL;
-    }
-    *lun_id = ((unsigned)(lun[2] & 0x3f) << 8) | lun[3];
-    return 0;
 }
 
 /* ---- request queues ---------------------------------------------------- */
@@ -267,16 +243,6 @@ static void req_exec(struct vscsi_queue *q, struct vscsi_req *r)
     if (scsi_nexus_exec(dev->nexus, target, lun_id, kind == 1, cmd) < 0) {
         r->on_lun = false;
         req_fail(r, VIRTIO_SCSI_S_BAD_TARGET);
-    }
-}
-
-void vscsi_queue_report_broken(struct vscsi_queue *q)
-{
-    if (!q->broken_reported) {
-        q->broken_reported = true;
-        if (q->dev->queue_broken) {
-            q->dev->queue_broken(q->dev->opaque, q->idx);
-        }
     }
 }
 
@@ -657,87 +623,7 @@ static void req_queue_stop(struct vscsi_queue *q)
     q->vq = NULL;
 }
 
-/* ---- control queue ----------------------------------------------------- */
-
-static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
-{
-    struct vscsi_dev *dev = q->dev;
-    /* The guest may rewrite its buffer meanwhile: one copy, its type and body read from it. */
-    union {
-        uint32_t type;
-        struct virtio_scsi_ctrl_tmf_req tmf;
-        struct virtio_scsi_ctrl_an_req an;
-    } req;
-    size_t got = iov_to_buf(e->out_sg, e->out_num, 0, &req, sizeof(req));
-    uint32_t type;
-    uint32_t len = 0;
-
-    if (got < sizeof(req.type)) {
-        log_limit_warning(q->vq->log_limit, "%s: control request %u without a type", q->name,
-                          e->head);
-        goto done;
-    }
-    type = le32toh(req.type);
-    if (type == VIRTIO_SCSI_T_TMF) {
-        struct virtio_scsi_ctrl_tmf_resp resp;
-
-        if (got < sizeof(req.tmf) || e->in_len < sizeof(resp)) {
-            log_limit_warning(q->vq->log_limit, "%s: short TMF request %u", q->name, e->head);
-            goto done;
-        }
-        if (!vscsi_ctrl_tmf(q, e, &req.tmf, &resp.response)) {
-            return;
-        }
-        len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
-    } else if (type == VIRTIO_SCSI_T_AN_QUERY || type == VIRTIO_SCSI_T_AN_SUBSCRIBE) {
-        struct virtio_scsi_ctrl_an_resp resp = { 0 };
-        unsigned target, lun_id;
-
-        if (got < sizeof(req.an) || e->in_len < sizeof(resp)) {
-            log_limit_warning(q->vq->log_limit, "%s: short AN request %u", q->name, e->head);
-            goto done;
-        }
-        /* No asynchronous notification classes are supported: event_actual 0. */
-        resp.event_actual = 0;
-        resp.response = vscsi_decode_lun(req.an.lun, &target, &lun_id) == 0 &&
-                        scsi_nexus_has_port(dev->nexus, target)
-                            ? VIRTIO_SCSI_S_OK : VIRTIO_SCSI_S_BAD_TARGET;
-        len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
-    } else {
-        /* Nothing sensible to write into a layout we don't know: used len 0. */
-        log_limit_warning(q->vq->log_limit, "%s: unknown control request type %u", q->name, type);
-    }
-done:
-    vq_push(q->vq, e, len);
-    vq_notify(q->vq);
-}
-
-void vscsi_ctrl_process(struct vscsi_queue *q)
-{
-    struct iovec iov[64];
-    struct vq_elem e;
-    int ret;
-
-    while (q->running && !q->vq->broken) {
-        if (q->dev->ntmfs >= VSCSI_MAX_PENDING_TMFS) {
-            /* The next request stays on the ring until a TMF finishes. */
-            q->dev->ctrl_throttled = true;
-            return;
-        }
-        ret = vq_pop(q->vq, &e, iov, G_N_ELEMENTS(iov));
-        if (ret < 0) {
-            /* The TMF response's first byte is its response code, too. */
-            uint8_t failure = VIRTIO_SCSI_S_FAILURE;
-
-            vq_answer_bad_chain(q->vq, &failure, sizeof(failure));
-            vscsi_queue_report_broken(q);
-        }
-        if (ret <= 0) {
-            return;
-        }
-        ctrl_handle(q, &e);
-    }
-}
+/* ---- control and event queues ------------------------------------------ */
 
 static void ctrl_kick_cb(void *opaque, uint32_t events)
 {

@@ -162,6 +162,9 @@ struct iothread {
 
     enum iothread_poll_mode poll_mode;
     uint64_t poll_ns;         /* ADAPTIVE's longest window */
+    /* What ADAPTIVE measures its windows with (iothread_set_poll_clock). */
+    uint64_t (*poll_clock)(void *opaque);
+    void *poll_clock_opaque;
     bool notify_armed;        /* pollers' notifications are on */
 
     struct iothread_stats stats;
@@ -175,6 +178,17 @@ static uint64_t now_ns(void)
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t monotonic_ns(void *opaque)
+{
+    (void)opaque;
+    return now_ns();
+}
+
+static uint64_t poll_now(struct iothread *t)
+{
+    return t->poll_clock(t->poll_clock_opaque);
 }
 
 static void wake_cb(void *opaque, uint32_t events)
@@ -322,6 +336,7 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
     t->defer_tail = &t->defer_head;
     t->resume_tail = &t->resume_head;
     t->poll_ns = 50000;
+    t->poll_clock = monotonic_ns;
 
     t->wake_handler = (struct fd_handler){ .fd = t->wake_fd, .cb = wake_cb, .opaque = t };
     ev.data.ptr = &t->wake_handler;
@@ -392,6 +407,12 @@ void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode, uint64_
     t->stats.poll_window_uring_ns = 0;
 }
 
+void iothread_set_poll_clock(struct iothread *t, uint64_t (*now)(void *opaque), void *opaque)
+{
+    t->poll_clock = now ? now : monotonic_ns;
+    t->poll_clock_opaque = opaque;
+}
+
 /* Both windows grow alike: opened at the minimum, then doubled, never past max_ns. */
 static uint64_t poll_window_doubled(uint64_t window_ns, uint64_t max_ns)
 {
@@ -424,7 +445,7 @@ uint64_t iothread_poll_window_uring_next(uint64_t window_ns, uint64_t waited_ns,
 static void judge_uring_window(struct iothread *t, uint64_t since_ns)
 {
     t->stats.poll_window_uring_ns = iothread_poll_window_uring_next(
-        t->stats.poll_window_uring_ns, now_ns() - since_ns, t->poll_ns);
+        t->stats.poll_window_uring_ns, poll_now(t) - since_ns, t->poll_ns);
 }
 
 const char *iothread_name(const struct iothread *t)
@@ -973,7 +994,7 @@ static bool end_iteration(struct iothread *t)
 
 void iothread_run(struct iothread *t)
 {
-    uint64_t last_work = now_ns();
+    uint64_t last_work = poll_now(t);
     unsigned iter = 0;
 
     t->tid = pthread_self();
@@ -1039,8 +1060,8 @@ void iothread_run(struct iothread *t)
             work = true;
         }
         if (work || work_queued(t)) {
-            last_work = now_ns();
-        } else if (now_ns() - last_work > MAX(t->stats.poll_window_ns,
+            last_work = poll_now(t);
+        } else if (poll_now(t) - last_work > MAX(t->stats.poll_window_ns,
                                               t->stats.poll_window_uring_ns)) {
             bool pending = false;
 
@@ -1058,15 +1079,15 @@ void iothread_run(struct iothread *t)
                 continue;
             }
             if (!pending) {
-                uint64_t slept = now_ns(), uring_wakes = t->stats.wakeups_uring, woke;
+                uint64_t slept = poll_now(t), uring_wakes = t->stats.wakeups_uring, woke;
 
                 iteration_begin(t);   /* what wakes it is timed from now */
                 reaped = t->cqes_reaped;
                 dispatch_epoll(t, -1);
-                woke = now_ns();
+                woke = poll_now(t);
                 end_iteration(t);
                 t->stats.poll_window_ns = iothread_poll_window_next(
-                    t->stats.poll_window_ns, now_ns() - slept, t->poll_ns);
+                    t->stats.poll_window_ns, poll_now(t) - slept, t->poll_ns);
                 if (t->cqes_reaped != reaped) {
                     /*
                      * Completions that woke it were waited for since the last
@@ -1077,7 +1098,7 @@ void iothread_run(struct iothread *t)
                                                                                 : woke);
                 }
             }
-            last_work = now_ns();
+            last_work = poll_now(t);
         }
     }
     /*

@@ -10,7 +10,9 @@
 #define VHOST_SCSI_VHOST_USER_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include <linux/vhost_types.h>
 #include <linux/virtio_config.h>
@@ -148,10 +150,58 @@ struct vu_reply {
     int fd;
 };
 
-/* vhost-user-server.c: connection helpers shared by the handlers */
-void vu_close_fd(int *fd);
-int vu_take_fd(struct vu_msg *msg, unsigned i);
-int vu_check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx);
+/*
+ * The files call one way: vhost-user-server.c (the connection) calls the
+ * request handlers of vhost-user-mem.c and vhost-user-log.c, which stop
+ * and restart queues through vhost-user-rings.c; the rings read the log
+ * and inflight state through the helpers below and call none of them.
+ */
+
+/* Takes fd i of msg over (-1 when the message has none there). */
+static inline int vu_take_fd(struct vu_msg *msg, unsigned i)
+{
+    int fd;
+
+    if (i >= msg->nfds) {
+        return -1;
+    }
+    fd = msg->fds[i];
+    msg->fds[i] = -1;
+    return fd;
+}
+
+static inline void vu_close_fd(int *fd)
+{
+    if (*fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+}
+
+/* Whether the queues must mark what they write (VHOST_F_LOG_ALL). */
+static inline bool vu_log_wanted(const struct vu_dev *dev)
+{
+    return dev->features & (1ull << VHOST_F_LOG_ALL);
+}
+
+/* Whether a queue may run: no log wanted, or one covering the memory table. */
+static inline bool vu_log_ready(const struct vu_dev *dev)
+{
+    return !vu_log_wanted(dev) || vhost_log_covers(&dev->log.log, &dev->mem);
+}
+
+/* A packed ring's record in the inflight area, for queue_size entries. */
+static inline size_t vu_inflight_packed_bytes(unsigned queue_size)
+{
+    return sizeof(struct vhost_user_inflight_queue_packed) +
+           (size_t)queue_size * sizeof(struct vhost_user_inflight_desc_packed);
+}
+
+/* Queue idx's slice of the inflight area. */
+static inline void *vu_inflight_slice(const struct vu_dev *dev, unsigned idx)
+{
+    return dev->inflight.area + idx * dev->inflight.stride;
+}
 
 /* vhost-user-rings.c: queue lifecycle and the vring requests */
 void vu_memory_changed(struct vu_dev *dev);
@@ -176,14 +226,10 @@ int vu_handle_rem_mem_reg(struct vu_dev *dev, struct vu_msg *msg);
 int vu_handle_add_mem_reg(struct vu_dev *dev, struct vu_msg *msg);
 int vu_handle_set_mem_table(struct vu_dev *dev, struct vu_msg *msg);
 void vu_inflight_unmap(struct vu_inflight *inf);
-size_t vu_inflight_packed_bytes(unsigned queue_size);
-void *vu_inflight_slice(const struct vu_dev *dev, unsigned idx);
 bool vu_mem_lost(const struct vu_dev *dev);
 int vu_handle_set_inflight_fd(struct vu_dev *dev, struct vu_msg *msg);
 
 /* vhost-user-log.c: the dirty log */
-bool vu_log_wanted(const struct vu_dev *dev);
-bool vu_log_ready(const struct vu_dev *dev);
 void vu_log_unmap(struct vu_log *l);
 int vu_handle_set_log_base(struct vu_dev *dev, struct vu_msg *msg, struct vu_reply *reply);
 

@@ -20,16 +20,6 @@
 #include "guest-mem-guard.h"
 #include "vhost-user-int.h"
 
-bool vu_log_wanted(const struct vu_dev *dev)
-{
-    return dev->features & (1ull << VHOST_F_LOG_ALL);
-}
-
-bool vu_log_ready(const struct vu_dev *dev)
-{
-    return !vu_log_wanted(dev) || vhost_log_covers(&dev->log.log, &dev->mem);
-}
-
 void vu_log_unmap(struct vu_log *l)
 {
     guest_mem_guard_remove(l->guard);

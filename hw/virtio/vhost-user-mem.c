@@ -225,12 +225,6 @@ static size_t inflight_split_bytes(unsigned queue_size)
            (size_t)queue_size * sizeof(struct vhost_user_inflight_desc);
 }
 
-size_t vu_inflight_packed_bytes(unsigned queue_size)
-{
-    return sizeof(struct vhost_user_inflight_queue_packed) +
-           (size_t)queue_size * sizeof(struct vhost_user_inflight_desc_packed);
-}
-
 /*
  * The slices of an area we make: GET_INFLIGHT_FD may come before
  * SET_FEATURES says whether the rings are packed, so each slice fits
@@ -239,11 +233,6 @@ size_t vu_inflight_packed_bytes(unsigned queue_size)
 static size_t inflight_stride(unsigned queue_size)
 {
     return MAX(inflight_split_bytes(queue_size), vu_inflight_packed_bytes(queue_size));
-}
-
-void *vu_inflight_slice(const struct vu_dev *dev, unsigned idx)
-{
-    return dev->inflight.area + idx * dev->inflight.stride;
 }
 
 static int inflight_check_geometry(struct vu_dev *dev, const struct vhost_user_inflight *in)

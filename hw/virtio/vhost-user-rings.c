@@ -326,10 +326,22 @@ void vu_reset_device(struct vu_dev *dev)
     }
 }
 
+/* A request about queue idx: -EINVAL (logged) when there is no such queue. */
+static int check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx)
+{
+    if (idx >= dev->num_queues) {
+        log_limit_warning(&dev->log_limit, "%s: %s for queue %llu, but there are only %u queues",
+                          dev->name, vhost_user_request_name(msg->hdr.request),
+                          (unsigned long long)idx, dev->num_queues);
+        return -EINVAL;
+    }
+    return 0;
+}
+
 int vu_handle_set_vring_num(struct vu_dev *dev, struct vu_msg *msg)
 {
     unsigned idx = msg->p.state.index, num = msg->p.state.num;
-    int r = vu_check_queue_index(dev, msg, msg->p.state.index);
+    int r = check_queue_index(dev, msg, msg->p.state.index);
 
     if (r < 0) {
         return r;
@@ -348,7 +360,7 @@ int vu_handle_set_vring_num(struct vu_dev *dev, struct vu_msg *msg)
 int vu_handle_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg)
 {
     const struct vhost_vring_addr *a = &msg->p.addr;
-    int r = vu_check_queue_index(dev, msg, a->index);
+    int r = check_queue_index(dev, msg, a->index);
 
     if (r < 0) {
         return r;
@@ -364,7 +376,7 @@ int vu_handle_set_vring_addr(struct vu_dev *dev, struct vu_msg *msg)
 int vu_handle_set_vring_base(struct vu_dev *dev, struct vu_msg *msg)
 {
     unsigned idx = msg->p.state.index;
-    int r = vu_check_queue_index(dev, msg, msg->p.state.index);
+    int r = check_queue_index(dev, msg, msg->p.state.index);
 
     if (r < 0) {
         return r;
@@ -387,7 +399,7 @@ int vu_handle_get_vring_base(struct vu_dev *dev, struct vu_msg *msg,
 {
     unsigned idx = msg->p.state.index;
     struct vu_queue *q;
-    int r = vu_check_queue_index(dev, msg, msg->p.state.index);
+    int r = check_queue_index(dev, msg, msg->p.state.index);
 
     if (r < 0) {
         return r;
@@ -450,7 +462,7 @@ int vu_handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
     struct vu_queue *q;
     int fd, r;
 
-    r = vu_check_queue_index(dev, msg, idx);
+    r = check_queue_index(dev, msg, idx);
     if (r < 0) {
         return r;
     }
@@ -495,7 +507,7 @@ int vu_handle_vring_fd(struct vu_dev *dev, struct vu_msg *msg)
 int vu_handle_set_vring_enable(struct vu_dev *dev, struct vu_msg *msg)
 {
     unsigned idx = msg->p.state.index;
-    int r = vu_check_queue_index(dev, msg, msg->p.state.index);
+    int r = check_queue_index(dev, msg, msg->p.state.index);
 
     if (r < 0) {
         return r;

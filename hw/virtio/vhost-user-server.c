@@ -36,18 +36,6 @@
 #include "notify-fd.h"
 #include "vhost-user-int.h"
 
-int vu_take_fd(struct vu_msg *msg, unsigned i)
-{
-    int fd;
-
-    if (i >= msg->nfds) {
-        return -1;
-    }
-    fd = msg->fds[i];
-    msg->fds[i] = -1;
-    return fd;
-}
-
 static void close_msg_fds(struct vu_msg *msg)
 {
     for (unsigned i = 0; i < msg->nfds; i++) {
@@ -57,16 +45,6 @@ static void close_msg_fds(struct vu_msg *msg)
         }
     }
 }
-
-void vu_close_fd(int *fd)
-{
-    if (*fd >= 0) {
-        close(*fd);
-        *fd = -1;
-    }
-}
-
-
 
 /* ---- framing ---------------------------------------------------------- */
 
@@ -377,17 +355,6 @@ static void reply_u64(struct vu_reply *reply, uint64_t v)
     reply->send = true;
     reply->size = sizeof(uint64_t);
     reply->p.u64 = v;
-}
-
-int vu_check_queue_index(struct vu_dev *dev, const struct vu_msg *msg, uint64_t idx)
-{
-    if (idx >= dev->num_queues) {
-        log_limit_warning(&dev->log_limit, "%s: %s for queue %llu, but there are only %u queues",
-                          dev->name, vhost_user_request_name(msg->hdr.request),
-                          (unsigned long long)idx, dev->num_queues);
-        return -EINVAL;
-    }
-    return 0;
 }
 
 static int handle_set_features(struct vu_dev *dev, struct vu_msg *msg)

@@ -2,8 +2,10 @@
  * What the two ring layouts of virtqueue.c (split) and virtqueue-packed.c
  * (packed) share: single-access reads of guest-written fields, barriers,
  * dirty-log marking, the bounds-checked gathering of one chain's buffers
- * into iovecs, and the failure and call paths.  Everything here is inline
- * or cold, so the split hot path compiles as it did in one file.
+ * into iovecs, and the failure, call and resubmission paths (defined in
+ * virtqueue-common.c, below both layouts).  Everything here is inline,
+ * cold, or a system call's wrapper (the call eventfd), so the split hot
+ * path costs what it did in one file.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -142,6 +142,14 @@ struct iothread *iothread_new(const char *name, unsigned id, unsigned uring_dept
 void iothread_set_poll(struct iothread *t, enum iothread_poll_mode mode,
                        uint64_t poll_ns);
 /*
+ * The clock ADAPTIVE measures its windows with (the spin since the last
+ * work, the sleep, a completion's wait), in monotonic ns; now(opaque) is
+ * called on t's thread.  NULL, the default: CLOCK_MONOTONIC.  Set before
+ * iothread_start.  A test drives it to judge the windows' rules by the
+ * times it chose, not by how long a sleep took on a loaded machine.
+ */
+void iothread_set_poll_clock(struct iothread *t, uint64_t (*now)(void *opaque), void *opaque);
+/*
  * True while t spins on its pollers with their notifications off (poll
  * mode, awake): a source handled from an fd callback then must not turn
  * its notifications back on, or every kick would arm the next one.  Call

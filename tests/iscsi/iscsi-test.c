@@ -596,15 +596,25 @@ static void test_hung_target_times_out(void)
     took = g_get_monotonic_time() - start;
     g_assert_cmpint(kill(g.tgtd.pid, SIGCONT), ==, 0);
     g_test_message("read against a stopped tgtd completed after %.1f s", took / 1e6);
-    g_assert_cmpuint(r.resp.status, ==, 0x08);        /* BUSY: the initiator retries */
-    g_assert_cmpint(took, >=, 8 * G_USEC_PER_SEC);    /* the 10 s task timeout... */
-    g_assert_cmpint(took, <, 25 * G_USEC_PER_SEC);    /* ...not the 30 s outage limit */
+    /*
+     * BUSY is the task timeout's answer (the session is replaced, the task
+     * retried by the initiator); the 30 s outage limit would answer NOT
+     * READY, and without a task timeout the read would hang.  No upper
+     * bound on the time: how late the answer comes is the machine's load.
+     * The lower bound is the product's: the 10 s timeout may not fire early
+     * (8 s: libiscsi counts it in whole seconds, looked at on 1 s ticks).
+     */
+    g_assert_cmpuint(r.resp.status, ==, 0x08);
+    g_assert_cmpint(took, >=, 8 * G_USEC_PER_SEC);
 
-    start = g_get_monotonic_time();
-    do {
-        g_assert_cmpint(g_get_monotonic_time() - start, <, 30 * G_USEC_PER_SEC);
-        r = rw_4k(fe, false, 0, buf);
-    } while (r.resp.status == 0x08);
+    /*
+     * Requests wait queued while the session logs in again, and only those
+     * in flight when a session goes down answer BUSY: a few tries, whatever
+     * the time each takes.
+     */
+    for (unsigned tries = 1; (r = rw_4k(fe, false, 0, buf)).resp.status == 0x08; tries++) {
+        g_assert_cmpuint(tries, <, 5);
+    }
     g_assert_cmpuint(r.resp.status, ==, 0);
     vfe_free(fe, buf);
     vfe_close(fe);
@@ -626,26 +636,30 @@ static void test_unreachable_target_becomes_not_ready(void)
     pu_make_ready(fe, 0);
     tgtd_kill();
     start = g_get_monotonic_time();
-    for (;;) {
-        r = rw_4k(fe, false, 0, buf);
-        if (r.resp.status != 0x08) {
-            break;
-        }
-        g_assert_cmpint(g_get_monotonic_time() - start, <, 60 * G_USEC_PER_SEC);
+    /*
+     * A request in flight when the session went down answers BUSY; later
+     * ones wait queued while logins fail, until the outage limit: a few
+     * tries, whatever the time each takes.
+     */
+    for (unsigned tries = 1; (r = rw_4k(fe, false, 0, buf)).resp.status == 0x08; tries++) {
+        g_assert_cmpuint(tries, <, 5);
     }
     g_assert_cmpuint(r.resp.status, ==, 2);
     s = pu_sense_of(&r.resp);
     g_assert_cmpuint(s.key, ==, SCSI_SENSE_NOT_READY);
     g_assert_cmphex(s.code, ==, 0x0400);             /* LOGICAL UNIT NOT READY, CAUSE NOT REPORTABLE */
+    /* The product's bound: NOT READY may not come before the 30 s outage limit. */
     g_assert_cmpint(g_get_monotonic_time() - start, >=, 25 * G_USEC_PER_SEC);
 
+    /*
+     * NOT READY until the next login succeeds: how soon that is depends
+     * on the machine, so no bound here but the test's own timeout.
+     */
     tgtd_start();
-    start = g_get_monotonic_time();
     do {
-        g_assert_cmpint(g_get_monotonic_time() - start, <, 30 * G_USEC_PER_SEC);
         r = rw_4k(fe, false, 0, buf);
         if (r.resp.status != 0) {
-            /* still NOT READY until the next login: wait on the call fd, not a sleep */
+            /* wait on the call fd, not a sleep */
             vfe_poll(fe, 200);
         }
     } while (r.resp.status != 0);

@@ -161,13 +161,19 @@ static void test_lun_add_to_a_silent_portal(void)
     json_node_unref(pu_ctl_ok(x.fd, "lun-add", lun_params("2=ram:1M")));
     g_assert_false(pu_ctl_answer_waiting(pending));
 
-    answer = pu_ctl_answer(pending, (LOGIN_TIMEOUT_S + 10) * 1000);
+    /* The wait's bound only guards against a hang. */
+    answer = pu_ctl_answer(pending, LOGIN_TIMEOUT_S * 1000 + 6 * PU_TIMEOUT_MS);
     took = g_get_monotonic_time() - sent;
     g_test_message("the add failed after %.1f s", took / 1e6);
+    /*
+     * A timeout ended the open (ETIMEDOUT), and not before the
+     * login-timeout: libiscsi's 10 s task timeout did not cut it short.
+     * That lower bound is the product's; how much later the answer comes
+     * is the machine's load, so there is no upper one.
+     */
     msg = pu_ctl_answer_failed(answer, 1, ETIMEDOUT);
     g_assert_nonnull(strstr(msg, "cannot open"));
     g_assert_cmpint(took, >=, LOGIN_TIMEOUT_S * G_USEC_PER_SEC);
-    g_assert_cmpint(took, <, (LOGIN_TIMEOUT_S + 5) * G_USEC_PER_SEC);
     /* Nothing left: the connection closed, the name and the address free again. */
     g_assert_true(silent_portal_wait_closed(x.portal, 1, PU_TIMEOUT_MS));
     g_assert_false(pu_ctl_lun_listed(x.fd, 1));
@@ -206,7 +212,7 @@ static void test_backend_add_to_a_silent_portal(void)
                                                 pu_jstr("remote"), NULL), ENOENT));
     g_assert_false(pu_ctl_answer_waiting(pending));
 
-    answer = pu_ctl_answer(pending, 12000);
+    answer = pu_ctl_answer(pending, 2000 + 6 * PU_TIMEOUT_MS);   /* against a hang only */
     msg = pu_ctl_answer_failed(answer, 7, ETIMEDOUT);
     g_assert_true(silent_portal_wait_closed(x.portal, 1, PU_TIMEOUT_MS));
     g_assert_false(backend_listed(&x, "remote"));
@@ -223,14 +229,14 @@ static void test_refused_connection_fails_at_once(void)
 {
     struct fx x;
     g_autofree char *arg = NULL, *msg = NULL;
-    gint64 start;
 
     fx_start(&x);
     arg = g_strdup_printf("1=iscsi://127.0.0.1:%d/%s/0,login-timeout=60", pu_free_tcp_port(), IQN);
-    start = g_get_monotonic_time();
+    /*
+     * A refusal ends the open: the answer says ECONNREFUSED, where the 60 s
+     * login-timeout would say ETIMEDOUT (and come after pu_ctl_fail's wait).
+     */
     msg = pu_ctl_fail(x.fd, "lun-add", lun_params(arg), ECONNREFUSED);
-    /* Not the 60 s timeout: a refusal ends the open. */
-    g_assert_cmpint(g_get_monotonic_time() - start, <, 10 * G_USEC_PER_SEC);
     g_assert_nonnull(strstr(msg, "cannot open"));
     g_assert_false(pu_ctl_lun_listed(x.fd, 1));
     g_assert_false(backend_listed(&x, "lun0:1"));

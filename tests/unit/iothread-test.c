@@ -305,50 +305,149 @@ static void read_stats(void *opaque)
 }
 
 /*
- * The loop follows the rule: a thread woken again and again well inside
- * its longest window (one second here) opens its window, and says so in
- * its statistics (read on the thread: the update follows the sleep that
- * a run_sync's return does not wait for).
+ * A clock the test moves (iothread_set_poll_clock): ADAPTIVE's windows are
+ * judged by the times the test chose, not by how long a sleep took on the
+ * machine.  It stands still, so a thread with nothing to do spins, until
+ * the test asks for a sleep: then each read moves it on by a spin longer
+ * than the window (work the thread finds meanwhile only starts the spin
+ * again), until the thread goes idle.  The loop re-arms its pollers'
+ * notifications right before it reads the clock to time its sleep
+ * (iothread_poll_window_next: "from re-arming notifications to the
+ * wake-up"): that read moves the clock on by the sleep's length, which
+ * the test chose, whatever wakes the thread and when; then it stands still
+ * again.
  */
-static void test_adaptive_poll_window_opens_on_frequent_work(void)
-{
-    struct poll_probe pp = { 0 };
-    struct stats_probe sp = { 0 };
-    struct iothread_stats *st = &sp.st;
+struct test_clock {
+    struct iothread *t;
+    struct stats_probe sp;
+    GMutex lock;
+    GCond cond;
+    uint64_t now;
+    bool arming;              /* re-armed: the next read starts a sleep */
+    uint64_t spin_ns;         /* while a sleep is asked for: each read's step */
+    uint64_t sleep_ns;        /* the length of that sleep */
+    unsigned sleeps;          /* sleeps started */
+    unsigned sleeps_seen;     /* of which the test has waited for */
+};
 
-    pp.t = sp.t = iothread_new("t-window", 1, 0);
-    iothread_set_poll(pp.t, IOTHREAD_POLL_ADAPTIVE, 1000000000ull);
-    iothread_get_stats(pp.t, st);
-    g_assert_cmpuint(st->poll_window_ns, ==, 0);
-    g_assert_cmpint(iothread_start(pp.t), ==, 0);
-    iothread_run_sync(pp.t, add_poller, &pp);
-    for (int i = 0; i < 100000 && st->poll_window_ns == 0; i++) {
-        iothread_run_sync(pp.t, nothing, NULL);
-        iothread_run_sync(pp.t, read_stats, &sp);
+static uint64_t test_clock_read(void *opaque)
+{
+    struct test_clock *c = opaque;
+    uint64_t now;
+
+    g_mutex_lock(&c->lock);
+    now = c->now;
+    if (c->spin_ns && c->arming) {
+        c->now += c->sleep_ns;
+        c->spin_ns = 0;
+        c->sleeps++;
+        g_cond_broadcast(&c->cond);
+    } else {
+        c->now += c->spin_ns;
     }
-    g_assert_cmpuint(st->poll_window_ns, >=, IOTHREAD_POLL_WINDOW_MIN_NS);
-    g_assert_cmpuint(st->poll_window_ns, <=, 1000000000ull);
-    iothread_free(pp.t);
+    c->arming = false;
+    g_mutex_unlock(&c->lock);
+    return now;
+}
+
+static bool clock_poll_cb(void *opaque)
+{
+    return false;
+}
+
+static bool clock_set_notify_cb(void *opaque, bool enable)
+{
+    struct test_clock *c = opaque;
+
+    if (enable) {
+        g_mutex_lock(&c->lock);
+        c->arming = true;
+        g_mutex_unlock(&c->lock);
+    }
+    return false;
+}
+
+static void add_clock_poller(void *opaque)
+{
+    struct test_clock *c = opaque;
+    struct iothread_poller p = { .poll = clock_poll_cb, .set_notify = clock_set_notify_cb,
+                                 .opaque = c };
+
+    iothread_add_poller(c->t, &p);
+}
+
+/* A thread polling adaptively, up to max_ns, on the test's clock (at 1 s). */
+static void test_clock_start(struct test_clock *c, const char *name, unsigned uring_depth,
+                             uint64_t max_ns)
+{
+    g_mutex_init(&c->lock);
+    g_cond_init(&c->cond);
+    c->now = G_USEC_PER_SEC * 1000ull;
+    c->t = c->sp.t = iothread_new(name, 1, uring_depth);
+    g_assert_nonnull(c->t);
+    iothread_set_poll(c->t, IOTHREAD_POLL_ADAPTIVE, max_ns);
+    iothread_set_poll_clock(c->t, test_clock_read, c);
+    g_assert_cmpint(iothread_start(c->t), ==, 0);
+    iothread_run_sync(c->t, add_clock_poller, c);
+}
+
+static void test_clock_free(struct test_clock *c)
+{
+    iothread_free(c->t);
+    g_mutex_clear(&c->lock);
+    g_cond_clear(&c->cond);
 }
 
 /*
- * Waits until the loop has re-armed notifications since the last wake-up
- * (it does so right before it sleeps), lets it sleep sleep_us, wakes it
- * with work and reads its statistics (on the thread: a window as long as
- * the longest is still spinning then, so the read follows the update).
- * *mark is the re-arm count while the thread slept before the last
- * wake-up: only a later re-arm is a sleep after it.
+ * Asks for a sleep of sleep_ns after spins of spin_ns, which must be
+ * longer than the thread's window; returns once the sleep has started.
+ * The wait is bounded only against a hang.
  */
-static void wake_after_sleep(struct poll_probe *pp, struct stats_probe *sp, int *mark,
-                             unsigned sleep_us)
+static void spin_then_sleep(struct test_clock *c, uint64_t spin_ns, uint64_t sleep_ns)
 {
-    while (atomic_load(&pp->armed) == *mark) {
-        g_usleep(20);
+    gint64 deadline = g_get_monotonic_time() + 60 * G_TIME_SPAN_SECOND;
+
+    g_mutex_lock(&c->lock);
+    c->sleep_ns = sleep_ns;
+    c->spin_ns = spin_ns;
+    while (c->sleeps == c->sleeps_seen) {
+        g_assert_true(g_cond_wait_until(&c->cond, &c->lock, deadline) ||
+                      c->sleeps != c->sleeps_seen);
     }
-    g_usleep(sleep_us);
-    *mark = atomic_load(&pp->armed);   /* asleep: nothing re-arms until we wake it */
-    iothread_run_sync(pp->t, nothing, NULL);
-    iothread_run_sync(pp->t, read_stats, sp);
+    c->sleeps_seen = c->sleeps;
+    g_mutex_unlock(&c->lock);
+}
+
+/*
+ * After spin_ns without work the thread sleeps sleep_ns, work comes, and
+ * its statistics are read on the thread (the window's update follows the
+ * wake-up that a run_sync's return does not wait for; the clock stands
+ * still meanwhile, so the thread spins and reads them next).
+ */
+static void sleep_then_wake(struct test_clock *c, uint64_t spin_ns, uint64_t sleep_ns)
+{
+    spin_then_sleep(c, spin_ns, sleep_ns);
+    iothread_run_sync(c->t, nothing, NULL);
+    iothread_run_sync(c->t, read_stats, &c->sp);
+}
+
+/*
+ * The loop follows the rule: a thread woken soon after it went to sleep
+ * (1 us into the sleep, its longest window one second) opens its window,
+ * and says so in its statistics.
+ */
+static void test_adaptive_poll_window_opens_on_frequent_work(void)
+{
+    struct test_clock c = { 0 };
+
+    test_clock_start(&c, "t-window", 0, 1000000000ull);
+    iothread_run_sync(c.t, read_stats, &c.sp);
+    g_assert_cmpuint(c.sp.st.poll_window_ns, ==, 0);
+    sleep_then_wake(&c, 1, 1000);
+    g_assert_cmpuint(c.sp.st.poll_window_ns, ==, IOTHREAD_POLL_WINDOW_MIN_NS);
+    sleep_then_wake(&c, IOTHREAD_POLL_WINDOW_MIN_NS + 1, 1000);
+    g_assert_cmpuint(c.sp.st.poll_window_ns, ==, 2 * IOTHREAD_POLL_WINDOW_MIN_NS);
+    test_clock_free(&c);
 }
 
 /*
@@ -357,33 +456,26 @@ static void wake_after_sleep(struct poll_probe *pp, struct stats_probe *sp, int 
  * sleep keeps the window, although the work came later than the longest
  * window after the last work (bursts a little further apart than the
  * window, a TCG guest's queue, are then mostly caught by the spin); one
- * woken later than the longest window into its sleep halves it.  The
- * longest window is 100 ms so that the host's scheduling cannot blur the
- * 30 ms sleep into a 100 ms one.
+ * woken later than the longest window into its sleep halves it.
  */
 static void test_adaptive_poll_window_judged_by_the_sleep(void)
 {
     const uint64_t max = 100 * 1000 * 1000ull;
-    struct poll_probe pp = { 0 };
-    struct stats_probe sp = { 0 };
-    int mark = -1;
+    struct test_clock c = { 0 };
 
-    pp.t = sp.t = iothread_new("t-window", 1, 0);
-    iothread_set_poll(pp.t, IOTHREAD_POLL_ADAPTIVE, max);
-    g_assert_cmpint(iothread_start(pp.t), ==, 0);
-    iothread_run_sync(pp.t, add_poller, &pp);
+    test_clock_start(&c, "t-window", 0, max);
     /* Woken 1 ms into each sleep: the window doubles up to the longest. */
-    for (int i = 0; i < 64 && sp.st.poll_window_ns < max; i++) {
-        wake_after_sleep(&pp, &sp, &mark, 1000);
+    for (int i = 0; i < 64 && c.sp.st.poll_window_ns < max; i++) {
+        sleep_then_wake(&c, c.sp.st.poll_window_ns + 1, 1000 * 1000);
     }
-    g_assert_cmpuint(sp.st.poll_window_ns, ==, max);
+    g_assert_cmpuint(c.sp.st.poll_window_ns, ==, max);
     /* 130 ms after the last work, but 30 ms into the sleep: kept. */
-    wake_after_sleep(&pp, &sp, &mark, 30000);
-    g_assert_cmpuint(sp.st.poll_window_ns, ==, max);
+    sleep_then_wake(&c, max + 1, 30 * 1000 * 1000);
+    g_assert_cmpuint(c.sp.st.poll_window_ns, ==, max);
     /* 150 ms into the sleep: halved. */
-    wake_after_sleep(&pp, &sp, &mark, 150000);
-    g_assert_cmpuint(sp.st.poll_window_ns, ==, max / 2);
-    iothread_free(pp.t);
+    sleep_then_wake(&c, max + 1, 150 * 1000 * 1000);
+    g_assert_cmpuint(c.sp.st.poll_window_ns, ==, max / 2);
+    test_clock_free(&c);
 }
 
 /*
@@ -691,45 +783,92 @@ static void test_poll_window_uring_rule(void)
     g_assert_cmpuint(iothread_poll_window_uring_next(0, max + 1, max), ==, 0);
 }
 
+/* A read on the thread's ring whose completion takes took_ns of the test's clock. */
+struct clocked_read {
+    struct test_clock c;
+    int pipe[2];
+    char byte;
+    unsigned reads;           /* under c.lock */
+    uint64_t took_ns;
+    struct iothread_uring_cb cb;
+};
+
+static void clocked_read_done(struct iothread_uring_cb *cb, int res)
+{
+    struct clocked_read *r = (struct clocked_read *)((char *)cb -
+                                                     offsetof(struct clocked_read, cb));
+
+    g_assert_cmpint(res, ==, 1);
+    g_mutex_lock(&r->c.lock);
+    r->c.now += r->took_ns;
+    r->reads++;
+    g_cond_broadcast(&r->c.cond);
+    g_mutex_unlock(&r->c.lock);
+}
+
+/* Submitted before the caller returns, so the read is waiting when it writes. */
+static void clocked_queue_read(void *opaque)
+{
+    struct clocked_read *r = opaque;
+    struct io_uring_sqe *sqe = iothread_get_sqe(r->c.t);
+
+    g_assert_nonnull(sqe);
+    io_uring_prep_read(sqe, r->pipe[0], &r->byte, 1, 0);
+    r->cb.fn = clocked_read_done;
+    io_uring_sqe_set_data(sqe, &r->cb);
+    g_assert_cmpint(iothread_submit(r->c.t), ==, 1);
+}
+
+/*
+ * Until the read has completed; then the statistics, read on the thread
+ * after the iteration that judged the completion (bounded against a hang).
+ */
+static void clocked_read_wait(struct clocked_read *r, unsigned want)
+{
+    gint64 deadline = g_get_monotonic_time() + 60 * G_TIME_SPAN_SECOND;
+
+    g_mutex_lock(&r->c.lock);
+    while (r->reads < want) {
+        g_assert_true(g_cond_wait_until(&r->c.cond, &r->c.lock, deadline) || r->reads >= want);
+    }
+    g_mutex_unlock(&r->c.lock);
+    iothread_run_sync(r->c.t, nothing, NULL);
+    iothread_run_sync(r->c.t, read_stats, &r->c.sp);
+}
+
 /*
  * In the loop: a read whose data was already there completes as soon as
- * it is submitted, and opens the window, though the thread had slept
- * before it was asked to submit (the sleep is not the completion's
- * wait); a read that waited longer than the longest window, while the
- * thread slept, closes it.
+ * it is submitted (1 us, a prompt completion), and opens the window,
+ * though the thread had slept for longer than any window before it was
+ * asked to submit (the sleep is not the completion's wait); a read that
+ * waited longer than the longest window, while the thread slept, closes
+ * it.
  */
 static void test_poll_window_uring_follows_completions(void)
 {
-    struct wake_probe w = { .efd = -1 };
-    struct poll_probe pp = { 0 };
-    const uint64_t max = 5 * 1000 * 1000;   /* 5 ms: far above a prompt completion */
+    const uint64_t max = 5 * 1000 * 1000;
+    struct clocked_read r = { .took_ns = 1000 };
 
-    g_assert_cmpint(pipe(w.pipe), ==, 0);
-    w.t = w.sp.t = pp.t = iothread_new("t-uwin", 1, 8);
-    iothread_set_poll(w.t, IOTHREAD_POLL_ADAPTIVE, max);
-    g_assert_cmpint(iothread_start(w.t), ==, 0);
-    iothread_run_sync(w.t, add_poller, &pp);
-    iothread_run_sync(w.t, note_tid, &w);
+    g_assert_cmpint(pipe(r.pipe), ==, 0);
+    test_clock_start(&r.c, "t-uwin", 8, max);
 
-    wait_asleep(&w);
-    g_usleep(2 * max / 1000);   /* asleep for longer than any window */
-    g_assert_cmpint(write(w.pipe[1], "x", 1), ==, 1);
-    iothread_run_sync(w.t, wake_queue_read, &w);
-    wait_count(&w.reads, 1);
-    iothread_run_sync(w.t, read_stats, &w.sp);
-    g_assert_cmpuint(w.sp.st.poll_window_uring_ns, ==, IOTHREAD_POLL_WINDOW_MIN_NS);
+    spin_then_sleep(&r.c, 1, 2 * max);   /* asleep for longer than any window */
+    g_assert_cmpint(write(r.pipe[1], "x", 1), ==, 1);
+    iothread_run_sync(r.c.t, clocked_queue_read, &r);
+    clocked_read_wait(&r, 1);
+    g_assert_cmpuint(r.c.sp.st.poll_window_uring_ns, ==, IOTHREAD_POLL_WINDOW_MIN_NS);
 
-    iothread_run_sync(w.t, wake_queue_read, &w);
-    wait_asleep(&w);
-    g_usleep(2 * max / 1000);   /* the completion comes later than any window */
-    g_assert_cmpint(write(w.pipe[1], "y", 1), ==, 1);
-    wait_count(&w.reads, 2);
-    iothread_run_sync(w.t, read_stats, &w.sp);
-    g_assert_cmpuint(w.sp.st.poll_window_uring_ns, ==, 0);
+    /* The completion comes later than any window, the thread asleep meanwhile. */
+    r.took_ns = 2 * max;
+    iothread_run_sync(r.c.t, clocked_queue_read, &r);
+    spin_then_sleep(&r.c, IOTHREAD_POLL_WINDOW_MIN_NS + 1, 0);
+    g_assert_cmpint(write(r.pipe[1], "y", 1), ==, 1);
+    clocked_read_wait(&r, 2);
+    g_assert_cmpuint(r.c.sp.st.poll_window_uring_ns, ==, 0);
 
-    iothread_free(w.t);
-    close(w.pipe[0]);
-    close(w.pipe[1]);
+    test_clock_free(&r.c);
+    close(r.pipe[0]);
+    close(r.pipe[1]);
 }
 
 /*

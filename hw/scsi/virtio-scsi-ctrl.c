@@ -1,8 +1,12 @@
 /*
- * Task management of the virtio-scsi device model (virtio 1.2 5.6.6.2):
- * ABORT TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET, I_T
- * NEXUS RESET, QUERY TASK and QUERY TASK SET, answered on the main thread
- * without ever waiting there, as the comment below describes.
+ * The control queue of the virtio-scsi device model (virtio 1.2 5.6.6.2):
+ * its requests popped and answered on the main thread — the asynchronous
+ * notification queries (no classes supported) and task management: ABORT
+ * TASK, ABORT TASK SET, CLEAR TASK SET, LOGICAL UNIT RESET, I_T NEXUS
+ * RESET, QUERY TASK and QUERY TASK SET, answered without ever waiting
+ * there, as the comment below describes.  The device (virtio-scsi.c)
+ * starts and stops the queue and reports its request queues' completions
+ * here; nothing here calls back into it.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -342,7 +346,7 @@ static void tmf_start(struct vscsi_queue *cq, const struct vq_elem *e,
  * Returns true with *response set when the TMF is answered now, false when
  * a vscsi_tmf took the element over.
  */
-bool vscsi_ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
+static bool ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
                      const struct virtio_scsi_ctrl_tmf_req *req, uint8_t *response)
 {
     struct vscsi_dev *dev = cq->dev;
@@ -379,5 +383,87 @@ bool vscsi_ctrl_tmf(struct vscsi_queue *cq, const struct vq_elem *e,
     default:
         *response = VIRTIO_SCSI_S_FUNCTION_REJECTED;
         return true;
+    }
+}
+
+/* ---- the control queue's requests -------------------------------------- */
+
+static void ctrl_handle(struct vscsi_queue *q, struct vq_elem *e)
+{
+    struct vscsi_dev *dev = q->dev;
+    /* The guest may rewrite its buffer meanwhile: one copy, its type and body read from it. */
+    union {
+        uint32_t type;
+        struct virtio_scsi_ctrl_tmf_req tmf;
+        struct virtio_scsi_ctrl_an_req an;
+    } req;
+    size_t got = iov_to_buf(e->out_sg, e->out_num, 0, &req, sizeof(req));
+    uint32_t type;
+    uint32_t len = 0;
+
+    if (got < sizeof(req.type)) {
+        log_limit_warning(q->vq->log_limit, "%s: control request %u without a type", q->name,
+                          e->head);
+        goto done;
+    }
+    type = le32toh(req.type);
+    if (type == VIRTIO_SCSI_T_TMF) {
+        struct virtio_scsi_ctrl_tmf_resp resp;
+
+        if (got < sizeof(req.tmf) || e->in_len < sizeof(resp)) {
+            log_limit_warning(q->vq->log_limit, "%s: short TMF request %u", q->name, e->head);
+            goto done;
+        }
+        if (!ctrl_tmf(q, e, &req.tmf, &resp.response)) {
+            return;
+        }
+        len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
+    } else if (type == VIRTIO_SCSI_T_AN_QUERY || type == VIRTIO_SCSI_T_AN_SUBSCRIBE) {
+        struct virtio_scsi_ctrl_an_resp resp = { 0 };
+        unsigned target, lun_id;
+
+        if (got < sizeof(req.an) || e->in_len < sizeof(resp)) {
+            log_limit_warning(q->vq->log_limit, "%s: short AN request %u", q->name, e->head);
+            goto done;
+        }
+        /* No asynchronous notification classes are supported: event_actual 0. */
+        resp.event_actual = 0;
+        resp.response = vscsi_decode_lun(req.an.lun, &target, &lun_id) == 0 &&
+                        scsi_nexus_has_port(dev->nexus, target)
+                            ? VIRTIO_SCSI_S_OK : VIRTIO_SCSI_S_BAD_TARGET;
+        len = iov_from_buf(e->in_sg, e->in_num, 0, &resp, sizeof(resp));
+    } else {
+        /* Nothing sensible to write into a layout we don't know: used len 0. */
+        log_limit_warning(q->vq->log_limit, "%s: unknown control request type %u", q->name, type);
+    }
+done:
+    vq_push(q->vq, e, len);
+    vq_notify(q->vq);
+}
+
+void vscsi_ctrl_process(struct vscsi_queue *q)
+{
+    struct iovec iov[64];
+    struct vq_elem e;
+    int ret;
+
+    while (q->running && !q->vq->broken) {
+        if (q->dev->ntmfs >= VSCSI_MAX_PENDING_TMFS) {
+            /* The next request stays on the ring until a TMF finishes. */
+            q->dev->ctrl_throttled = true;
+            return;
+        }
+        ret = vq_pop(q->vq, &e, iov, G_N_ELEMENTS(iov));
+        if (ret < 0) {
+            /* The TMF response's first byte is its response code, too. */
+            uint8_t failure = VIRTIO_SCSI_S_FAILURE;
+
+            vq_answer_bad_chain(q->vq, &failure, sizeof(failure));
+            vscsi_queue_report_broken(q);
+        }
+        if (ret <= 0) {
+            return;
+        }
+        ctrl_handle(q, &e);
     }
 }
