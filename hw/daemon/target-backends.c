@@ -1,5 +1,5 @@
 /*
- * The daemon's backends and LUN mappings (tools/target.h).  A backend is a
+ * The daemon's backends and LUN mappings (include/daemon/target.h).  A backend is a
  * named, opened LUN (a --lun SPEC: file, ram, null, iscsi), attached to
  * every I/O thread; a mapping puts it at a (target, LUN) address of the
  * SCSI target the front-ends connect to.  One backend may be mapped at

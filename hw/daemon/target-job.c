@@ -1,5 +1,5 @@
 /*
- * Work the main thread hands to a thread of its own (tools/target.h):
+ * Work the main thread hands to a thread of its own (include/daemon/target.h):
  * anything that can wait on a file system, a network or a name service
  * (opening a backend, saving the configuration, making or removing a
  * controller's socket and looking up its group) so that the main thread

@@ -1,6 +1,6 @@
 /*
  * What the daemon is told to serve, checked before anything is opened: the
- * saved configuration's shape (`--config FILE`, tools/target-config.c,
+ * saved configuration's shape (`--config FILE`, hw/daemon/target-config.c,
  * which then opens what it names) and the initiator names a controller may
  * carry.  Pure functions of their text, with no target behind them, so the
  * fuzz target tests/fuzz/fuzz-config.c links this file alone.

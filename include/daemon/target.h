@@ -9,8 +9,8 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#ifndef VHOST_SCSI_TOOLS_TARGET_H
-#define VHOST_SCSI_TOOLS_TARGET_H
+#ifndef VHOST_SCSI_DAEMON_TARGET_H
+#define VHOST_SCSI_DAEMON_TARGET_H
 
 #include <stdbool.h>
 #include <stdint.h>
