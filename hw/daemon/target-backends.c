@@ -132,22 +132,6 @@ void target_backends_init(struct target *tgt)
                                           (GDestroyNotify)backend_free);
 }
 
-/* Names are printable and short: they appear in logs, JSON and Prometheus labels. */
-bool target_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-
-    if (n == 0 || n > 64) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!g_ascii_isalnum(name[i]) && !strchr("._:-/", name[i])) {
-            return false;
-        }
-    }
-    return true;
-}
-
 struct target_backend *target_backend_find(struct target *tgt, const char *name)
 {
     return g_hash_table_lookup(tgt->backends, name);

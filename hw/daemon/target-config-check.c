@@ -149,3 +149,19 @@ bool target_initiator_ok(const char *name)
     }
     return true;
 }
+
+/* Names are printable and short: they appear in logs, JSON and Prometheus labels. */
+bool target_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n == 0 || n > 64) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!g_ascii_isalnum(name[i]) && !strchr("._:-/", name[i])) {
+            return false;
+        }
+    }
+    return true;
+}

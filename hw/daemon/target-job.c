@@ -196,3 +196,10 @@ void target_jobs_free(struct target *tgt)
 {
     g_clear_pointer(&tgt->jobs_running, g_atomic_rc_box_release);
 }
+
+void target_maybe_quit(struct target *tgt)
+{
+    if (tgt->quitting && !tgt->removing && !tgt->jobs) {
+        iothread_quit(tgt->main);
+    }
+}
