@@ -6,7 +6,9 @@
  * vhost-user conversations and the control/event queues; request queues
  * run on --threads I/O threads.  Command-line conventions follow QEMU's
  * vhost-user back-end rules (docs/interop/vhost-user.rst, "Backend
- * program conventions").
+ * program conventions").  This file is the command line: options, usage
+ * and a main over the daemon layer (hw/daemon/, target.h), which holds
+ * the daemon itself.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
