@@ -7,99 +7,9 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#include <errno.h>
-#include <string.h>
-#include <unistd.h>
-
 #include <glib.h>
 
-#include "control-client.h"
 #include "target-fixture.h"
-
-#define CALL_TIMEOUT_MS 30000
-
-struct client {
-    struct target_fixture *f;
-    void (*script)(struct client *c);
-    int fd;
-};
-
-static JsonNode *params_of(const char *json)
-{
-    g_autoptr(GError) error = NULL;
-    JsonNode *n;
-
-    if (!json) {
-        return NULL;
-    }
-    n = json_from_string(json, &error);
-    g_assert_no_error(error);
-    return n;
-}
-
-/* method(params) answers a result (json_node_unref; NULL for JSON null). */
-static JsonNode *call_ok(struct client *c, const char *method, const char *params)
-{
-    g_autofree char *msg = NULL;
-    JsonNode *result = NULL;
-    int code = 0;
-    int ret = ctl_client_call(c->fd, method, params_of(params), CALL_TIMEOUT_MS, &result, &code,
-                              &msg);
-
-    if (ret < 0) {
-        g_error("%s %s: %d (%d %s)", method, params ? params : "", ret, code, msg);
-    }
-    return result;
-}
-
-/* method(params) answers error code, and its message says words. */
-static void call_err(struct client *c, const char *method, const char *params, int want_code,
-                     const char *words)
-{
-    g_autofree char *msg = NULL;
-    JsonNode *result = NULL;
-    int code = 0;
-    int ret = ctl_client_call(c->fd, method, params_of(params), CALL_TIMEOUT_MS, &result, &code,
-                              &msg);
-
-    if (ret == 0) {
-        g_autofree char *s = result ? json_to_string(result, FALSE) : g_strdup("null");
-
-        g_error("%s %s: answered %s", method, params ? params : "", s);
-    }
-    g_assert_cmpint(ret, ==, -EREMOTEIO);
-    g_assert_cmpint(code, ==, want_code);
-    if (!strstr(msg, words)) {
-        g_error("%s %s: \"%s\" does not say \"%s\"", method, params ? params : "", msg, words);
-    }
-}
-
-static gpointer client_thread(gpointer data)
-{
-    struct client *c = data;
-    g_autofree char *path = target_fixture_path(c->f, "ctl");
-
-    c->fd = ctl_client_connect(path);
-    g_assert_cmpint(c->fd, >=, 0);
-    c->script(c);
-    close(c->fd);
-    target_fixture_drain_soon(c->f);
-    return NULL;
-}
-
-/* Runs script as a control client of a new target, then ends the target. */
-static void with_client(void (*script)(struct client *c))
-{
-    struct target_fixture f = { 0 };
-    struct client c = { .f = &f, .script = script, .fd = -1 };
-    GThread *t;
-
-    target_fixture_start(&f, true);
-    t = g_thread_new("client", client_thread, &c);
-    target_fixture_run(&f);
-    g_thread_join(t);
-    target_fixture_end(&f);
-}
 
 /* A method that answers nothing answers JSON null. */
 static void assert_json_null(JsonNode *r)
@@ -115,7 +25,7 @@ static const char *str_member(JsonNode *n, const char *name)
     return json_object_get_string_member(json_node_get_object(n), name);
 }
 
-static void script_version(struct client *c)
+static void script_version(struct target_client *c)
 {
     JsonNode *r = call_ok(c, "version", NULL);
 
@@ -127,7 +37,7 @@ static void script_version(struct client *c)
     call_err(c, "no-such-method", NULL, CTL_E_NO_METHOD, "no such method");
 }
 
-static void script_backends_and_luns(struct client *c)
+static void script_backends_and_luns(struct target_client *c)
 {
     JsonNode *r;
     JsonArray *a;
@@ -185,7 +95,7 @@ static void script_backends_and_luns(struct client *c)
     json_node_unref(r);
 }
 
-static void script_controllers(struct client *c)
+static void script_controllers(struct target_client *c)
 {
     g_autofree char *sock = target_fixture_path(c->f, "vm1.sock");
     g_autofree char *params = g_strdup_printf("{\"name\": \"vm1\", \"socket\": \"%s\"}", sock);
@@ -221,7 +131,7 @@ static void script_controllers(struct client *c)
     json_node_unref(r);
 }
 
-static void script_stats(struct client *c)
+static void script_stats(struct target_client *c)
 {
     JsonNode *r;
     JsonObject *o;
@@ -247,22 +157,22 @@ static void script_stats(struct client *c)
 
 static void test_version(void)
 {
-    with_client(script_version);
+    target_client_run(0, script_version);
 }
 
 static void test_backends_and_luns(void)
 {
-    with_client(script_backends_and_luns);
+    target_client_run(0, script_backends_and_luns);
 }
 
 static void test_controllers(void)
 {
-    with_client(script_controllers);
+    target_client_run(0, script_controllers);
 }
 
 static void test_stats(void)
 {
-    with_client(script_stats);
+    target_client_run(0, script_stats);
 }
 
 int main(int argc, char **argv)

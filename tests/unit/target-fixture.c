@@ -3,6 +3,8 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
+#include <string.h>
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
@@ -10,6 +12,7 @@
 #include <glib.h>
 #include <glib/gstdio.h>
 
+#include "control-client.h"
 #include "target-fixture.h"
 
 /* Longest a test's main loop may run: a hang fails the test rather than the suite's timeout. */
@@ -31,13 +34,18 @@ void target_fixture_start(struct target_fixture *f, bool control)
     f->opts.queues = 1;
     f->opts.threads = 1;
     f->opts.sandbox = TARGET_SANDBOX_NONE;
+    if (f->max_conns) {
+        f->opts.max_conns = f->max_conns;
+    }
     if (control) {
         f->opts.control_path = target_fixture_path(f, "ctl");
     }
     target_init(&f->tgt, &f->opts);
     g_assert_cmpint(target_start(&f->tgt, false), ==, 0);
     if (control) {
-        g_assert_cmpint(target_control_start(&f->tgt), ==, 0);
+        g_autofree char *sock = target_fixture_path(f, "vs.sock");
+
+        g_assert_cmpint(target_listen(&f->tgt, sock, -1), ==, 0);
     }
 }
 
@@ -120,3 +128,81 @@ void target_fixture_end(struct target_fixture *f)
     g_rmdir(f->dir);
     g_free(f->dir);
 }
+
+/* A call is answered within this long, or the test fails. */
+#define CALL_TIMEOUT_MS 30000
+
+static JsonNode *params_of(const char *json)
+{
+    g_autoptr(GError) error = NULL;
+    JsonNode *n;
+
+    if (!json) {
+        return NULL;
+    }
+    n = json_from_string(json, &error);
+    g_assert_no_error(error);
+    return n;
+}
+
+JsonNode *call_ok(struct target_client *c, const char *method, const char *params)
+{
+    g_autofree char *msg = NULL;
+    JsonNode *result = NULL;
+    int code = 0;
+    int ret = ctl_client_call(c->fd, method, params_of(params), CALL_TIMEOUT_MS, &result, &code,
+                              &msg);
+
+    if (ret < 0) {
+        g_error("%s %s: %d (%d %s)", method, params ? params : "", ret, code, msg);
+    }
+    return result;
+}
+
+void call_err(struct target_client *c, const char *method, const char *params, int want_code,
+              const char *words)
+{
+    g_autofree char *msg = NULL;
+    JsonNode *result = NULL;
+    int code = 0;
+    int ret = ctl_client_call(c->fd, method, params_of(params), CALL_TIMEOUT_MS, &result, &code,
+                              &msg);
+
+    if (ret == 0) {
+        g_autofree char *s = result ? json_to_string(result, FALSE) : g_strdup("null");
+
+        g_error("%s %s: answered %s", method, params ? params : "", s);
+    }
+    g_assert_cmpint(ret, ==, -EREMOTEIO);
+    g_assert_cmpint(code, ==, want_code);
+    if (!strstr(msg, words)) {
+        g_error("%s %s: \"%s\" does not say \"%s\"", method, params ? params : "", msg, words);
+    }
+}
+
+static gpointer client_thread(gpointer data)
+{
+    struct target_client *c = data;
+    g_autofree char *path = target_fixture_path(c->f, "ctl");
+
+    c->fd = ctl_client_connect(path);
+    g_assert_cmpint(c->fd, >=, 0);
+    c->script(c);
+    close(c->fd);
+    target_fixture_drain_soon(c->f);
+    return NULL;
+}
+
+void target_client_run(unsigned max_conns, void (*script)(struct target_client *c))
+{
+    struct target_fixture f = { .max_conns = max_conns };
+    struct target_client c = { .f = &f, .script = script, .fd = -1 };
+    GThread *t;
+
+    target_fixture_start(&f, true);
+    t = g_thread_new("client", client_thread, &c);
+    target_fixture_run(&f);
+    g_thread_join(t);
+    target_fixture_end(&f);
+}
+

@@ -19,6 +19,7 @@ struct target_fixture {
     struct target tgt;
     char *dir;                  /* removed with what is in it */
     bool ran;                   /* its main loop has run (it runs once) */
+    unsigned max_conns;         /* --max-connections; 0: the default */
 };
 
 /*
@@ -26,7 +27,10 @@ struct target_fixture {
  * warning), which is no failure in a test of refusals; a critical still is.
  */
 void target_fixture_test_init(int *argc, char ***argv);
-/* Set up and started; with control, its control socket listens at dir/ctl. */
+/*
+ * Set up and started; with control, its control socket listens at dir/ctl
+ * and the default controller's at dir/vs.sock.
+ */
 void target_fixture_start(struct target_fixture *f, bool control);
 /* dir/name (g_free). */
 char *target_fixture_path(const struct target_fixture *f, const char *name);
@@ -42,5 +46,23 @@ void target_fixture_drain(struct target_fixture *f);
 void target_fixture_drain_soon(struct target_fixture *f);
 /* Drained and run if it was not, then freed. */
 void target_fixture_end(struct target_fixture *f);
+
+/*
+ * A control client of a new target (control socket and default
+ * controller listening, --max-connections max_conns unless 0): script
+ * runs on a thread of its own, connected as c->fd, while the target's
+ * main loop runs on the test's; then the target is drained and ended.
+ */
+struct target_client {
+    struct target_fixture *f;
+    void (*script)(struct target_client *c);
+    int fd;
+};
+void target_client_run(unsigned max_conns, void (*script)(struct target_client *c));
+/* method(params: JSON text or NULL) answers a result (json_node_unref; JSON null may be NULL). */
+JsonNode *call_ok(struct target_client *c, const char *method, const char *params);
+/* method(params) answers error want_code, and its message says words. */
+void call_err(struct target_client *c, const char *method, const char *params, int want_code,
+              const char *words);
 
 #endif
