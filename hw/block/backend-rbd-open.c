@@ -7,7 +7,7 @@
  * the geometry and identity.  A header watch (rbd_update_watch) tells the
  * owner when another client resizes the image.  Every librados/librbd
  * call here blocks; the owner opens on a thread of its own when it must
- * stay responsive (tools/target-opening.c).  See docs/rbd.md.
+ * stay responsive (hw/daemon/target-opening.c).  See docs/rbd.md.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */

@@ -1,7 +1,7 @@
 /*
  * Fuzz target for the daemon's saved configuration (`--config FILE`): the
  * input is the file's text, parsed and checked by target_config_parse()
- * (tools/target-config-check.c: json-strict's bounds, then the shape of
+ * (hw/daemon/target-config-check.c: json-strict's bounds, then the shape of
  * every backend, qos, controller and mapping), then each backend's spec
  * through the LUN SPEC grammar as loading would (lun_spec_parse_full with a
  * placeholder ID), stopping before anything is opened: a fuzzer must not

@@ -7,7 +7,7 @@
  * LUN: lun-list and lun-resize (scsi_lun_resize, as the daemon's does: the
  * null LUN grows, the RAM LUN refuses), echo, fail, and later (answered only after the client left, so
  * answers that go nowhere are covered).  The daemon's own method bodies
- * (tools/target-control.c) open backends from specs (files, iSCSI portals)
+ * (hw/daemon/target-control.c) open backends from specs (files, iSCSI portals)
  * and are not driven here; their params parsing is json-member's and their
  * specs are fuzz-lun-spec's.  Oracle: every line the server sends is a
  * JSON-RPC 2.0 response (an id, exactly one of result and error, an error

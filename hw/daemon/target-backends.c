@@ -1,5 +1,5 @@
 /*
- * The daemon's backends and LUN mappings (tools/target.h).  A backend is a
+ * The daemon's backends and LUN mappings (include/daemon/target.h).  A backend is a
  * named, opened LUN (a --lun SPEC: file, ram, null, iscsi), attached to
  * every I/O thread; a mapping puts it at a (target, LUN) address of the
  * SCSI target the front-ends connect to.  One backend may be mapped at
@@ -129,22 +129,6 @@ void target_backends_init(struct target *tgt)
 {
     tgt->backends = g_hash_table_new_full(g_str_hash, g_str_equal, NULL,
                                           (GDestroyNotify)backend_free);
-}
-
-/* Names are printable and short: they appear in logs, JSON and Prometheus labels. */
-bool target_name_ok(const char *name)
-{
-    size_t n = strlen(name);
-
-    if (n == 0 || n > 64) {
-        return false;
-    }
-    for (size_t i = 0; i < n; i++) {
-        if (!g_ascii_isalnum(name[i]) && !strchr("._:-/", name[i])) {
-            return false;
-        }
-    }
-    return true;
 }
 
 struct target_backend *target_backend_find(struct target *tgt, const char *name)

@@ -1,6 +1,6 @@
 /*
  * What the daemon is told to serve, checked before anything is opened: the
- * saved configuration's shape (`--config FILE`, tools/target-config.c,
+ * saved configuration's shape (`--config FILE`, hw/daemon/target-config.c,
  * which then opens what it names) and the initiator names a controller may
  * carry.  Pure functions of their text, with no target behind them, so the
  * fuzz target tests/fuzz/fuzz-config.c links this file alone.
@@ -144,6 +144,22 @@ bool target_initiator_ok(const char *name)
     }
     for (size_t i = 0; i < n; i++) {
         if (!g_ascii_isalnum(name[i]) && !strchr(".-:_", name[i])) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Names are printable and short: they appear in logs, JSON and Prometheus labels. */
+bool target_name_ok(const char *name)
+{
+    size_t n = strlen(name);
+
+    if (n == 0 || n > 64) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!g_ascii_isalnum(name[i]) && !strchr("._:-/", name[i])) {
             return false;
         }
     }

@@ -1,5 +1,5 @@
 /*
- * The daemon's control methods (tools/target.h), served on the --control
+ * The daemon's control methods (include/daemon/target.h), served on the --control
  * socket (control-server.h): version; named backends (backend-add — for
  * iSCSI answered once it has opened off the main thread — -remove,
  * -resize, -list); mappings (lun-map, lun-unmap — answered once the LUN's

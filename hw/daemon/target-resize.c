@@ -1,5 +1,5 @@
 /*
- * Growing a backend off the main thread (tools/target.h): a file grows by
+ * Growing a backend off the main thread (include/daemon/target.h): a file grows by
  * ftruncate and a block device or a file that grew underneath is measured
  * (fstat, BLKGETSIZE64), each of which can wait on a file system, so the
  * backend's resize runs as a target job and the main thread then tells

@@ -1,16 +1,20 @@
 /*
- * What the parts of vhost-scsi-target share: its options, the daemon's
- * state, and the backend and LUN operations (target-backends.c) that the
- * command line and the control socket (target-control.c) both use, and
+ * The daemon layer: vhost-scsi-target's model, which its main drives.
+ * Its options, the daemon's state, and the backend and LUN operations
+ * (target-backends.c) that the command line and the control socket
+ * (target-control.c) both use; controllers (target-controller.c), their
+ * sockets (target-listen.c), the accept path with its peer checks and
+ * limits (target-accept.c) and the connections (target-connection.c);
  * the work that runs off the main thread (target-job.c: opens in
  * target-opening.c, resizes in target-resize.c, closes, config-save,
- * controller sockets made and removed).
+ * controller sockets made and removed); the daemon's life from start to
+ * end (target-run.c).  The program's main owns the one struct target.
  * Main thread only, but where a function says otherwise.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
-#ifndef VHOST_SCSI_TOOLS_TARGET_H
-#define VHOST_SCSI_TOOLS_TARGET_H
+#ifndef VHOST_SCSI_DAEMON_TARGET_H
+#define VHOST_SCSI_DAEMON_TARGET_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -26,6 +30,12 @@
 #include "lun-spec.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
+
+/* Defaults of the options without one elsewhere (--max-connections, ...). */
+#define TARGET_DEFAULT_MAX_CONNECTIONS 128
+#define TARGET_DEFAULT_MESSAGE_TIMEOUT_MS 5000
+/* QEMU's largest ring (1024): no QEMU guest meets it, a hostile ring of 32768 does. */
+#define TARGET_DEFAULT_MAX_INFLIGHT 1024
 
 enum target_sandbox_mode {
     TARGET_SANDBOX_SECCOMP,        /* the default */
@@ -77,6 +87,10 @@ struct target_opts {
      */
     bool fault_refused_call;
 };
+
+/* The defaults (target_opts_init); clear frees what it holds and closes listen_fd. */
+void target_opts_init(struct target_opts *o);
+void target_opts_clear(struct target_opts *o);
 
 /*
  * What a VM connects to: a vhost-user socket with its own LUN map (a SCSI
@@ -202,7 +216,7 @@ void target_backends_free(struct target *tgt);
 /* Every backend attaches to (true) or detaches from every I/O thread. */
 int target_attach_backends(struct target *tgt, bool attach);
 struct target_backend *target_backend_find(struct target *tgt, const char *name);
-/* A backend's or controller's name: 1-64 of A-Z a-z 0-9 . _ : - / */
+/* A backend's or controller's name: 1-64 of A-Z a-z 0-9 . _ : - / (target-config-check.c) */
 bool target_name_ok(const char *name);
 /* An initiator port name a controller may be given: 1..223 of A-Z a-z 0-9 . - : _ */
 #define TARGET_INITIATOR_MAX 223
@@ -323,8 +337,21 @@ void target_lun_add_async(struct controller *ctrl, const char *arg, target_added
 bool target_opening_name(struct target *tgt, const char *name);
 bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun);
 
-/* Controllers (vhost-scsi-target.c).  name NULL: the default one. */
+/* Controllers (target-controller.c).  name NULL: the default one. */
 struct controller *target_controller_find(struct target *tgt, const char *name);
+/*
+ * A new controller (in tgt's list, not listening yet); uids/gids (may be
+ * NULL) are copied.  target_controller_listen: on fd, or on a new socket
+ * at path; fd with a path is a socket target_listen_on made there (the
+ * controller removes it), fd without one an inherited socket.  -errno.
+ * target_controller_free: closes its socket, and removes its file.
+ */
+struct controller *target_controller_new(struct target *tgt, const char *name,
+                                         const GArray *uids, const GArray *gids,
+                                         unsigned queues);
+int target_controller_listen(struct controller *ctrl, const char *path, int fd,
+                             const char *group);
+void target_controller_free(struct controller *ctrl);
 /*
  * A new controller listening on socket (created like --socket-path: mode
  * 0600, or 0660 with group), or on an inherited listening fd (>= 0).
@@ -348,7 +375,7 @@ struct controller_pending {
 int target_controller_check(struct target *tgt, const char *name, const char *socket,
                             char **err);
 /*
- * Any thread: a new listening socket at path, made like --socket-path
+ * Any thread (target-listen.c): a new listening socket at path, made like --socket-path
  * (mode 0600, or 0660 and the group's), replacing a stale one; its fd, or
  * -errno (logged).  It may wait on the file system and the group database.
  */
@@ -390,7 +417,31 @@ int target_config_save(struct target *tgt, const char *file, char **err);
 /* save's writing of the text target_config_json made: any thread. */
 int target_config_write(const char *file, const char *text, char **err);
 
-/* The connected front-ends, as connection-list shows them (vhost-scsi-target.c). */
+/*
+ * Accepting front-ends (target-accept.c): ctrl's listening socket is
+ * watched unless an accept back-off is under way (the timer resumes it
+ * then); -EIO if it cannot be.  target_timer_fired: the main loop's
+ * timer_fd handler (opaque: the target): connections past a message
+ * deadline close, an ended back-off resumes accepting.
+ */
+int target_accept_watch(struct controller *ctrl);
+void target_timer_fired(void *opaque, uint32_t events);
+
+/*
+ * Connections (target-connection.c).  new: a front-end accepted on ctrl's
+ * socket as fd (taken: closed if it fails, -EIO), name its log name.
+ */
+struct ucred;
+int target_connection_new(struct controller *ctrl, int fd, const struct ucred *cred,
+                          const char *name);
+/* Those past their message deadline at now (g_get_monotonic_time) are closed. */
+void target_connections_expire(struct target *tgt, int64_t now);
+unsigned target_connections_of_uid(struct target *tgt, uid_t uid);
+/* At exit: every connection freed at once, whatever it had in flight. */
+void target_connections_free(struct target *tgt);
+/* The main loop's timer armed for the earliest deadline, or the end of a back-off. */
+void target_timer_update(struct target *tgt);
+/* The connected front-ends, as connection-list shows them. */
 JsonNode *target_connections_json(struct target *tgt);
 unsigned target_controller_connections(struct target *tgt, struct controller *ctrl,
                                        unsigned *in_flight);
@@ -421,7 +472,29 @@ int target_sandbox(struct target *tgt);
 /* At exit, on the main thread: the last refusals reported, their answerer stopped. */
 void target_sandbox_end(struct target *tgt);
 
-/* A removal or an open finished: the main loop may end if a signal asked it to. */
+/*
+ * A removal or an open finished: the main loop may end if a signal asked
+ * it to (target-job.c).
+ */
 void target_maybe_quit(struct target *tgt);
+
+/*
+ * The daemon's life (target-run.c).  init: tgt from opts (kept, not
+ * owned; --threads resolved), its backend table and default controller.
+ * start: the I/O threads, the watchdog, the main loop's timer and, with
+ * signals, SIGINT/SIGTERM/SIGHUP blocked in the process and read from a
+ * signalfd (a shutdown: jobs stopped, control socket closed, the loop
+ * ends once removals are done); -errno (logged).  load: --config's
+ * backends and mappings, then every --lun; -EINVAL with *err naming the
+ * option.  listen: the control socket, then the default controller on
+ * path or the inherited fd (taken on success).  The main loop is then
+ * iothread_run(tgt->main).  end: everything freed, whatever was reached;
+ * on the thread that called start.
+ */
+void target_init(struct target *tgt, struct target_opts *opts);
+int target_start(struct target *tgt, bool signals);
+int target_load(struct target *tgt, char **err);
+int target_listen(struct target *tgt, const char *path, int fd);
+void target_end(struct target *tgt);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * The control socket's backend-add and lun-add (tools/target.h), which
+ * The control socket's backend-add and lun-add (include/daemon/target.h), which
  * finish later: every backend is opened by a target job (target-job.c),
  * on a thread of its own, with its SCSI disk made and its reservations
  * file read there too, so that the main thread goes on serving every

@@ -1,5 +1,5 @@
 /*
- * Work the main thread hands to a thread of its own (tools/target.h):
+ * Work the main thread hands to a thread of its own (include/daemon/target.h):
  * anything that can wait on a file system, a network or a name service
  * (opening a backend, saving the configuration, making or removing a
  * controller's socket and looking up its group) so that the main thread
@@ -195,4 +195,11 @@ void target_jobs_stop(struct target *tgt)
 void target_jobs_free(struct target *tgt)
 {
     g_clear_pointer(&tgt->jobs_running, g_atomic_rc_box_release);
+}
+
+void target_maybe_quit(struct target *tgt)
+{
+    if (tgt->quitting && !tgt->removing && !tgt->jobs) {
+        iothread_quit(tgt->main);
+    }
 }

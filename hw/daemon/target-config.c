@@ -1,5 +1,5 @@
 /*
- * The daemon's saved configuration (tools/target.h): `--config FILE`
+ * The daemon's saved configuration (include/daemon/target.h): `--config FILE`
  * brings back the backends and LUN mappings that `config-save` wrote, so
  * a restart (or a systemd unit) serves the same disks.  The file is JSON,
  * parsed through json-strict.h:

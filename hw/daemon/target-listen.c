@@ -1,0 +1,134 @@
+/*
+ * A controller's listening socket (target.h): made at a path like
+ * --socket-path (mode 0600, or 0660 and a group's), replacing a socket a
+ * daemon that died left there but never a file in use.  Callable on any
+ * thread, since it waits on the file system and the group database: a
+ * controller-add runs it as a target job.
+ *
+ * SPDX-License-Identifier: GPL-2.0-or-later
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <glib.h>
+
+#include "sandbox.h"
+#include "target.h"
+
+/*
+ * 0 if nothing listens at sa (a socket left by a daemon that died), else
+ * -EADDRINUSE (or the -errno that keeps us from telling).  Non-blocking, so
+ * a full backlog (ours too) answers EAGAIN rather than holding up the loop.
+ */
+static int socket_in_use(const struct sockaddr_un *sa)
+{
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    int ret;
+
+    if (fd < 0) {
+        return -errno;
+    }
+    ret = connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ? -EADDRINUSE : -errno;
+    close(fd);
+    if (ret == -ECONNREFUSED || ret == -ENOENT) {
+        return 0;
+    }
+    return ret == -EAGAIN ? -EADDRINUSE : ret;
+}
+
+#ifdef VHOST_SCSI_TEST_HOOKS
+/*
+ * VHOST_SCSI_TEST_FAULT=listen-hold: the work on a controller's socket
+ * path first waits in the open of a FIFO PATH.hold, if there is one, as it
+ * would on a socket directory on a stuck mount (which a test cannot make
+ * without root).
+ */
+void target_test_socket_hold(const char *path)
+{
+    if (!g_strcmp0(g_getenv("VHOST_SCSI_TEST_FAULT"), "listen-hold")) {
+        g_autofree char *hold = g_strconcat(path, ".hold", NULL);
+        int h = open(hold, O_RDONLY | O_CLOEXEC);
+
+        if (h >= 0) {
+            close(h);
+        }
+    }
+}
+#endif
+
+/*
+ * Any thread: everything here waits on the file system at path (a socket
+ * directory on NFS, a stuck FUSE mount) or on the group database, so a
+ * controller-add runs it as a target job (target-control.c); only the
+ * command line's and the --config file's sockets are made on the main
+ * thread, at start-up, before anything is served.
+ */
+int target_listen_on(const char *path, const char *group)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    struct stat st;
+    int fd, ret;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        g_warning("socket path too long: %s", path);
+        return -ENAMETOOLONG;
+    }
+    strcpy(sa.sun_path, path);
+    target_test_socket_hold(path);
+    /*
+     * Replace a stale socket from a previous run, never any other file, nor
+     * a socket something listens on: unlinking that one took its path from
+     * it (controller-add at another spelling of a controller's socket, at the
+     * control socket, or a second daemon at a first one's), silently.
+     */
+    if (lstat(path, &st) == 0) {
+        if (!S_ISSOCK(st.st_mode)) {
+            g_warning("%s exists and is not a socket", path);
+            return -EEXIST;
+        }
+        ret = socket_in_use(&sa);
+        if (ret < 0) {
+            g_warning("%s: %s", path, ret == -EADDRINUSE ? "something listens there already"
+                                                         : g_strerror(-ret));
+            return ret;
+        }
+        unlink(path);
+    }
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        ret = -errno;
+        g_warning("socket: %s", g_strerror(errno));
+        return ret;
+    }
+    /*
+     * Created 0600: only the owner (and --socket-group, below) may attach.
+     * The socket's own mode, set before bind, is what bind gives the file
+     * (less the umask); the umask itself is the process's, which another
+     * job's thread may be setting at the same moment.
+     */
+    if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        listen(fd, 16) < 0) {
+        ret = -errno;
+        g_warning("%s: %s", path, g_strerror(errno));
+        close(fd);
+        return ret;
+    }
+    if (group) {
+        gid_t gid;
+
+        /* Under the filter, from /etc/group only: NSS modules are not allowed. */
+        if (sandbox_lookup_group(group, &gid) < 0 || chown(path, (uid_t)-1, gid) < 0 ||
+            chmod(path, 0660) < 0) {
+            g_warning("%s: cannot give the socket to group %s", path, group);
+            close(fd);
+            unlink(path);
+            return -EINVAL;
+        }
+    }
+    return fd;
+}
