@@ -263,13 +263,14 @@ int target_backend_open(const char *pr_dir, const char *name, const char *spec,
                         char **err)
 {
     g_autofree char *shown = lun_spec_redact(spec);
+    g_autoptr(GError) why = NULL;
     struct lun_backend *be;
     int ret;
 
     memset(o, 0, sizeof(*o));
-    ret = lun_spec_open_cancellable(ls, cancel_fd, &be);
+    ret = lun_spec_open_cancellable(ls, cancel_fd, &be, &why);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
+        *err = g_strdup_printf("%s: cannot open %s: %s", name, shown, why->message);
         return ret;
     }
     /* A backend may answer INQUIRY with another device's identity (iSCSI). */

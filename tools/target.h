@@ -355,9 +355,10 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
 /*
  * Any thread: a new listening socket at path, made like --socket-path
  * (mode 0600, or 0660 and the group's), replacing a stale one; its fd, or
- * -errno (logged).  It may wait on the file system and the group database.
+ * -errno with *err ("cannot listen on socket PATH: why").  It may wait on
+ * the file system and the group database.
  */
-int target_listen_on(const char *path, const char *group);
+int target_listen_on(const char *path, const char *group, GError **err);
 #ifdef VHOST_SCSI_TEST_HOOKS
 /* Any thread: a test's stand-in for a stuck file system under a socket's path. */
 void target_test_socket_hold(const char *path);
@@ -404,8 +405,8 @@ JsonNode *target_stats_json(struct target *tgt, struct controller *ctrl,
                             struct target_backend *tb);
 char *target_stats_prometheus(struct target *tgt);
 
-/* Serves the control socket at tgt->opts->control_path; -errno. */
-int target_control_start(struct target *tgt);
+/* Serves the control socket at tgt->opts->control_path; -errno with *err. */
+int target_control_start(struct target *tgt, char **err);
 void target_control_stop(struct target *tgt);
 
 /*

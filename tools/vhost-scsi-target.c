@@ -572,15 +572,47 @@ void target_test_socket_hold(const char *path)
  * command line's and the --config file's sockets are made on the main
  * thread, at start-up, before anything is served.
  */
-int target_listen_on(const char *path, const char *group)
+/* -errno, with *err saying why the socket at path does not listen. */
+static int not_listening(GError **err, int neg_errno, const char *path, const char *why)
+{
+    return vs_error_set(err, neg_errno, "cannot listen on socket %s: %s", path, why);
+}
+
+/*
+ * Whether a socket could be made at path: not too long, in a folder that
+ * exists.  The start-up checks its sockets' paths so before any LUN opens
+ * (a RAM LUN allocated, a remote one connected) and the listen itself,
+ * after them, still says why if the file system changed meanwhile.
+ */
+static int socket_path_check(const char *kind, const char *path, GError **err)
+{
+    struct sockaddr_un sa;
+    g_autofree char *dir = g_path_get_dirname(path);
+    struct stat st;
+    int ret = 0;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        ret = -ENAMETOOLONG;
+    } else if (stat(dir, &st) < 0) {
+        ret = -errno;
+    } else if (!S_ISDIR(st.st_mode)) {
+        ret = -ENOTDIR;
+    }
+    if (ret < 0) {
+        vs_error_set(err, ret, "cannot listen on %s %s: %s", kind, path,
+                     ret == -ENAMETOOLONG ? "the path is too long" : g_strerror(-ret));
+    }
+    return ret;
+}
+
+int target_listen_on(const char *path, const char *group, GError **err)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
     int fd, ret;
 
     if (strlen(path) >= sizeof(sa.sun_path)) {
-        g_warning("socket path too long: %s", path);
-        return -ENAMETOOLONG;
+        return not_listening(err, -ENAMETOOLONG, path, "the path is too long");
     }
     strcpy(sa.sun_path, path);
     target_test_socket_hold(path);
@@ -592,22 +624,18 @@ int target_listen_on(const char *path, const char *group)
      */
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            g_warning("%s exists and is not a socket", path);
-            return -EEXIST;
+            return not_listening(err, -EEXIST, path, "a file that is not a socket is in the way");
         }
         ret = socket_in_use(&sa);
         if (ret < 0) {
-            g_warning("%s: %s", path, ret == -EADDRINUSE ? "something listens there already"
-                                                         : g_strerror(-ret));
-            return ret;
+            return not_listening(err, ret, path, ret == -EADDRINUSE
+                                 ? "something listens there already" : g_strerror(-ret));
         }
         unlink(path);
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-        ret = -errno;
-        g_warning("socket: %s", g_strerror(errno));
-        return ret;
+        return not_listening(err, -errno, path, g_strerror(errno));
     }
     /*
      * Created 0600: only the owner (and --socket-group, below) may attach.
@@ -618,9 +646,8 @@ int target_listen_on(const char *path, const char *group)
     if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
         listen(fd, 16) < 0) {
         ret = -errno;
-        g_warning("%s: %s", path, g_strerror(errno));
         close(fd);
-        return ret;
+        return not_listening(err, ret, path, g_strerror(-ret));
     }
     if (group) {
         gid_t gid;
@@ -628,10 +655,11 @@ int target_listen_on(const char *path, const char *group)
         /* Under the filter, from /etc/group only: NSS modules are not allowed. */
         if (sandbox_lookup_group(group, &gid) < 0 || chown(path, (uid_t)-1, gid) < 0 ||
             chmod(path, 0660) < 0) {
-            g_warning("%s: cannot give the socket to group %s", path, group);
+            g_autofree char *why = g_strdup_printf("cannot give it to group %s", group);
+
             close(fd);
             unlink(path);
-            return -EINVAL;
+            return not_listening(err, -EINVAL, path, why);
         }
     }
     return fd;
@@ -690,12 +718,13 @@ static struct controller *controller_new(struct target *tgt, const char *name,
  * path is a socket target_listen_on made there (the controller removes
  * it), fd without one an inherited socket.
  */
-static int controller_listen(struct controller *ctrl, const char *path, int fd, const char *group)
+static int controller_listen(struct controller *ctrl, const char *path, int fd, const char *group,
+                             GError **err)
 {
     struct target *tgt = ctrl->tgt;
 
     if (fd < 0) {
-        fd = target_listen_on(path, group);
+        fd = target_listen_on(path, group, err);
         if (fd < 0) {
             return fd;
         }
@@ -707,7 +736,7 @@ static int controller_listen(struct controller *ctrl, const char *path, int fd, 
     ctrl->listen_fd = fd;
     if (!tgt->accept_resume) {
         if (iothread_add_fd(tgt->main, fd, EPOLLIN, accept_cb, ctrl) < 0) {
-            return -EIO;
+            return vs_error_set(err, -EIO, "cannot watch socket %s", path ? path : "its fd");
         }
         ctrl->watched = true;
     }
@@ -791,6 +820,7 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
                           const char *group, const GArray *uids, const GArray *gids,
                           unsigned queues, struct controller **out, char **err)
 {
+    g_autoptr(GError) why = NULL;
     struct controller *ctrl;
     int ret = target_controller_check(tgt, name, socket, err);
 
@@ -798,10 +828,9 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
         return ret;
     }
     ctrl = controller_new(tgt, name, uids, gids, queues);
-    ret = controller_listen(ctrl, socket, fd, group);
+    ret = controller_listen(ctrl, socket, fd, group, &why);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot listen on %s: %s", name, socket ? socket : "its fd",
-                               g_strerror(-ret));
+        *err = g_strdup_printf("controller %s: %s", name, why->message);
         controller_free(ctrl);
         return ret;
     }
@@ -1299,6 +1328,8 @@ int main(int argc, char **argv)
                                 .control_max_request = CTL_MAX_REQUEST,
                                 .job_timeout_ms = TARGET_DEFAULT_JOB_TIMEOUT_MS };
     struct target tgt = { .opts = &opts, .signal_fd = -1, .timer_fd = -1 };
+    g_autoptr(GError) why = NULL;
+    g_autofree char *ctl_err = NULL;
     const char *path;
     sigset_t mask;
     int ret = 1;
@@ -1398,6 +1429,17 @@ int main(int argc, char **argv)
             g_free(sock);
         }
     }
+    /*
+     * The sockets listen once every LUN is open (a socket that accepts is a
+     * daemon that started), but a path they cannot have is refused first,
+     * before a LUN takes memory or a connection.
+     */
+    path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
+    if ((opts.control_path && socket_path_check("control socket", opts.control_path, &why) < 0) ||
+        (path && socket_path_check("socket", path, &why) < 0)) {
+        fprintf(stderr, "vhost-scsi-target: %s\n", why->message);
+        goto out;
+    }
     if (add_luns(&tgt) < 0) {
         goto out;
     }
@@ -1406,11 +1448,12 @@ int main(int argc, char **argv)
      * one that accepts means both do: a client (a test, a script) that waits
      * for the front-ends' socket used to find the control one not there yet.
      */
-    if (opts.control_path && target_control_start(&tgt) < 0) {
+    if (opts.control_path && target_control_start(&tgt, &ctl_err) < 0) {
+        fprintf(stderr, "vhost-scsi-target: %s\n", ctl_err);
         goto out;
     }
-    path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
-    if (controller_listen(tgt.dflt, path, opts.listen_fd, opts.socket_group) < 0) {
+    if (controller_listen(tgt.dflt, path, opts.listen_fd, opts.socket_group, &why) < 0) {
+        fprintf(stderr, "vhost-scsi-target: %s\n", why->message);
         goto out;
     }
     opts.listen_fd = -1;      /* the controller's now */

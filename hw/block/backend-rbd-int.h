@@ -103,7 +103,7 @@ static inline struct rbd_lun *to_rl(struct lun_backend *be)
 /* The operations of an open image (backend-rbd.c). */
 extern const struct backend_ops rbd_be_ops;
 /* Resize and close (backend-rbd-open.c). */
-int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out);
+int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err);
 void rbd_be_close(struct lun_backend *be);
 /* Completes what the threads' stacks still hold (close, after rbd_close). */
 void rbd_be_drain_threads(struct rbd_lun *rl);

@@ -303,7 +303,7 @@ fail:
     return ret;
 }
 
-int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err)
 {
     struct rbd_lun *rl = to_rl(be);
     int ret;
@@ -311,14 +311,13 @@ int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
     if (size) {
         ret = rbd_resize(rl->image, size);
         if (ret < 0) {
-            g_warning("%s: cannot resize the image to %" PRIu64 ": %s", be->name, size,
-                      g_strerror(-ret));
-            return ret;
+            return vs_error_set(err, ret, "cannot resize the image to %" PRIu64 " bytes: %s",
+                                size, g_strerror(-ret));
         }
     }
     ret = rbd_get_size(rl->image, out);
     if (ret < 0) {
-        g_warning("%s: cannot read the image's size: %s", be->name, g_strerror(-ret));
+        vs_error_set(err, ret, "cannot read the image's size: %s", g_strerror(-ret));
     }
     return ret;
 }

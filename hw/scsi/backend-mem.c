@@ -168,10 +168,10 @@ static const struct backend_ops ram_ops = {
 };
 
 /* null stores nothing, so any size is free; RAM would have to move under I/O. */
-static int null_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+static int null_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err)
 {
     if (!size) {
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "a null backend has no device to follow: give a size");
     }
     *out = size;
     return 0;

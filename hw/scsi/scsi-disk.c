@@ -573,9 +573,9 @@ void scsi_lun_free(struct scsi_lun *lun)
     g_free(lun);
 }
 
-int scsi_lun_resize(struct scsi_lun *lun, uint64_t size)
+int scsi_lun_resize(struct scsi_lun *lun, uint64_t size, GError **err)
 {
-    int ret = backend_resize(lun->be, size);
+    int ret = backend_resize(lun->be, size, err);
 
     if (ret < 0) {
         return ret;

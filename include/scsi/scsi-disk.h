@@ -202,9 +202,10 @@ void scsi_lun_set_pr_store(struct scsi_lun *lun, const struct scsi_pr_store *sto
 /*
  * Grows the LUN (backend_resize: size bytes, or 0 for what the device has
  * grown to) and raises CAPACITY DATA HAS CHANGED for every nexus.  Main
- * thread, with I/O running; a LUN never shrinks.
+ * thread, with I/O running; a LUN never shrinks.  0, or -errno with *err
+ * saying why (backend_resize's words).
  */
-int scsi_lun_resize(struct scsi_lun *lun, uint64_t size);
+int scsi_lun_resize(struct scsi_lun *lun, uint64_t size, GError **err);
 const char *scsi_lun_name(const struct scsi_lun *lun);
 /* The LUN's 64-bit NAA designator, as its VPD page 83h reports it. */
 uint64_t scsi_lun_naa(const struct scsi_lun *lun);

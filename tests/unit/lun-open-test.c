@@ -127,7 +127,7 @@ static int open_iscsi(const char *arg)
 {
     struct lun_spec s = parse_ok(arg);
     struct lun_backend *be = NULL;
-    int ret = lun_spec_open(&s, &be);
+    int ret = lun_spec_open(&s, &be, NULL);
 
     g_assert_null(be);
     lun_spec_clear(&s);
@@ -152,7 +152,7 @@ static void test_open_iscsi_checks_before_connecting(void)
                     -EINVAL);
     /* Opening checks the LUN again, for a spec that lun_spec_parse_full() did not make. */
     unparsed.path = g_strdup("iscsi://127.0.0.1:1/iqn.x:t/4294967296");
-    g_assert_cmpint(lun_spec_open(&unparsed, &be), ==, -EINVAL);
+    g_assert_cmpint(lun_spec_open(&unparsed, &be, NULL), ==, -EINVAL);
     g_assert_null(be);
     lun_spec_clear(&unparsed);
     g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1"), ==,
@@ -212,7 +212,7 @@ static void test_open_file(void)
     /* The spec's options reach the backend. */
     arg = g_strdup_printf("0=file:%s,ro,block-size=4096,size=256K", path);
     s = parse_ok(arg);
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
     g_assert_true(be->read_only);
     g_assert_cmpuint(be->block_size, ==, 4096);
     g_assert_cmpuint(be->size, ==, 256 << 10);
@@ -225,7 +225,7 @@ static void test_open_file(void)
     arg = g_strdup_printf("0=file:%s.missing", path);
     s = parse_ok(arg);
     g_log_set_always_fatal(G_LOG_FATAL_MASK);
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, -ENOENT);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, -ENOENT);
     lun_spec_clear(&s);
     g_unlink(path);
 }
@@ -236,7 +236,7 @@ static struct lun_backend *open_ok(const char *fmt, const char *path)
     struct lun_spec s = parse_ok(arg);
     struct lun_backend *be = NULL;
 
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
     lun_spec_clear(&s);
     return be;
 }
@@ -276,8 +276,8 @@ static void test_open_same_object(void)
         struct lun_spec s = parse_ok("0=ram:1M");
         struct lun_backend *ram = NULL, *ram2 = NULL;
 
-        g_assert_cmpint(lun_spec_open(&s, &ram), ==, 0);
-        g_assert_cmpint(lun_spec_open(&s, &ram2), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &ram, NULL), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &ram2, NULL), ==, 0);
         g_assert_cmpint(ram->object_kind, ==, BACKEND_OBJECT_NONE);
         g_assert_false(backend_same_object(ram, ram2));
         g_assert_false(backend_same_object(ram, first));
@@ -301,7 +301,7 @@ static void test_open_ram_and_null(void)
         struct lun_spec s = parse_ok(args[i]);
         struct lun_backend *be = NULL;
 
-        g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
         g_assert_cmpuint(be->size, ==, s.size);
         g_assert_cmpuint(be->block_size, ==, s.block_size ? s.block_size : 512);
         g_assert_true(be->read_only);
@@ -321,7 +321,7 @@ static void test_open_hold(void)
     g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
     s = parse_ok(arg);
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*test backend*");
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
     g_test_assert_expected_messages();
     g_assert_cmpuint(be->size, ==, 1u << 20);
     g_assert_cmpuint(be->block_size, ==, 512);

@@ -143,7 +143,7 @@ static struct scsi_lun *file_lun(const char *path, bool ro)
                                    .read_only = ro };
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_file_open(&o, &be), ==, 0);
+    g_assert_cmpint(backend_file_open(&o, &be, NULL), ==, 0);
     return scsi_lun_new(be, ro ? "xcopy:file-ro" : "xcopy:file", NULL);
 }
 
