@@ -101,7 +101,7 @@ static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend
             .cancel_fd = cancel_fd,
         };
 
-        return backend_iscsi_open(&io, out);
+        return backend_iscsi_open(&io, out, err);
     }
     case LUN_SPEC_RBD: {
         struct backend_rbd_opts ro = {
@@ -116,7 +116,7 @@ static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend
             .cancel_fd = cancel_fd,
         };
 
-        return backend_rbd_open(&ro, out);
+        return backend_rbd_open(&ro, out, err);
     }
     }
     return vs_error_set(err, -EINVAL, "no backend of kind %d", (int)s->kind);

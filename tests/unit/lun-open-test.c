@@ -123,13 +123,23 @@ static char *secret_file(const char *dir, const char *contents, mode_t mode)
     return path;
 }
 
-static int open_iscsi(const char *arg)
+/*
+ * Opens arg, which must fail, with an error that says words (and no
+ * warning: that would fail the test); returns its -errno.
+ */
+static int open_iscsi(const char *arg, const char *words)
 {
     struct lun_spec s = parse_ok(arg);
     struct lun_backend *be = NULL;
-    int ret = lun_spec_open(&s, &be, NULL);
+    g_autoptr(GError) err = NULL;
+    int ret = lun_spec_open(&s, &be, &err);
 
     g_assert_null(be);
+    g_assert_cmpint(ret, <, 0);
+    g_assert_error(err, VS_ERROR, -ret);
+    if (!strstr(err->message, words)) {
+        g_error("%s: \"%s\" does not say \"%s\"", arg, err->message, words);
+    }
     lun_spec_clear(&s);
     return ret;
 }
@@ -146,52 +156,52 @@ static void test_open_iscsi_checks_before_connecting(void)
     struct lun_spec unparsed = { .kind = LUN_SPEC_ISCSI };
     struct lun_backend *be = NULL;
 
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
     /* A URL libiscsi refuses (an unknown header digest) fails before connecting. */
-    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.x:t/1?header_digest=md5"), ==,
-                    -EINVAL);
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.x:t/1?header_digest=md5",
+                               "bad iSCSI URL"), ==, -EINVAL);
     /* Opening checks the LUN again, for a spec that lun_spec_parse_full() did not make. */
     unparsed.path = g_strdup("iscsi://127.0.0.1:1/iqn.x:t/4294967296");
     g_assert_cmpint(lun_spec_open(&unparsed, &be, NULL), ==, -EINVAL);
     g_assert_null(be);
     lun_spec_clear(&unparsed);
-    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1"), ==,
-                    -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1",
+                               "cannot log in as "), ==, -ECONNREFUSED);
     /* A host name is resolved once, at open. */
-    g_assert_cmpint(open_iscsi("0=iscsi://localhost:1/iqn.2024-01.org.example:t1/1"), ==,
-                    -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi("0=iscsi://localhost:1/iqn.2024-01.org.example:t1/1",
+                               "cannot log in as "), ==, -ECONNREFUSED);
 
     /* Readable by the group: refused before any password leaves the host. */
     path = secret_file(dir, "user:pw\n", 0640);
     arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EPERM);
+    g_assert_cmpint(open_iscsi(arg, "mode 0640 lets others read it; chmod 600 it"), ==, -EPERM);
     g_assert_cmpint(chmod(path, 0604), ==, 0);
-    g_assert_cmpint(open_iscsi(arg), ==, -EPERM);
+    g_assert_cmpint(open_iscsi(arg, "mode 0604 lets others read it"), ==, -EPERM);
     g_assert_cmpint(chmod(path, 0600), ==, 0);
-    g_assert_cmpint(open_iscsi(arg), ==, -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi(arg, "cannot log in as "), ==, -ECONNREFUSED);
     g_clear_pointer(&arg, g_free);
 
     /* A password alone needs the user from the URL... */
     g_free(path);
     path = secret_file(dir, "pw", 0600);
     arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi(arg, "the secret file holds only a password"), ==, -EINVAL);
     g_clear_pointer(&arg, g_free);
     arg = g_strdup_printf("0=iscsi://user@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi(arg, "with CHAP user user"), ==, -ECONNREFUSED);
     g_clear_pointer(&arg, g_free);
     /* ...and a password in both places is ambiguous. */
     arg = g_strdup_printf("0=iscsi://user%%pw@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi(arg, "a password in both the URL and secret-file="), ==,
+                    -EINVAL);
     g_clear_pointer(&arg, g_free);
     /* An empty secret is no secret. */
     g_free(path);
     path = secret_file(dir, "\n", 0600);
     arg = g_strdup_printf("0=iscsi://user@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi(arg, "expected USER:PASSWORD or PASSWORD"), ==, -EINVAL);
     g_clear_pointer(&arg, g_free);
     arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s/missing", dir);
-    g_assert_cmpint(open_iscsi(arg), ==, -ENOENT);
+    g_assert_cmpint(open_iscsi(arg, "No such file or directory"), ==, -ENOENT);
 
     g_unlink(path);
     g_rmdir(dir);
@@ -199,6 +209,7 @@ static void test_open_iscsi_checks_before_connecting(void)
 
 static void test_open_file(void)
 {
+    GError *err = NULL;
     g_autofree char *path = NULL;
     g_autofree char *arg = NULL;
     struct lun_backend *be = NULL;
@@ -220,12 +231,25 @@ static void test_open_file(void)
     be->ops->close(be);
     lun_spec_clear(&s);
 
-    /* A path that does not exist fails at open, not at parse. */
+    /* A path that does not exist fails at open, not at parse, saying so. */
     g_free(arg);
     arg = g_strdup_printf("0=file:%s.missing", path);
     s = parse_ok(arg);
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
-    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, -ENOENT);
+    g_assert_cmpint(lun_spec_open(&s, &be, &err), ==, -ENOENT);
+    g_assert_error(err, VS_ERROR, ENOENT);
+    g_assert_cmpstr(err->message, ==, "No such file or directory");
+    g_clear_error(&err);
+    lun_spec_clear(&s);
+
+    /* A size past a read-only file's end: the error says that, not EINVAL's words. */
+    g_free(arg);
+    arg = g_strdup_printf("0=file:%s,ro,size=2M", path);
+    s = parse_ok(arg);
+    g_assert_cmpint(lun_spec_open(&s, &be, &err), ==, -EINVAL);
+    g_assert_error(err, VS_ERROR, EINVAL);
+    g_assert_cmpstr(err->message, ==,
+                    "size 2097152 is larger than the read-only file (1048576 bytes)");
+    g_clear_error(&err);
     lun_spec_clear(&s);
     g_unlink(path);
 }
