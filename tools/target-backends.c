@@ -174,13 +174,13 @@ int target_backend_parse(const char *spec, struct lun_spec *ls, char **err)
 {
     /* The --lun grammar with a placeholder ID: one grammar for every way in. */
     g_autofree char *arg = g_strdup_printf("0=%s", spec);
-    g_autofree char *why = NULL;
+    g_autoptr(GError) why = NULL;
     int ret = lun_spec_parse_full(arg, ls, &why);
 
     if (ret < 0) {
         g_autofree char *shown = lun_spec_redact(spec);
 
-        *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
+        *err = g_strdup_printf("%s: %s", shown, why->message);
     }
     return ret;
 }
@@ -639,14 +639,14 @@ int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *por
 {
     struct target *tgt = ctrl->tgt;
     g_autofree char *shown = lun_spec_redact(arg);
-    g_autofree char *why = NULL;
+    g_autoptr(GError) why = NULL;
     struct lun_spec spec;
     int ret;
 
     /* The ID part, parsed by the grammar: the spec after '=' is the backend's. */
     ret = lun_spec_parse_full(arg, &spec, &why);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
+        *err = g_strdup_printf("%s: %s", shown, why->message);
         return ret;
     }
     *port = spec.target;

@@ -10,14 +10,14 @@
 
 #include "lun-open.h"
 
-int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg)
+int lun_spec_parse_full(const char *arg, struct lun_spec *out, GError **err)
 {
     static const struct lun_spec_checks checks = {
         .iscsi_url_lun = backend_iscsi_url_lun,
         .iscsi_max_lun = BACKEND_ISCSI_MAX_LUN,
     };
 
-    return lun_spec_parse_checked(arg, &checks, out, errmsg);
+    return lun_spec_parse_checked(arg, &checks, out, err);
 }
 
 bool lun_spec_opens_slowly(const struct lun_spec *s)

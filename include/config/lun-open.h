@@ -17,7 +17,7 @@
 #include "lun-spec.h"
 
 /* lun_spec_parse() with the backends' checks; same results and messages. */
-int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg);
+int lun_spec_parse_full(const char *arg, struct lun_spec *out, GError **err);
 
 /*
  * Opens the backend s describes (for iSCSI: connects to the target): 0,

@@ -26,10 +26,10 @@
 static struct lun_spec parse_ok(const char *arg)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     if (lun_spec_parse_full(arg, &s, &err) != 0) {
-        g_error("\"%s\" was rejected: %s", arg, err);
+        g_error("\"%s\" was rejected: %s", arg, err->message);
     }
     return s;
 }
@@ -64,7 +64,7 @@ static void test_iscsi_lun_accepted(void)
 static void assert_refused(const char *arg, const char *culprit)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
     int ret;
 
     memset(&s, 0x5a, sizeof(s));
@@ -73,12 +73,12 @@ static void assert_refused(const char *arg, const char *culprit)
         g_error("\"%s\" was not refused (ret %d)", arg, ret);
     }
     g_assert_nonnull(err);
-    g_assert_nonnull(strstr(err, arg));
-    if (!strstr(err, culprit)) {
-        g_error("message for \"%s\" does not name %s: %s", arg, culprit, err);
+    g_assert_nonnull(strstr(err->message, arg));
+    if (!strstr(err->message, culprit)) {
+        g_error("message for \"%s\" does not name %s: %s", arg, culprit, err->message);
     }
     g_assert_null(s.path);
-    g_free(err);
+    g_clear_error(&err);
 }
 
 /*
@@ -93,7 +93,7 @@ static void test_iscsi_lun_refused(void)
         "4294967296", "99999999999999", "-1", "+1", " 1", "1x", "", "16384",
     };
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_autofree char *arg = g_strdup_printf("0=iscsi://h/iqn.x:t/%s,ro", bad[i]);
@@ -107,9 +107,9 @@ static void test_iscsi_lun_refused(void)
     assert_refused("0=iscsi://h", "without /IQN/LUN");
     /* The password is not shown when the LUN is at fault. */
     g_assert_cmpint(lun_spec_parse_full("0=iscsi://u%s3cr3t@h/iqn/-1", &s, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err, "LUN \"-1\""));
-    g_assert_null(strstr(err, "s3cr3t"));
-    g_free(err);
+    g_assert_nonnull(strstr(err->message, "LUN \"-1\""));
+    g_assert_null(strstr(err->message, "s3cr3t"));
+    g_clear_error(&err);
 }
 
 /* Writes contents to a fresh file in dir with mode; returns its path. */
