@@ -72,16 +72,16 @@ static int open_kind(const struct lun_spec *s, int cancel_fd, struct lun_backend
         return backend_file_open(&fo, out, err);
     case LUN_SPEC_HOLD:
 #ifdef VHOST_SCSI_TEST_HOOKS
-        return backend_hold_new(s->size, bs, s->path, out);
+        return backend_hold_new(s->size, bs, s->path, out, err);
 #else
         /* the grammar has no hold: without the hooks */
         return vs_error_set(err, -ENOTSUP, "no hold: backend in this build");
 #endif
     case LUN_SPEC_RAM:
     case LUN_SPEC_NULL:
-        ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out)
-              : s->null_no_fill       ? backend_null_nofill_new(s->size, bs, out)
-                                      : backend_null_new(s->size, bs, out);
+        ret = s->kind == LUN_SPEC_RAM ? backend_ram_new(s->size, bs, out, err)
+              : s->null_no_fill       ? backend_null_nofill_new(s->size, bs, out, err)
+                                      : backend_null_new(s->size, bs, out, err);
         if (ret == 0 && s->ro) {
             (*out)->read_only = true;
         }

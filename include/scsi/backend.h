@@ -196,12 +196,15 @@ int backend_resize(struct lun_backend *be, uint64_t size, GError **err);
  * parsing lives in hw/block/lun-spec.c, opening in hw/block/lun-open.c;
  * files and block devices are in include/uring/backend-uring.h, iSCSI in
  * include/iscsi/backend-iscsi.h).
- * All return 0 and set *out, or -errno with a logged reason.
+ * All return 0 and set *out, or -errno with *err (VS_ERROR) saying why.
  */
-int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
-int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                    GError **err);
+int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                     GError **err);
 /* null: with fill=none: a READ completes without writing its buffer. */
-int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                            GError **err);
 /*
  * For tests, in a build with -Dtest_hooks=true only (hw/scsi/backend-hold.c):
  * RAM that holds every request
@@ -209,6 +212,6 @@ int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backe
  * the file is removed.  Its directory must exist.
  */
 int backend_hold_new(uint64_t size, uint32_t block_size, const char *path,
-                     struct lun_backend **out);
+                     struct lun_backend **out, GError **err);
 
 #endif

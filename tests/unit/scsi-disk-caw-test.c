@@ -210,7 +210,7 @@ static void test_read_only(void)
     uint8_t buf[2 * BS] = { 0 };
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
     lun = ready(scsi_lun_new(be, "test:ro", NULL));
     r = caw(lun, 0, 1, buf, buf + BS);
@@ -473,7 +473,7 @@ static void test_orwrite(void)
 
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
     lun = ready(scsi_lun_new(be, "test:ro", NULL));
     r = RUN_OUT(lun, scsi_cdb_orwrite(0, BS, BS, 0, 0, 0, 0, 0), b, BS);

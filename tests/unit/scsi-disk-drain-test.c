@@ -430,7 +430,7 @@ static void drain_under_continuous_io(bool own_threads)
     struct scsi_lun *lun;
     struct stress_drain sd = { .w = w };
 
-    g_assert_cmpint(backend_ram_new(1 * MiB, 512, &stress_ram), ==, 0);
+    g_assert_cmpint(backend_ram_new(1 * MiB, 512, &stress_ram, NULL), ==, 0);
     *be = *stress_ram;
     be->ops = &parking_ops;
     be->name = g_strdup("parking");

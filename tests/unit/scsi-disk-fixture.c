@@ -161,7 +161,7 @@ struct scsi_lun *new_ram(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(size, bs, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(size, bs, &be, NULL), ==, 0);
     return scsi_lun_new(be, "test:ram", NULL);
 }
 
@@ -174,7 +174,7 @@ struct scsi_lun *null_lun(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_null_new(size, bs, &be), ==, 0);
+    g_assert_cmpint(backend_null_new(size, bs, &be, NULL), ==, 0);
     return ready(scsi_lun_new(be, "test:null", NULL));
 }
 
@@ -182,7 +182,7 @@ struct scsi_lun *nofill_lun(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_null_nofill_new(size, bs, &be), ==, 0);
+    g_assert_cmpint(backend_null_nofill_new(size, bs, &be, NULL), ==, 0);
     return ready(scsi_lun_new(be, "test:null-nofill", NULL));
 }
 
@@ -314,7 +314,7 @@ struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_tra
 {
     struct spy *s = g_new0(struct spy, 1);
 
-    g_assert_cmpint(backend_ram_new(size, 512, &s->inner), ==, 0);
+    g_assert_cmpint(backend_ram_new(size, 512, &s->inner, NULL), ==, 0);
     s->be = *s->inner;
     s->be.ops = &spy_ops;
     s->be.name = g_strdup("spy");

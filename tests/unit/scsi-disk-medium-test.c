@@ -67,7 +67,7 @@ static void test_verify12_and_write_verify12(void)
     /* Write protect. */
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
     lun = ready(scsi_lun_new(be, "test:ro", NULL));
     r = RUN_OUT(lun, scsi_cdb_writeverify12(0, BS, BS, 0, 0, 0, 0), w, BS);
@@ -290,7 +290,7 @@ static void test_geometry(void)
     scsi_lun_free(lun);
 
     /* 512-byte blocks on 4 KiB physical ones, unmapped in 64 KiB. */
-    g_assert_cmpint(backend_ram_new(8 * MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(8 * MiB, BS, &be, NULL), ==, 0);
     be->phys_block_size = 4096;
     be->discard_granularity = 64 * KiB;
     lun = ready(scsi_lun_new(be, "test:512e", NULL));
@@ -306,7 +306,7 @@ static void test_geometry(void)
     scsi_lun_free(lun);
 
     /* A physical block that is no power-of-two multiple is not reported. */
-    g_assert_cmpint(backend_ram_new(8 * MiB, 4096, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(8 * MiB, 4096, &be, NULL), ==, 0);
     be->phys_block_size = 512;
     lun = ready(scsi_lun_new(be, "test:odd", NULL));
     r = RUN_IN(lun, scsi_cdb_readcapacity16(), buf, 32);

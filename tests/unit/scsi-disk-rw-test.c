@@ -246,7 +246,7 @@ static void test_write_protected(void)
     uint8_t buf[512] = { 0 }, msbuf[255];
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->read_only = true;
     lun = ready(scsi_lun_new(be, "test:ro", NULL));
 

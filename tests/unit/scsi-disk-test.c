@@ -50,7 +50,7 @@ static void test_lun_refuses_bad_geometry(void)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->block_size = 520;       /* a backend bug: not a power of two */
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "test:bad: cannot serve*");
     g_assert_null(scsi_lun_new(be, "test:bad", NULL));   /* and be is closed */
@@ -181,7 +181,7 @@ static void test_rsoc_follows_backend(void)
     uint8_t buf[2048];
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->can_discard = false;
     lun = ready(scsi_lun_new(be, "test:thick", NULL));
     /* No discard, no UNMAP: neither listed nor reported as supported. */

@@ -133,7 +133,7 @@ static struct scsi_lun *named_ram(const char *name, uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(size, bs, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(size, bs, &be, NULL), ==, 0);
     return scsi_lun_new(be, name, NULL);
 }
 

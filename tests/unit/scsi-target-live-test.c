@@ -158,7 +158,7 @@ static struct scsi_lun *ram_lun(const char *name)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     return scsi_lun_new(be, name, NULL);
 }
 
@@ -438,7 +438,7 @@ static struct park *park_new(void)
 {
     struct park *p = g_new0(struct park, 1);
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &p->inner), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &p->inner, NULL), ==, 0);
     p->be = *p->inner;
     p->be.ops = &park_ops;
     p->be.name = g_strdup("park");
@@ -631,7 +631,7 @@ static void test_remove_runs_commands_waiting_for_a_rate_limit(void)
     g_assert_cmpint(iothread_start(main_thread), ==, 0);
     g_assert_cmpint(iothread_start(s->io), ==, 0);
     fx_setup(&s->x);
-    g_assert_cmpint(backend_null_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_null_new(MiB, 512, &be, NULL), ==, 0);
     l = scsi_lun_new(be, "0:2", NULL);
     g_assert_cmpint(scsi_target_add_lun(s->x.t, 0, 2, l), ==, 0);
     settle_lun(s->x.a, 0, 2);
@@ -700,7 +700,7 @@ static void test_resize_grows_for_every_nexus(void)
     struct result r;
 
     fx_setup(&x);
-    g_assert_cmpint(backend_null_new(64 * MiB, 4096, &be), ==, 0);
+    g_assert_cmpint(backend_null_new(64 * MiB, 4096, &be, NULL), ==, 0);
     g_assert_cmpint(scsi_target_add_lun(x.t, 0, 4, scsi_lun_new(be, "0:4", NULL)), ==, 0);
     for (unsigned lun = 0; lun < 5; lun += lun == 1 ? 3 : 1) {
         settle_lun(x.a, 0, lun);

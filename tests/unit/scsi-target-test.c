@@ -137,7 +137,7 @@ static struct scsi_lun *ram_lun(const char *name)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     return scsi_lun_new(be, name, NULL);
 }
 

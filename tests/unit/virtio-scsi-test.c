@@ -128,7 +128,7 @@ static struct hold *hold_new(void)
 {
     struct hold *h = g_new0(struct hold, 1);
 
-    g_assert_cmpint(backend_ram_new(1 << 20, BLOCK, &h->inner), ==, 0);
+    g_assert_cmpint(backend_ram_new(1 << 20, BLOCK, &h->inner, NULL), ==, 0);
     h->be = *h->inner;
     h->be.ops = &hold_ops;
     h->be.name = g_strdup("hold");
