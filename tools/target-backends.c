@@ -274,10 +274,10 @@ int target_backend_open(const char *pr_dir, const char *name, const char *spec,
         return ret;
     }
     /* A backend may answer INQUIRY with another device's identity (iSCSI). */
-    o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
+    o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL, &why);
     if (!o->lun) {
-        *err = g_strdup_printf("%s: cannot serve it as a SCSI disk", shown);
-        return -EINVAL;
+        *err = g_strdup_printf("%s: %s: %s", name, shown, why->message);
+        return vs_error_errno(why);
     }
     o->pr_path = pr_file_for(pr_dir, name, ls);
     if (o->pr_path) {

@@ -165,11 +165,12 @@ static inline void scsi_cmd_reset(struct scsi_cmd *cmd)
 
 /*
  * Takes ownership of be (closed on failure).  name is used in log lines
- * ("lun0:3").  Returns NULL, with a logged reason, if the geometry cannot
- * be served (block size not a power of two in 512..4096, or no block).
+ * ("lun0:3").  Returns NULL, with *err (VS_ERROR, EINVAL) saying why, if
+ * the geometry cannot be served (block size not a power of two in
+ * 512..4096, or no block).
  */
 struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
-                              const struct scsi_lun_info *info);
+                              const struct scsi_lun_info *info, GError **err);
 void scsi_lun_free(struct scsi_lun *lun);
 struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
 /*

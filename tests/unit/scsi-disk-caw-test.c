@@ -212,7 +212,7 @@ static void test_read_only(void)
 
     g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
-    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    lun = ready(scsi_lun_new(be, "test:ro", NULL, NULL));
     r = caw(lun, 0, 1, buf, buf + BS);
     assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
     scsi_lun_free(lun);
@@ -475,7 +475,7 @@ static void test_orwrite(void)
 
     g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
-    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    lun = ready(scsi_lun_new(be, "test:ro", NULL, NULL));
     r = RUN_OUT(lun, scsi_cdb_orwrite(0, BS, BS, 0, 0, 0, 0, 0), b, BS);
     assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
     scsi_lun_free(lun);

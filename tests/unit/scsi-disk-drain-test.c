@@ -434,7 +434,7 @@ static void drain_under_continuous_io(bool own_threads)
     *be = *stress_ram;
     be->ops = &parking_ops;
     be->name = g_strdup("parking");
-    lun = ready(scsi_lun_new(be, "test:parking", NULL));
+    lun = ready(scsi_lun_new(be, "test:parking", NULL, NULL));
     atomic_store(&stress_stop, false);
     g_mutex_init(&sd.lock);
     g_cond_init(&sd.cond);

@@ -162,7 +162,7 @@ struct scsi_lun *new_ram(uint64_t size, uint32_t bs)
     struct lun_backend *be;
 
     g_assert_cmpint(backend_ram_new(size, bs, &be, NULL), ==, 0);
-    return scsi_lun_new(be, "test:ram", NULL);
+    return scsi_lun_new(be, "test:ram", NULL, NULL);
 }
 
 struct scsi_lun *ram_lun(void)
@@ -175,7 +175,7 @@ struct scsi_lun *null_lun(uint64_t size, uint32_t bs)
     struct lun_backend *be;
 
     g_assert_cmpint(backend_null_new(size, bs, &be, NULL), ==, 0);
-    return ready(scsi_lun_new(be, "test:null", NULL));
+    return ready(scsi_lun_new(be, "test:null", NULL, NULL));
 }
 
 struct scsi_lun *nofill_lun(uint64_t size, uint32_t bs)
@@ -183,7 +183,7 @@ struct scsi_lun *nofill_lun(uint64_t size, uint32_t bs)
     struct lun_backend *be;
 
     g_assert_cmpint(backend_null_nofill_new(size, bs, &be, NULL), ==, 0);
-    return ready(scsi_lun_new(be, "test:null-nofill", NULL));
+    return ready(scsi_lun_new(be, "test:null-nofill", NULL, NULL));
 }
 
 void dirty_heap(size_t size)
@@ -325,7 +325,7 @@ struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_tra
     s->fail_op = -1;
     g_queue_init(&s->pending);
     *out = s;
-    return ready(scsi_lun_new(&s->be, "test:spy", NULL));
+    return ready(scsi_lun_new(&s->be, "test:spy", NULL, NULL));
 }
 
 struct scsi_lun *spy_lun(bool write_cache, struct spy **out)

@@ -130,7 +130,7 @@ static void test_inquiry_vpd_identification(void)
     struct sc_datain d;
 
     g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
-    lun = ready(scsi_lun_new(be, "test:ident", &info));
+    lun = ready(scsi_lun_new(be, "test:ident", &info, NULL));
 
     assert_identity(lun, "ACME    ", "Widget          ");
 
@@ -181,7 +181,7 @@ static void test_inquiry_passthrough_identity(void)
     ops = *be->ops;
     ops.passthrough_inquiry = remote_inquiry;
     be->ops = &ops;
-    lun = ready(scsi_lun_new(be, "test:remote", NULL));
+    lun = ready(scsi_lun_new(be, "test:remote", NULL, NULL));
     assert_identity(lun, "REMOTE  ", "Far Away Disk   ");
     scsi_lun_free(lun);
 }
@@ -250,7 +250,7 @@ static void test_inquiry_vpd_characteristics_and_provisioning(void)
     /* Without discard: nothing advertised, provisioning type full. */
     g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->can_discard = false;
-    thick = ready(scsi_lun_new(be, "test:thick", NULL));
+    thick = ready(scsi_lun_new(be, "test:thick", NULL, NULL));
     lbp = VPD_PROVISIONING(thick, buf, &d);
     g_assert_false(lbp->lbpu || lbp->lbpws || lbp->lbpws10 || lbp->lbprz || lbp->anc_sup ||
                    lbp->dp);

@@ -159,7 +159,7 @@ static struct scsi_lun *ram_lun(const char *name)
     struct lun_backend *be;
 
     g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
-    return scsi_lun_new(be, name, NULL);
+    return scsi_lun_new(be, name, NULL, NULL);
 }
 
 /* Takes the unit attentions pending on (port, lun) until a TUR is GOOD. */
@@ -463,7 +463,8 @@ static void test_remove_waits_for_commands_in_flight(void)
     struct pending rd;
 
     fx_setup(&x);
-    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 2, scsi_lun_new(&p->be, "park", NULL)), ==, 0);
+    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 2, scsi_lun_new(&p->be, "park", NULL, NULL)), ==,
+                    0);
     settle_lun(x.a, 0, 2);
     start(&rd, x.a, 0, 2, scsi_cdb_read10(0, 512, 512, 0, 0, 0, 0, 0), buf, sizeof(buf));
     g_assert_cmpint(rd.r.ret, ==, 0);
@@ -632,7 +633,7 @@ static void test_remove_runs_commands_waiting_for_a_rate_limit(void)
     g_assert_cmpint(iothread_start(s->io), ==, 0);
     fx_setup(&s->x);
     g_assert_cmpint(backend_null_new(MiB, 512, &be, NULL), ==, 0);
-    l = scsi_lun_new(be, "0:2", NULL);
+    l = scsi_lun_new(be, "0:2", NULL, NULL);
     g_assert_cmpint(scsi_target_add_lun(s->x.t, 0, 2, l), ==, 0);
     settle_lun(s->x.a, 0, 2);
     scsi_target_set_threads(s->x.t, main_thread, &s->io, 1);
@@ -701,7 +702,7 @@ static void test_resize_grows_for_every_nexus(void)
 
     fx_setup(&x);
     g_assert_cmpint(backend_null_new(64 * MiB, 4096, &be, NULL), ==, 0);
-    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 4, scsi_lun_new(be, "0:4", NULL)), ==, 0);
+    g_assert_cmpint(scsi_target_add_lun(x.t, 0, 4, scsi_lun_new(be, "0:4", NULL, NULL)), ==, 0);
     for (unsigned lun = 0; lun < 5; lun += lun == 1 ? 3 : 1) {
         settle_lun(x.a, 0, lun);
         settle_lun(x.b, 0, lun);
