@@ -14,14 +14,19 @@ G_DEFINE_QUARK(vhost-scsi-error-quark, vs_error)
 
 int vs_error_set(GError **err, int neg_errno, const char *fmt, ...)
 {
-    va_list ap;
-
-    g_assert(neg_errno < 0);
+    /* A call that failed without an errno still fails. */
+    if (neg_errno >= 0) {
+        neg_errno = -EIO;
+    }
     if (err) {
+        g_autofree char *msg = NULL;
+        va_list ap;
+
         va_start(ap, fmt);
-        g_assert(!*err);
-        *err = g_error_new_valist(VS_ERROR, -neg_errno, fmt, ap);
+        msg = g_strdup_vprintf(fmt, ap);
         va_end(ap);
+        /* Over an error already set: GLib's warning, and the first one kept. */
+        g_set_error_literal(err, VS_ERROR, -neg_errno, msg);
     }
     return neg_errno;
 }

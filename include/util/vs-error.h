@@ -20,8 +20,8 @@ GQuark vs_error_quark(void);
 
 /*
  * Sets *err (if err is not NULL) in VS_ERROR with code -neg_errno and the
- * message, and returns neg_errno, so that a failure reads
- * "return vs_error_set(err, -EINVAL, "size %u ...", n);".
+ * message, and returns neg_errno (-EIO for one that is not negative), so
+ * that a failure reads "return vs_error_set(err, -EINVAL, "size %u ...", n);".
  */
 int vs_error_set(GError **err, int neg_errno, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
 
