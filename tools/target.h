@@ -359,6 +359,14 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
  * the file system and the group database.
  */
 int target_listen_on(const char *path, const char *group, GError **err);
+/*
+ * Whether a socket could be made at path: not too long, in a folder that
+ * exists; 0, or -errno with *err ("cannot listen on KIND PATH: why").  The
+ * start-up checks its sockets' paths so before any LUN opens (a RAM LUN
+ * allocated, a remote one connected); the listen itself, after them,
+ * still says why if the file system changed meanwhile.
+ */
+int target_socket_path_check(const char *kind, const char *path, GError **err);
 #ifdef VHOST_SCSI_TEST_HOOKS
 /* Any thread: a test's stand-in for a stuck file system under a socket's path. */
 void target_test_socket_hold(const char *path);

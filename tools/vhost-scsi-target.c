@@ -578,13 +578,7 @@ static int not_listening(GError **err, int neg_errno, const char *path, const ch
     return vs_error_set(err, neg_errno, "cannot listen on socket %s: %s", path, why);
 }
 
-/*
- * Whether a socket could be made at path: not too long, in a folder that
- * exists.  The start-up checks its sockets' paths so before any LUN opens
- * (a RAM LUN allocated, a remote one connected) and the listen itself,
- * after them, still says why if the file system changed meanwhile.
- */
-static int socket_path_check(const char *kind, const char *path, GError **err)
+int target_socket_path_check(const char *kind, const char *path, GError **err)
 {
     struct sockaddr_un sa;
     g_autofree char *dir = g_path_get_dirname(path);
@@ -1435,8 +1429,8 @@ int main(int argc, char **argv)
      * before a LUN takes memory or a connection.
      */
     path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
-    if ((opts.control_path && socket_path_check("control socket", opts.control_path, &why) < 0) ||
-        (path && socket_path_check("socket", path, &why) < 0)) {
+    if ((opts.control_path && target_socket_path_check("control socket", opts.control_path, &why) < 0) ||
+        (path && target_socket_path_check("socket", path, &why) < 0)) {
         fprintf(stderr, "vhost-scsi-target: %s\n", why->message);
         goto out;
     }

@@ -8,8 +8,8 @@
  *  - lun-add (and --lun) of a read-only file smaller than size= says so;
  *  - a file the daemon may only read, without ,ro, hints at ,ro;
  *  - a socket in a folder that does not exist says "cannot listen on
- *    socket PATH", at start-up before any LUN is made, and for
- *    controller-add;
+ *    socket PATH", at start-up (--socket-path, --control, a --config
+ *    controller's) before any LUN is made, and for controller-add;
  *  - a refused lun-resize says whether it was smaller or not whole blocks.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -185,6 +185,26 @@ static void test_socket_in_missing_folder_at_start(void)
     g_rmdir(dir);
 }
 
+/* A --config controller's socket in a missing folder: refused before its backends open. */
+static void test_config_socket_in_missing_folder(void)
+{
+    g_autofree char *dir = g_dir_make_tmp("error-words-XXXXXX", NULL);
+    g_autofree char *conf = g_build_filename(dir, "target.json", NULL);
+    g_autofree char *sock = g_build_filename(dir, "missing", "vm2.sock", NULL);
+    g_autofree char *ok = g_build_filename(dir, "x.sock", NULL);
+    g_autofree char *text = g_strdup_printf(
+        "{\"version\": 1, \"backends\": [{\"name\": \"disk\", \"spec\": \"ram:64M\"}],"
+        " \"controllers\": [{\"name\": \"vm2\", \"socket\": \"%s\","
+        " \"luns\": [{\"target\": 0, \"lun\": 0, \"backend\": \"disk\"}]}]}", sock);
+    g_autofree char *words = g_strdup_printf("--config %s: controllers[0]: cannot listen on "
+                                             "socket %s: No such file or directory", conf, sock);
+
+    g_assert_true(g_file_set_contents(conf, text, -1, NULL));
+    start_refused((const char *const[]){ "--socket-path", ok, "--config", conf, NULL }, words);
+    g_unlink(conf);
+    g_rmdir(dir);
+}
+
 static void test_controller_add_in_missing_folder(void)
 {
     struct fx x;
@@ -224,6 +244,8 @@ int main(int argc, char **argv)
                     test_file_only_readable_hints_ro);
     g_test_add_func("/error-words/socket/missing-folder-at-start",
                     test_socket_in_missing_folder_at_start);
+    g_test_add_func("/error-words/socket/config-socket-in-missing-folder",
+                    test_config_socket_in_missing_folder);
     g_test_add_func("/error-words/socket/controller-add-in-missing-folder",
                     test_controller_add_in_missing_folder);
     g_test_add_func("/error-words/resize/shrink-refusal-says-which",
