@@ -530,7 +530,7 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
         ret = strstr(why, "uthentication") || strstr(why, "uthorization") ? -EACCES
               : strstr(why, "timed out")                                  ? -ETIMEDOUT
                                                                           : -ECONNREFUSED;
-        vs_error_set(err, ret, "cannot log in as %s%s%s: %s", il->initiator,
+        vs_error_set(err, ret, "cannot log in to %s as %s%s%s: %s", il->portal, il->initiator,
                      il->user ? " with CHAP user " : "", il->user ? il->user : "", why);
         goto fail;
     }

@@ -165,10 +165,10 @@ static void test_open_iscsi_checks_before_connecting(void)
     g_assert_null(be);
     lun_spec_clear(&unparsed);
     g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1",
-                               "cannot log in as "), ==, -ECONNREFUSED);
+                               "cannot log in to 127.0.0.1:1 as "), ==, -ECONNREFUSED);
     /* A host name is resolved once, at open. */
     g_assert_cmpint(open_iscsi("0=iscsi://localhost:1/iqn.2024-01.org.example:t1/1",
-                               "cannot log in as "), ==, -ECONNREFUSED);
+                               "cannot log in to "), ==, -ECONNREFUSED);
 
     /* Readable by the group: refused before any password leaves the host. */
     path = secret_file(dir, "user:pw\n", 0640);
@@ -177,7 +177,7 @@ static void test_open_iscsi_checks_before_connecting(void)
     g_assert_cmpint(chmod(path, 0604), ==, 0);
     g_assert_cmpint(open_iscsi(arg, "mode 0604 lets others read it"), ==, -EPERM);
     g_assert_cmpint(chmod(path, 0600), ==, 0);
-    g_assert_cmpint(open_iscsi(arg, "cannot log in as "), ==, -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi(arg, "cannot log in to 127.0.0.1:1 as "), ==, -ECONNREFUSED);
     g_clear_pointer(&arg, g_free);
 
     /* A password alone needs the user from the URL... */
