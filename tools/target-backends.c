@@ -281,7 +281,8 @@ int target_backend_open(const char *pr_dir, const char *name, const char *spec,
     }
     o->pr_path = pr_file_for(pr_dir, name, ls);
     if (o->pr_path) {
-        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &o->pr_err);
+        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &why);
+        o->pr_err = why ? g_strdup(why->message) : NULL;
     }
     return 0;
 }

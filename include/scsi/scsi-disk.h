@@ -181,10 +181,10 @@ struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
  * restored now (no file: nothing).  Without a state file APTPL is refused
  * (REPORT CAPABILITIES PTPL_C 0).  Before the LUN serves commands.  0, or
  * -EINVAL (a corrupt or foreign file: the LUN must not be served without
- * the fencing it records) / -EIO, with *err (g_free it) naming the LUN
- * and the file.
+ * the fencing it records) / -EIO, with *err (VS_ERROR) naming the LUN and
+ * the file.
  */
-int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err);
+int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, GError **err);
 /*
  * How a LUN's reservation state reaches its state file: write replaces
  * path with data atomically and durably, remove takes it away; each 0, or
