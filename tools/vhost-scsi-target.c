@@ -427,12 +427,13 @@ int main(int argc, char **argv)
     if (guest_mem_guard_install() < 0 || target_start(&tgt, true) < 0) {
         goto out;
     }
-    if (target_load(&tgt, &err) < 0) {
+    if (target_load(&tgt, DEFAULT_SOCKET, &err) < 0) {
         fprintf(stderr, "vhost-scsi-target: %s\n", err);
         goto out;
     }
     path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
-    if (target_listen(&tgt, path, opts.listen_fd) < 0) {
+    if (target_listen(&tgt, path, opts.listen_fd, &err) < 0) {
+        fprintf(stderr, "vhost-scsi-target: %s\n", err);
         goto out;
     }
     opts.listen_fd = -1;      /* the controller's now */

@@ -67,7 +67,6 @@ static int op_wait(struct opener *o)
         int n;
 
         if (left <= 0) {
-            g_warning("%s: no answer within the login timeout", o->name);
             o->failed = -ETIMEDOUT;
             break;
         }
@@ -81,7 +80,6 @@ static int op_wait(struct opener *o)
             break;
         }
         if (o->cancel_fd >= 0 && p[1].revents) {
-            g_message("%s: open called off", o->name);
             o->failed = -ECANCELED;
             break;
         }
@@ -129,8 +127,15 @@ static void opener_end(struct opener *o)
  * Reads a CHAP secret.  The file must be ours and unreadable by others, as
  * ssh does for keys: a password in a world-readable file is no secret.
  */
-static int read_secret(const char *path, char **user, char **password)
+/* -errno with *err naming the secret file and what is wrong with it. */
+static int secret_error(GError **err, int neg_errno, const char *path, const char *why)
 {
+    return vs_error_set(err, neg_errno, "secret file %s: %s", path, why);
+}
+
+static int read_secret(const char *path, char **user, char **password, GError **err)
+{
+    g_autofree char *why = NULL;
     char buf[ISCSI_MAX_SECRET + 2];
     struct stat st;
     ssize_t n;
@@ -139,41 +144,36 @@ static int read_secret(const char *path, char **user, char **password)
 
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) {
-        ret = -errno;
-        g_warning("secret file %s: %s", path, g_strerror(errno));
-        return ret;
+        return secret_error(err, -errno, path, g_strerror(errno));
     }
     if (fstat(fd, &st) < 0) {
-        ret = -errno;
-        g_warning("secret file %s: %s", path, g_strerror(errno));
+        ret = secret_error(err, -errno, path, g_strerror(errno));
         goto out;
     }
     if (!S_ISREG(st.st_mode)) {
-        g_warning("secret file %s: not a regular file", path);
-        ret = -EINVAL;
+        ret = secret_error(err, -EINVAL, path, "not a regular file");
         goto out;
     }
     if (st.st_uid != geteuid()) {
-        g_warning("secret file %s: owned by uid %u, not by us (uid %u); refusing it", path,
-                  (unsigned)st.st_uid, (unsigned)geteuid());
-        ret = -EPERM;
+        why = g_strdup_printf("owned by uid %u, not by us (uid %u); refusing it",
+                              (unsigned)st.st_uid, (unsigned)geteuid());
+        ret = secret_error(err, -EPERM, path, why);
         goto out;
     }
     if (st.st_mode & 077) {
-        g_warning("secret file %s: mode %04o lets others read it; chmod 600 it", path,
-                  (unsigned)(st.st_mode & 07777));
-        ret = -EPERM;
+        why = g_strdup_printf("mode %04o lets others read it; chmod 600 it",
+                              (unsigned)(st.st_mode & 07777));
+        ret = secret_error(err, -EPERM, path, why);
         goto out;
     }
     n = read(fd, buf, sizeof(buf) - 1);
     if (n < 0) {
-        ret = -errno;
-        g_warning("secret file %s: %s", path, g_strerror(errno));
+        ret = secret_error(err, -errno, path, g_strerror(errno));
         goto out;
     }
     if (n > ISCSI_MAX_SECRET) {
-        g_warning("secret file %s: longer than %d bytes", path, ISCSI_MAX_SECRET);
-        ret = -EINVAL;
+        why = g_strdup_printf("longer than %d bytes", ISCSI_MAX_SECRET);
+        ret = secret_error(err, -EINVAL, path, why);
         goto out;
     }
     buf[n] = '\0';
@@ -188,10 +188,9 @@ static int read_secret(const char *path, char **user, char **password)
         *password = g_strdup(buf);
     }
     if (!**password || (*user && !**user)) {
-        g_warning("secret file %s: expected USER:PASSWORD or PASSWORD", path);
         g_clear_pointer(user, g_free);
         g_clear_pointer(password, g_free);
-        ret = -EINVAL;
+        ret = secret_error(err, -EINVAL, path, "expected USER:PASSWORD or PASSWORD");
     }
 out:
     memset(buf, 0, sizeof(buf));
@@ -202,9 +201,10 @@ out:
 /*
  * Resolves "HOST[:PORT]" once, here at the open: libiscsi resolves the
  * portal on every login, and a DNS lookup must not stall an I/O thread
- * while it reconnects.  Returns "ADDR:PORT" (IPv6 in brackets) or NULL.
+ * while it reconnects.  Returns "ADDR:PORT" (IPv6 in brackets), or NULL
+ * with *err.
  */
-static char *resolve_portal(const char *portal)
+static char *resolve_portal(const char *portal, GError **err)
 {
     struct addrinfo hints = { .ai_socktype = SOCK_STREAM, .ai_flags = AI_ADDRCONFIG };
     struct addrinfo *res = NULL;
@@ -212,13 +212,13 @@ static char *resolve_portal(const char *portal)
     g_autofree char *host = NULL;
     const char *port = "3260";
     const char *colon;
-    int err;
+    int gai;
 
     if (portal[0] == '[') {
         const char *end = strchr(portal, ']');
 
         if (!end) {
-            g_warning("bad iSCSI portal \"%s\"", portal);
+            vs_error_set(err, -EINVAL, "bad iSCSI portal \"%s\"", portal);
             return NULL;
         }
         host = g_strndup(portal + 1, end - portal - 1);
@@ -231,15 +231,16 @@ static char *resolve_portal(const char *portal)
     } else {
         host = g_strdup(portal);     /* no port, or a bare IPv6 address */
     }
-    err = getaddrinfo(host, port, &hints, &res);
-    if (err || !res) {
-        g_warning("iSCSI portal %s: %s", portal, err ? gai_strerror(err) : "no address");
+    gai = getaddrinfo(host, port, &hints, &res);
+    if (gai || !res) {
+        vs_error_set(err, -EHOSTUNREACH, "iSCSI portal %s: %s", portal,
+                     gai ? gai_strerror(gai) : "no address");
         return NULL;
     }
-    err = getnameinfo(res->ai_addr, res->ai_addrlen, addr, sizeof(addr), NULL, 0,
+    gai = getnameinfo(res->ai_addr, res->ai_addrlen, addr, sizeof(addr), NULL, 0,
                       NI_NUMERICHOST);
-    if (err) {
-        g_warning("iSCSI portal %s: %s", portal, gai_strerror(err));
+    if (gai) {
+        vs_error_set(err, -EHOSTUNREACH, "iSCSI portal %s: %s", portal, gai_strerror(gai));
         freeaddrinfo(res);
         return NULL;
     }
@@ -274,7 +275,7 @@ static struct scsi_task *inquiry(struct opener *o, int lun, int evpd, int page, 
 }
 
 /* Reads geometry, identity and provisioning over the open's session. */
-static int probe(struct iscsi_lun *il, struct opener *o)
+static int probe(struct iscsi_lun *il, struct opener *o, GError **err)
 {
     struct iscsi_context *ctx = o->ctx;
     struct scsi_task *task;
@@ -282,16 +283,16 @@ static int probe(struct iscsi_lun *il, struct opener *o)
     struct scsi_inquiry_standard *std;
     void *data;
     bool lbpme;
+    int ret;
 
     task = task_wait(o, iscsi_readcapacity16_task(ctx, il->lun, op_cb, op_start(o)));
     if (!task || task->status != SCSI_STATUS_GOOD || !(rc = scsi_datain_unmarshall(task))) {
-        if (!o->failed) {
-            g_warning("%s: READ CAPACITY(16) failed: %s", il->be.name, iscsi_get_error(ctx));
-        }
         if (task) {
             scsi_free_scsi_task(task);
         }
-        return o->failed ? o->failed : -EIO;
+        return o->failed ? o->failed
+                         : vs_error_set(err, -EIO, "READ CAPACITY(16) failed: %s",
+                                        iscsi_get_error(ctx));
     }
     il->be.block_size = rc->block_length;
     il->be.size = (rc->returned_lba + 1) * (uint64_t)rc->block_length;
@@ -299,24 +300,21 @@ static int probe(struct iscsi_lun *il, struct opener *o)
     il->be.discard_zeroes = rc->lbprz;
     scsi_free_scsi_task(task);
     if (il->be.block_size != 512 && il->be.block_size != 4096) {
-        g_warning("%s: remote block size %u is not supported (512 or 4096)", il->be.name,
-                  il->be.block_size);
-        return -ENOTSUP;
+        return vs_error_set(err, -ENOTSUP, "remote block size %u is not supported (512 or 4096)",
+                            il->be.block_size);
     }
 
     task = inquiry(o, il->lun, 0, 0, &data);
     if (!task) {
-        if (!o->failed) {
-            g_warning("%s: INQUIRY failed: %s", il->be.name, iscsi_get_error(ctx));
-        }
-        return o->failed ? o->failed : -EIO;
+        return o->failed ? o->failed
+                         : vs_error_set(err, -EIO, "INQUIRY failed: %s", iscsi_get_error(ctx));
     }
     std = data;
     if (std->qualifier != 0 || std->device_type != 0) {
-        g_warning("%s: remote LUN is not a disk (qualifier %d, device type %d)", il->be.name,
-                  std->qualifier, std->device_type);
+        ret = vs_error_set(err, -ENOTSUP, "remote LUN is not a disk (qualifier %d, device type "
+                           "%d)", std->qualifier, std->device_type);
         scsi_free_scsi_task(task);
-        return -ENOTSUP;
+        return ret;
     }
     g_strlcpy(il->vendor, g_strstrip(std->vendor_identification), sizeof(il->vendor));
     g_strlcpy(il->product, g_strstrip(std->product_identification), sizeof(il->product));
@@ -426,7 +424,8 @@ int backend_iscsi_url_lun(const char *url, unsigned *lun, char **field)
     return 0;
 }
 
-int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out)
+int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out,
+                       GError **err)
 {
     g_autofree char *lun_text = NULL;
     unsigned lun;
@@ -446,26 +445,24 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
 
     ctx = iscsi_create_context(il->initiator);
     if (!ctx) {
-        ret = -ENOMEM;
+        ret = vs_error_set(err, -ENOMEM, "cannot make an iSCSI context");
         goto fail;
     }
     /* libiscsi's parser also knows the URL's CHAP and target-CHAP parts. */
     url = iscsi_parse_full_url(ctx, o->url);
     if (!url) {
         /* The URL may hold a password: name the problem, not the text. */
-        g_warning("bad iSCSI URL (expected iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN): "
-                  "%s", iscsi_get_error(ctx));
-        ret = -EINVAL;
+        ret = vs_error_set(err, -EINVAL, "bad iSCSI URL (expected iscsi://[USER[%%PASSWORD]@]"
+                           "HOST[:PORT]/IQN/LUN): %s", iscsi_get_error(ctx));
         goto fail;
     }
     /* Not url->lun: libiscsi lets "-1" through and wraps 4294967296 to 0. */
     if (backend_iscsi_url_lun(o->url, &lun, &lun_text) < 0) {
-        g_warning("bad iSCSI LUN \"%s\" at the end of the URL (expected 0-%d)",
-                  lun_text ? lun_text : "", BACKEND_ISCSI_MAX_LUN);
-        ret = -EINVAL;
+        ret = vs_error_set(err, -EINVAL, "bad iSCSI LUN \"%s\" at the end of the URL "
+                           "(expected 0-%d)", lun_text ? lun_text : "", BACKEND_ISCSI_MAX_LUN);
         goto fail;
     }
-    il->portal = resolve_portal(url->portal);
+    il->portal = resolve_portal(url->portal, err);
     if (!il->portal) {
         ret = -EHOSTUNREACH;
         goto fail;
@@ -489,26 +486,23 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
         il->password = g_strdup(url->passwd);
     }
     if (o->secret_file) {
-        ret = read_secret(o->secret_file, &file_user, &file_pass);
+        ret = read_secret(o->secret_file, &file_user, &file_pass, err);
         if (ret < 0) {
             goto fail;
         }
         if (il->password) {
-            g_warning("%s: a password in both the URL and secret-file=; give only one",
-                      il->be.name);
-            ret = -EINVAL;
+            ret = vs_error_set(err, -EINVAL, "a password in both the URL and secret-file=; "
+                               "give only one");
             goto fail;
         }
         if (file_user && il->user && strcmp(file_user, il->user)) {
-            g_warning("%s: the secret file names user \"%s\" but the URL \"%s\"",
-                      il->be.name, file_user, il->user);
-            ret = -EINVAL;
+            ret = vs_error_set(err, -EINVAL, "the secret file names user \"%s\" but the URL "
+                               "\"%s\"", file_user, il->user);
             goto fail;
         }
         if (!file_user && !il->user) {
-            g_warning("%s: the secret file holds only a password: put USER@ in the URL "
-                      "or USER:PASSWORD in the file", il->be.name);
-            ret = -EINVAL;
+            ret = vs_error_set(err, -EINVAL, "the secret file holds only a password: put USER@ "
+                               "in the URL or USER:PASSWORD in the file");
             goto fail;
         }
         if (file_user && !il->user) {
@@ -523,7 +517,7 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
     ctx = NULL;
     conv.ctx = iscsi_be_new_context(il, g_random_int() & 0xffffff);
     if (!conv.ctx) {
-        ret = -ENOMEM;
+        ret = vs_error_set(err, -ENOMEM, "cannot make an iSCSI context");
         goto fail;
     }
     conv.name = il->be.name;
@@ -531,22 +525,30 @@ int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **
     conv.deadline = g_get_monotonic_time() + (int64_t)il->login_timeout_s * G_USEC_PER_SEC;
     if (iscsi_full_connect_async(conv.ctx, il->portal, il->lun, op_cb, op_start(&conv)) != 0 ||
         (op_wait(&conv) == 0 && conv.op.status != SCSI_STATUS_GOOD) || conv.failed == -EIO) {
-        g_autofree char *err = g_strstrip(g_strdup(iscsi_get_error(conv.ctx)));
+        g_autofree char *why = g_strstrip(g_strdup(iscsi_get_error(conv.ctx)));
 
-        g_warning("%s: cannot log in as %s%s%s: %s", il->be.name, il->initiator,
-                  il->user ? " with CHAP user " : "", il->user ? il->user : "", err);
-        ret = strstr(err, "uthentication") || strstr(err, "uthorization") ? -EACCES
-              : strstr(err, "timed out")                                  ? -ETIMEDOUT
+        ret = strstr(why, "uthentication") || strstr(why, "uthorization") ? -EACCES
+              : strstr(why, "timed out")                                  ? -ETIMEDOUT
                                                                           : -ECONNREFUSED;
+        vs_error_set(err, ret, "cannot log in to %s as %s%s%s: %s", il->portal, il->initiator,
+                     il->user ? " with CHAP user " : "", il->user ? il->user : "", why);
         goto fail;
     }
     iscsi_set_timeout(conv.ctx, ISCSI_TASK_TIMEOUT_S);
     /* Timed out or called off (op_wait said which). */
     ret = conv.failed;
     if (ret == 0) {
-        ret = probe(il, &conv);
+        ret = probe(il, &conv, err);
     }
     if (ret < 0) {
+        /* A wait that ran out or was called off (op_wait) said nothing yet. */
+        if (ret == -ETIMEDOUT && err && !*err) {
+            vs_error_set(err, ret, "no answer within the login timeout (%u s)",
+                         il->login_timeout_s);
+        } else if (err && !*err) {
+            vs_error_set(err, ret, "%s", ret == -ECANCELED ? "the open was called off"
+                                                           : g_strerror(-ret));
+        }
         goto fail;
     }
     /* A target that does not answer the logout costs at most what is left of the deadline. */

@@ -44,28 +44,25 @@ static void set_default(struct rbd_lun *rl, const char *option, int value,
     }
 }
 
-static int connect_cluster(struct rbd_lun *rl, const struct backend_rbd_opts *o)
+static int connect_cluster(struct rbd_lun *rl, const struct backend_rbd_opts *o, GError **err)
 {
     g_autofree char *name = g_strdup_printf("client.%s", o->client_id ? o->client_id : "admin");
     int ret;
 
     ret = rados_create2(&rl->cluster, "ceph", name, 0);
     if (ret < 0) {
-        g_warning("%s: cannot create a cluster handle for %s: %s", rl->be.name, name,
-                  g_strerror(-ret));
         rl->cluster = NULL;
-        return ret;
+        return vs_error_set(err, ret, "cannot create a cluster handle for %s: %s", name,
+                            g_strerror(-ret));
     }
     ret = rados_conf_read_file(rl->cluster, o->conf);
     if (ret < 0) {
-        g_warning("%s: cannot read the Ceph configuration %s: %s", rl->be.name,
-                  o->conf ? o->conf : "(default search path)", g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "cannot read the Ceph configuration %s: %s",
+                            o->conf ? o->conf : "(default search path)", g_strerror(-ret));
     }
     rados_conf_parse_env(rl->cluster, NULL);
     if (o->keyring && (ret = rados_conf_set(rl->cluster, "keyring", o->keyring)) < 0) {
-        g_warning("%s: keyring %s: %s", rl->be.name, o->keyring, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "keyring %s: %s", o->keyring, g_strerror(-ret));
     }
     /* Bounded waits unless the configuration chose otherwise (librados: 300 s, 0 = none). */
     set_default(rl, "client_mount_timeout", RBD_MOUNT_TIMEOUT_S, 300);
@@ -73,14 +70,14 @@ static int connect_cluster(struct rbd_lun *rl, const struct backend_rbd_opts *o)
     set_default(rl, "rados_osd_op_timeout",
                 (int)MAX(1, MIN(RBD_OSD_OP_TIMEOUT_S, rl->busy_us / G_USEC_PER_SEC / 2)), 0);
     if (cancelled(o->cancel_fd)) {
-        return -ECANCELED;
+        return vs_error_set(err, -ECANCELED, "the open was called off");
     }
     ret = rados_connect(rl->cluster);
     if (ret < 0) {
-        g_warning("%s: cannot connect to the cluster as %s: %s%s", rl->be.name, name,
-                  g_strerror(-ret), ret == -ETIMEDOUT ? " (no monitor answered)"
-                  : ret == -EACCES || ret == -EPERM ? " (check the keyring and the client's caps)"
-                  : "");
+        vs_error_set(err, ret, "cannot connect to the cluster as %s: %s%s", name,
+                     g_strerror(-ret), ret == -ETIMEDOUT ? " (no monitor answered)"
+                     : ret == -EACCES || ret == -EPERM ? " (check the keyring and the client's "
+                     "caps)" : "");
         rados_shutdown(rl->cluster);
         rl->cluster = NULL;
         return ret;
@@ -121,7 +118,7 @@ static bool owner_alive(struct rbd_lun *rl, const char *owner)
  * that no other client writes beside us; -EBUSY if a live client already
  * holds it.
  */
-static int take_lock(struct rbd_lun *rl)
+static int take_lock(struct rbd_lun *rl, GError **err)
 {
     uint64_t features = 0;
     rbd_lock_mode_t mode;
@@ -139,24 +136,23 @@ static int take_lock(struct rbd_lun *rl)
                   "blocklisted): breaking its stale lock", rl->be.name, owners[0]);
         rbd_lock_get_owners_cleanup(owners, n);
     } else if (ret == 0 && n > 0) {
-        g_warning("%s: the image's exclusive lock is held by another client (%s): refusing a "
-                  "second writer; open it read-only (ro, or a snapshot), or disable the "
-                  "exclusive-lock feature for a shared disk (docs/rbd.md)", rl->be.name,
-                  owners[0]);
+        vs_error_set(err, -EBUSY, "the image's exclusive lock is held by another client (%s): "
+                     "refusing a second writer; open it read-only (ro, or a snapshot), or "
+                     "disable the exclusive-lock feature for a shared disk (docs/rbd.md)",
+                     owners[0]);
         rbd_lock_get_owners_cleanup(owners, n);
         return -EBUSY;
     }
     if (ret < 0 && ret != -ENOENT) {
-        g_warning("%s: cannot read the image's lock owners: %s", rl->be.name, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "cannot read the image's lock owners: %s",
+                            g_strerror(-ret));
     }
     /* Exclusive mode: librbd does not hand the lock over when another client asks. */
     ret = rbd_lock_acquire(rl->image, RBD_LOCK_MODE_EXCLUSIVE);
     if (ret < 0) {
-        g_warning("%s: cannot take the image's exclusive lock: %s%s", rl->be.name,
-                  g_strerror(-ret), ret == -EROFS || ret == -EBUSY
-                  ? " (another client took it meanwhile)" : "");
-        return ret == -EROFS ? -EBUSY : ret;
+        return vs_error_set(err, ret == -EROFS ? -EBUSY : ret, "cannot take the image's "
+                            "exclusive lock: %s%s", g_strerror(-ret), ret == -EROFS ||
+                            ret == -EBUSY ? " (another client took it meanwhile)" : "");
     }
     rl->locked = true;
     return 0;
@@ -180,7 +176,7 @@ static void watch_cb(void *arg)
     }
 }
 
-static int read_geometry(struct rbd_lun *rl, const struct backend_rbd_opts *o)
+static int read_geometry(struct rbd_lun *rl, const struct backend_rbd_opts *o, GError **err)
 {
     rbd_image_info_t st;
     char id[64] = "";
@@ -188,13 +184,11 @@ static int read_geometry(struct rbd_lun *rl, const struct backend_rbd_opts *o)
     int ret = rbd_stat(rl->image, &st, sizeof(st));
 
     if (ret < 0) {
-        g_warning("%s: cannot stat the image: %s", rl->be.name, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "cannot stat the image: %s", g_strerror(-ret));
     }
     if (st.size < 512) {
-        g_warning("%s: the image is %" PRIu64 " bytes, less than one block", rl->be.name,
-                  st.size);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "the image is %" PRIu64 " bytes, less than one block",
+                            st.size);
     }
     ret = rbd_get_id(rl->image, id, sizeof(id));
     if (ret < 0) {
@@ -235,7 +229,7 @@ static const struct scsi_lun_info *rbd_identity(struct lun_backend *be)
     return &to_rl(be)->info;
 }
 
-static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out);
+static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err);
 static void rbd_be_close(struct lun_backend *be);
 
 /* The data path's operations (backend-rbd.c) with this file's resize and close. */
@@ -249,7 +243,7 @@ static const struct backend_ops rbd_be_ops = {
     .close = rbd_be_close,
 };
 
-int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out)
+int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out, GError **err)
 {
     struct rbd_lun *rl = g_new0(struct rbd_lun, 1);
     int ret;
@@ -266,32 +260,32 @@ int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out)
     atomic_init(&rl->unreachable_logged, false);
     atomic_init(&rl->fenced, false);
 
-    ret = connect_cluster(rl, o);
+    ret = connect_cluster(rl, o, err);
     if (ret < 0) {
         goto fail;
     }
     ret = rados_ioctx_create(rl->cluster, o->pool, &rl->ioctx);
     if (ret < 0) {
-        g_warning("%s: cannot open pool %s: %s", rl->be.name, o->pool, g_strerror(-ret));
+        vs_error_set(err, ret, "cannot open pool %s: %s", o->pool, g_strerror(-ret));
         rl->ioctx = NULL;
         goto fail;
     }
     if (cancelled(o->cancel_fd)) {
-        ret = -ECANCELED;
+        ret = vs_error_set(err, -ECANCELED, "the open was called off");
         goto fail;
     }
     ret = rl->be.read_only ? rbd_open_read_only(rl->ioctx, o->image, &rl->image, o->snap)
                            : rbd_open(rl->ioctx, o->image, &rl->image, NULL);
     if (ret < 0) {
-        g_warning("%s: cannot open the image%s: %s", rl->be.name,
-                  o->snap ? " snapshot" : "", g_strerror(-ret));
+        vs_error_set(err, ret, "cannot open the image%s: %s", o->snap ? " snapshot" : "",
+                     g_strerror(-ret));
         rl->image = NULL;
         goto fail;
     }
-    if (!rl->be.read_only && (ret = take_lock(rl)) < 0) {
+    if (!rl->be.read_only && (ret = take_lock(rl, err)) < 0) {
         goto fail;
     }
-    ret = read_geometry(rl, o);
+    ret = read_geometry(rl, o, err);
     if (ret < 0) {
         goto fail;
     }
@@ -322,7 +316,7 @@ fail:
     return ret;
 }
 
-static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err)
 {
     struct rbd_lun *rl = to_rl(be);
     int ret;
@@ -330,14 +324,13 @@ static int rbd_be_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
     if (size) {
         ret = rbd_resize(rl->image, size);
         if (ret < 0) {
-            g_warning("%s: cannot resize the image to %" PRIu64 ": %s", be->name, size,
-                      g_strerror(-ret));
-            return ret;
+            return vs_error_set(err, ret, "cannot resize the image to %" PRIu64 " bytes: %s",
+                                size, g_strerror(-ret));
         }
     }
     ret = rbd_get_size(rl->image, out);
     if (ret < 0) {
-        g_warning("%s: cannot read the image's size: %s", be->name, g_strerror(-ret));
+        vs_error_set(err, ret, "cannot read the image's size: %s", g_strerror(-ret));
     }
     return ret;
 }

@@ -51,6 +51,7 @@
 #include <liburing.h>
 
 #include "backend-uring.h"
+#include "vs-error.h"
 #include "iov.h"
 #include "offload.h"
 
@@ -550,7 +551,7 @@ static void file_close(struct lun_backend *be)
  * A file grows by ftruncate (sparse); a block device is grown by its owner
  * (lvextend, a SAN resize) and the LUN then takes its new size.
  */
-static int file_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+static int file_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err)
 {
     struct file_backend *fb = container_of(be, struct file_backend, be);
     uint64_t dev_size;
@@ -560,28 +561,25 @@ static int file_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
             struct stat st;
 
             if (fstat(fb->fd, &st) < 0) {
-                return -errno;
+                return vs_error_set(err, -errno, "cannot measure the file: %s",
+                                    g_strerror(errno));
             }
             *out = (uint64_t)st.st_size;
             return 0;
         }
         if (ftruncate(fb->fd, (off_t)size) < 0) {
-            int ret = -errno;
-
-            g_warning("%s: cannot extend to %" PRIu64 " bytes: %s", be->name, size,
-                      g_strerror(-ret));
-            return ret;
+            return vs_error_set(err, -errno, "cannot extend the file to %" PRIu64 " bytes: %s",
+                                size, g_strerror(errno));
         }
         *out = size;
         return 0;
     }
     if (ioctl(fb->fd, BLKGETSIZE64, &dev_size) < 0) {
-        return -errno;
+        return vs_error_set(err, -errno, "cannot measure the device: %s", g_strerror(errno));
     }
     if (size && size != dev_size) {
-        g_warning("%s: a block device is %" PRIu64 " bytes; grow the device itself, then "
-                  "resize without a size", be->name, dev_size);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "a block device is %" PRIu64 " bytes; grow the "
+                            "device itself, then resize without a size", dev_size);
     }
     *out = dev_size;
     return 0;
@@ -699,19 +697,22 @@ static void file_probe_dio_align(struct file_backend *fb, uint32_t dev_lbs)
     fb->dio_len_align = MAX(len, 1u);
 }
 
-static int file_open_error(const char *name, int fd, const char *msg, int ret)
+/* Fails the open: fd closed, *err set to msg (taken), the errno returned. */
+static int file_open_error(int fd, char *msg, int ret, GError **err)
 {
-    g_warning("%s: %s", name, msg);
     if (fd >= 0) {
         close(fd);
     }
+    vs_error_set(err, ret, "%s", msg);
+    g_free(msg);
     return ret;
 }
 
-int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out)
+int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out,
+                      GError **err)
 {
     g_autofree char *name = NULL;
-    g_autofree char *msg = NULL;
+    char *msg;
     struct file_backend *fb;
     struct stat st;
     uint64_t phys_size, size;
@@ -720,24 +721,25 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
     int flags, fd, ret;
 
     if (!o || !o->path || !o->path[0]) {
-        g_warning("file backend: no path given");
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "no path given");
     }
     name = g_strdup_printf("file:%s", o->path);
     flags = O_CLOEXEC | (o->read_only ? O_RDONLY : O_RDWR) | (o->direct ? O_DIRECT : 0);
     fd = open(o->path, flags);
     if (fd < 0) {
         ret = -errno;
-        msg = g_strdup_printf("cannot open%s%s: %s%s", o->read_only ? " read-only" : "",
-                              o->direct ? " with O_DIRECT" : "", g_strerror(-ret),
-                              ret == -EACCES || ret == -EROFS ? " (use ,ro?)" :
+        msg = g_strdup_printf("%s%s%s%s%s%s", o->read_only || o->direct ? "opening" : "",
+                              o->read_only ? " read-only" : "",
+                              o->direct ? " with O_DIRECT" : "",
+                              o->read_only || o->direct ? ": " : "", g_strerror(-ret),
+                              !o->read_only && (ret == -EACCES || ret == -EROFS) ? " (use ,ro?)" :
                               ret == -EINVAL && o->direct ? " (no O_DIRECT here?)" : "");
-        return file_open_error(name, -1, msg, ret);
+        return file_open_error(-1, msg, ret, err);
     }
     if (fstat(fd, &st) < 0) {
         ret = -errno;
         msg = g_strdup_printf("fstat: %s", g_strerror(-ret));
-        return file_open_error(name, fd, msg, ret);
+        return file_open_error(fd, msg, ret, err);
     }
     if (S_ISBLK(st.st_mode)) {
         int lbs;
@@ -746,25 +748,25 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
         if (ioctl(fd, BLKGETSIZE64, &phys_size) < 0 || ioctl(fd, BLKSSZGET, &lbs) < 0) {
             ret = -errno;
             msg = g_strdup_printf("cannot get device geometry: %s", g_strerror(-ret));
-            return file_open_error(name, fd, msg, ret);
+            return file_open_error(fd, msg, ret, err);
         }
         dev_lbs = lbs > 0 ? (uint32_t)lbs : 512;
     } else if (S_ISREG(st.st_mode)) {
         blockdev = false;
         phys_size = st.st_size;
     } else {
-        return file_open_error(name, fd, "not a regular file or block device", -EINVAL);
+        return file_open_error(fd, g_strdup("not a regular file or block device"), -EINVAL, err);
     }
 
     block_size = o->block_size ? o->block_size : (blockdev ? dev_lbs : 512);
     if (block_size != 512 && block_size != 4096) {
         msg = g_strdup_printf("block size %" PRIu32 " is not 512 or 4096", block_size);
-        return file_open_error(name, fd, msg, -EINVAL);
+        return file_open_error(fd, msg, -EINVAL, err);
     }
     if (blockdev && block_size < dev_lbs) {
         msg = g_strdup_printf("block size %" PRIu32 " is smaller than the device's "
                               "logical block size %" PRIu32, block_size, dev_lbs);
-        return file_open_error(name, fd, msg, -EINVAL);
+        return file_open_error(fd, msg, -EINVAL, err);
     }
 
     fb = g_new0(struct file_backend, 1);
@@ -777,7 +779,7 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
             msg = g_strdup_printf("block size %" PRIu32 " is smaller than the O_DIRECT "
                                   "alignment %" PRIu32, block_size, fb->dio_len_align);
             g_free(fb);
-            return file_open_error(name, fd, msg, -EINVAL);
+            return file_open_error(fd, msg, -EINVAL, err);
         }
     }
 
@@ -787,7 +789,7 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
             msg = g_strdup_printf("size %" PRIu64 " is not a multiple of the block "
                                   "size %" PRIu32, size, block_size);
             g_free(fb);
-            return file_open_error(name, fd, msg, -EINVAL);
+            return file_open_error(fd, msg, -EINVAL, err);
         }
         if (size > phys_size) {
             if (blockdev || o->read_only) {
@@ -795,14 +797,14 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
                                       " bytes)", size, blockdev ? "device" :
                                       "read-only file", phys_size);
                 g_free(fb);
-                return file_open_error(name, fd, msg, -EINVAL);
+                return file_open_error(fd, msg, -EINVAL, err);
             }
             if (ftruncate(fd, size) < 0) {
                 ret = -errno;
                 msg = g_strdup_printf("cannot extend to %" PRIu64 " bytes: %s", size,
                                       g_strerror(-ret));
                 g_free(fb);
-                return file_open_error(name, fd, msg, ret);
+                return file_open_error(fd, msg, ret, err);
             }
             g_message("%s: extended from %" PRIu64 " to %" PRIu64 " bytes", name,
                       phys_size, size);
@@ -811,10 +813,10 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
     } else {
         size = phys_size - phys_size % block_size;
         if (size == 0) {
-            msg = g_strdup_printf("is smaller than one block (%" PRIu64 " bytes); give "
+            msg = g_strdup_printf("the file is smaller than one block (%" PRIu64 " bytes); give "
                                   "size=", phys_size);
             g_free(fb);
-            return file_open_error(name, fd, msg, -EINVAL);
+            return file_open_error(fd, msg, -EINVAL, err);
         }
         if (size != phys_size) {
             g_message("%s: using %" PRIu64 " of %" PRIu64 " bytes (whole blocks only)",
@@ -882,7 +884,7 @@ int backend_file_open(const struct backend_file_opts *o, struct lun_backend **ou
             ret = -errno;
             msg = g_strdup_printf("cannot map zero buffer: %s", g_strerror(-ret));
             g_free(fb);
-            return file_open_error(name, fd, msg, ret);
+            return file_open_error(fd, msg, ret, err);
         }
         fb->zeros = z;
     }

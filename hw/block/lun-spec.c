@@ -18,6 +18,7 @@
 
 #include "lun-spec.h"
 #include "size.h"
+#include "vs-error.h"
 
 enum {
     OPT_RO = 1 << 0,
@@ -154,13 +155,13 @@ static bool parse_id_part(const char *s, size_t len, unsigned max, unsigned *out
     return true;
 }
 
-static int spec_error(char **errmsg, const char *arg, struct lun_spec *out,
+static int spec_error(GError **err, const char *arg, struct lun_spec *out,
                       const char *fmt, ...) G_GNUC_PRINTF(4, 5);
 
-static int spec_error(char **errmsg, const char *arg, struct lun_spec *out,
+static int spec_error(GError **err, const char *arg, struct lun_spec *out,
                       const char *fmt, ...)
 {
-    if (errmsg) {
+    if (err) {
         va_list ap;
         g_autofree char *what = NULL;
         g_autofree char *shown = lun_spec_redact(arg);
@@ -168,7 +169,7 @@ static int spec_error(char **errmsg, const char *arg, struct lun_spec *out,
         va_start(ap, fmt);
         what = g_strdup_vprintf(fmt, ap);
         va_end(ap);
-        *errmsg = g_strdup_printf("LUN spec \"%s\": %s", shown, what);
+        vs_error_set(err, -EINVAL, "LUN spec \"%s\": %s", shown, what);
     }
     lun_spec_clear(out);
     return -EINVAL;
@@ -199,17 +200,17 @@ static char *take_field(const char **p, bool unescape)
 }
 
 /* "ID=" or "TARGET:LUN=" at the start of arg; *spec is left after the '='. */
-static int parse_id(const char *arg, struct lun_spec *out, char **errmsg, const char **spec)
+static int parse_id(const char *arg, struct lun_spec *out, GError **err, const char **spec)
 {
     const char *eq = strchr(arg, '='), *colon;
 
     if (!eq) {
-        return spec_error(errmsg, arg, out, "expected ID=SPEC, e.g. 0=file:disk.img");
+        return spec_error(err, arg, out, "expected ID=SPEC, e.g. 0=file:disk.img");
     }
     colon = memchr(arg, ':', eq - arg);
     if (colon) {
         if (!parse_id_part(arg, colon - arg, LUN_SPEC_MAX_TARGET, &out->target)) {
-            return spec_error(errmsg, arg, out, "bad target \"%.*s\" (expected 0-%d)",
+            return spec_error(err, arg, out, "bad target \"%.*s\" (expected 0-%d)",
                               (int)(colon - arg), arg, LUN_SPEC_MAX_TARGET);
         }
         colon++;
@@ -217,7 +218,7 @@ static int parse_id(const char *arg, struct lun_spec *out, char **errmsg, const 
         colon = arg;
     }
     if (!parse_id_part(colon, eq - colon, LUN_SPEC_MAX_LUN, &out->lun)) {
-        return spec_error(errmsg, arg, out, "bad LUN \"%.*s\" (expected 0-%d)",
+        return spec_error(err, arg, out, "bad LUN \"%.*s\" (expected 0-%d)",
                           (int)(eq - colon), colon, LUN_SPEC_MAX_LUN);
     }
     *spec = eq + 1;
@@ -226,7 +227,7 @@ static int parse_id(const char *arg, struct lun_spec *out, char **errmsg, const 
 
 /* arg is what messages quote; p the SPEC in it (after any "ID="). */
 static int parse(const char *arg, bool with_id, const struct lun_spec_checks *checks,
-                 struct lun_spec *out, char **errmsg)
+                 struct lun_spec *out, GError **err)
 {
     const char *p = arg;
     unsigned allowed = 0, seen = 0;
@@ -235,10 +236,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
     int ret;
 
     memset(out, 0, sizeof(*out));
-    if (errmsg) {
-        *errmsg = NULL;
-    }
-    if (with_id && (ret = parse_id(arg, out, errmsg, &p)) < 0) {
+    if (with_id && (ret = parse_id(arg, out, err, &p)) < 0) {
         return ret;
     }
     for (k = 0; k < G_N_ELEMENTS(lun_kinds); k++) {
@@ -248,14 +246,14 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
     }
     if (k == G_N_ELEMENTS(lun_kinds)) {
         g_autofree char *kind = take_field(&p, false);
-        return spec_error(errmsg, arg, out, "unknown backend \"%s\" (expected file:, "
+        return spec_error(err, arg, out, "unknown backend \"%s\" (expected file:, "
                           "ram:, null:, iscsi:// or rbd:)", kind);
     }
     out->kind = lun_kinds[k].kind;
     allowed = lun_kinds[k].allowed;
 #ifdef VHOST_SCSI_TEST_HOOKS
     if (out->kind == LUN_SPEC_HOLD && g_strcmp0(g_getenv(LUN_SPEC_TEST_BACKENDS_ENV), "1")) {
-        return spec_error(errmsg, arg, out, "hold: is a test backend (set %s=1 to use it)",
+        return spec_error(err, arg, out, "hold: is a test backend (set %s=1 to use it)",
                           LUN_SPEC_TEST_BACKENDS_ENV);
     }
 #endif
@@ -265,7 +263,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         p += strlen(lun_kinds[k].prefix);
         out->path = take_field(&p, true);
         if (!out->path[0]) {
-            return spec_error(errmsg, arg, out, "file: needs a path");
+            return spec_error(err, arg, out, "file: needs a path");
         }
         break;
     case LUN_SPEC_ISCSI: {
@@ -278,20 +276,20 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
          */
         out->path = take_field(&p, false);
         if (!out->path[strlen(lun_kinds[k].prefix)]) {
-            return spec_error(errmsg, arg, out, "iscsi:// needs a portal and target");
+            return spec_error(err, arg, out, "iscsi:// needs a portal and target");
         }
         /* libiscsi copies at most 255 bytes of it, without a terminating NUL. */
         if (strlen(out->path) - strlen(lun_kinds[k].prefix) > 255) {
-            return spec_error(errmsg, arg, out, "iscsi:// URL longer than 255 characters after "
+            return spec_error(err, arg, out, "iscsi:// URL longer than 255 characters after "
                               "\"iscsi://\"");
         }
         if (checks && checks->iscsi_url_lun &&
             checks->iscsi_url_lun(out->path, &out->iscsi_lun, &lun) < 0) {
             if (!lun) {
-                return spec_error(errmsg, arg, out, "iscsi:// URL without /IQN/LUN (expected "
+                return spec_error(err, arg, out, "iscsi:// URL without /IQN/LUN (expected "
                                   "iscsi://[USER[%%PASSWORD]@]HOST[:PORT]/IQN/LUN)");
             }
-            return spec_error(errmsg, arg, out, "bad LUN \"%s\" at the end of the iscsi:// URL "
+            return spec_error(err, arg, out, "bad LUN \"%s\" at the end of the iscsi:// URL "
                               "(expected 0-%u)", lun, checks->iscsi_max_lun);
         }
         break;
@@ -300,7 +298,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         p += strlen(lun_kinds[k].prefix);
         first = take_field(&p, false);
         if ((ret = parse_rbd_image(first, out)) < 0) {
-            return spec_error(errmsg, arg, out, "bad RBD image \"%s\" (expected "
+            return spec_error(err, arg, out, "bad RBD image \"%s\" (expected "
                               "POOL/IMAGE[@SNAP], each part 1-%d characters without '/', "
                               "'@' or ',')", first, RBD_MAX_NAME);
         }
@@ -311,7 +309,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         p += strlen(lun_kinds[k].prefix);
         first = take_field(&p, false);
         if (size_parse(first, &out->size) < 0 || out->size == 0) {
-            return spec_error(errmsg, arg, out, "bad size \"%s\" (expected bytes with an "
+            return spec_error(err, arg, out, "bad size \"%s\" (expected bytes with an "
                               "optional K, M, G or T suffix, not 0)", first);
         }
         break;
@@ -328,7 +326,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         val = strchr(opt, '=');
         keylen = val ? (size_t)(val - opt) : strlen(opt);
         if (keylen == 0) {
-            return spec_error(errmsg, arg, out, "empty option \"%s\"", opt);
+            return spec_error(err, arg, out, "empty option \"%s\"", opt);
         }
         for (o = 0; o < G_N_ELEMENTS(lun_opts); o++) {
             if (strlen(lun_opts[o].key) == keylen &&
@@ -337,16 +335,16 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             }
         }
         if (o == G_N_ELEMENTS(lun_opts) || !(allowed & lun_opts[o].bit)) {
-            return spec_error(errmsg, arg, out, "unknown option \"%.*s\" for %s",
+            return spec_error(err, arg, out, "unknown option \"%.*s\" for %s",
                               (int)keylen, opt, lun_kinds[k].prefix);
         }
         if (seen & lun_opts[o].bit) {
-            return spec_error(errmsg, arg, out, "option \"%s\" given twice",
+            return spec_error(err, arg, out, "option \"%s\" given twice",
                               lun_opts[o].key);
         }
         seen |= lun_opts[o].bit;
         if (lun_opts[o].has_value != (val != NULL)) {
-            return spec_error(errmsg, arg, out, lun_opts[o].has_value ?
+            return spec_error(err, arg, out, lun_opts[o].has_value ?
                               "option \"%s\" needs a value" :
                               "option \"%s\" takes no value", lun_opts[o].key);
         }
@@ -361,7 +359,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             uint64_t bs;
 
             if (size_parse(val + 1, &bs) < 0 || (bs != 512 && bs != 4096)) {
-                return spec_error(errmsg, arg, out, "bad block size \"%s\" (expected "
+                return spec_error(err, arg, out, "bad block size \"%s\" (expected "
                                   "512 or 4096)", val + 1);
             }
             out->block_size = bs;
@@ -373,7 +371,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
             /* READ CAPACITY (16) says it as a power of two of blocks, up to 2^15. */
             if (size_parse(val + 1, &pbs) < 0 || pbs < 512 || pbs > (1u << 24) ||
                 (pbs & (pbs - 1))) {
-                return spec_error(errmsg, arg, out, "bad physical block size \"%s\" "
+                return spec_error(err, arg, out, "bad physical block size \"%s\" "
                                   "(expected a power of two from 512 to 16M)", val + 1);
             }
             out->phys_block_size = (uint32_t)pbs;
@@ -381,7 +379,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         }
         case OPT_SIZE:
             if (size_parse(val + 1, &out->size) < 0 || out->size == 0) {
-                return spec_error(errmsg, arg, out, "bad size \"%s\" (expected bytes "
+                return spec_error(err, arg, out, "bad size \"%s\" (expected bytes "
                                   "with an optional K, M, G or T suffix, not 0)", val + 1);
             }
             break;
@@ -397,7 +395,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
 
             /* parse_id_part: plain decimal digits, no suffix, bounded. */
             if (!parse_id_part(val + 1, strlen(val + 1), max, &id) || id == 0) {
-                return spec_error(errmsg, arg, out, "bad %s \"%s\" (expected 1-%u)",
+                return spec_error(err, arg, out, "bad %s \"%s\" (expected 1-%u)",
                                   lun_opts[o].key, val + 1, max);
             }
             if (lun_opts[o].bit == OPT_SESSIONS) {
@@ -414,7 +412,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         case OPT_SECRET_FILE:
         case OPT_INITIATOR_NAME:
             if (!val[1]) {
-                return spec_error(errmsg, arg, out, "option \"%s\" needs a value",
+                return spec_error(err, arg, out, "option \"%s\" needs a value",
                                   lun_opts[o].key);
             }
             if (lun_opts[o].bit == OPT_SECRET_FILE) {
@@ -431,7 +429,7 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
                                                             : &out->rbd_keyring;
 
             if (!val[1] || strlen(val + 1) > PATH_MAX) {
-                return spec_error(errmsg, arg, out, "option \"%s\" needs a value (at most "
+                return spec_error(err, arg, out, "option \"%s\" needs a value (at most "
                                   "%d characters)", lun_opts[o].key, PATH_MAX);
             }
             *dst = g_strdup(val + 1);
@@ -439,21 +437,21 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         }
         case OPT_FILL:
             if (strcmp(val + 1, "zero") && strcmp(val + 1, "none")) {
-                return spec_error(errmsg, arg, out, "bad fill \"%s\" (expected zero or none)",
+                return spec_error(err, arg, out, "bad fill \"%s\" (expected zero or none)",
                                   val + 1);
             }
             out->null_no_fill = !strcmp(val + 1, "none");
             break;
         case OPT_SANITIZE:
             if (strcmp(val + 1, "on") && strcmp(val + 1, "off")) {
-                return spec_error(errmsg, arg, out, "bad sanitize \"%s\" (expected on or off)",
+                return spec_error(err, arg, out, "bad sanitize \"%s\" (expected on or off)",
                                   val + 1);
             }
             out->sanitize = !strcmp(val + 1, "on");
             break;
         case OPT_WHILE:
             if (!val[1]) {
-                return spec_error(errmsg, arg, out, "option \"while\" needs a value");
+                return spec_error(err, arg, out, "option \"while\" needs a value");
             }
             out->path = g_strdup(val + 1);
             break;
@@ -461,12 +459,12 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
     }
     g_assert(*p == '\0');
     if (out->kind == LUN_SPEC_HOLD && !out->path) {
-        return spec_error(errmsg, arg, out, "hold: needs while=PATH");
+        return spec_error(err, arg, out, "hold: needs while=PATH");
     }
 
     if (out->phys_block_size &&
         out->phys_block_size < (out->block_size ? out->block_size : 512)) {
-        return spec_error(errmsg, arg, out, "physical block size %" PRIu32 " is smaller than "
+        return spec_error(err, arg, out, "physical block size %" PRIu32 " is smaller than "
                           "the block size %" PRIu32, out->phys_block_size,
                           out->block_size ? out->block_size : 512);
     }
@@ -474,27 +472,27 @@ static int parse(const char *arg, bool with_id, const struct lun_spec_checks *ch
         uint32_t bs = out->block_size ? out->block_size : 512;
 
         if (out->size % bs) {
-            return spec_error(errmsg, arg, out, "size %" PRIu64 " is not a multiple of "
+            return spec_error(err, arg, out, "size %" PRIu64 " is not a multiple of "
                               "the block size %" PRIu32, out->size, bs);
         }
     }
     return 0;
 }
 
-int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg)
+int lun_spec_parse(const char *arg, struct lun_spec *out, GError **err)
 {
-    return parse(arg, true, NULL, out, errmsg);
+    return parse(arg, true, NULL, out, err);
 }
 
 int lun_spec_parse_checked(const char *arg, const struct lun_spec_checks *checks,
-                           struct lun_spec *out, char **errmsg)
+                           struct lun_spec *out, GError **err)
 {
-    return parse(arg, true, checks, out, errmsg);
+    return parse(arg, true, checks, out, err);
 }
 
-int lun_spec_parse_backend(const char *spec, struct lun_spec *out, char **errmsg)
+int lun_spec_parse_backend(const char *spec, struct lun_spec *out, GError **err)
 {
-    return parse(spec, false, NULL, out, errmsg);
+    return parse(spec, false, NULL, out, err);
 }
 
 char *lun_spec_redact(const char *arg)

@@ -207,6 +207,12 @@ void ctl_call_fail(struct ctl_call *call, int neg_errno, const char *msg)
     ctl_call_error(call, CTL_E_FAILED, -neg_errno, "%s", msg ? msg : g_strerror(-neg_errno));
 }
 
+void ctl_call_fail_error(struct ctl_call *call, const GError *err)
+{
+    ctl_call_fail(call, vs_error_errno(err), err->message);
+}
+
+
 void *ctl_call_client_data(struct ctl_call *call, const char *key)
 {
     return call->c ? g_datalist_get_data(&call->c->data, key) : NULL;
@@ -528,7 +534,16 @@ static int clear_stale(const char *path)
     return unlink(path) < 0 ? -errno : 0;
 }
 
-struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const char *path)
+/* NULL, with *err saying why the control socket at path does not listen. */
+static struct ctl_server *not_listening(GError **err, int neg_errno, const char *path,
+                                        const char *why)
+{
+    vs_error_set(err, neg_errno, "cannot listen on control socket %s: %s", path, why);
+    return NULL;
+}
+
+struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const char *path,
+                                  GError **err)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct ctl_server *s;
@@ -536,21 +551,18 @@ struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const cha
     int fd, ret;
 
     if (strlen(path) >= sizeof(sa.sun_path)) {
-        g_warning("%s: control socket path too long", path);
-        return NULL;
+        return not_listening(err, -ENAMETOOLONG, path, "the path is too long");
     }
     ret = clear_stale(path);
     if (ret < 0) {
-        g_warning("%s: cannot listen: %s", path,
-                  ret == -EADDRINUSE ? "another daemon is listening there"
-                  : ret == -EEXIST  ? "a file that is not a socket is in the way"
-                                    : g_strerror(-ret));
-        return NULL;
+        return not_listening(err, ret, path,
+                             ret == -EADDRINUSE ? "another daemon is listening there"
+                             : ret == -EEXIST   ? "a file that is not a socket is in the way"
+                                                : g_strerror(-ret));
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-        g_warning("%s: socket: %s", path, g_strerror(errno));
-        return NULL;
+        return not_listening(err, -errno, path, g_strerror(errno));
     }
     memcpy(sa.sun_path, path, strlen(path));
     /* Created 0600 from the start: there is no moment when others may connect. */
@@ -558,9 +570,9 @@ struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const cha
     ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (ret < 0 || listen(fd, 8) < 0) {
-        g_warning("%s: cannot listen: %s", path, g_strerror(errno));
+        ret = -errno;
         close(fd);
-        return NULL;
+        return not_listening(err, ret, path, g_strerror(-ret));
     }
     s = g_new0(struct ctl_server, 1);
     s->name = g_strdup(cfg->name ? cfg->name : path);
@@ -573,7 +585,7 @@ struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const cha
     s->fd = fd;
     log_limit_init(&s->log, s->name, LOG_LIMIT_BURST, LOG_LIMIT_PER_SEC);
     if (iothread_add_fd(s->main, fd, EPOLLIN, accept_cb, s) < 0) {
-        g_warning("%s: cannot watch the socket", path);
+        not_listening(err, -EIO, path, "cannot watch the socket");
         unlink(path);
         close(fd);
         log_limit_end(&s->log);

@@ -157,13 +157,13 @@ int target_backend_parse(const char *spec, struct lun_spec *ls, char **err)
 {
     /* The --lun grammar with a placeholder ID: one grammar for every way in. */
     g_autofree char *arg = g_strdup_printf("0=%s", spec);
-    g_autofree char *why = NULL;
+    g_autoptr(GError) why = NULL;
     int ret = lun_spec_parse_full(arg, ls, &why);
 
     if (ret < 0) {
         g_autofree char *shown = lun_spec_redact(spec);
 
-        *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
+        *err = g_strdup_printf("%s: %s", shown, why->message);
     }
     return ret;
 }
@@ -246,24 +246,26 @@ int target_backend_open(const char *pr_dir, const char *name, const char *spec,
                         char **err)
 {
     g_autofree char *shown = lun_spec_redact(spec);
+    g_autoptr(GError) why = NULL;
     struct lun_backend *be;
     int ret;
 
     memset(o, 0, sizeof(*o));
-    ret = lun_spec_open_cancellable(ls, cancel_fd, &be);
+    ret = lun_spec_open_cancellable(ls, cancel_fd, &be, &why);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot open: %s", shown, g_strerror(-ret));
+        *err = g_strdup_printf("%s: cannot open %s: %s", name, shown, why->message);
         return ret;
     }
     /* A backend may answer INQUIRY with another device's identity (iSCSI). */
-    o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL);
+    o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL, &why);
     if (!o->lun) {
-        *err = g_strdup_printf("%s: cannot serve it as a SCSI disk", shown);
-        return -EINVAL;
+        *err = g_strdup_printf("%s: %s: %s", name, shown, why->message);
+        return vs_error_errno(why);
     }
     o->pr_path = pr_file_for(pr_dir, name, ls);
     if (o->pr_path) {
-        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &o->pr_err);
+        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &why);
+        o->pr_err = why ? g_strdup(why->message) : NULL;
     }
     return 0;
 }
@@ -621,14 +623,14 @@ int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *por
 {
     struct target *tgt = ctrl->tgt;
     g_autofree char *shown = lun_spec_redact(arg);
-    g_autofree char *why = NULL;
+    g_autoptr(GError) why = NULL;
     struct lun_spec spec;
     int ret;
 
     /* The ID part, parsed by the grammar: the spec after '=' is the backend's. */
     ret = lun_spec_parse_full(arg, &spec, &why);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: %s", shown, why ? why : g_strerror(-ret));
+        *err = g_strdup_printf("%s: %s", shown, why->message);
         return ret;
     }
     *port = spec.target;

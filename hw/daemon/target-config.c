@@ -53,6 +53,34 @@ static bool ids_of(JsonObject *o, const char *key, GArray *out)
     return true;
 }
 
+/*
+ * The controllers' sockets could be made, before any backend opens (the
+ * default's only where the command line leaves it to the file).
+ */
+static int sockets_check(struct target *tgt, const char *file, JsonArray *controllers,
+                         char **err)
+{
+    bool dflt_given = tgt->opts->socket_path || tgt->opts->listen_fd >= 0;
+
+    for (guint i = 0; i < json_array_get_length(controllers); i++) {
+        JsonObject *c = json_array_get_object_element(controllers, i);
+        const char *socket = json_object_get_string_member_with_default(c, "socket", NULL);
+        g_autoptr(GError) why = NULL;
+        int ret;
+
+        if (!socket || (dflt_given && !strcmp(json_object_get_string_member(c, "name"),
+                                              "default"))) {
+            continue;
+        }
+        ret = target_socket_path_check("socket", socket, &why);
+        if (ret < 0) {
+            *err = g_strdup_printf("%s: controllers[%u]: %s", file, i, why->message);
+            return ret;
+        }
+    }
+    return 0;
+}
+
 int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err)
 {
     g_autofree char *text = NULL;
@@ -79,6 +107,10 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
         return -EINVAL;
     }
     top = json_node_get_object(root);
+    ret = sockets_check(tgt, file, json_object_get_array_member(top, "controllers"), err);
+    if (ret < 0) {
+        return ret;
+    }
     a = json_object_get_array_member(top, "backends");
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *b = json_array_get_object_element(a, i);

@@ -698,6 +698,7 @@ struct controller_adding {
     GArray *gids;
     unsigned queues;
     int fd;                         /* the job's: the socket it made */
+    GError *err;                    /* the job's: why it did not */
 };
 
 static void adding_free(struct controller_adding *a)
@@ -708,6 +709,7 @@ static void adding_free(struct controller_adding *a)
     g_free(a->initiator);
     g_array_unref(a->uids);
     g_array_unref(a->gids);
+    g_clear_error(&a->err);
     g_free(a);
 }
 
@@ -715,7 +717,7 @@ static int adding_run(void *arg)
 {
     struct controller_adding *a = arg;
 
-    a->fd = target_listen_on(a->p.socket, a->group);
+    a->fd = target_listen_on(a->p.socket, a->group, &a->err);
     return a->fd < 0 ? a->fd : 0;
 }
 
@@ -742,8 +744,8 @@ static void adding_done(void *arg, int ret)
         ret = target_controller_add(tgt, a->p.name, a->p.socket, a->fd, a->group, a->uids,
                                     a->gids, a->queues, &ctrl, &err);
     } else {
-        err = g_strdup_printf("%s: cannot listen on %s: %s", a->p.name, a->p.socket,
-                              g_strerror(-ret));
+        err = g_strdup_printf("controller %s: %s", a->p.name,
+                              a->err ? a->err->message : g_strerror(-ret));
     }
     if (ret < 0) {
         fail(a->call, "controller-add", ret, err);
@@ -1053,16 +1055,21 @@ static const struct ctl_method methods[] = {
     { "stats-prometheus", m_stats_prometheus },
 };
 
-int target_control_start(struct target *tgt)
+int target_control_start(struct target *tgt, char **err)
 {
+    g_autoptr(GError) why = NULL;
     struct ctl_server_config cfg = {
         .name = tgt->opts->control_path, .main = tgt->main, .methods = methods,
         .nmethods = G_N_ELEMENTS(methods), .opaque = tgt,
         .max_request = tgt->opts->control_max_request,
     };
 
-    tgt->ctl = ctl_server_new(&cfg, tgt->opts->control_path);
-    return tgt->ctl ? 0 : -EIO;
+    tgt->ctl = ctl_server_new(&cfg, tgt->opts->control_path, &why);
+    if (!tgt->ctl) {
+        *err = g_strdup(why->message);
+        return vs_error_errno(why);
+    }
+    return 0;
 }
 
 void target_control_stop(struct target *tgt)

@@ -14,6 +14,7 @@
 #include <glib.h>
 
 #include "target.h"
+#include "vs-error.h"
 
 /*
  * A controller's socket logs a connection's arrival and departure: a burst
@@ -76,10 +77,12 @@ struct controller *target_controller_new(struct target *tgt, const char *name,
  * it), fd without one an inherited socket.
  */
 int target_controller_listen(struct controller *ctrl, const char *path, int fd,
-                             const char *group)
+                             const char *group, GError **err)
 {
+    int ret;
+
     if (fd < 0) {
-        fd = target_listen_on(path, group);
+        fd = target_listen_on(path, group, err);
         if (fd < 0) {
             return fd;
         }
@@ -89,7 +92,11 @@ int target_controller_listen(struct controller *ctrl, const char *path, int fd,
         ctrl->socket_group = g_strdup(group);
     }
     ctrl->listen_fd = fd;
-    return target_accept_watch(ctrl);
+    ret = target_accept_watch(ctrl);
+    if (ret < 0) {
+        return vs_error_set(err, ret, "cannot watch socket %s", path ? path : "its fd");
+    }
+    return 0;
 }
 
 void target_controller_free(struct controller *ctrl)
@@ -168,6 +175,7 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
                           const char *group, const GArray *uids, const GArray *gids,
                           unsigned queues, struct controller **out, char **err)
 {
+    g_autoptr(GError) why = NULL;
     struct controller *ctrl;
     int ret = target_controller_check(tgt, name, socket, err);
 
@@ -175,10 +183,9 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
         return ret;
     }
     ctrl = target_controller_new(tgt, name, uids, gids, queues);
-    ret = target_controller_listen(ctrl, socket, fd, group);
+    ret = target_controller_listen(ctrl, socket, fd, group, &why);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot listen on %s: %s", name, socket ? socket : "its fd",
-                               g_strerror(-ret));
+        *err = g_strdup_printf("controller %s: %s", name, why->message);
         target_controller_free(ctrl);
         return ret;
     }

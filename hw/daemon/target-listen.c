@@ -19,6 +19,7 @@
 
 #include "sandbox.h"
 #include "target.h"
+#include "vs-error.h"
 
 /*
  * 0 if nothing listens at sa (a socket left by a daemon that died), else
@@ -61,6 +62,34 @@ void target_test_socket_hold(const char *path)
 }
 #endif
 
+/* -errno, with *err saying why the socket at path does not listen. */
+static int not_listening(GError **err, int neg_errno, const char *path, const char *why)
+{
+    return vs_error_set(err, neg_errno, "cannot listen on socket %s: %s", path, why);
+}
+
+int target_socket_path_check(const char *kind, const char *path, GError **err)
+{
+    struct sockaddr_un sa;
+    g_autofree char *dir = g_path_get_dirname(path);
+    struct stat st;
+    int ret = 0;
+
+    if (strlen(path) >= sizeof(sa.sun_path)) {
+        ret = -ENAMETOOLONG;
+    } else if (stat(dir, &st) < 0) {
+        ret = -errno;
+    } else if (!S_ISDIR(st.st_mode)) {
+        ret = -ENOTDIR;
+    }
+    if (ret < 0) {
+        vs_error_set(err, ret, "cannot listen on %s %s: %s", kind, path,
+                     ret == -ENAMETOOLONG ? "the path is too long" : g_strerror(-ret));
+    }
+    return ret;
+}
+
+
 /*
  * Any thread: everything here waits on the file system at path (a socket
  * directory on NFS, a stuck FUSE mount) or on the group database, so a
@@ -68,15 +97,14 @@ void target_test_socket_hold(const char *path)
  * command line's and the --config file's sockets are made on the main
  * thread, at start-up, before anything is served.
  */
-int target_listen_on(const char *path, const char *group)
+int target_listen_on(const char *path, const char *group, GError **err)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
     int fd, ret;
 
     if (strlen(path) >= sizeof(sa.sun_path)) {
-        g_warning("socket path too long: %s", path);
-        return -ENAMETOOLONG;
+        return not_listening(err, -ENAMETOOLONG, path, "the path is too long");
     }
     strcpy(sa.sun_path, path);
     target_test_socket_hold(path);
@@ -88,22 +116,18 @@ int target_listen_on(const char *path, const char *group)
      */
     if (lstat(path, &st) == 0) {
         if (!S_ISSOCK(st.st_mode)) {
-            g_warning("%s exists and is not a socket", path);
-            return -EEXIST;
+            return not_listening(err, -EEXIST, path, "a file that is not a socket is in the way");
         }
         ret = socket_in_use(&sa);
         if (ret < 0) {
-            g_warning("%s: %s", path, ret == -EADDRINUSE ? "something listens there already"
-                                                         : g_strerror(-ret));
-            return ret;
+            return not_listening(err, ret, path, ret == -EADDRINUSE
+                                 ? "something listens there already" : g_strerror(-ret));
         }
         unlink(path);
     }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0) {
-        ret = -errno;
-        g_warning("socket: %s", g_strerror(errno));
-        return ret;
+        return not_listening(err, -errno, path, g_strerror(errno));
     }
     /*
      * Created 0600: only the owner (and --socket-group, below) may attach.
@@ -114,9 +138,8 @@ int target_listen_on(const char *path, const char *group)
     if (fchmod(fd, 0600) < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
         listen(fd, 16) < 0) {
         ret = -errno;
-        g_warning("%s: %s", path, g_strerror(errno));
         close(fd);
-        return ret;
+        return not_listening(err, ret, path, g_strerror(-ret));
     }
     if (group) {
         gid_t gid;
@@ -124,10 +147,11 @@ int target_listen_on(const char *path, const char *group)
         /* Under the filter, from /etc/group only: NSS modules are not allowed. */
         if (sandbox_lookup_group(group, &gid) < 0 || chown(path, (uid_t)-1, gid) < 0 ||
             chmod(path, 0660) < 0) {
-            g_warning("%s: cannot give the socket to group %s", path, group);
+            g_autofree char *why = g_strdup_printf("cannot give it to group %s", group);
+
             close(fd);
             unlink(path);
-            return -EINVAL;
+            return not_listening(err, -EINVAL, path, why);
         }
     }
     return fd;

@@ -27,38 +27,42 @@ struct resizing {
     uint64_t size;
     target_resized_fn *done;
     void *opaque;
+    GError *err;                /* the thread's, read once it has posted */
 };
+
+static void resizing_free(struct resizing *r)
+{
+    g_clear_error(&r->err);
+    g_free(r);
+}
 
 static int resize_run(void *arg)
 {
     struct resizing *r = arg;
 
-    return scsi_lun_resize(r->b->lun, r->size);
-}
-
-static const char *resize_error(int ret)
-{
-    return ret == -EINVAL    ? "refused: smaller than now, or not whole blocks"
-           : ret == -ENOTSUP ? "this backend cannot grow"
-                             : g_strerror(-ret);
+    return scsi_lun_resize(r->b->lun, r->size, &r->err);
 }
 
 static void resize_done(void *arg, int ret)
 {
     struct resizing *r = arg;
     struct target_backend *b = r->b;
+    g_autofree char *err = NULL;
 
     __atomic_store_n(&b->resizing, false, __ATOMIC_RELEASE);
     if (ret == 0) {
         target_backend_resized(r->tgt, b);
+    } else {
+        err = g_strdup_printf("backend %s: cannot resize: %s", b->name,
+                              r->err ? r->err->message : g_strerror(-ret));
     }
-    r->done(r->tgt, ret, ret < 0 ? resize_error(ret) : NULL, r->opaque);
+    r->done(r->tgt, ret, err, r->opaque);
     if (b->follow_device && !(b->implicit && !b->mappings && !b->unmapping)) {
         b->follow_device = false;
         target_backend_follow_device(r->tgt, b);
     }
     target_backend_close_if_unused(r->tgt, b);
-    g_free(r);
+    resizing_free(r);
 }
 
 static void resize_abandoned(void *arg, int why)
@@ -75,7 +79,7 @@ static void resize_discard(void *arg, int ret)
     struct resizing *r = arg;
 
     __atomic_store_n(&r->b->resizing, false, __ATOMIC_RELEASE);
-    g_free(r);
+    resizing_free(r);
 }
 
 static const struct target_job_ops resize_ops = {
@@ -121,10 +125,8 @@ void target_backend_resize_async(struct target *tgt, const char *name, uint64_t 
 
 static void device_followed(struct target *tgt, int ret, const char *err, void *opaque)
 {
-    g_autofree char *name = opaque;
-
     if (ret < 0) {
-        g_warning("backend %s: its device changed size; keeping its size: %s", name, err);
+        g_warning("%s (its device changed size; the LUN keeps its size)", err);
     }
 }
 
@@ -134,5 +136,5 @@ void target_backend_follow_device(struct target *tgt, struct target_backend *b)
         b->follow_device = true;
         return;
     }
-    target_backend_resize_async(tgt, b->name, 0, device_followed, g_strdup(b->name));
+    target_backend_resize_async(tgt, b->name, 0, device_followed, NULL);
 }

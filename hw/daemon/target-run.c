@@ -205,7 +205,7 @@ int target_start(struct target *tgt, bool signals)
     return 0;
 }
 
-int target_load(struct target *tgt, char **err)
+int target_load(struct target *tgt, const char *default_socket, char **err)
 {
     struct target_opts *o = tgt->opts;
 
@@ -225,6 +225,23 @@ int target_load(struct target *tgt, char **err)
             g_free(sock);
         }
     }
+    /*
+     * The sockets listen once every LUN is open (a socket that accepts is a
+     * daemon that started), but a path they cannot have is refused first,
+     * before a LUN takes memory or a connection.
+     */
+    {
+        const char *path = o->listen_fd >= 0 ? NULL : o->socket_path ? o->socket_path
+                                                                      : default_socket;
+        g_autoptr(GError) why = NULL;
+
+        if ((o->control_path &&
+             target_socket_path_check("control socket", o->control_path, &why) < 0) ||
+            (path && target_socket_path_check("socket", path, &why) < 0)) {
+            *err = g_strdup(why->message);
+            return -EINVAL;
+        }
+    }
     for (guint i = 0; i < o->lun_args->len; i++) {
         g_autofree char *why = NULL;
         unsigned port, lun;
@@ -238,17 +255,24 @@ int target_load(struct target *tgt, char **err)
     return 0;
 }
 
-int target_listen(struct target *tgt, const char *path, int fd)
+int target_listen(struct target *tgt, const char *path, int fd, char **err)
 {
+    g_autoptr(GError) why = NULL;
+    int ret;
+
     /*
      * The control socket listens before the front-ends' socket does, so that
      * one that accepts means both do: a client (a test, a script) that waits
      * for the front-ends' socket used to find the control one not there yet.
      */
-    if (tgt->opts->control_path && target_control_start(tgt) < 0) {
+    if (tgt->opts->control_path && target_control_start(tgt, err) < 0) {
         return -EIO;
     }
-    return target_controller_listen(tgt->dflt, path, fd, tgt->opts->socket_group);
+    ret = target_controller_listen(tgt->dflt, path, fd, tgt->opts->socket_group, &why);
+    if (ret < 0) {
+        *err = g_strdup(why->message);
+    }
+    return ret;
 }
 
 void target_end(struct target *tgt)

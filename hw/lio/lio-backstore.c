@@ -124,13 +124,14 @@ char *lio_backing_refusal(const struct lio_backing *b)
 int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_backing *out,
                           char **path)
 {
-    g_autofree char *err = NULL, *why = NULL, *shown = lun_spec_redact(spec);
+    g_autofree char *why = NULL, *shown = lun_spec_redact(spec);
+    g_autoptr(GError) err = NULL;
     struct lun_spec s;
     struct stat st;
 
     memset(out, 0, sizeof(*out));
     if (lun_spec_parse_backend(spec, &s, &err) < 0) {
-        g_warning("lio: %s%s", err, g_str_has_prefix(spec, "block:") ?
+        g_warning("lio: %s%s", err->message, g_str_has_prefix(spec, "block:") ?
                   " (a block device is file:DEV)" : "");
         return -EINVAL;
     }

@@ -204,10 +204,10 @@ static const struct backend_ops hold_ops = {
 };
 
 int backend_hold_new(uint64_t size, uint32_t block_size, const char *path,
-                     struct lun_backend **out)
+                     struct lun_backend **out, GError **err)
 {
     struct hold_backend *hb = g_new0(struct hold_backend, 1);
-    int ret = backend_ram_new(size, block_size, &hb->inner);
+    int ret = backend_ram_new(size, block_size, &hb->inner, err);
 
     if (ret < 0) {
         g_free(hb);

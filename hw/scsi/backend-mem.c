@@ -168,10 +168,10 @@ static const struct backend_ops ram_ops = {
 };
 
 /* null stores nothing, so any size is free; RAM would have to move under I/O. */
-static int null_resize(struct lun_backend *be, uint64_t size, uint64_t *out)
+static int null_resize(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err)
 {
     if (!size) {
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "a null backend has no device to follow: give a size");
     }
     *out = size;
     return 0;
@@ -193,17 +193,15 @@ static const struct backend_ops null_nofill_ops = {
     .close = mem_close,
 };
 
-static int check_geometry(const char *kind, uint64_t size, uint32_t block_size)
+static int check_geometry(uint64_t size, uint32_t block_size, GError **err)
 {
     if (block_size < 512 || block_size > 4096 || (block_size & (block_size - 1))) {
-        g_warning("%s: block size %" PRIu32 " is not a power of two in 512..4096", kind,
-                  block_size);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "block size %" PRIu32 " is not a power of two in "
+                            "512..4096", block_size);
     }
     if (size == 0 || size % block_size) {
-        g_warning("%s: size %" PRIu64 " is not a non-zero multiple of the block size %" PRIu32,
-                  kind, size, block_size);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "size %" PRIu64 " is not a non-zero multiple of the "
+                            "block size %" PRIu32, size, block_size);
     }
     return 0;
 }
@@ -225,24 +223,24 @@ static struct mem_backend *mem_new(const struct backend_ops *ops, uint64_t size,
     return m;
 }
 
-int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                    GError **err)
 {
     struct mem_backend *m;
     void *base;
-    int ret = check_geometry("ram", size, block_size);
+    int ret = check_geometry(size, block_size, err);
 
     if (ret < 0) {
         return ret;
     }
     if (size > SIZE_MAX) {
-        return -EFBIG;
+        return vs_error_set(err, -EFBIG, "%" PRIu64 " bytes do not fit in memory", size);
     }
     base = mmap(NULL, size, PROT_READ | PROT_WRITE,
                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (base == MAP_FAILED) {
-        ret = -errno;
-        g_warning("ram: cannot map %" PRIu64 " bytes: %s", size, g_strerror(errno));
-        return ret;
+        return vs_error_set(err, -errno, "cannot map %" PRIu64 " bytes: %s", size,
+                            g_strerror(errno));
     }
     m = mem_new(&ram_ops, size, block_size);
     m->base = base;
@@ -252,9 +250,9 @@ int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out
 }
 
 static int null_new(const struct backend_ops *ops, uint64_t size, uint32_t block_size,
-                    struct lun_backend **out)
+                    struct lun_backend **out, GError **err)
 {
-    int ret = check_geometry("null", size, block_size);
+    int ret = check_geometry(size, block_size, err);
 
     if (ret < 0) {
         return ret;
@@ -263,12 +261,14 @@ static int null_new(const struct backend_ops *ops, uint64_t size, uint32_t block
     return 0;
 }
 
-int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                     GError **err)
 {
-    return null_new(&null_ops, size, block_size, out);
+    return null_new(&null_ops, size, block_size, out, err);
 }
 
-int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out)
+int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                            GError **err)
 {
-    return null_new(&null_nofill_ops, size, block_size, out);
+    return null_new(&null_nofill_ops, size, block_size, out, err);
 }

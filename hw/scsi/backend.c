@@ -88,38 +88,37 @@ void backend_close(struct lun_backend *be)
     }
 }
 
-int backend_resize(struct lun_backend *be, uint64_t size)
+int backend_resize(struct lun_backend *be, uint64_t size, GError **err)
 {
     uint64_t now = backend_size(be), got = 0;
     int ret;
 
-    if (size && (size % be->block_size || size < now)) {
-        g_warning("%s: cannot resize to %" PRIu64 " bytes: %s", be->name, size,
-                  size < now ? "smaller than now (shrinking is refused)"
-                             : "not a whole number of blocks");
-        return -EINVAL;
+    if (size && size < now) {
+        return vs_error_set(err, -EINVAL, "%" PRIu64 " bytes is smaller than now (%" PRIu64
+                            " bytes): shrinking is refused", size, now);
+    }
+    if (size && size % be->block_size) {
+        return vs_error_set(err, -EINVAL, "%" PRIu64 " bytes is not a whole number of "
+                            "%" PRIu32 "-byte blocks", size, be->block_size);
     }
     /* Following a device that grew underneath is no write of ours. */
     if (size && be->read_only) {
-        g_warning("%s: cannot resize a read-only backend", be->name);
-        return -EROFS;
+        return vs_error_set(err, -EROFS, "a read-only backend cannot grow");
     }
     if (!be->ops->resize) {
-        g_warning("%s: a %s backend cannot be resized", be->name, be->ops->name);
-        return -ENOTSUP;
+        return vs_error_set(err, -ENOTSUP, "a %s backend cannot grow", be->ops->name);
     }
     if (size == now) {
         return 0;
     }
-    ret = be->ops->resize(be, size, &got);
+    ret = be->ops->resize(be, size, &got, err);
     if (ret < 0) {
         return ret;
     }
     got -= got % be->block_size;
     if (got < now) {
-        g_warning("%s: the device is now %" PRIu64 " bytes, smaller than %" PRIu64
-                  "; keeping the old size", be->name, got, now);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "the device is now %" PRIu64 " bytes, smaller than %"
+                            PRIu64 "; keeping the old size", got, now);
     }
     __atomic_store_n(&be->size, got, __ATOMIC_RELAXED);
     g_message("%s: resized from %" PRIu64 " to %" PRIu64 " bytes", be->name, now, got);

@@ -302,9 +302,15 @@ int sd_exec_reserve_release(struct scsi_lun *lun, struct scsi_cmd *cmd)
     return EXEC_DONE;
 }
 
-int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err)
+int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, GError **err)
 {
-    return scsi_pr_persist_at(lun->pr, path, lun->naa, err);
+    g_autofree char *why = NULL;
+    int ret = scsi_pr_persist_at(lun->pr, path, lun->naa, &why);
+
+    if (ret < 0) {
+        vs_error_set(err, ret, "%s", why ? why : g_strerror(-ret));
+    }
+    return ret;
 }
 
 void scsi_lun_set_pr_store(struct scsi_lun *lun, const struct scsi_pr_store *store,

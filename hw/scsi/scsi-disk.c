@@ -480,7 +480,7 @@ static void inherit_identity(struct scsi_lun *lun)
 }
 
 struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
-                              const struct scsi_lun_info *info)
+                              const struct scsi_lun_info *info, GError **err)
 {
     struct scsi_lun *lun;
     uint64_t h;
@@ -488,8 +488,8 @@ struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
     /* Geometry the SCSI layer can describe: 512..4096-byte blocks, >= 1 block. */
     if (be->block_size < 512 || be->block_size > 4096 ||
         (be->block_size & (be->block_size - 1)) || be->size < be->block_size) {
-        g_warning("%s: cannot serve %s: %" PRIu64 " bytes in %" PRIu32 "-byte blocks",
-                  name ? name : "lun", be->name, be->size, be->block_size);
+        vs_error_set(err, -EINVAL, "cannot serve %" PRIu64 " bytes in %" PRIu32 "-byte blocks "
+                     "as a SCSI disk", be->size, be->block_size);
         backend_close(be);
         return NULL;
     }
@@ -573,9 +573,9 @@ void scsi_lun_free(struct scsi_lun *lun)
     g_free(lun);
 }
 
-int scsi_lun_resize(struct scsi_lun *lun, uint64_t size)
+int scsi_lun_resize(struct scsi_lun *lun, uint64_t size, GError **err)
 {
-    int ret = backend_resize(lun->be, size);
+    int ret = backend_resize(lun->be, size, err);
 
     if (ret < 0) {
         return ret;

@@ -725,15 +725,17 @@ void scsi_target_lun_changed(struct scsi_target *t, struct scsi_lun *l)
 }
 
 int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
-                           uint64_t size)
+                           uint64_t size, GError **err)
 {
     struct scsi_lun *l = scsi_target_lun(t, port, lun_id);
     int ret;
 
     if (!l) {
-        return key_valid(port, lun_id) ? -ENOENT : -EINVAL;
+        return key_valid(port, lun_id)
+            ? vs_error_set(err, -ENOENT, "no LUN is mapped at %u:%u", port, lun_id)
+            : vs_error_set(err, -EINVAL, "%u:%u is no LUN address", port, lun_id);
     }
-    ret = scsi_lun_resize(l, size);
+    ret = scsi_lun_resize(l, size, err);
     if (ret == 0) {
         scsi_target_lun_changed(t, l);
     }

@@ -17,15 +17,21 @@
 #include "lun-spec.h"
 
 /* lun_spec_parse() with the backends' checks; same results and messages. */
-int lun_spec_parse_full(const char *arg, struct lun_spec *out, char **errmsg);
+int lun_spec_parse_full(const char *arg, struct lun_spec *out, GError **err);
 
-/* Opens the backend s describes (for iSCSI: connects to the target). */
-int lun_spec_open(const struct lun_spec *s, struct lun_backend **out);
+/*
+ * Opens the backend s describes (for iSCSI: connects to the target): 0,
+ * or -errno with *err (VS_ERROR, include/util/vs-error.h) giving the cause
+ * in the backend's words, without the spec (the caller names it).
+ * Nothing is logged.
+ */
+int lun_spec_open(const struct lun_spec *s, struct lun_backend **out, GError **err);
 /*
  * The same, given up with -ECANCELED once cancel_fd is readable (for an
  * open on a thread of its own that its owner may have to call off).
  */
-int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lun_backend **out);
+int lun_spec_open_cancellable(const struct lun_spec *s, int cancel_fd, struct lun_backend **out,
+                              GError **err);
 /*
  * Whether opening s may wait on the network, bounded only by a timeout
  * (iSCSI: connect and log in; RBD: reach the monitors and OSDs), rather than take a moment (files, RAM).

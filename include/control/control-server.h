@@ -27,6 +27,7 @@
 #include <json-glib/json-glib.h>
 
 #include "iothread.h"
+#include "vs-error.h"
 
 /* JSON-RPC 2.0 error codes, and the one for a failed operation. */
 #define CTL_E_PARSE            -32700
@@ -66,10 +67,11 @@ struct ctl_server_config {
 
 /*
  * Listens on path (a stale socket there is replaced; a live one or any
- * other file is an error) and serves on cfg->main.  NULL with a logged
- * reason on failure.
+ * other file is an error) and serves on cfg->main.  NULL on failure, with
+ * *err ("cannot listen on control socket PATH: why"; the errno as code).
  */
-struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const char *path);
+struct ctl_server *ctl_server_new(const struct ctl_server_config *cfg, const char *path,
+                                  GError **err);
 /* Closes every client (their calls still pending answer nowhere) and the socket. */
 void ctl_server_free(struct ctl_server *s);
 
@@ -80,6 +82,11 @@ void ctl_call_error(struct ctl_call *call, int code, int err, const char *fmt, .
     G_GNUC_PRINTF(4, 5);
 /* A JSON-RPC error for -errno from an operation, with msg (or strerror). */
 void ctl_call_fail(struct ctl_call *call, int neg_errno, const char *msg);
+/*
+ * The same for a GError (include/util/vs-error.h): its message, and its
+ * code as data.errno (EIO for another domain's error).
+ */
+void ctl_call_fail_error(struct ctl_call *call, const GError *err);
 
 /*
  * What a method keeps under key for the client that made call, from one

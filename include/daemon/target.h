@@ -343,14 +343,14 @@ struct controller *target_controller_find(struct target *tgt, const char *name);
  * A new controller (in tgt's list, not listening yet); uids/gids (may be
  * NULL) are copied.  target_controller_listen: on fd, or on a new socket
  * at path; fd with a path is a socket target_listen_on made there (the
- * controller removes it), fd without one an inherited socket.  -errno.
- * target_controller_free: closes its socket, and removes its file.
+ * controller removes it), fd without one an inherited socket.  -errno,
+ * with *err saying why.  target_controller_free: closes its socket, and removes its file.
  */
 struct controller *target_controller_new(struct target *tgt, const char *name,
                                          const GArray *uids, const GArray *gids,
                                          unsigned queues);
 int target_controller_listen(struct controller *ctrl, const char *path, int fd,
-                             const char *group);
+                             const char *group, GError **err);
 void target_controller_free(struct controller *ctrl);
 /*
  * A new controller listening on socket (created like --socket-path: mode
@@ -377,9 +377,18 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
 /*
  * Any thread (target-listen.c): a new listening socket at path, made like --socket-path
  * (mode 0600, or 0660 and the group's), replacing a stale one; its fd, or
- * -errno (logged).  It may wait on the file system and the group database.
+ * -errno with *err ("cannot listen on socket PATH: why").  It may wait on
+ * the file system and the group database.
  */
-int target_listen_on(const char *path, const char *group);
+int target_listen_on(const char *path, const char *group, GError **err);
+/*
+ * Whether a socket could be made at path: not too long, in a folder that
+ * exists; 0, or -errno with *err ("cannot listen on KIND PATH: why").  The
+ * start-up checks its sockets' paths so before any LUN opens (a RAM LUN
+ * allocated, a remote one connected); the listen itself, after them,
+ * still says why if the file system changed meanwhile.
+ */
+int target_socket_path_check(const char *kind, const char *path, GError **err);
 #ifdef VHOST_SCSI_TEST_HOOKS
 /* Any thread: a test's stand-in for a stuck file system under a socket's path. */
 void target_test_socket_hold(const char *path);
@@ -459,8 +468,8 @@ JsonNode *target_stats_json(struct target *tgt, struct stats_marks *marks,
                             struct controller *ctrl, struct target_backend *tb);
 char *target_stats_prometheus(struct target *tgt);
 
-/* Serves the control socket at tgt->opts->control_path; -errno. */
-int target_control_start(struct target *tgt);
+/* Serves the control socket at tgt->opts->control_path; -errno with *err. */
+int target_control_start(struct target *tgt, char **err);
 void target_control_stop(struct target *tgt);
 
 /*
@@ -485,16 +494,18 @@ void target_maybe_quit(struct target *tgt);
  * signals, SIGINT/SIGTERM/SIGHUP blocked in the process and read from a
  * signalfd (a shutdown: jobs stopped, control socket closed, the loop
  * ends once removals are done); -errno (logged).  load: --config's
- * backends and mappings, then every --lun; -EINVAL with *err naming the
+ * backends and mappings, a check that the sockets' paths can be made
+ * (default_socket: the default controller's when neither the options nor
+ * the file name one), then every --lun; -EINVAL with *err naming the
  * option.  listen: the control socket, then the default controller on
- * path or the inherited fd (taken on success).  The main loop is then
+ * path or the inherited fd (taken on success); -errno with *err.  The main loop is then
  * iothread_run(tgt->main).  end: everything freed, whatever was reached;
  * on the thread that called start.
  */
 void target_init(struct target *tgt, struct target_opts *opts);
 int target_start(struct target *tgt, bool signals);
-int target_load(struct target *tgt, char **err);
-int target_listen(struct target *tgt, const char *path, int fd);
+int target_load(struct target *tgt, const char *default_socket, char **err);
+int target_listen(struct target *tgt, const char *path, int fd, char **err);
 void target_end(struct target *tgt);
 
 #endif

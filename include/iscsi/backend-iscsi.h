@@ -24,9 +24,11 @@ struct backend_iscsi_opts {
  * Connects once to read the LUN's geometry and identity, in the calling
  * thread, which it holds for as long (at most login_timeout_s for the
  * whole open: connect, login, the reads; -ETIMEDOUT past it).  Any thread
- * may call it: it touches nothing but its own context.
+ * may call it: it touches nothing but its own context.  0, or -errno with
+ * *err (VS_ERROR) saying why, without the URL (it may hold a password).
  */
-int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out);
+int backend_iscsi_open(const struct backend_iscsi_opts *o, struct lun_backend **out,
+                       GError **err);
 
 /*
  * The highest LUN an iscsi:// URL may name.  libiscsi sends the number as

@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "vs-error.h"
+
 #define LUN_SPEC_MAX_TARGET 255
 #define LUN_SPEC_MAX_LUN    16383
 
@@ -89,22 +91,22 @@ struct lun_spec_checks {
 
 /*
  * Parses arg ("ID=SPEC") into *out (which the caller then owns:
- * lun_spec_clear()).  Returns 0, or -EINVAL and sets *errmsg (if errmsg is
- * not NULL) to a g_malloc'd message naming the offending text; *out is then
- * left cleared.  The grammar alone: an iscsi:// URL's LUN is not looked at
+ * lun_spec_clear()).  Returns 0, or -EINVAL with *err (VS_ERROR, EINVAL)
+ * naming the offending text ("LUN spec \"ARG\": what"); *out is then left
+ * cleared.  The grammar alone: an iscsi:// URL's LUN is not looked at
  * (iscsi_lun stays 0); the daemon parses with lun_spec_parse_full().
  */
-int lun_spec_parse(const char *arg, struct lun_spec *out, char **errmsg);
+int lun_spec_parse(const char *arg, struct lun_spec *out, GError **err);
 
 /* lun_spec_parse, and the checks (NULL: none) where they apply. */
 int lun_spec_parse_checked(const char *arg, const struct lun_spec_checks *checks,
-                           struct lun_spec *out, char **errmsg);
+                           struct lun_spec *out, GError **err);
 
 /*
  * SPEC alone, without "ID=" (vhost-scsi-ctl takes the LUN as an argument of
  * its own); target and lun are 0, messages quote spec.
  */
-int lun_spec_parse_backend(const char *spec, struct lun_spec *out, char **errmsg);
+int lun_spec_parse_backend(const char *spec, struct lun_spec *out, GError **err);
 
 void lun_spec_clear(struct lun_spec *s);
 

@@ -33,8 +33,8 @@ struct backend_rbd_opts {
  * configuration says otherwise).  A writable image with the exclusive-lock
  * feature is locked (exclusively, without transparent hand-over), and an
  * image whose lock another client holds is refused (-EBUSY).  Any thread
- * may call it.  0 and *out, or -errno with a logged reason.
+ * may call it.  0 and *out, or -errno with *err (VS_ERROR) saying why.
  */
-int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out);
+int backend_rbd_open(const struct backend_rbd_opts *o, struct lun_backend **out, GError **err);
 
 #endif

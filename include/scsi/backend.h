@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #include "iothread.h"
+#include "vs-error.h"
 
 enum backend_op {
     BACKEND_READ,
@@ -77,9 +78,10 @@ struct backend_ops {
      * Optional: grows the device to size bytes (whole blocks, more than
      * now), or with size 0 takes the size the device itself has grown to
      * (a block device extended underneath), and returns the new size in
-     * *out.  Main thread, with I/O running: backend_resize publishes it.
+     * *out, or -errno with *err (include/util/vs-error.h) saying why.
+     * Main thread, with I/O running: backend_resize publishes it.
      */
-    int (*resize)(struct lun_backend *be, uint64_t size, uint64_t *out);
+    int (*resize)(struct lun_backend *be, uint64_t size, uint64_t *out, GError **err);
     /*
      * Optional: starts reading [offset, offset + len) into the cache the
      * backend has (the page cache) and returns 0, or -errno (-EOPNOTSUPP:
@@ -185,21 +187,24 @@ static inline uint64_t backend_size(const struct lun_backend *be)
  * -EINVAL if size is not whole blocks or smaller than now (shrinking under
  * a guest loses data: refused), -ENOTSUP if the backend cannot grow, -EROFS
  * for a read-only one given a size (size 0 follows its device even so);
- * logs the reason with the backend's name.
+ * *err (VS_ERROR, the errno) says which, without the backend's name.
  */
-int backend_resize(struct lun_backend *be, uint64_t size);
+int backend_resize(struct lun_backend *be, uint64_t size, GError **err);
 
 /*
  * Constructors of the backends without a library of their own (SPEC
  * parsing lives in hw/block/lun-spec.c, opening in hw/block/lun-open.c;
  * files and block devices are in include/uring/backend-uring.h, iSCSI in
  * include/iscsi/backend-iscsi.h).
- * All return 0 and set *out, or -errno with a logged reason.
+ * All return 0 and set *out, or -errno with *err (VS_ERROR) saying why.
  */
-int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
-int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+int backend_ram_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                    GError **err);
+int backend_null_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                     GError **err);
 /* null: with fill=none: a READ completes without writing its buffer. */
-int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out);
+int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backend **out,
+                            GError **err);
 /*
  * For tests, in a build with -Dtest_hooks=true only (hw/scsi/backend-hold.c):
  * RAM that holds every request
@@ -207,6 +212,6 @@ int backend_null_nofill_new(uint64_t size, uint32_t block_size, struct lun_backe
  * the file is removed.  Its directory must exist.
  */
 int backend_hold_new(uint64_t size, uint32_t block_size, const char *path,
-                     struct lun_backend **out);
+                     struct lun_backend **out, GError **err);
 
 #endif

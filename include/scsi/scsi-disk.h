@@ -165,11 +165,12 @@ static inline void scsi_cmd_reset(struct scsi_cmd *cmd)
 
 /*
  * Takes ownership of be (closed on failure).  name is used in log lines
- * ("lun0:3").  Returns NULL, with a logged reason, if the geometry cannot
- * be served (block size not a power of two in 512..4096, or no block).
+ * ("lun0:3").  Returns NULL, with *err (VS_ERROR, EINVAL) saying why, if
+ * the geometry cannot be served (block size not a power of two in
+ * 512..4096, or no block).
  */
 struct scsi_lun *scsi_lun_new(struct lun_backend *be, const char *name,
-                              const struct scsi_lun_info *info);
+                              const struct scsi_lun_info *info, GError **err);
 void scsi_lun_free(struct scsi_lun *lun);
 struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
 /*
@@ -180,10 +181,10 @@ struct lun_backend *scsi_lun_backend(struct scsi_lun *lun);
  * restored now (no file: nothing).  Without a state file APTPL is refused
  * (REPORT CAPABILITIES PTPL_C 0).  Before the LUN serves commands.  0, or
  * -EINVAL (a corrupt or foreign file: the LUN must not be served without
- * the fencing it records) / -EIO, with *err (g_free it) naming the LUN
- * and the file.
+ * the fencing it records) / -EIO, with *err (VS_ERROR) naming the LUN and
+ * the file.
  */
-int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, char **err);
+int scsi_lun_set_pr_file(struct scsi_lun *lun, const char *path, GError **err);
 /*
  * How a LUN's reservation state reaches its state file: write replaces
  * path with data atomically and durably, remove takes it away; each 0, or
@@ -202,9 +203,10 @@ void scsi_lun_set_pr_store(struct scsi_lun *lun, const struct scsi_pr_store *sto
 /*
  * Grows the LUN (backend_resize: size bytes, or 0 for what the device has
  * grown to) and raises CAPACITY DATA HAS CHANGED for every nexus.  Main
- * thread, with I/O running; a LUN never shrinks.
+ * thread, with I/O running; a LUN never shrinks.  0, or -errno with *err
+ * saying why (backend_resize's words).
  */
-int scsi_lun_resize(struct scsi_lun *lun, uint64_t size);
+int scsi_lun_resize(struct scsi_lun *lun, uint64_t size, GError **err);
 const char *scsi_lun_name(const struct scsi_lun *lun);
 /* The LUN's 64-bit NAA designator, as its VPD page 83h reports it. */
 uint64_t scsi_lun_naa(const struct scsi_lun *lun);

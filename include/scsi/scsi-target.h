@@ -76,10 +76,10 @@ int scsi_target_remove_lun(struct scsi_target *t, unsigned port, unsigned lun_id
 /*
  * Grows the LUN at (port, lun_id) to size bytes (scsi_lun_resize): every
  * nexus gets CAPACITY DATA HAS CHANGED and the transports are told
- * (lun_changed).  Main thread.
+ * (lun_changed).  Main thread.  0, or -errno with *err saying why.
  */
 int scsi_target_resize_lun(struct scsi_target *t, unsigned port, unsigned lun_id,
-                           uint64_t size);
+                           uint64_t size, GError **err);
 /*
  * l changed under every target that maps it (scsi_lun_resize of a shared
  * LUN): tells the transports of this target's nexuses, for each address

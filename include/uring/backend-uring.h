@@ -10,7 +10,11 @@
 
 #include "backend.h"
 
-/* Returns 0 and sets *out, or -errno with a logged reason. */
+/*
+ * Returns 0 and sets *out, or -errno with *err (VS_ERROR) saying why in
+ * the operator's words, without the path (the caller names what it
+ * opened).  Logs no error.
+ */
 struct backend_file_opts {
     const char *path;
     bool read_only;
@@ -19,6 +23,7 @@ struct backend_file_opts {
     uint64_t size;           /* 0: the file's or device's size */
     uint32_t phys_block_size; /* 0: a block device's own (BLKPBSZGET), else one block */
 };
-int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out);
+int backend_file_open(const struct backend_file_opts *o, struct lun_backend **out,
+                      GError **err);
 
 #endif

@@ -89,10 +89,10 @@ static inline struct scsi_target *fuzz_target_new(void)
     struct scsi_target *t = scsi_target_new("fuzz");
     struct lun_backend *be;
 
-    if (backend_ram_new(1 << 20, 512, &be) < 0 ||
-        scsi_target_add_lun(t, 0, 0, scsi_lun_new(be, "fuzz-ram", NULL)) < 0 ||
-        backend_null_new(1 << 30, 4096, &be) < 0 ||
-        scsi_target_add_lun(t, 0, 1, scsi_lun_new(be, "fuzz-null", NULL)) < 0) {
+    if (backend_ram_new(1 << 20, 512, &be, NULL) < 0 ||
+        scsi_target_add_lun(t, 0, 0, scsi_lun_new(be, "fuzz-ram", NULL, NULL)) < 0 ||
+        backend_null_new(1 << 30, 4096, &be, NULL) < 0 ||
+        scsi_target_add_lun(t, 0, 1, scsi_lun_new(be, "fuzz-null", NULL, NULL)) < 0) {
         abort();
     }
     return t;

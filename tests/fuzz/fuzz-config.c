@@ -31,7 +31,7 @@ static void walk(JsonNode *root)
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *b = json_array_get_object_element(a, i);
         g_autofree char *arg = g_strdup_printf("0=%s", json_object_get_string_member(b, "spec"));
-        g_autofree char *why = NULL;
+        g_autoptr(GError) why = NULL;
         struct lun_spec ls;
 
         (void)json_object_get_string_member(b, "name");

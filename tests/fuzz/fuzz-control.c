@@ -95,6 +95,7 @@ static void m_lun_list(struct ctl_call *call, JsonObject *params, void *opaque)
 static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque)
 {
     struct scsi_lun *l = lun_param(call, opaque, params);
+    g_autoptr(GError) err = NULL;
     gint64 size;
     int ret;
 
@@ -107,9 +108,9 @@ static void m_lun_resize(struct ctl_call *call, JsonObject *params, void *opaque
         ctl_call_error(call, CTL_E_INVALID_PARAMS, 0, "size out of range");
         return;
     }
-    ret = scsi_lun_resize(l, (uint64_t)size);
+    ret = scsi_lun_resize(l, (uint64_t)size, &err);
     if (ret < 0) {
-        ctl_call_fail(call, ret, NULL);
+        ctl_call_fail_error(call, err);
         return;
     }
     ctl_call_reply(call, lun_json(l));
@@ -143,7 +144,7 @@ static void start_on_main(void *opaque)
         .nmethods = G_N_ELEMENTS(methods), .opaque = x, .max_request = FUZZ_CTL_MAX_REQUEST,
     };
 
-    x->s = ctl_server_new(&cfg, x->path);
+    x->s = ctl_server_new(&cfg, x->path, NULL);
 }
 
 /* The calls held by "later", answered now that their client is gone. */

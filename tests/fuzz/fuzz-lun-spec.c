@@ -5,8 +5,8 @@
  * vhost-scsi-ctl parses a bare SPEC, and as logs redact one.  The input's
  * first byte picks the entry point, the rest is the text (NUL-terminated
  * where the input has none).  Oracle: a spec is accepted with an ID and
- * sizes in range and no message, or refused with -EINVAL, a message and a
- * cleared result; the redacted copy never contains the password of an
+ * sizes in range and no error, or refused with -EINVAL, a GError in
+ * VS_ERROR with code EINVAL and a message, and a cleared result; the redacted copy never contains the password of an
  * iscsi:// URL; nothing leaks.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -19,10 +19,10 @@
 #include "lun-open.h"
 #include "lun-spec.h"
 
-static void check_result(int ret, const struct lun_spec *s, char *msg)
+static void check_result(int ret, const struct lun_spec *s, GError *err)
 {
     if (ret == 0) {
-        if (msg || s->target > LUN_SPEC_MAX_TARGET || s->lun > LUN_SPEC_MAX_LUN ||
+        if (err || s->target > LUN_SPEC_MAX_TARGET || s->lun > LUN_SPEC_MAX_LUN ||
             s->size % (s->block_size ? s->block_size : 512) ||
             (s->kind != LUN_SPEC_FILE && s->kind != LUN_SPEC_ISCSI &&
              s->kind != LUN_SPEC_RBD && s->size == 0) ||
@@ -30,11 +30,12 @@ static void check_result(int ret, const struct lun_spec *s, char *msg)
               s->kind == LUN_SPEC_HOLD) && !s->path)) {
             abort();
         }
-    } else if (ret != -EINVAL || !msg || s->path || s->secret_file || s->initiator_name ||
+    } else if (ret != -EINVAL || !err || !g_error_matches(err, VS_ERROR, EINVAL) ||
+               !err->message[0] || s->path || s->secret_file || s->initiator_name ||
                s->rbd_pool || s->rbd_image) {
         abort();
     }
-    g_free(msg);
+    g_clear_error(&err);
 }
 
 static unsigned count(const char *hay, const char *needle)
@@ -82,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     g_autofree char *text = NULL;
     struct lun_spec s;
-    char *msg = NULL;
+    GError *err = NULL;
     int ret;
 
     fuzz_quiet_logs();
@@ -95,19 +96,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&s, 0, sizeof(s));
     switch (data[0] & 3) {
     case 0:
-        ret = lun_spec_parse_full(text, &s, &msg);
+        ret = lun_spec_parse_full(text, &s, &err);
         break;
     case 1:
-        ret = lun_spec_parse(text, &s, &msg);
+        ret = lun_spec_parse(text, &s, &err);
         break;
     case 2:
-        ret = lun_spec_parse_backend(text, &s, &msg);
+        ret = lun_spec_parse_backend(text, &s, &err);
         break;
     default:
         check_redacted(text);
         return 0;
     }
-    check_result(ret, &s, msg);
+    check_result(ret, &s, err);
     lun_spec_clear(&s);
     return 0;
 }

@@ -37,14 +37,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!luns[0]) {
         struct lun_backend *be;
 
-        if (backend_ram_new(1 << 20, 512, &be) < 0) {
+        if (backend_ram_new(1 << 20, 512, &be, NULL) < 0) {
             abort();
         }
-        luns[0] = scsi_lun_new(be, "fuzz-ram", NULL);
-        if (backend_null_new(1ull << 40, 4096, &be) < 0) {
+        luns[0] = scsi_lun_new(be, "fuzz-ram", NULL, NULL);
+        if (backend_null_new(1ull << 40, 4096, &be, NULL) < 0) {
             abort();
         }
-        luns[1] = scsi_lun_new(be, "fuzz-null", NULL);
+        luns[1] = scsi_lun_new(be, "fuzz-null", NULL, NULL);
     }
     /* A few commands per input so state (UA, mode pages) evolves. */
     while (in.left) {

@@ -661,11 +661,15 @@ static void test_bad_input(void)
     /* Sockets in use: another controller's (as named, and spelt otherwise), the control one's. */
     add_refused(t.fd, controller_params("vm3", t.d.sock, 1), CTL_E_FAILED, "default");
     add_refused(t.fd, controller_params("vm3", t.sock2, 1), CTL_E_FAILED, "vm2");
-    add_refused(t.fd, controller_params("vm3", alias, 1), CTL_E_FAILED, "in use");
-    add_refused(t.fd, controller_params("vm3", t.ctl, 1), CTL_E_FAILED, "in use");
+    add_refused(t.fd, controller_params("vm3", alias, 1), CTL_E_FAILED,
+                "something listens there already");
+    add_refused(t.fd, controller_params("vm3", t.ctl, 1), CTL_E_FAILED,
+                "something listens there already");
     /* Not a socket, or nowhere to make one. */
-    add_refused(t.fd, controller_params("vm3", plain, 1), CTL_E_FAILED, "cannot listen");
-    add_refused(t.fd, controller_params("vm3", nodir, 1), CTL_E_FAILED, "cannot listen");
+    add_refused(t.fd, controller_params("vm3", plain, 1), CTL_E_FAILED,
+                "a file that is not a socket is in the way");
+    add_refused(t.fd, controller_params("vm3", nodir, 1), CTL_E_FAILED,
+                "No such file or directory");
     g_assert_true(g_file_get_contents(plain, &text, NULL, NULL));
     g_assert_cmpstr(text, ==, "not a socket");
     /* Wrong types, missing and unknown members, values out of range. */

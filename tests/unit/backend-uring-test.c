@@ -22,6 +22,7 @@
 
 #include "backend-uring.h"
 #include "iothread.h"
+#include "read-only-file.h"
 
 #define FILE_SIZE (1024 * 1024)
 #define IO_TIMEOUT_S 10
@@ -216,7 +217,22 @@ static int open_file(struct fixture *f, bool ro, bool direct, uint32_t bs, uint6
         .path = f->path, .read_only = ro, .direct = direct, .block_size = bs, .size = size,
     };
 
-    return backend_file_open(&o, &f->be);
+    return backend_file_open(&o, &f->be, NULL);
+}
+
+/*
+ * Opening with o is refused with errno code and an error saying exactly
+ * msg; nothing is opened, and nothing is logged (a warning fails the test).
+ */
+static void open_refused(const struct backend_file_opts *o, int code, const char *msg)
+{
+    g_autoptr(GError) err = NULL;
+    struct lun_backend *be = NULL;
+
+    g_assert_cmpint(backend_file_open(o, &be, &err), ==, -code);
+    g_assert_null(be);
+    g_assert_error(err, VS_ERROR, code);
+    g_assert_cmpstr(err->message, ==, msg);
 }
 
 static void fixture_setup_in(struct fixture *f, const void *data, const char *dir)
@@ -302,32 +318,55 @@ static void test_open_rejects(struct fixture *f, const void *data)
     struct backend_file_opts o = { .path = f->path };
     g_autofree char *empty = make_file(g_get_tmp_dir(), 100);
 
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
     /* Block sizes other than 512 and 4096. */
-    g_assert_cmpint(open_file(f, false, false, 1024, 0), ==, -EINVAL);
-    g_assert_cmpint(open_file(f, false, false, 520, 0), ==, -EINVAL);
+    o.block_size = 1024;
+    open_refused(&o, EINVAL, "block size 1024 is not 512 or 4096");
+    o.block_size = 520;
+    open_refused(&o, EINVAL, "block size 520 is not 512 or 4096");
     /* Sizes that are not whole blocks. */
-    g_assert_cmpint(open_file(f, false, false, 4096, 4096 * 3 + 512), ==, -EINVAL);
-    g_assert_cmpint(open_file(f, false, false, 0, 1000), ==, -EINVAL);
-    /* A read-only file cannot grow to a larger size. */
-    g_assert_cmpint(open_file(f, true, false, 0, 2 * FILE_SIZE), ==, -EINVAL);
+    o.block_size = 4096;
+    o.size = 4096 * 3 + 512;
+    open_refused(&o, EINVAL, "size 12800 is not a multiple of the block size 4096");
+    o.block_size = 0;
+    o.size = 1000;
+    open_refused(&o, EINVAL, "size 1000 is not a multiple of the block size 512");
+    /* A read-only file cannot grow to a larger size: the error says so, not EINVAL's words. */
+    o.read_only = true;
+    o.size = 2 * FILE_SIZE;
+    open_refused(&o, EINVAL, "size 2097152 is larger than the read-only file (1048576 bytes)");
+    o.size = 0;
     /* Not a file or block device. */
     o.path = g_get_tmp_dir();
-    g_assert_cmpint(backend_file_open(&o, &f->be), ==, -EISDIR);
-    o.read_only = true;
-    g_assert_cmpint(backend_file_open(&o, &f->be), ==, -EINVAL);
+    open_refused(&o, EINVAL, "not a regular file or block device");
     o.read_only = false;
+    open_refused(&o, EISDIR, "Is a directory");
     o.path = "/dev/null";
-    g_assert_cmpint(backend_file_open(&o, &f->be), ==, -EINVAL);
+    open_refused(&o, EINVAL, "not a regular file or block device");
     o.path = "/nonexistent/disk.img";
-    g_assert_cmpint(backend_file_open(&o, &f->be), ==, -ENOENT);
+    open_refused(&o, ENOENT, "No such file or directory");
+    o.direct = true;
+    open_refused(&o, ENOENT, "opening with O_DIRECT: No such file or directory");
+    o.direct = false;
     o.path = "";
-    g_assert_cmpint(backend_file_open(&o, &f->be), ==, -EINVAL);
+    open_refused(&o, EINVAL, "no path given");
     /* Smaller than one block, no size given. */
     o.path = empty;
-    g_assert_cmpint(backend_file_open(&o, &f->be), ==, -EINVAL);
+    open_refused(&o, EINVAL, "the file is smaller than one block (100 bytes); give size=");
     g_unlink(empty);
     g_assert_null(f->be);
+}
+
+/* A file this process may only read, opened for writing: the error hints at ,ro. */
+static void test_open_read_only_file_hints_ro(struct fixture *f, const void *data)
+{
+    g_autofree char *path = read_only_file(f->path);
+    struct backend_file_opts o = { .path = path };
+
+    if (!path) {
+        g_test_skip("no file here that this user may only read");
+        return;
+    }
+    open_refused(&o, EACCES, "Permission denied (use ,ro?)");
 }
 
 static void test_open_extends_writable_file(struct fixture *f, const void *data)
@@ -600,7 +639,6 @@ static void test_read_only_file_needs_ro(struct fixture *f, const void *data)
         return;
     }
     g_assert_cmpint(chmod(f->path, 0444), ==, 0);
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
     g_assert_cmpint(open_file(f, false, false, 0, 0), ==, -EACCES);
     g_assert_cmpint(open_file(f, true, false, 0, 0), ==, 0);
 }
@@ -809,6 +847,7 @@ int main(int argc, char **argv)
     add("open/defaults", test_open_defaults, false);
     add("open/rounds-down-to-blocks", test_open_rounds_down_to_blocks, false);
     add("open/rejects", test_open_rejects, false);
+    add("open/read-only-file-hints-ro", test_open_read_only_file_hints_ro, false);
     add("open/extends-writable-file", test_open_extends_writable_file, false);
     add("open/read-only-file-needs-ro", test_read_only_file_needs_ro, false);
     add("block-status-and-prefetch", test_block_status_and_prefetch, false);

@@ -39,6 +39,7 @@ struct fx {
     char *dir, *path;
     struct iothread *main;
     struct ctl_server *s;
+    GError *start_err;          /* why s is NULL */
     unsigned notified;
     GPtrArray *held;            /* struct ctl_call *, for "later" */
     unsigned counts_freed;      /* "count"'s per-client state destroyed */
@@ -116,7 +117,7 @@ static void start_on_main(void *opaque)
     struct ctl_server_config cfg = { .name = "ctl", .main = x->main, .methods = methods,
                                      .nmethods = G_N_ELEMENTS(methods), .opaque = x };
 
-    x->s = ctl_server_new(&cfg, x->path);
+    x->s = ctl_server_new(&cfg, x->path, &x->start_err);
 }
 
 static void stop_on_main(void *opaque)
@@ -607,18 +608,22 @@ static void test_socket_file(void)
     struct fx y;
     struct stat st;
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    g_autofree char *why = NULL;
     int stale;
 
     fx_setup(&x);
     g_assert_cmpint(stat(x.path, &st), ==, 0);
     g_assert_cmpuint(st.st_mode & 0777, ==, 0600);
-    /* A second server on a live socket is refused. */
+    /* A second server on a live socket is refused, saying why, and logs nothing. */
     y = x;
     y.s = NULL;
-    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "*another daemon is listening*");
     iothread_run_sync(x.main, start_on_main, &y);
-    g_test_assert_expected_messages();
     g_assert_null(y.s);
+    g_assert_error(y.start_err, VS_ERROR, EADDRINUSE);
+    why = g_strdup_printf("cannot listen on control socket %s: another daemon is listening there",
+                          x.path);
+    g_assert_cmpstr(y.start_err->message, ==, why);
+    g_clear_error(&y.start_err);
     iothread_run_sync(x.main, stop_on_main, &x);
     /* Gone with its server. */
     g_assert_cmpint(stat(x.path, &st), ==, -1);

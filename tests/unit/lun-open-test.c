@@ -26,10 +26,10 @@
 static struct lun_spec parse_ok(const char *arg)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     if (lun_spec_parse_full(arg, &s, &err) != 0) {
-        g_error("\"%s\" was rejected: %s", arg, err);
+        g_error("\"%s\" was rejected: %s", arg, err->message);
     }
     return s;
 }
@@ -64,7 +64,7 @@ static void test_iscsi_lun_accepted(void)
 static void assert_refused(const char *arg, const char *culprit)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
     int ret;
 
     memset(&s, 0x5a, sizeof(s));
@@ -73,12 +73,12 @@ static void assert_refused(const char *arg, const char *culprit)
         g_error("\"%s\" was not refused (ret %d)", arg, ret);
     }
     g_assert_nonnull(err);
-    g_assert_nonnull(strstr(err, arg));
-    if (!strstr(err, culprit)) {
-        g_error("message for \"%s\" does not name %s: %s", arg, culprit, err);
+    g_assert_nonnull(strstr(err->message, arg));
+    if (!strstr(err->message, culprit)) {
+        g_error("message for \"%s\" does not name %s: %s", arg, culprit, err->message);
     }
     g_assert_null(s.path);
-    g_free(err);
+    g_clear_error(&err);
 }
 
 /*
@@ -93,7 +93,7 @@ static void test_iscsi_lun_refused(void)
         "4294967296", "99999999999999", "-1", "+1", " 1", "1x", "", "16384",
     };
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     for (unsigned i = 0; i < G_N_ELEMENTS(bad); i++) {
         g_autofree char *arg = g_strdup_printf("0=iscsi://h/iqn.x:t/%s,ro", bad[i]);
@@ -107,9 +107,9 @@ static void test_iscsi_lun_refused(void)
     assert_refused("0=iscsi://h", "without /IQN/LUN");
     /* The password is not shown when the LUN is at fault. */
     g_assert_cmpint(lun_spec_parse_full("0=iscsi://u%s3cr3t@h/iqn/-1", &s, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err, "LUN \"-1\""));
-    g_assert_null(strstr(err, "s3cr3t"));
-    g_free(err);
+    g_assert_nonnull(strstr(err->message, "LUN \"-1\""));
+    g_assert_null(strstr(err->message, "s3cr3t"));
+    g_clear_error(&err);
 }
 
 /* Writes contents to a fresh file in dir with mode; returns its path. */
@@ -123,13 +123,23 @@ static char *secret_file(const char *dir, const char *contents, mode_t mode)
     return path;
 }
 
-static int open_iscsi(const char *arg)
+/*
+ * Opens arg, which must fail, with an error that says words (and no
+ * warning: that would fail the test); returns its -errno.
+ */
+static int open_iscsi(const char *arg, const char *words)
 {
     struct lun_spec s = parse_ok(arg);
     struct lun_backend *be = NULL;
-    int ret = lun_spec_open(&s, &be);
+    g_autoptr(GError) err = NULL;
+    int ret = lun_spec_open(&s, &be, &err);
 
     g_assert_null(be);
+    g_assert_cmpint(ret, <, 0);
+    g_assert_error(err, VS_ERROR, -ret);
+    if (!strstr(err->message, words)) {
+        g_error("%s: \"%s\" does not say \"%s\"", arg, err->message, words);
+    }
     lun_spec_clear(&s);
     return ret;
 }
@@ -146,52 +156,52 @@ static void test_open_iscsi_checks_before_connecting(void)
     struct lun_spec unparsed = { .kind = LUN_SPEC_ISCSI };
     struct lun_backend *be = NULL;
 
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
     /* A URL libiscsi refuses (an unknown header digest) fails before connecting. */
-    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.x:t/1?header_digest=md5"), ==,
-                    -EINVAL);
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.x:t/1?header_digest=md5",
+                               "bad iSCSI URL"), ==, -EINVAL);
     /* Opening checks the LUN again, for a spec that lun_spec_parse_full() did not make. */
     unparsed.path = g_strdup("iscsi://127.0.0.1:1/iqn.x:t/4294967296");
-    g_assert_cmpint(lun_spec_open(&unparsed, &be), ==, -EINVAL);
+    g_assert_cmpint(lun_spec_open(&unparsed, &be, NULL), ==, -EINVAL);
     g_assert_null(be);
     lun_spec_clear(&unparsed);
-    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1"), ==,
-                    -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi("0=iscsi://127.0.0.1:1/iqn.2024-01.org.example:t1/1",
+                               "cannot log in to 127.0.0.1:1 as "), ==, -ECONNREFUSED);
     /* A host name is resolved once, at open. */
-    g_assert_cmpint(open_iscsi("0=iscsi://localhost:1/iqn.2024-01.org.example:t1/1"), ==,
-                    -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi("0=iscsi://localhost:1/iqn.2024-01.org.example:t1/1",
+                               "cannot log in to "), ==, -ECONNREFUSED);
 
     /* Readable by the group: refused before any password leaves the host. */
     path = secret_file(dir, "user:pw\n", 0640);
     arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EPERM);
+    g_assert_cmpint(open_iscsi(arg, "mode 0640 lets others read it; chmod 600 it"), ==, -EPERM);
     g_assert_cmpint(chmod(path, 0604), ==, 0);
-    g_assert_cmpint(open_iscsi(arg), ==, -EPERM);
+    g_assert_cmpint(open_iscsi(arg, "mode 0604 lets others read it"), ==, -EPERM);
     g_assert_cmpint(chmod(path, 0600), ==, 0);
-    g_assert_cmpint(open_iscsi(arg), ==, -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi(arg, "cannot log in to 127.0.0.1:1 as "), ==, -ECONNREFUSED);
     g_clear_pointer(&arg, g_free);
 
     /* A password alone needs the user from the URL... */
     g_free(path);
     path = secret_file(dir, "pw", 0600);
     arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi(arg, "the secret file holds only a password"), ==, -EINVAL);
     g_clear_pointer(&arg, g_free);
     arg = g_strdup_printf("0=iscsi://user@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -ECONNREFUSED);
+    g_assert_cmpint(open_iscsi(arg, "with CHAP user user"), ==, -ECONNREFUSED);
     g_clear_pointer(&arg, g_free);
     /* ...and a password in both places is ambiguous. */
     arg = g_strdup_printf("0=iscsi://user%%pw@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi(arg, "a password in both the URL and secret-file="), ==,
+                    -EINVAL);
     g_clear_pointer(&arg, g_free);
     /* An empty secret is no secret. */
     g_free(path);
     path = secret_file(dir, "\n", 0600);
     arg = g_strdup_printf("0=iscsi://user@127.0.0.1:1/iqn.x:t/1,secret-file=%s", path);
-    g_assert_cmpint(open_iscsi(arg), ==, -EINVAL);
+    g_assert_cmpint(open_iscsi(arg, "expected USER:PASSWORD or PASSWORD"), ==, -EINVAL);
     g_clear_pointer(&arg, g_free);
     arg = g_strdup_printf("0=iscsi://127.0.0.1:1/iqn.x:t/1,secret-file=%s/missing", dir);
-    g_assert_cmpint(open_iscsi(arg), ==, -ENOENT);
+    g_assert_cmpint(open_iscsi(arg, "No such file or directory"), ==, -ENOENT);
 
     g_unlink(path);
     g_rmdir(dir);
@@ -199,6 +209,7 @@ static void test_open_iscsi_checks_before_connecting(void)
 
 static void test_open_file(void)
 {
+    GError *err = NULL;
     g_autofree char *path = NULL;
     g_autofree char *arg = NULL;
     struct lun_backend *be = NULL;
@@ -212,7 +223,7 @@ static void test_open_file(void)
     /* The spec's options reach the backend. */
     arg = g_strdup_printf("0=file:%s,ro,block-size=4096,size=256K", path);
     s = parse_ok(arg);
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
     g_assert_true(be->read_only);
     g_assert_cmpuint(be->block_size, ==, 4096);
     g_assert_cmpuint(be->size, ==, 256 << 10);
@@ -220,12 +231,25 @@ static void test_open_file(void)
     be->ops->close(be);
     lun_spec_clear(&s);
 
-    /* A path that does not exist fails at open, not at parse. */
+    /* A path that does not exist fails at open, not at parse, saying so. */
     g_free(arg);
     arg = g_strdup_printf("0=file:%s.missing", path);
     s = parse_ok(arg);
-    g_log_set_always_fatal(G_LOG_FATAL_MASK);
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, -ENOENT);
+    g_assert_cmpint(lun_spec_open(&s, &be, &err), ==, -ENOENT);
+    g_assert_error(err, VS_ERROR, ENOENT);
+    g_assert_cmpstr(err->message, ==, "No such file or directory");
+    g_clear_error(&err);
+    lun_spec_clear(&s);
+
+    /* A size past a read-only file's end: the error says that, not EINVAL's words. */
+    g_free(arg);
+    arg = g_strdup_printf("0=file:%s,ro,size=2M", path);
+    s = parse_ok(arg);
+    g_assert_cmpint(lun_spec_open(&s, &be, &err), ==, -EINVAL);
+    g_assert_error(err, VS_ERROR, EINVAL);
+    g_assert_cmpstr(err->message, ==,
+                    "size 2097152 is larger than the read-only file (1048576 bytes)");
+    g_clear_error(&err);
     lun_spec_clear(&s);
     g_unlink(path);
 }
@@ -236,7 +260,7 @@ static struct lun_backend *open_ok(const char *fmt, const char *path)
     struct lun_spec s = parse_ok(arg);
     struct lun_backend *be = NULL;
 
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
     lun_spec_clear(&s);
     return be;
 }
@@ -276,8 +300,8 @@ static void test_open_same_object(void)
         struct lun_spec s = parse_ok("0=ram:1M");
         struct lun_backend *ram = NULL, *ram2 = NULL;
 
-        g_assert_cmpint(lun_spec_open(&s, &ram), ==, 0);
-        g_assert_cmpint(lun_spec_open(&s, &ram2), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &ram, NULL), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &ram2, NULL), ==, 0);
         g_assert_cmpint(ram->object_kind, ==, BACKEND_OBJECT_NONE);
         g_assert_false(backend_same_object(ram, ram2));
         g_assert_false(backend_same_object(ram, first));
@@ -301,7 +325,7 @@ static void test_open_ram_and_null(void)
         struct lun_spec s = parse_ok(args[i]);
         struct lun_backend *be = NULL;
 
-        g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+        g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
         g_assert_cmpuint(be->size, ==, s.size);
         g_assert_cmpuint(be->block_size, ==, s.block_size ? s.block_size : 512);
         g_assert_true(be->read_only);
@@ -321,7 +345,7 @@ static void test_open_hold(void)
     g_setenv(LUN_SPEC_TEST_BACKENDS_ENV, "1", TRUE);
     s = parse_ok(arg);
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, "hold:*test backend*");
-    g_assert_cmpint(lun_spec_open(&s, &be), ==, 0);
+    g_assert_cmpint(lun_spec_open(&s, &be, NULL), ==, 0);
     g_test_assert_expected_messages();
     g_assert_cmpuint(be->size, ==, 1u << 20);
     g_assert_cmpuint(be->block_size, ==, 512);

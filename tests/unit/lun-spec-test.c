@@ -22,11 +22,11 @@
 static struct lun_spec parse_ok(const char *arg)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
     int ret = lun_spec_parse(arg, &s, &err);
 
     if (ret != 0) {
-        g_error("\"%s\" was rejected: %s", arg, err);
+        g_error("\"%s\" was rejected: %s", arg, err->message);
     }
     g_assert_null(err);
     return s;
@@ -174,7 +174,7 @@ static void test_iscsi_recognised(void)
 static void test_rbd_forms(void)
 {
     struct lun_spec s = parse_ok("1=rbd:rbd/vm1");
-    char *err = NULL;
+    GError *err = NULL;
     static const char *const bad[] = {
         "0=rbd:", "0=rbd:vm1", "0=rbd:/vm1", "0=rbd:rbd/", "0=rbd:rbd/vm1@", "0=rbd:a/b/c",
         "0=rbd:a/b@c@d", "0=rbd:a/b,conf=", "0=rbd:a/b,direct", "0=rbd:a/b,id=x,id=y",
@@ -215,7 +215,7 @@ static void test_rbd_forms(void)
         g_assert_cmpint(lun_spec_parse(bad[i], &s, &err), ==, -EINVAL);
         g_assert_nonnull(err);
         g_assert_null(s.rbd_pool);
-        g_clear_pointer(&err, g_free);
+        g_clear_error(&err);
     }
 }
 
@@ -259,7 +259,7 @@ static void test_iscsi_redact(void)
         { "0=file:/a%b@c", "0=file:/a%b@c" },
     };
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
         g_autofree char *shown = lun_spec_redact(cases[i].arg);
@@ -274,14 +274,14 @@ static void test_iscsi_redact(void)
         g_assert_cmpint(lun_spec_parse(ok, &s, &err), ==, 0);
         lun_spec_clear(&s);
         g_assert_cmpint(lun_spec_parse(tolong, &s, &err), ==, -EINVAL);
-        g_assert_nonnull(strstr(err, "longer than 255"));
-        g_clear_pointer(&err, g_free);
+        g_assert_nonnull(strstr(err->message, "longer than 255"));
+        g_clear_error(&err);
     }
     /* A rejected spec's message names the culprit but not the password. */
     g_assert_cmpint(lun_spec_parse("0=iscsi://u%s3cr3t@h/iqn/1,bogus", &s, &err), ==, -EINVAL);
-    g_assert_nonnull(strstr(err, "\"bogus\""));
-    g_assert_null(strstr(err, "s3cr3t"));
-    g_free(err);
+    g_assert_nonnull(strstr(err->message, "\"bogus\""));
+    g_assert_null(strstr(err->message, "s3cr3t"));
+    g_clear_error(&err);
 }
 
 static void test_rejections(void)
@@ -368,7 +368,7 @@ static void test_rejections(void)
 
     for (unsigned i = 0; i < G_N_ELEMENTS(cases); i++) {
         struct lun_spec s;
-        char *err = NULL;
+        GError *err = NULL;
         int ret;
 
         memset(&s, 0x5a, sizeof(s));
@@ -381,16 +381,16 @@ static void test_rejections(void)
         if (ret != -EINVAL) {
             g_error("\"%s\" was not rejected (ret %d)", cases[i].arg, ret);
         }
-        g_assert_nonnull(err);
+        g_assert_error(err, VS_ERROR, EINVAL);
         /* The message quotes the whole argument and names the culprit. */
-        g_assert_nonnull(strstr(err, cases[i].arg));
-        if (!strstr(err, cases[i].culprit)) {
+        g_assert_nonnull(strstr(err->message, cases[i].arg));
+        if (!strstr(err->message, cases[i].culprit)) {
             g_error("message for \"%s\" does not name %s: %s", cases[i].arg,
-                    cases[i].culprit, err);
+                    cases[i].culprit, err->message);
         }
         /* A rejected spec owns nothing. */
         g_assert_null(s.path);
-        g_free(err);
+        g_clear_error(&err);
     }
 }
 
@@ -405,14 +405,14 @@ static void test_errmsg_optional(void)
 static void parse_fails_with(const char *arg, const char *culprit)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     g_assert_cmpint(lun_spec_parse(arg, &s, &err), ==, -EINVAL);
     g_assert_nonnull(err);
-    if (!strstr(err, culprit)) {
-        g_error("\"%s\": message \"%s\" does not name \"%s\"", arg, err, culprit);
+    if (!strstr(err->message, culprit)) {
+        g_error("\"%s\": message \"%s\" does not name \"%s\"", arg, err->message, culprit);
     }
-    g_free(err);
+    g_clear_error(&err);
 }
 
 /* With the test hooks built in: hold: exists, and only with its variable set. */
@@ -452,7 +452,7 @@ static void test_no_hold_without_the_hooks(void)
 static void test_backend_alone(void)
 {
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     g_assert_cmpint(lun_spec_parse_backend("file:/a,,b,ro,size=1M", &s, &err), ==, 0);
     g_assert_cmpint(s.kind, ==, LUN_SPEC_FILE);
@@ -467,14 +467,17 @@ static void test_backend_alone(void)
 
     /* An "ID=" is not part of SPEC: "0=ram:1M" is an unknown backend "0=ram:1M". */
     g_assert_cmpint(lun_spec_parse_backend("0=ram:1M", &s, &err), ==, -EINVAL);
-    g_assert_cmpstr(err, ==, "LUN spec \"0=ram:1M\": unknown backend \"0=ram:1M\" "
+    g_assert_error(err, VS_ERROR, EINVAL);
+    g_assert_cmpstr(err->message, ==,
+                    "LUN spec \"0=ram:1M\": unknown backend \"0=ram:1M\" "
                     "(expected file:, ram:, null:, iscsi:// or rbd:)");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     g_assert_cmpint(lun_spec_parse_backend("file:/x,direct,bogus", &s, &err), ==, -EINVAL);
-    g_assert_cmpstr(err, ==, "LUN spec \"file:/x,direct,bogus\": unknown option \"bogus\" "
+    g_assert_cmpstr(err->message, ==,
+                    "LUN spec \"file:/x,direct,bogus\": unknown option \"bogus\" "
                     "for file:");
     g_assert_null(s.path);
-    g_free(err);
+    g_clear_error(&err);
 }
 
 static int refuse_iscsi_lun(const char *url, unsigned *lun, char **field)
@@ -494,7 +497,7 @@ static void test_iscsi_lun_left_to_the_checks(void)
         .iscsi_url_lun = refuse_iscsi_lun, .iscsi_max_lun = 5,
     };
     struct lun_spec s;
-    char *err = NULL;
+    GError *err = NULL;
 
     s = parse_ok("0=iscsi://h/iqn.x:t/-1,ro");
     g_assert_cmpuint(s.iscsi_lun, ==, 0);
@@ -502,9 +505,10 @@ static void test_iscsi_lun_left_to_the_checks(void)
     lun_spec_clear(&s);
     g_assert_cmpint(lun_spec_parse_checked("0=iscsi://h/iqn/7,bogus", &checks, &s, &err), ==,
                     -EINVAL);
-    g_assert_cmpstr(err, ==, "LUN spec \"0=iscsi://h/iqn/7,bogus\": bad LUN \"7\" at the end "
+    g_assert_cmpstr(err->message, ==,
+                    "LUN spec \"0=iscsi://h/iqn/7,bogus\": bad LUN \"7\" at the end "
                     "of the iscsi:// URL (expected 0-5)");
-    g_free(err);
+    g_clear_error(&err);
     /* Other kinds never reach the iSCSI check. */
     g_assert_cmpint(lun_spec_parse_checked("0=ram:1M", &checks, &s, NULL), ==, 0);
     lun_spec_clear(&s);

@@ -210,9 +210,9 @@ static void test_read_only(void)
     uint8_t buf[2 * BS] = { 0 };
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
-    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    lun = ready(scsi_lun_new(be, "test:ro", NULL, NULL));
     r = caw(lun, 0, 1, buf, buf + BS);
     assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
     scsi_lun_free(lun);
@@ -473,9 +473,9 @@ static void test_orwrite(void)
 
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
-    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    lun = ready(scsi_lun_new(be, "test:ro", NULL, NULL));
     r = RUN_OUT(lun, scsi_cdb_orwrite(0, BS, BS, 0, 0, 0, 0, 0), b, BS);
     assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
     scsi_lun_free(lun);

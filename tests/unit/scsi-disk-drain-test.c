@@ -430,11 +430,11 @@ static void drain_under_continuous_io(bool own_threads)
     struct scsi_lun *lun;
     struct stress_drain sd = { .w = w };
 
-    g_assert_cmpint(backend_ram_new(1 * MiB, 512, &stress_ram), ==, 0);
+    g_assert_cmpint(backend_ram_new(1 * MiB, 512, &stress_ram, NULL), ==, 0);
     *be = *stress_ram;
     be->ops = &parking_ops;
     be->name = g_strdup("parking");
-    lun = ready(scsi_lun_new(be, "test:parking", NULL));
+    lun = ready(scsi_lun_new(be, "test:parking", NULL, NULL));
     atomic_store(&stress_stop, false);
     g_mutex_init(&sd.lock);
     g_cond_init(&sd.cond);

@@ -161,8 +161,8 @@ struct scsi_lun *new_ram(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(size, bs, &be), ==, 0);
-    return scsi_lun_new(be, "test:ram", NULL);
+    g_assert_cmpint(backend_ram_new(size, bs, &be, NULL), ==, 0);
+    return scsi_lun_new(be, "test:ram", NULL, NULL);
 }
 
 struct scsi_lun *ram_lun(void)
@@ -174,16 +174,16 @@ struct scsi_lun *null_lun(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_null_new(size, bs, &be), ==, 0);
-    return ready(scsi_lun_new(be, "test:null", NULL));
+    g_assert_cmpint(backend_null_new(size, bs, &be, NULL), ==, 0);
+    return ready(scsi_lun_new(be, "test:null", NULL, NULL));
 }
 
 struct scsi_lun *nofill_lun(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_null_nofill_new(size, bs, &be), ==, 0);
-    return ready(scsi_lun_new(be, "test:null-nofill", NULL));
+    g_assert_cmpint(backend_null_nofill_new(size, bs, &be, NULL), ==, 0);
+    return ready(scsi_lun_new(be, "test:null-nofill", NULL, NULL));
 }
 
 void dirty_heap(size_t size)
@@ -314,7 +314,7 @@ struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_tra
 {
     struct spy *s = g_new0(struct spy, 1);
 
-    g_assert_cmpint(backend_ram_new(size, 512, &s->inner), ==, 0);
+    g_assert_cmpint(backend_ram_new(size, 512, &s->inner, NULL), ==, 0);
     s->be = *s->inner;
     s->be.ops = &spy_ops;
     s->be.name = g_strdup("spy");
@@ -325,7 +325,7 @@ struct scsi_lun *spy_lun_sized(uint64_t size, bool write_cache, uint32_t max_tra
     s->fail_op = -1;
     g_queue_init(&s->pending);
     *out = s;
-    return ready(scsi_lun_new(&s->be, "test:spy", NULL));
+    return ready(scsi_lun_new(&s->be, "test:spy", NULL, NULL));
 }
 
 struct scsi_lun *spy_lun(bool write_cache, struct spy **out)

@@ -129,8 +129,8 @@ static void test_inquiry_vpd_identification(void)
     const struct scsi_inquiry_device_designator *naa, *t10;
     struct sc_datain d;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
-    lun = ready(scsi_lun_new(be, "test:ident", &info));
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
+    lun = ready(scsi_lun_new(be, "test:ident", &info, NULL));
 
     assert_identity(lun, "ACME    ", "Widget          ");
 
@@ -177,11 +177,11 @@ static void test_inquiry_passthrough_identity(void)
     struct lun_backend *be;
     struct scsi_lun *lun;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     ops = *be->ops;
     ops.passthrough_inquiry = remote_inquiry;
     be->ops = &ops;
-    lun = ready(scsi_lun_new(be, "test:remote", NULL));
+    lun = ready(scsi_lun_new(be, "test:remote", NULL, NULL));
     assert_identity(lun, "REMOTE  ", "Far Away Disk   ");
     scsi_lun_free(lun);
 }
@@ -248,9 +248,9 @@ static void test_inquiry_vpd_characteristics_and_provisioning(void)
     scsi_lun_free(lun);
 
     /* Without discard: nothing advertised, provisioning type full. */
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->can_discard = false;
-    thick = ready(scsi_lun_new(be, "test:thick", NULL));
+    thick = ready(scsi_lun_new(be, "test:thick", NULL, NULL));
     lbp = VPD_PROVISIONING(thick, buf, &d);
     g_assert_false(lbp->lbpu || lbp->lbpws || lbp->lbpws10 || lbp->lbprz || lbp->anc_sup ||
                    lbp->dp);

@@ -67,9 +67,9 @@ static void test_verify12_and_write_verify12(void)
     /* Write protect. */
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, BS, &be, NULL), ==, 0);
     be->read_only = true;
-    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    lun = ready(scsi_lun_new(be, "test:ro", NULL, NULL));
     r = RUN_OUT(lun, scsi_cdb_writeverify12(0, BS, BS, 0, 0, 0, 0), w, BS);
     assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);
     memset(v, 0, BS);
@@ -290,10 +290,10 @@ static void test_geometry(void)
     scsi_lun_free(lun);
 
     /* 512-byte blocks on 4 KiB physical ones, unmapped in 64 KiB. */
-    g_assert_cmpint(backend_ram_new(8 * MiB, BS, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(8 * MiB, BS, &be, NULL), ==, 0);
     be->phys_block_size = 4096;
     be->discard_granularity = 64 * KiB;
-    lun = ready(scsi_lun_new(be, "test:512e", NULL));
+    lun = ready(scsi_lun_new(be, "test:512e", NULL, NULL));
     r = RUN_IN(lun, scsi_cdb_readcapacity16(), buf, 32);
     rc = decoded(&d, &r, buf);
     g_assert_cmpuint(rc->lbppbe, ==, 3);
@@ -306,9 +306,9 @@ static void test_geometry(void)
     scsi_lun_free(lun);
 
     /* A physical block that is no power-of-two multiple is not reported. */
-    g_assert_cmpint(backend_ram_new(8 * MiB, 4096, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(8 * MiB, 4096, &be, NULL), ==, 0);
     be->phys_block_size = 512;
-    lun = ready(scsi_lun_new(be, "test:odd", NULL));
+    lun = ready(scsi_lun_new(be, "test:odd", NULL, NULL));
     r = RUN_IN(lun, scsi_cdb_readcapacity16(), buf, 32);
     rc = decoded(&d, &r, buf);
     g_assert_cmpuint(rc->lbppbe, ==, 0);

@@ -268,9 +268,9 @@ static void test_unmap_unsupported_without_discard(void)
     size_t plen = unmap_list(list, d, 1);
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->can_discard = false;
-    lun = ready(scsi_lun_new(be, "test:thick", NULL));
+    lun = ready(scsi_lun_new(be, "test:thick", NULL, NULL));
     r = unmap(lun, list, plen, plen);
     assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_INVALID_OPERATION_CODE);
     scsi_lun_free(lun);

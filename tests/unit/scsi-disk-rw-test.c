@@ -246,9 +246,9 @@ static void test_write_protected(void)
     uint8_t buf[512] = { 0 }, msbuf[255];
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->read_only = true;
-    lun = ready(scsi_lun_new(be, "test:ro", NULL));
+    lun = ready(scsi_lun_new(be, "test:ro", NULL, NULL));
 
     r = RUN_OUT(lun, scsi_cdb_write10(0, 512, BS, 0, 0, 0, 0, 0), buf, 512);
     assert_sense(&r, SCSI_SENSE_DATA_PROTECTION, SCSI_SENSE_ASCQ_WRITE_PROTECTED);

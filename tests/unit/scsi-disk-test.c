@@ -48,13 +48,15 @@ static void test_invalid_opcode_and_control_byte(void)
 
 static void test_lun_refuses_bad_geometry(void)
 {
+    g_autoptr(GError) err = NULL;
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->block_size = 520;       /* a backend bug: not a power of two */
-    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, "test:bad: cannot serve*");
-    g_assert_null(scsi_lun_new(be, "test:bad", NULL));   /* and be is closed */
-    g_test_assert_expected_messages();
+    g_assert_null(scsi_lun_new(be, "test:bad", NULL, &err));   /* and be is closed */
+    g_assert_error(err, VS_ERROR, EINVAL);
+    g_assert_cmpstr(err->message, ==, "cannot serve 1048576 bytes in 520-byte blocks as a SCSI "
+                    "disk");
 }
 
 /* ---- REPORT SUPPORTED OPERATION CODES ---------------------------------- */
@@ -181,9 +183,9 @@ static void test_rsoc_follows_backend(void)
     uint8_t buf[2048];
     struct result r;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
     be->can_discard = false;
-    lun = ready(scsi_lun_new(be, "test:thick", NULL));
+    lun = ready(scsi_lun_new(be, "test:thick", NULL, NULL));
     /* No discard, no UNMAP: neither listed nor reported as supported. */
     r = rsoc(lun, false, SCSI_REPORT_SUPPORTING_OPCODE, SCSI_OPCODE_UNMAP, 0, buf, 64);
     assert_good(&r);

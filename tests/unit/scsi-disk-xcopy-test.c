@@ -133,8 +133,8 @@ static struct scsi_lun *named_ram(const char *name, uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(size, bs, &be), ==, 0);
-    return scsi_lun_new(be, name, NULL);
+    g_assert_cmpint(backend_ram_new(size, bs, &be, NULL), ==, 0);
+    return scsi_lun_new(be, name, NULL, NULL);
 }
 
 static struct scsi_lun *file_lun(const char *path, bool ro)
@@ -143,8 +143,8 @@ static struct scsi_lun *file_lun(const char *path, bool ro)
                                    .read_only = ro };
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_file_open(&o, &be), ==, 0);
-    return scsi_lun_new(be, ro ? "xcopy:file-ro" : "xcopy:file", NULL);
+    g_assert_cmpint(backend_file_open(&o, &be, NULL), ==, 0);
+    return scsi_lun_new(be, ro ? "xcopy:file-ro" : "xcopy:file", NULL, NULL);
 }
 
 static void rig_init(struct rig *g, bool file_ro)

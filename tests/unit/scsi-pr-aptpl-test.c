@@ -56,10 +56,10 @@ static void fx_teardown(struct fixture *f, gconstpointer data)
 static struct scsi_lun *lun_at(const char *path)
 {
     struct scsi_lun *lun = ram_lun();
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
 
     g_assert_cmpint(scsi_lun_set_pr_file(lun, path, &err), ==, 0);
-    g_assert_null(err);
+    g_assert_no_error(err);
     return lun;
 }
 
@@ -230,17 +230,18 @@ static void test_refused_files(struct fixture *f, gconstpointer data)
     for (unsigned i = 0; i < G_N_ELEMENTS(files); i++) {
         g_autoptr(GString) text = g_string_new(files[i].text);
         struct scsi_lun *lun = ram_lun();
-        g_autofree char *err = NULL;
+        g_autoptr(GError) err = NULL;
         struct result r;
 
         g_test_message("%s", files[i].what);
         g_string_replace(text, "@", naa, 0);
         g_assert_true(g_file_set_contents(f->path, text->str, (gssize)text->len, NULL));
         g_assert_cmpint(scsi_lun_set_pr_file(lun, f->path, &err), ==, -EINVAL);
-        g_test_message("%s", err);
-        g_assert_nonnull(strstr(err, "test:ram"));
-        g_assert_nonnull(strstr(err, f->path));
-        g_assert_nonnull(strstr(err, files[i].says));
+        g_assert_error(err, VS_ERROR, EINVAL);
+        g_test_message("%s", err->message);
+        g_assert_nonnull(strstr(err->message, "test:ram"));
+        g_assert_nonnull(strstr(err->message, f->path));
+        g_assert_nonnull(strstr(err->message, files[i].says));
         assert_ptpl(lun, false, false);
         g_assert_cmpuint(nkeys(lun), ==, 0);
         r = pr_out_flags(lun, &PR_A, 0, 0, 0, 0xa, APTPL);

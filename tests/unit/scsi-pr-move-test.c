@@ -201,20 +201,19 @@ static void test_move_persisted(void)
 {
     g_autofree char *dir = g_dir_make_tmp("pr-move-XXXXXX", NULL);
     g_autofree char *path = g_build_filename(dir, "lun.pr", NULL);
-    g_autofree char *err = NULL;
     struct scsi_lun *lun = ram_lun();
     uint8_t tid[256];
     unsigned n = iscsi_tid(tid, E.initiator, 0);
     struct result r;
 
-    g_assert_cmpint(scsi_lun_set_pr_file(lun, path, &err), ==, 0);
+    g_assert_cmpint(scsi_lun_set_pr_file(lun, path, NULL), ==, 0);
     g_assert_cmpuint(pr_out_flags(lun, &PR_A, 0, 0, 0, 0xa, 0x01).status, ==, GOOD);
     g_assert_cmpuint(pr_out(lun, &PR_A, 1, 5, 0xa, 0), ==, GOOD);
     r = move(lun, &PR_A, 0xa, 0xe, 0x03, 1, tid, n, n);       /* UNREG, APTPL */
     assert_good(&r);
     scsi_lun_free(lun);
     lun = ram_lun();
-    g_assert_cmpint(scsi_lun_set_pr_file(lun, path, &err), ==, 0);
+    g_assert_cmpint(scsi_lun_set_pr_file(lun, path, NULL), ==, 0);
     assert_holder(lun, 0xe, 5);
     g_assert_cmpuint(write10(lun, &E), ==, GOOD);
     g_assert_cmpuint(write10(lun, &PR_A), ==, CONFLICT);      /* it left */

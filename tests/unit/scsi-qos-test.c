@@ -73,8 +73,8 @@ static void fx_init(struct fx *x)
     g_cond_init(&x->cond);
     x->t = iothread_new("t-qos", 1, 0);
     g_assert_cmpint(iothread_start(x->t), ==, 0);
-    g_assert_cmpint(backend_null_new(64 << 20, BS, &be), ==, 0);
-    x->lun = scsi_lun_new(be, "qos", NULL);
+    g_assert_cmpint(backend_null_new(64 << 20, BS, &be, NULL), ==, 0);
+    x->lun = scsi_lun_new(be, "qos", NULL, NULL);
     g_assert_nonnull(x->lun);
 }
 

@@ -137,8 +137,8 @@ static struct scsi_lun *ram_lun(const char *name)
 {
     struct lun_backend *be;
 
-    g_assert_cmpint(backend_ram_new(MiB, 512, &be), ==, 0);
-    return scsi_lun_new(be, name, NULL);
+    g_assert_cmpint(backend_ram_new(MiB, 512, &be, NULL), ==, 0);
+    return scsi_lun_new(be, name, NULL, NULL);
 }
 
 /* Port 0: LUNs 300, 0, 1 (added out of order); port 3: LUN 5; nothing on port 1. */

@@ -44,8 +44,9 @@ void target_fixture_start(struct target_fixture *f, bool control)
     g_assert_cmpint(target_start(&f->tgt, false), ==, 0);
     if (control) {
         g_autofree char *sock = target_fixture_path(f, "vs.sock");
+        g_autofree char *err = NULL;
 
-        g_assert_cmpint(target_listen(&f->tgt, sock, -1), ==, 0);
+        g_assert_cmpint(target_listen(&f->tgt, sock, -1, &err), ==, 0);
     }
 }
 

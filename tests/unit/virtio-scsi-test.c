@@ -128,7 +128,7 @@ static struct hold *hold_new(void)
 {
     struct hold *h = g_new0(struct hold, 1);
 
-    g_assert_cmpint(backend_ram_new(1 << 20, BLOCK, &h->inner), ==, 0);
+    g_assert_cmpint(backend_ram_new(1 << 20, BLOCK, &h->inner, NULL), ==, 0);
     h->be = *h->inner;
     h->be.ops = &hold_ops;
     h->be.name = g_strdup("hold");
@@ -230,7 +230,7 @@ static void fx_setup(struct fx *x)
 
         x->hold[i] = hold_new();
         g_assert_cmpint(scsi_target_add_lun(x->target, ids[i][0], ids[i][1],
-                                    scsi_lun_new(&x->hold[i]->be, name, NULL)), ==, 0);
+                                    scsi_lun_new(&x->hold[i]->be, name, NULL, NULL)), ==, 0);
     }
     fe_open(&x->a, "A", x->target, x->th.main, x->th.io);
     fe_open(&x->b, "B", x->target, x->th.main, x->th.io);
