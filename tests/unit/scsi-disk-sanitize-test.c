@@ -4,7 +4,9 @@
  * listed); OVERWRITE writes the initialization pattern to every block,
  * OVERWRITE COUNT passes inverted between passes with INVERT; BLOCK ERASE
  * deallocates where discarded blocks read back as zeros, else writes
- * zeroes (and zeros when the backend cannot); CRYPTOGRAPHIC ERASE and bad
+ * zeroes (and zeros when the backend cannot), reads back zeros with GOOD
+ * as VPD B1h's WABEREQ 01b says (512-byte, 4Kn and 512e LUNs alike);
+ * CRYPTOGRAPHIC ERASE and bad
  * parameter lists are refused with field pointers, a read-only LUN with
  * WRITE PROTECTED.  With the backend's completions deferred: while it
  * runs, TEST UNIT READY and media access get NOT READY, SANITIZE IN
@@ -200,6 +202,59 @@ static void test_block_erase(void)
     scsi_lun_free(lun);
 }
 
+/* The Block Device Characteristics VPD page's WABEREQ and WACEREQ. */
+static void write_after_erase(struct scsi_lun *lun, int *wabereq, int *wacereq)
+{
+    uint8_t buf[64];
+    struct scsi_inquiry_block_device_characteristics *bdc;
+    struct sc_datain d;
+
+    bdc = VPD_CHARACTERISTICS(lun, buf, &d);
+    *wabereq = bdc->wabereq;
+    *wacereq = bdc->wacereq;
+    sc_datain_free(&d);
+}
+
+/*
+ * SBC-3 6.6.2 (Block Device Characteristics VPD page): WABEREQ says what
+ * a read of a block a SANITIZE BLOCK ERASE erased returns: 00b not
+ * specified (only where BLOCK ERASE is not offered: libiscsi's
+ * Sanitize.BlockErase fails a device that offers it with 00b), 01b GOOD
+ * status, 10b/11b MEDIUM ERROR.  Every erase here (discard to zeros,
+ * WRITE ZEROES, zeros written) reads back as zeros with GOOD: 01b, and
+ * the read after the erase shows it.  WACEREQ is 00b: CRYPTOGRAPHIC ERASE
+ * is not offered.
+ */
+static void test_write_after_erase_required(gconstpointer data)
+{
+    const struct geometry *g = data;
+    struct scsi_lun *lun = geometry_lun(g, 8 * MiB);
+    g_autofree uint8_t *junk = g_malloc(16 * g->bs), *rd = g_malloc(16 * g->bs);
+    int wabereq, wacereq;
+    struct result r;
+
+    write_after_erase(lun, &wabereq, &wacereq);
+    g_assert_cmpint(wabereq, ==, 0);
+    g_assert_cmpint(wacereq, ==, 0);
+
+    opt_in(lun);
+    write_after_erase(lun, &wabereq, &wacereq);
+    g_assert_cmpint(wabereq, ==, 1);
+    g_assert_cmpint(wacereq, ==, 0);
+    fill_pattern(junk, 16 * g->bs, 31);
+    r = RUN_OUT(lun, scsi_cdb_write16(3, 16 * g->bs, (int)g->bs, 0, 0, 0, 0, 0), junk,
+                16 * g->bs);
+    assert_good(&r);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);
+    /* WABEREQ 01b: GOOD, and the data the erase left, zeros. */
+    read_lbas(lun, g->bs, 3, 16, rd);
+    for (size_t i = 0; i < 16 * g->bs; i++) {
+        g_assert_cmphex(rd[i], ==, 0);
+    }
+    scsi_lun_free(lun);
+}
+
 static void test_refusals(void)
 {
     struct scsi_lun *lun = opt_in(ram_lun());
@@ -388,6 +443,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/sanitize/needs-opt-in", test_needs_opt_in);
     g_test_add_func("/scsi-disk/sanitize/overwrite", test_overwrite);
     g_test_add_func("/scsi-disk/sanitize/block-erase", test_block_erase);
+    add_geometry_tests("/scsi-disk/sanitize/write-after-erase-required",
+                       test_write_after_erase_required);
     g_test_add_func("/scsi-disk/sanitize/refusals", test_refusals);
     g_test_add_func("/scsi-disk/sanitize/in-progress", test_in_progress);
     g_test_add_func("/scsi-disk/sanitize/failure-mode", test_failure_mode);
