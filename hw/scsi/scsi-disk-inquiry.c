@@ -165,6 +165,13 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
     }
     case 0xb1:
         st16(b + 4, 1);     /* non-rotating medium */
+        /*
+         * WABEREQ 01b: a read of a block erased by SANITIZE BLOCK ERASE
+         * completes GOOD, with zeros (every way it erases reads back zeros);
+         * 00b where SANITIZE is not offered.  WACEREQ stays 00b: no
+         * CRYPTOGRAPHIC ERASE.
+         */
+        b[7] = be->allow_sanitize ? 0x40 : 0;
         len = 64;
         break;
     case 0xb2:

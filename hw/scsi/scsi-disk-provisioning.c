@@ -120,14 +120,23 @@ int sd_exec_write_same(struct scsi_lun *lun, struct scsi_cmd *cmd)
     if (lun->be->read_only) {
         return sd_sense_done(cmd, SCSI_SC_WRITE_PROTECTED);
     }
+    /* The range first: a start past the medium is out of range whatever the length. */
+    if (lba >= sd_nb_blocks(lun) || !sd_range_ok(lun, lba, n)) {
+        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
+    }
     if (n == 0 || n > MAX_WRITE_SAME_LBAS) {
         return invalid_cdb(cmd, len_byte, 7);   /* WSNZ=1; Block Limits cap */
     }
-    if (!sd_range_ok(lun, lba, n)) {
-        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
-    }
-    if (!ndob && sd_data_out_size(cmd) < lun->bs) {
-        return invalid_cdb(cmd, len_byte, 7);
+    /*
+     * The data-out is exactly one logical block: a buffer of any other
+     * size means the initiator assumed another block size or meant
+     * another command, so none of it is written.  No CDB field is wrong,
+     * so no field pointer.  With NDOB (SBC-3: no data is transferred) a
+     * buffer that came anyway is left untransferred, its residual the
+     * initiator's to see, and zeros are written.
+     */
+    if (!ndob && sd_data_out_size(cmd) != lun->bs) {
+        return sd_sense_done(cmd, SCSI_SC_INVALID_FIELD_IN_CDB);
     }
     st = sd_op_new(cmd, ws_step);
     st->lba = lba;

@@ -532,8 +532,9 @@ static void test_discard_reads_zeros(struct fixture *f, const void *data)
 
 /*
  * GET LBA STATUS's view of a sparse file: the hole before a write, the
- * written blocks, the hole after; and discards are counted in the file
- * system's blocks.  PRE-FETCH: readahead without O_DIRECT, no cache with.
+ * written blocks, the hole after, each run from the byte asked for (a
+ * 512-byte block inside a file system block too); and discards are
+ * counted in the file system's blocks.  PRE-FETCH: readahead without O_DIRECT, no cache with.
  */
 static void test_block_status_and_prefetch(struct fixture *f, const void *data)
 {
@@ -565,6 +566,22 @@ static void test_block_status_and_prefetch(struct fixture *f, const void *data)
                                              &run), ==, 0);
     g_assert_false(mapped);
     g_assert_cmpuint(run, ==, FILE_SIZE - 320 * 1024);
+    /*
+     * From a 512-byte block inside a file system block (a 512e LUN's
+     * LBA inside a physical block): the run starts there, in the data and
+     * in the hole, not at the block's or the extent's start.
+     */
+    f->be->ops->close(f->be);
+    f->be = NULL;
+    g_assert_cmpint(open_file(f, false, false, 512, 0), ==, 0);
+    g_assert_cmpint(f->be->ops->block_status(f->be, 256 * 1024 + 512, FILE_SIZE - 256 * 1024 - 512,
+                                             &mapped, &run), ==, 0);
+    g_assert_true(mapped);
+    g_assert_cmpuint(run, ==, len - 512);
+    g_assert_cmpint(f->be->ops->block_status(f->be, 3584, FILE_SIZE - 3584, &mapped, &run), ==,
+                    0);
+    g_assert_false(mapped);
+    g_assert_cmpuint(run, ==, 256 * 1024 - 3584);
 
     g_assert_cmpint(f->be->ops->prefetch(f->be, 0, FILE_SIZE), ==, 0);
     f->be->ops->close(f->be);

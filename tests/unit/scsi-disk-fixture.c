@@ -225,6 +225,37 @@ void nothing(void *opaque)
 {
 }
 
+const struct geometry geometries[3] = {
+    { "512", 512, 0 },
+    { "4kn", 4096, 0 },
+    { "512e", 512, 4096 },
+};
+
+struct scsi_lun *geometry_lun(const struct geometry *g, uint64_t size)
+{
+    struct scsi_lun *lun = ready(new_ram(size, g->bs));
+
+    scsi_lun_backend(lun)->phys_block_size = g->pbs;
+    return lun;
+}
+
+void add_geometry_tests(const char *path, GTestDataFunc fn)
+{
+    for (unsigned i = 0; i < G_N_ELEMENTS(geometries); i++) {
+        g_autofree char *p = g_strdup_printf("%s/%s", path, geometries[i].name);
+
+        g_test_add_data_func(p, &geometries[i], fn);
+    }
+}
+
+void read_lbas(struct scsi_lun *lun, uint32_t bs, uint64_t lba, uint32_t n, uint8_t *buf)
+{
+    struct result r = RUN_IN(lun, scsi_cdb_read16(lba, n * bs, (int)bs, 0, 0, 0, 0, 0), buf,
+                             (size_t)n * bs);
+
+    assert_good(&r);
+}
+
 /* ---- spy backend: records, fails or defers requests to a ram backend ---- */
 
 static int spy_submit(struct lun_backend *be, struct backend_io *io)

@@ -163,6 +163,25 @@ void read_blocks(struct scsi_lun *lun, uint64_t lba, uint32_t n, uint8_t *buf);
 struct result write_same16(struct scsi_lun *lun, bool unmap, bool anchor, uint64_t lba,
                            uint32_t n, const uint8_t *data, size_t len);
 
+/* ---- geometries: the same case on 512-byte, 4Kn and 512e LUNs ---------- */
+
+struct geometry {
+    const char *name;       /* the test path's last part: "512", "4kn", "512e" */
+    uint32_t bs;            /* logical block size */
+    uint32_t pbs;           /* physical block size (phys_block_size; 0: one block) */
+};
+
+extern const struct geometry geometries[3];
+
+/* A ready LUN on size bytes of ram with g's logical and physical block sizes. */
+struct scsi_lun *geometry_lun(const struct geometry *g, uint64_t size);
+
+/* Registers fn(geometry) as path/<name> for each of the three geometries. */
+void add_geometry_tests(const char *path, GTestDataFunc fn);
+
+/* READ(16) of n blocks of the LUN's block size bs at lba into buf, which must succeed. */
+void read_lbas(struct scsi_lun *lun, uint32_t bs, uint64_t lba, uint32_t n, uint8_t *buf);
+
 /* Does nothing: run on an I/O thread, it waits for what was posted before. */
 void nothing(void *opaque);
 

@@ -220,6 +220,65 @@ static void test_get_lba_status_without_map(void)
     scsi_lun_free(lun);
 }
 
+/*
+ * SBC-3 5.7: the first LBA status descriptor starts at the STARTING
+ * LOGICAL BLOCK ADDRESS, whatever the unit the device tracks allocation
+ * in (here ram's 4 KiB pages: 8 blocks at 512 bytes, one physical block
+ * of a 512e LUN, one block at 4Kn), so it may cover less than a physical
+ * block; each next descriptor starts where the one before ended.  The
+ * cases are libiscsi's GetLBAStatus.UnmapSingle: one 4 KiB extent
+ * unmapped inside written blocks, then asked from every block around it.
+ * (Its second half asks from LBA i + 1 and expects the first descriptor at
+ * i + LBPPB, which SBC-3 contradicts on 512e: this follows SBC-3.)
+ */
+static void test_get_lba_status_starts_where_asked(gconstpointer data)
+{
+    const struct geometry *g = data;
+    struct scsi_lun *lun = geometry_lun(g, 8 * MiB);
+    const uint64_t ext = 4096 / g->bs, hole = 2 * ext, written = 6 * ext;
+    uint8_t buf[8 + 16 * 4];
+    g_autofree uint8_t *junk = g_malloc(written * g->bs);
+    struct scsi_get_lba_status *st;
+    struct sc_datain d;
+    struct result r;
+
+    fill_pattern(junk, written * g->bs, 41);
+    r = RUN_OUT(lun, scsi_cdb_write16(0, (uint32_t)(written * g->bs), (int)g->bs, 0, 0, 0, 0,
+                                      0), junk, written * g->bs);
+    assert_good(&r);
+    r = write_same16(lun, true, false, hole, (uint32_t)ext, NULL, 0);
+    assert_good(&r);
+
+    for (uint64_t s = 0; s < written + ext; s++) {
+        bool in_hole = s >= hole && s < hole + ext;
+        uint64_t end = s < hole ? hole : in_hole ? hole + ext : s < written ? written : 0;
+
+        st = lba_status(lun, s, sizeof(buf), buf, &d, &r);
+        g_assert_cmpuint(st->num_descriptors, >=, 1);
+        g_assert_cmpuint(st->descriptors[0].lba, ==, s);
+        g_assert_cmpint(st->descriptors[0].provisioning, ==,
+                        in_hole || s >= written ? SCSI_PROVISIONING_TYPE_DEALLOCATED
+                                                : SCSI_PROVISIONING_TYPE_MAPPED);
+        if (end) {
+            g_assert_cmpuint(st->descriptors[0].num_blocks, ==, end - s);
+        }
+        for (unsigned i = 1; i < st->num_descriptors; i++) {
+            g_assert_cmpuint(st->descriptors[i].lba, ==,
+                             st->descriptors[i - 1].lba + st->descriptors[i - 1].num_blocks);
+            g_assert_cmpint(st->descriptors[i].provisioning, !=,
+                            st->descriptors[i - 1].provisioning);
+        }
+        sc_datain_free(&d);
+
+        /* Room for one descriptor only: the same first one. */
+        st = lba_status(lun, s, 24, buf, &d, &r);
+        g_assert_cmpuint(st->num_descriptors, ==, 1);
+        g_assert_cmpuint(st->descriptors[0].lba, ==, s);
+        sc_datain_free(&d);
+    }
+    scsi_lun_free(lun);
+}
+
 /* ---- READ DEFECT DATA -------------------------------------------------- */
 
 static void test_read_defect_data(void)
@@ -409,6 +468,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/get-lba-status/without-map", test_get_lba_status_without_map);
     g_test_add_func("/scsi-disk/read-defect-data", test_read_defect_data);
     g_test_add_func("/scsi-disk/geometry", test_geometry);
+    add_geometry_tests("/scsi-disk/get-lba-status/starts-where-asked",
+                       test_get_lba_status_starts_where_asked);
     g_test_add_func("/scsi-disk/rsoc/usage-matches-refusals", test_rsoc_usage_matches_refusals);
 
     return g_test_run();

@@ -3,7 +3,9 @@
  * (hw/scsi/scsi-disk-provisioning.c): WRITE SAME (10) and (16) replicate
  * one block across more than one bounce buffer and nothing beside it, turn
  * zeros (with UNMAP, or NDOB) into one backend WRITE ZEROES, and refuse a
- * zero length, a range past the end, a short data-out and ANCHOR; UNMAP
+ * zero length (WSNZ), a range past the end (checked first), a data-out
+ * that is not one logical block and ANCHOR, on 512-byte, 4Kn and 512e
+ * LUNs; UNMAP
  * checks its whole parameter list first (its lengths, the advertised
  * limits, ranges past the end or wrapping), ignores a trailing partial
  * descriptor, discards the ranges, which read back as zeros, and is not
@@ -105,6 +107,125 @@ static void test_write_same_invalid(void)
     assert_invalid_cdb(&r);
     r = write_same16(lun, false, true, 0, 1, blk, 512);       /* ANCHOR */
     assert_invalid_cdb(&r);
+    scsi_lun_free(lun);
+}
+
+/* WRITE SAME (10) or (16) of n blocks at lba with len bytes of data-out (NDOB: none asked). */
+static struct result write_same(struct scsi_lun *lun, const struct geometry *g, bool sixteen,
+                                bool unmap, uint64_t lba, uint32_t n, const uint8_t *data,
+                                size_t len)
+{
+    return run(lun, sixteen ? scsi_cdb_writesame16(0, 0, unmap, lba, 0, n, data ? g->bs : 0)
+                            : scsi_cdb_writesame10(0, 0, unmap, (uint32_t)lba, 0, (uint16_t)n,
+                                                   g->bs),
+               data, len, NULL, 0);
+}
+
+/*
+ * SBC-3 5.42/5.43: the data-out of WRITE SAME is one logical block.  A
+ * buffer of any other size (half a block, a block and a byte, two blocks
+ * as libiscsi's WriteSame10/16 InvalidDataOutSize sends, a 512-byte
+ * block to a 4Kn LUN) is ILLEGAL REQUEST, INVALID FIELD IN CDB, as LIO's
+ * fileio and iblock answer (SBC-3 names no code; PARAMETER LIST LENGTH
+ * ERROR is for a parameter list, which this data is not): no CDB field is
+ * wrong, so no field pointer (SKSV 0), and nothing is transferred or
+ * written, with the UNMAP bit or without.  With NDOB (16) no data is
+ * transferred: a buffer sent anyway stays untransferred and zeros are
+ * written.
+ */
+static void test_write_same_data_out_one_block(gconstpointer data)
+{
+    const struct geometry *g = data;
+    struct scsi_lun *lun = geometry_lun(g, 8 * MiB);
+    const size_t bs = g->bs;
+    const size_t wrong[] = { 2 * bs, bs + 1, 512 + (bs == 512 ? 4096 : 0), bs - 1, bs / 2 };
+    g_autofree uint8_t *blk = g_malloc(2 * bs + 4096), *old = g_malloc(4 * bs);
+    g_autofree uint8_t *rd = g_malloc(4 * bs);
+    struct result r;
+
+    fill_pattern(old, 4 * bs, 21);
+    r = RUN_OUT(lun, scsi_cdb_write16(8, 4 * bs, (int)bs, 0, 0, 0, 0, 0), old, 4 * bs);
+    assert_good(&r);
+    fill_pattern(blk, 2 * bs + 4096, 22);
+    for (int sixteen = 0; sixteen <= 1; sixteen++) {
+        for (int unmap = 0; unmap <= 1; unmap++) {
+            for (unsigned i = 0; i < G_N_ELEMENTS(wrong); i++) {
+                struct sc_sense sn;
+
+                r = write_same(lun, g, sixteen, unmap, 8, 4, blk, wrong[i]);
+                read_lbas(lun, g->bs, 8, 4, rd);
+                g_assert_true(memcmp(rd, old, 4 * bs) == 0);
+                g_assert_cmpuint(r.out_xfer, ==, 0);
+                sn = assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST,
+                                  SCSI_SENSE_ASCQ_INVALID_FIELD_IN_CDB);
+                g_assert_false(sn.sksv);
+            }
+        }
+        /* Exactly one block: written to every block of the range. */
+        blk[0] ^= 0xff;
+        r = write_same(lun, g, sixteen, false, 8, 4, blk, bs);
+        assert_good(&r);
+        g_assert_cmpuint(r.out_xfer, ==, bs);
+        read_lbas(lun, g->bs, 8, 4, rd);
+        for (unsigned b = 0; b < 4; b++) {
+            g_assert_true(memcmp(rd + b * bs, blk, bs) == 0);
+        }
+        memcpy(old, rd, 4 * bs);
+    }
+    /* NDOB (and UNMAP) with a buffer anyway: nothing transferred, zeros written. */
+    r = write_same(lun, g, true, true, 8, 2, NULL, 0);
+    assert_good(&r);
+    r = run(lun, scsi_cdb_writesame16(0, 0, 1, 10, 0, 2, 0), blk, bs, NULL, 0);
+    assert_good(&r);
+    g_assert_cmpuint(r.out_xfer, ==, 0);
+    read_lbas(lun, g->bs, 8, 4, rd);
+    for (size_t i = 0; i < 4 * bs; i++) {
+        g_assert_cmphex(rd[i], ==, 0);
+    }
+    scsi_lun_free(lun);
+}
+
+/*
+ * SBC-3 5.42: NUMBER OF LOGICAL BLOCKS zero means "to the end of the
+ * medium" unless Block Limits' WSNZ is one.  WSNZ is one here (see
+ * docs/design.md, Commands): zero is INVALID FIELD IN CDB with the field
+ * pointer on NUMBER OF LOGICAL BLOCKS and nothing is written.  The range
+ * is checked first, as libiscsi's WriteSame10/16 0blocks expect: a
+ * starting LBA past the last block is LOGICAL BLOCK ADDRESS OUT OF RANGE
+ * whatever the length (one past the end, 2^31, all ones).
+ */
+static void test_write_same_zero_blocks(gconstpointer data)
+{
+    const struct geometry *g = data;
+    struct scsi_lun *lun = geometry_lun(g, 8 * MiB);
+    const uint64_t nb = 8 * MiB / g->bs;
+    const uint64_t past[] = { nb, nb + 1, 0x80000000u, 0xffffffffu };
+    g_autofree uint8_t *blk = g_malloc(g->bs), *rd = g_malloc(g->bs);
+    uint8_t b0[64];
+    struct scsi_inquiry_block_limits *bl;
+    struct sc_datain d;
+    struct result r;
+
+    bl = VPD_LIMITS(lun, b0, &d);
+    g_assert_cmpint(bl->wsnz, ==, 1);
+    sc_datain_free(&d);
+    memset(blk, 0x77, g->bs);
+    for (int sixteen = 0; sixteen <= 1; sixteen++) {
+        r = write_same(lun, g, sixteen, false, 0, 0, blk, g->bs);
+        assert_field(&r, true, sixteen ? 10 : 7, 7);
+        r = write_same(lun, g, sixteen, false, nb - 1, 0, blk, g->bs);
+        assert_field(&r, true, sixteen ? 10 : 7, 7);
+        for (unsigned i = 0; i < G_N_ELEMENTS(past); i++) {
+            r = write_same(lun, g, sixteen, false, past[i], 0, blk, g->bs);
+            assert_lba_out_of_range(&r);
+        }
+        r = write_same(lun, g, true, false, UINT64_MAX, 0, blk, g->bs);
+        assert_lba_out_of_range(&r);
+    }
+    read_lbas(lun, g->bs, 0, 1, rd);
+    g_assert_cmphex(rd[0], ==, 0);
+    read_lbas(lun, g->bs, nb - 1, 1, rd);
+    g_assert_cmphex(rd[g->bs - 1], ==, 0);
     scsi_lun_free(lun);
 }
 
@@ -510,6 +631,9 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/write-same/replicate", test_write_same_replicates_block);
     g_test_add_func("/scsi-disk/write-same/zeroes", test_write_same_zeroes_and_unmap);
     g_test_add_func("/scsi-disk/write-same/invalid", test_write_same_invalid);
+    add_geometry_tests("/scsi-disk/write-same/data-out-one-block",
+                       test_write_same_data_out_one_block);
+    add_geometry_tests("/scsi-disk/write-same/zero-blocks", test_write_same_zero_blocks);
     g_test_add_func("/scsi-disk/unmap/read-zeros", test_unmap_then_read_zeros);
     g_test_add_func("/scsi-disk/unmap/bad-lengths", test_unmap_bad_lengths);
     g_test_add_func("/scsi-disk/unmap/limits", test_unmap_limits);

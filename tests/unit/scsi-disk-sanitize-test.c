@@ -4,7 +4,9 @@
  * listed); OVERWRITE writes the initialization pattern to every block,
  * OVERWRITE COUNT passes inverted between passes with INVERT; BLOCK ERASE
  * deallocates where discarded blocks read back as zeros, else writes
- * zeroes (and zeros when the backend cannot); CRYPTOGRAPHIC ERASE and bad
+ * zeroes (and zeros when the backend cannot), reads back zeros with GOOD
+ * as VPD B1h's WABEREQ 01b says (512-byte, 4Kn and 512e LUNs alike);
+ * CRYPTOGRAPHIC ERASE and bad
  * parameter lists are refused with field pointers, a read-only LUN with
  * WRITE PROTECTED.  With the backend's completions deferred: while it
  * runs, TEST UNIT READY and media access get NOT READY, SANITIZE IN
@@ -200,6 +202,145 @@ static void test_block_erase(void)
     scsi_lun_free(lun);
 }
 
+/* The Block Device Characteristics VPD page's WABEREQ and WACEREQ. */
+static void write_after_erase(struct scsi_lun *lun, int *wabereq, int *wacereq)
+{
+    uint8_t buf[64];
+    struct scsi_inquiry_block_device_characteristics *bdc;
+    struct sc_datain d;
+
+    bdc = VPD_CHARACTERISTICS(lun, buf, &d);
+    *wabereq = bdc->wabereq;
+    *wacereq = bdc->wacereq;
+    sc_datain_free(&d);
+}
+
+/*
+ * SBC-3 6.6.2 (Block Device Characteristics VPD page): WABEREQ says what
+ * a read of a block a SANITIZE BLOCK ERASE erased returns: 00b not
+ * specified (only where BLOCK ERASE is not offered: libiscsi's
+ * Sanitize.BlockErase fails a device that offers it with 00b), 01b GOOD
+ * status, 10b/11b MEDIUM ERROR.  Every erase here (discard to zeros,
+ * WRITE ZEROES, zeros written) reads back as zeros with GOOD: 01b, and
+ * the read after the erase shows it.  WACEREQ is 00b: CRYPTOGRAPHIC ERASE
+ * is not offered.
+ */
+static void test_write_after_erase_required(gconstpointer data)
+{
+    const struct geometry *g = data;
+    struct scsi_lun *lun = geometry_lun(g, 8 * MiB);
+    g_autofree uint8_t *junk = g_malloc(16 * g->bs), *rd = g_malloc(16 * g->bs);
+    int wabereq, wacereq;
+    struct result r;
+
+    write_after_erase(lun, &wabereq, &wacereq);
+    g_assert_cmpint(wabereq, ==, 0);
+    g_assert_cmpint(wacereq, ==, 0);
+
+    opt_in(lun);
+    write_after_erase(lun, &wabereq, &wacereq);
+    g_assert_cmpint(wabereq, ==, 1);
+    g_assert_cmpint(wacereq, ==, 0);
+    fill_pattern(junk, 16 * g->bs, 31);
+    r = RUN_OUT(lun, scsi_cdb_write16(3, 16 * g->bs, (int)g->bs, 0, 0, 0, 0, 0), junk,
+                16 * g->bs);
+    assert_good(&r);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_BLOCK_ERASE, NULL, 0);
+    assert_good(&r);
+    /* WABEREQ 01b: GOOD, and the data the erase left, zeros. */
+    read_lbas(lun, g->bs, 3, 16, rd);
+    for (size_t i = 0; i < 16 * g->bs; i++) {
+        g_assert_cmphex(rd[i], ==, 0);
+    }
+    scsi_lun_free(lun);
+}
+
+/* INVALID FIELD IN CDB / PARAMETER LIST at byte, bit; the SKS byte's reserved bits clear. */
+static void assert_field_only(const struct result *r, bool in_cdb, unsigned byte, int bit)
+{
+    assert_field(r, in_cdb, byte, bit);
+    g_assert_cmphex(r->sense[15] & 0x30, ==, 0);
+}
+
+/*
+ * SBC-3 5.30 SANITIZE OVERWRITE with reserved fields set, as libiscsi's
+ * Sanitize.OverwriteReserved and an SG_IO initiator send it (OVERWRITE
+ * COUNT 1, a one-block pattern of AAh, PARAMETER LIST LENGTH a block + 4),
+ * with IMMED and without: a reserved CDB bit (byte 1 bit 6, any bit of
+ * bytes 2 to 6) is INVALID FIELD IN CDB, a reserved bit of the parameter
+ * list (byte 1) or a TEST value INVALID FIELD IN PARAMETER LIST, each in
+ * 18 bytes of fixed-format sense (70h, ADDITIONAL SENSE LENGTH 10) whose
+ * sense-key specific bytes hold SKSV, C/D (1: the CDB), BPV and the field
+ * pointer to the byte and bit.  Checked before anything is erased: no
+ * GOOD first with IMMED, no block written, no sanitize begun or failed
+ * (TEST UNIT READY is GOOD, REQUEST SENSE says NO SENSE).  The same list
+ * with nothing reserved set then overwrites.
+ */
+static void test_overwrite_reserved(gconstpointer data)
+{
+    const struct geometry *g = data;
+    struct scsi_lun *lun = opt_in(geometry_lun(g, 8 * MiB));
+    const size_t bs = g->bs, plen = bs + 4;
+    g_autofree uint8_t *p = g_malloc(plen), *pat = g_malloc(bs);
+    g_autofree uint8_t *junk = g_malloc(4 * bs), *rd = g_malloc(4 * bs);
+    uint8_t cdb[SC_CDB_MAX], rs[SC_CDB_MAX], sense[18];
+    struct result r;
+    unsigned len;
+
+    fill_pattern(junk, 4 * bs, 51);
+    r = RUN_OUT(lun, scsi_cdb_write16(0, 4 * bs, (int)bs, 0, 0, 0, 0, 0), junk, 4 * bs);
+    assert_good(&r);
+    memset(pat, 0xaa, bs);
+    for (int immed = 0; immed <= 1; immed++) {
+        len = sc_cdb(scsi_cdb_sanitize(immed, 0, SCSI_SANITIZE_OVERWRITE, (int)plen), cdb);
+        overwrite_params(p, false, 1, pat, bs);
+        cdb[1] |= 0x40;
+        r = run_cdb(lun, cdb, len, p, plen, NULL, 0);
+        assert_field_only(&r, true, 1, 6);
+        g_assert_cmpuint(r.out_xfer, ==, 0);
+        cdb[1] &= ~0x40;
+        for (unsigned byte = 2; byte <= 6; byte++) {
+            for (int bit = 0; bit < 8; bit++) {
+                cdb[byte] = (uint8_t)(1u << bit);
+                r = run_cdb(lun, cdb, len, p, plen, NULL, 0);
+                assert_field_only(&r, true, byte, bit);
+            }
+            cdb[byte] = (uint8_t)byte;      /* libiscsi's value: the byte's number */
+            r = run_cdb(lun, cdb, len, p, plen, NULL, 0);
+            assert_field_only(&r, true, byte, 31 - __builtin_clz(byte));
+            cdb[byte] = 0;
+        }
+        for (int bit = 0; bit < 8; bit++) {
+            p[1] = (uint8_t)(1u << bit);
+            r = run_cdb(lun, cdb, len, p, plen, NULL, 0);
+            assert_field_only(&r, false, 1, bit);
+        }
+        p[1] = 0;
+        for (unsigned test = 1; test <= 3; test++) {
+            p[0] = (uint8_t)(test << 5 | 1);
+            r = run_cdb(lun, cdb, len, p, plen, NULL, 0);
+            assert_field_only(&r, false, 0, 6);
+        }
+        read_lbas(lun, g->bs, 0, 4, rd);
+        g_assert_true(memcmp(rd, junk, 4 * bs) == 0);
+        r = tur(lun);
+        assert_good(&r);
+        r = run_cdb(lun, rs, sc_cdb_request_sense(rs, false, sizeof(sense)), NULL, 0, sense,
+                    sizeof(sense));
+        assert_good(&r);
+        g_assert_cmphex(sense[2] & 0x0f, ==, SCSI_SENSE_NO_SENSE);
+        g_assert_cmphex(sense[12], ==, 0);
+    }
+    overwrite_params(p, false, 1, pat, bs);
+    r = sanitize(lun, false, false, SCSI_SANITIZE_OVERWRITE, p, plen);
+    assert_good(&r);
+    read_lbas(lun, g->bs, 0, 4, rd);
+    for (size_t i = 0; i < 4 * bs; i++) {
+        g_assert_cmphex(rd[i], ==, 0xaa);
+    }
+    scsi_lun_free(lun);
+}
+
 static void test_refusals(void)
 {
     struct scsi_lun *lun = opt_in(ram_lun());
@@ -388,7 +529,10 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/sanitize/needs-opt-in", test_needs_opt_in);
     g_test_add_func("/scsi-disk/sanitize/overwrite", test_overwrite);
     g_test_add_func("/scsi-disk/sanitize/block-erase", test_block_erase);
+    add_geometry_tests("/scsi-disk/sanitize/write-after-erase-required",
+                       test_write_after_erase_required);
     g_test_add_func("/scsi-disk/sanitize/refusals", test_refusals);
+    add_geometry_tests("/scsi-disk/sanitize/overwrite-reserved", test_overwrite_reserved);
     g_test_add_func("/scsi-disk/sanitize/in-progress", test_in_progress);
     g_test_add_func("/scsi-disk/sanitize/failure-mode", test_failure_mode);
     return g_test_run();
