@@ -170,6 +170,21 @@ struct scsi_lun *ram_lun(void)
     return ready(new_ram(8 * MiB, 512));
 }
 
+const struct lun_geometry LUN_GEOMETRIES[3] = {
+    { "512", 512, 0 },
+    { "4Kn", 4096, 0 },
+    { "512e", 512, 4096 },
+};
+
+struct scsi_lun *geometry_ram(const struct lun_geometry *g, const char *name, uint64_t size)
+{
+    struct lun_backend *be;
+
+    g_assert_cmpint(backend_ram_new(size, g->bs, &be), ==, 0);
+    be->phys_block_size = g->phys;
+    return scsi_lun_new(be, name, NULL);
+}
+
 struct scsi_lun *null_lun(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;

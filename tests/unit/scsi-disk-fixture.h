@@ -137,6 +137,21 @@ struct scsi_lun *new_ram(uint64_t size, uint32_t bs);
 /* A ready LUN on 8 MiB of ram in 512-byte blocks. */
 struct scsi_lun *ram_lun(void);
 
+/*
+ * The block geometries a LUN can have: its logical block and the physical
+ * block READ CAPACITY (16) reports (0: one logical block).
+ */
+struct lun_geometry {
+    const char *name;
+    uint32_t bs, phys;
+};
+
+/* 512-byte blocks, 4Kn (4096-byte logical blocks) and 512e (512 on 4096-byte physical). */
+extern const struct lun_geometry LUN_GEOMETRIES[3];
+
+/* A LUN of g's geometry on size bytes of ram named name, its power-on unit attention pending. */
+struct scsi_lun *geometry_ram(const struct lun_geometry *g, const char *name, uint64_t size);
+
 /* A ready LUN on a null backend (reads zeros, drops writes). */
 struct scsi_lun *null_lun(uint64_t size, uint32_t bs);
 
