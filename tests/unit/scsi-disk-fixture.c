@@ -176,13 +176,14 @@ const struct lun_geometry LUN_GEOMETRIES[3] = {
     { "512e", 512, 4096 },
 };
 
-struct scsi_lun *geometry_ram(const struct lun_geometry *g, const char *name, uint64_t size)
+struct scsi_lun *geometry_ram(const struct lun_geometry *g, const char *name, uint64_t size,
+                              const struct scsi_lun_info *info)
 {
     struct lun_backend *be;
 
     g_assert_cmpint(backend_ram_new(size, g->bs, &be), ==, 0);
     be->phys_block_size = g->phys;
-    return scsi_lun_new(be, name, NULL);
+    return scsi_lun_new(be, name, info);
 }
 
 struct scsi_lun *null_lun(uint64_t size, uint32_t bs)

@@ -149,8 +149,12 @@ struct lun_geometry {
 /* 512-byte blocks, 4Kn (4096-byte logical blocks) and 512e (512 on 4096-byte physical). */
 extern const struct lun_geometry LUN_GEOMETRIES[3];
 
-/* A LUN of g's geometry on size bytes of ram named name, its power-on unit attention pending. */
-struct scsi_lun *geometry_ram(const struct lun_geometry *g, const char *name, uint64_t size);
+/*
+ * A LUN of g's geometry on size bytes of ram named name, with info's
+ * identity (NULL: the defaults), its power-on unit attention pending.
+ */
+struct scsi_lun *geometry_ram(const struct lun_geometry *g, const char *name, uint64_t size,
+                              const struct scsi_lun_info *info);
 
 /* A ready LUN on a null backend (reads zeros, drops writes). */
 struct scsi_lun *null_lun(uint64_t size, uint32_t bs);

@@ -90,7 +90,7 @@ static void test_pre_fetch(void)
         uint64_t nb = 8 * MiB / g->bs;
 
         g_test_message("%s", g->name);
-        lun = ready(geometry_ram(g, "test:pre-fetch", 8 * MiB));
+        lun = ready(geometry_ram(g, "test:pre-fetch", 8 * MiB, NULL));
         /* ram holds every block in memory, yet no cache the LUN controls: GOOD, IMMED or not. */
         r = RUN(lun, scsi_cdb_prefetch10(10, 100, 0, 0));
         assert_good(&r);
