@@ -15,11 +15,12 @@
  * checked before a block moves, in SPC-4's two steps (5.17.7.3-4): its
  * form (lengths, limits, descriptor types and fields) is ILLEGAL REQUEST,
  * then each segment's processing (copy targets it cannot reach, ranges,
- * inexact segments) COPY ABORTED naming the segment.  The data moves through the backends' own
- * asynchronous READ and WRITE, chunk by chunk through one bounce buffer
- * (the step engine of scsi-disk-io.c, which yields the I/O thread between
- * chunks that completed inside submit), each chunk's write under the
- * destination's write range lock, shared, like any WRITE.
+ * inexact segments) COPY ABORTED naming the segment.  The data moves
+ * through the backends' own asynchronous READ and WRITE, chunk by chunk
+ * through one bounce buffer (the step engine of scsi-disk-io.c, which
+ * yields the I/O thread between chunks that completed inside submit),
+ * each chunk's write under the destination's write range lock, shared,
+ * like any WRITE.
  *
  * Why not copy_file_range(2) where both LUNs are files: it is a blocking
  * system call (io_uring has no operation for it), so on an I/O thread it
@@ -410,15 +411,16 @@ static struct scsi_it_id cscd_it(const struct scsi_cmd *cmd, const struct xcopy 
 /*
  * COPY ABORTED for an error found processing segment seg (SPC-4 5.17.7.4):
  * the segment number in bytes 2-3 of COMMAND-SPECIFIC INFORMATION, and the
- * segment pointer to byte (and bit, if >= 0) of that segment descriptor
- * (SD set) or of the parameter list (a CSCD descriptor).  EXEC_DONE.
+ * segment pointer (SKSV, no bit pointer) to byte of that segment
+ * descriptor (SD set) or of the parameter list (a CSCD descriptor).
+ * INFORMATION stays invalid: nothing was written.  EXEC_DONE.
  */
 static int segment_abort(struct scsi_cmd *cmd, enum scsi_sc sc, unsigned seg, bool in_segment,
-                         unsigned byte, int bit)
+                         unsigned byte)
 {
     sd_set_sense(cmd, sc);
     st16(cmd->sense + 10, (uint16_t)seg);
-    cmd->sense[15] = 0x80 | (in_segment ? 0x20 : 0) | (bit >= 0 ? 0x08 | (bit & 7) : 0);
+    cmd->sense[15] = 0x80 | (in_segment ? 0x20 : 0);
     st16(cmd->sense + 16, (uint16_t)byte);
     return EXEC_DONE;
 }
@@ -464,19 +466,19 @@ static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d
 
     /* Past the list, or a special CSCD DESCRIPTOR ID (VPD 8Fh offers none): not accessible (6.4.6.1). */
     if (src >= x->ncscd) {
-        return segment_abort(cmd, SCSI_SC_UNREACHABLE_COPY_TARGET, i, true, 4, -1);
+        return segment_abort(cmd, SCSI_SC_UNREACHABLE_COPY_TARGET, i, true, 4);
     }
     if (dst >= x->ncscd) {
-        return segment_abort(cmd, SCSI_SC_UNREACHABLE_COPY_TARGET, i, true, 6, -1);
+        return segment_abort(cmd, SCSI_SC_UNREACHABLE_COPY_TARGET, i, true, 6);
     }
     /* A designator naming no LUN this nexus reaches: the pointer is to its CSCD descriptor. */
     if (!x->cscd[src]) {
         return segment_abort(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE, i, false,
-                             XCOPY_HDR_LEN + src * XCOPY_CSCD_LEN, -1);
+                             XCOPY_HDR_LEN + src * XCOPY_CSCD_LEN);
     }
     if (!x->cscd[dst]) {
         return segment_abort(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE, i, false,
-                             XCOPY_HDR_LEN + dst * XCOPY_CSCD_LEN, -1);
+                             XCOPY_HDR_LEN + dst * XCOPY_CSCD_LEN);
     }
     s->src = x->cscd[src];
     s->dst = x->cscd[dst];
@@ -484,10 +486,10 @@ static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d
     s->len = (uint64_t)n * ((d[1] & 0x02) ? s->dst->bs : s->src->bs);
     /* Not whole blocks of both: a residue we neither pad nor carry (CAT) to the next. */
     if (s->len % s->src->bs || s->len % s->dst->bs) {
-        return segment_abort(cmd, SCSI_SC_UNEXPECTED_INEXACT_SEGMENT, i, true, 10, -1);
+        return segment_abort(cmd, SCSI_SC_UNEXPECTED_INEXACT_SEGMENT, i, true, 10);
     }
     if (s->len > XCOPY_MAX_SEGMENT_BYTES) {
-        return segment_abort(cmd, SCSI_SC_COPY_INVALID_FIELD, i, true, 10, -1);
+        return segment_abort(cmd, SCSI_SC_COPY_INVALID_FIELD, i, true, 10);
     }
     /*
      * A range past a copy target's end, which its READ or WRITE would
@@ -499,10 +501,10 @@ static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d
      * unreachable target here).
      */
     if (!sd_range_ok(s->src, src_lba, s->len / s->src->bs)) {
-        return segment_abort(cmd, SCSI_SC_COPY_ABORTED, i, true, 12, -1);
+        return segment_abort(cmd, SCSI_SC_COPY_ABORTED, i, true, 12);
     }
     if (!sd_range_ok(s->dst, dst_lba, s->len / s->dst->bs)) {
-        return segment_abort(cmd, SCSI_SC_COPY_ABORTED, i, true, 20, -1);
+        return segment_abort(cmd, SCSI_SC_COPY_ABORTED, i, true, 20);
     }
     it = cscd_it(cmd, x, src);
     if (scsi_pr_conflicts(s->src->pr, &it, rd16, sizeof(rd16))) {
