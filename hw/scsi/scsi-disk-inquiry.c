@@ -98,6 +98,31 @@ static uint8_t *vpd_third_party_copy(const struct scsi_lun *lun, uint8_t *d)
     return q + 32;
 }
 
+/*
+ * The logical unit's designation descriptors (SPC-4 7.8.6), as VPD page
+ * 83h lists them and as EXTENDED COPY's identification CSCD descriptors
+ * name the LUN (scsi-disk-xcopy.c); returns their length.
+ */
+size_t sd_lu_designators(const struct scsi_lun *lun, uint8_t *d)
+{
+    uint8_t *start = d;
+    size_t sl = strlen(lun->serial);
+
+    memset(d, 0, SD_LU_DESIGNATORS_MAX);
+    d[0] = 0x01;        /* binary */
+    d[1] = 0x03;        /* LUN association, NAA */
+    d[3] = 8;
+    st64(d + 4, lun->naa);
+    d += 12;
+    d[0] = 0x02;        /* ASCII */
+    d[1] = 0x01;        /* LUN association, T10 vendor id */
+    d[3] = (uint8_t)(8 + sl);
+    pad_copy(d + 4, lun->vendor, 8);
+    memcpy(d + 12, lun->serial, sl);
+    d += 12 + sl;
+    return (size_t)(d - start);
+}
+
 /* Fills a VPD page into b (REPLY_MAX bytes); returns its length or 0 if unknown. */
 static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
 {
@@ -116,24 +141,9 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
         memcpy(b + 4, lun->serial, len);
         len += 4;
         break;
-    case 0x83: {
-        uint8_t *d = b + 4;
-        size_t sl = strlen(lun->serial);
-
-        d[0] = 0x01;        /* binary */
-        d[1] = 0x03;        /* LUN association, NAA */
-        d[3] = 8;
-        st64(d + 4, lun->naa);
-        d += 12;
-        d[0] = 0x02;        /* ASCII */
-        d[1] = 0x01;        /* LUN association, T10 vendor id */
-        d[3] = (uint8_t)(8 + sl);
-        pad_copy(d + 4, lun->vendor, 8);
-        memcpy(d + 12, lun->serial, sl);
-        d += 12 + sl;
-        len = (size_t)(d - b);
+    case 0x83:
+        len = 4 + sd_lu_designators(lun, b + 4);
         break;
-    }
     case 0x8f:
         len = (size_t)(vpd_third_party_copy(lun, b + 4) - b);
         break;

@@ -89,6 +89,10 @@
 /* Large enough for any reply built on the stack (VPD pages, mode data). */
 #define REPLY_MAX 512
 
+/* Room for sd_lu_designators(): NAA (12 bytes) and T10 vendor id (12 + a 64-byte serial). */
+#define SD_LU_DESIGNATORS_MAX 96u
+size_t sd_lu_designators(const struct scsi_lun *lun, uint8_t *d);
+
 /* A rate limit's token bucket (scsi-qos.c); rate 0: no limit. */
 struct sd_bucket {
     _Atomic uint64_t rate;     /* tokens per second */

@@ -2,8 +2,7 @@
  * The medium-status command family, answered from what the backend knows
  * of its blocks without moving any data to the initiator's buffers:
  * PRE-FETCH (10) and (16), which ask the backend to start filling its
- * cache (the page cache) and report CONDITION MET when the whole range
- * was taken; GET LBA STATUS, which reports runs of mapped and deallocated
+ * cache (the page cache) and answer GOOD; GET LBA STATUS, which reports runs of mapped and deallocated
  * blocks from the backend's map (SEEK_DATA/SEEK_HOLE on files, ram's
  * bitmap), with bounded work per command; and READ DEFECT DATA (10) and
  * (12), whose list is empty: a virtual medium has no grown defects.
@@ -16,7 +15,7 @@
 #include "scsi-disk-int.h"
 #include "scsi-disk-ops.h"
 
-/* The most one PRE-FETCH asks the backend to read; more answers GOOD (it did not all fit). */
+/* The most one PRE-FETCH asks the backend to read. */
 #define PREFETCH_MAX_BYTES MAX_XFER_BYTES
 /* GET LBA STATUS: descriptors per reply, and bytes of the map looked at per backend query. */
 #define LBA_STATUS_MAX_DESCS 64u
@@ -41,10 +40,12 @@ int sd_exec_pre_fetch(struct scsi_lun *lun, struct scsi_cmd *cmd)
     count = n ? n : sd_nb_blocks(lun) - lba;
     bytes = count * lun->bs;
     /*
-     * The backend starts the read and does not wait for it, so IMMED makes
-     * no difference: either way CONDITION MET says the whole range was
-     * taken into the cache (SBC-3 5.8), GOOD that it was not (no cache,
-     * O_DIRECT, or more than one command may ask for).
+     * A hint the backend may take (the page cache fills in the background);
+     * IMMED makes no difference since nothing waits for it.  The answer is
+     * GOOD whatever the backend did: the blocks are not held in a cache the
+     * LUN controls (the kernel may evict them at once), and SBC-3's PRE-FETCH
+     * answers CONDITION MET only for blocks that are; initiators over SG_IO and
+     * Linux's midlayer also take any status but GOOD as an error.
      */
     ret = ops && ops->prefetch ? ops->prefetch(lun->be, lba * lun->bs,
                                               MIN(bytes, PREFETCH_MAX_BYTES)) : -EOPNOTSUPP;
@@ -52,8 +53,7 @@ int sd_exec_pre_fetch(struct scsi_lun *lun, struct scsi_cmd *cmd)
         g_debug("%s: prefetch of %" G_GUINT64_FORMAT " blocks at %" G_GUINT64_FORMAT ": %s",
                 lun->name, count, lba, g_strerror(-ret));
     }
-    cmd->status = ret == 0 && bytes <= PREFETCH_MAX_BYTES ? SAM_STAT_CONDITION_MET
-                                                          : SAM_STAT_GOOD;
+    cmd->status = SAM_STAT_GOOD;
     return EXEC_DONE;
 }
 

@@ -1,8 +1,10 @@
 /*
  * The copy offload family (SPC-4 6.3, 6.18): EXTENDED COPY (LID1) with
- * identification (E4h) copy target descriptors naming LUNs by the NAA
- * designator their VPD page 83h reports, and block-to-block (02h) segment
- * descriptors; RECEIVE COPY RESULTS' COPY STATUS and OPERATING PARAMETERS.
+ * identification (E4h) copy target descriptors naming LUNs by any
+ * designator their VPD page 83h reports with the logical unit association
+ * (NAA, T10 vendor id), as an initiator copies it from there, and
+ * block-to-block (02h) segment descriptors; RECEIVE COPY RESULTS' COPY
+ * STATUS and OPERATING PARAMETERS.
  * The LUN the command is sent to is the copy manager; its copy targets are
  * found through the sending nexus (scsi_cmd.find_lun: any LUN that nexus
  * reaches on its target, never another controller's), counted in flight on
@@ -10,11 +12,15 @@
  * for it, as for any command of its own), and checked up front as if the
  * nexus sent them a READ (sources) or a WRITE (destinations): reservation
  * conflicts, write protection, LBA ranges.  The whole parameter list is
- * checked before a block moves.  The data moves through the backends' own
- * asynchronous READ and WRITE, chunk by chunk through one bounce buffer
- * (the step engine of scsi-disk-io.c, which yields the I/O thread between
- * chunks that completed inside submit), each chunk's write under the
- * destination's write range lock, shared, like any WRITE.
+ * checked before a block moves, in SPC-4's two steps (5.17.7.3-4): its
+ * form (lengths, limits, descriptor types and fields) is ILLEGAL REQUEST,
+ * then each segment's processing (copy targets it cannot reach, ranges,
+ * inexact segments) COPY ABORTED naming the segment.  The data moves
+ * through the backends' own asynchronous READ and WRITE, chunk by chunk
+ * through one bounce buffer (the step engine of scsi-disk-io.c, which
+ * yields the I/O thread between chunks that completed inside submit),
+ * each chunk's write under the destination's write range lock, shared,
+ * like any WRITE.
  *
  * Why not copy_file_range(2) where both LUNs are files: it is a blocking
  * system call (io_uring has no operation for it), so on an I/O thread it
@@ -297,53 +303,90 @@ static void pin(struct xcopy *x, struct scsi_lun *other)
     x->pinned_epoch[x->npinned++] = sd_inflight_get(other, 0);
 }
 
+/* Block device types (SPC-4 table 134): their CSCD parameters are PAD and DISK BLOCK LENGTH. */
+static bool block_device_type(uint8_t pdt)
+{
+    return pdt == 0x00 || pdt == 0x04 || pdt == 0x05 || pdt == 0x07 || pdt == 0x0e;
+}
+
 /*
- * The LUN an identification CSCD descriptor (at byte at of the list)
- * names, as x->cscd[i]; EXEC_DONE with the refusal set if none.
+ * Whether the designator of an identification CSCD descriptor (its bytes
+ * 4 to 27, laid out as a designation descriptor) is one the LUN reports
+ * in VPD page 83h with the logical unit association: the same association,
+ * designator type, length and bytes, a binary designator as binary and an
+ * ASCII one as ASCII or UTF-8 (whose bytes are the same for ASCII text).
+ * The PROTOCOL IDENTIFIER and PIV bits, which an initiator may copy from
+ * the page along with the rest, mean nothing for a logical unit's
+ * designator and are not compared.
+ */
+static bool names_lun(const struct scsi_lun *lun, const void *arg)
+{
+    const uint8_t *want = arg;
+    uint8_t d[SD_LU_DESIGNATORS_MAX];
+    size_t len = sd_lu_designators(lun, d);
+    bool want_text = (want[0] & 0x0f) == 0x02 || (want[0] & 0x0f) == 0x03;
+
+    for (size_t at = 0; at + 4 <= len; at += 4 + (size_t)d[at + 3]) {
+        const uint8_t *have = d + at;
+        bool text = (have[0] & 0x0f) == 0x02 || (have[0] & 0x0f) == 0x03;
+
+        if ((text ? want_text : (want[0] & 0x0f) == (have[0] & 0x0f)) &&
+            (have[1] & 0x3f) == (want[1] & 0x3f) && have[3] == want[3] &&
+            memcmp(have + 4, want + 4, want[3]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * An identification CSCD descriptor (SPC-4 6.4.5.6) at byte at of the
+ * list, as x->cscd[i]: the LUN its designator names, NULL if none this
+ * nexus reaches (unreachable: refused when a segment uses it, 5.17.7.4).
+ * EXEC_DONE with the refusal set if the descriptor itself is invalid.
  */
 static int parse_cscd(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d, unsigned at,
                       unsigned i)
 {
     struct scsi_lun *l = NULL;
     uint16_t rtpi = cmd->it.rtpi;
-    uint64_t naa;
+    uint8_t pdt = d[1] & 0x1f;
+    uint32_t disk_bs = ld24(d + 29);
 
     if (d[0] != XCOPY_CSCD_ID_DESC) {
         return sd_sense_done(cmd, SCSI_SC_UNSUPPORTED_TARGET_DESC);
     }
-    /* Copies between block devices only: another peripheral type is another descriptor. */
-    if ((d[1] & 0x1f) != 0x00) {
+    /* LU ID TYPE (byte 1, bits 7-6) is ignored in this descriptor. */
+    /* Stream and processor devices have other parameters: copies between block devices only. */
+    if (pdt == 0x01 || pdt == 0x03) {
         return sd_sense_done(cmd, SCSI_SC_UNSUPPORTED_TARGET_DESC);
     }
-    if (d[1] & 0xc0) {
-        return invalid_param(cmd, at + 1, 7);   /* LU ID TYPE: only the designator */
-    }
-    if (d[1] & 0x20) {
-        return invalid_param(cmd, at + 1, 5);   /* NUL: no null device here */
+    if (!block_device_type(pdt)) {
+        return invalid_param(cmd, at + 1, 4);   /* a reserved PERIPHERAL DEVICE TYPE */
     }
     /*
-     * A binary NAA designator of a logical unit, 8 bytes: what VPD page
-     * 83h reports.  Anything else names no LU this copy manager knows.
+     * Bit 5, obsolete in SPC-4, was SPC-3's NUL: a null device no data may
+     * reach.  Copying to or from the LU the designator names instead is
+     * not what an initiator setting it asks for.
      */
-    if ((d[4] & 0x0f) != 0x01 || (d[5] & 0x30) != 0x00 || (d[5] & 0x0f) != 0x03 ||
-        d[7] != 8) {
-        return sd_sense_done(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE);
+    if (d[1] & 0x20) {
+        return invalid_param(cmd, at + 1, 5);
     }
-    naa = ld64(d + 8);
-    /* The field itself, as every family reads the LUN: scsi_lun_naa() is the dispatch's, above. */
-    if (naa == x->lun->naa) {
+    if (d[7] > 20) {
+        return invalid_param(cmd, at + 7, 7);   /* DESIGNATOR LENGTH: 20 or less */
+    }
+    if (names_lun(x->lun, d + 4)) {
         l = x->lun;
     } else if (cmd->find_lun) {
-        l = cmd->find_lun(cmd->find_ctx, naa, &rtpi);
+        l = cmd->find_lun(cmd->find_ctx, names_lun, d + 4, &rtpi);
     }
     if (!l) {
-        g_debug("%s: EXTENDED COPY names %016" PRIx64 ", not reachable",
-                x->lun->name, naa);
-        return sd_sense_done(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE);
+        g_debug("%s: EXTENDED COPY's CSCD descriptor %u names no LUN reachable", x->lun->name, i);
+        return EXEC_ASYNC;
     }
     pin(x, l);
-    /* The block device parameters: DISK BLOCK LENGTH must be the LUN's. */
-    if (ld24(d + 29) != l->bs) {
+    /* DISK BLOCK LENGTH: the LUN's, or 0 on a direct-access device (the copy manager knows it). */
+    if (disk_bs != l->bs && !(disk_bs == 0 && pdt == 0x00)) {
         return invalid_param(cmd, at + 29, 7);
     }
     x->cscd[i] = l;
@@ -366,12 +409,53 @@ static struct scsi_it_id cscd_it(const struct scsi_cmd *cmd, const struct xcopy 
 }
 
 /*
- * A block-to-block segment descriptor at byte at: its copy targets, its
- * ranges and the destination's state (what a WRITE from the nexus would
- * be told), as x->seg[i].  EXEC_DONE with the refusal set if it cannot run.
+ * COPY ABORTED for an error found processing segment seg (SPC-4 5.17.7.4):
+ * the segment number in bytes 2-3 of COMMAND-SPECIFIC INFORMATION, and the
+ * segment pointer (SKSV, no bit pointer) to byte of that segment
+ * descriptor (SD set) or of the parameter list (a CSCD descriptor).
+ * INFORMATION stays invalid: nothing was written.  EXEC_DONE.
  */
-static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d, unsigned at,
-                         unsigned i)
+static int segment_abort(struct scsi_cmd *cmd, enum scsi_sc sc, unsigned seg, bool in_segment,
+                         unsigned byte)
+{
+    sd_set_sense(cmd, sc);
+    st16(cmd->sense + 10, (uint16_t)seg);
+    cmd->sense[15] = 0x80 | (in_segment ? 0x20 : 0);
+    st16(cmd->sense + 16, (uint16_t)byte);
+    return EXEC_DONE;
+}
+
+/* The form of a segment descriptor at byte at (checked before any segment is processed). */
+static int check_segment_form(struct scsi_cmd *cmd, const uint8_t *d, unsigned at, unsigned left)
+{
+    if (left < 4) {
+        return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
+    }
+    if (d[0] != XCOPY_SEG_BLOCK_TO_BLOCK) {
+        return sd_sense_done(cmd, SCSI_SC_UNSUPPORTED_SEGMENT_DESC);
+    }
+    if (ld16(d + 2) != XCOPY_SEGMENT_LEN - 4) {
+        return invalid_param(cmd, at + 2, 7);
+    }
+    if (left < XCOPY_SEGMENT_LEN) {
+        return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
+    }
+    if (d[1] & 0xfc) {
+        return invalid_param(cmd, at + 1, 7);   /* reserved */
+    }
+    return EXEC_ASYNC;
+}
+
+/*
+ * Segment i, a block-to-block segment descriptor of a valid form: its
+ * copy targets, its ranges and the destination's state (what a WRITE from
+ * the nexus would be told), as x->seg[i].  Every segment is processed so
+ * before the first block moves, so a refused copy has written nothing;
+ * what SPC-4 5.17.7.4 counts as errors of segment processing is COPY
+ * ABORTED naming the segment.  EXEC_DONE with the refusal set if it
+ * cannot run.
+ */
+static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d, unsigned i)
 {
     static const uint8_t rd16[16] = { OP_READ_16 }, wr16[16] = { OP_WRITE_16 };
     struct xc_segment *s = &x->seg[i];
@@ -380,14 +464,21 @@ static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d
     uint64_t src_lba = ld64(d + 12), dst_lba = ld64(d + 20);
     struct scsi_it_id it;
 
-    if (d[1] & 0xfc) {
-        return invalid_param(cmd, at + 1, 7);   /* reserved */
-    }
+    /* Past the list, or a special CSCD DESCRIPTOR ID (VPD 8Fh offers none): not accessible (6.4.6.1). */
     if (src >= x->ncscd) {
-        return invalid_param(cmd, at + 4, 7);
+        return segment_abort(cmd, SCSI_SC_UNREACHABLE_COPY_TARGET, i, true, 4);
     }
     if (dst >= x->ncscd) {
-        return invalid_param(cmd, at + 6, 7);
+        return segment_abort(cmd, SCSI_SC_UNREACHABLE_COPY_TARGET, i, true, 6);
+    }
+    /* A designator naming no LUN this nexus reaches: the pointer is to its CSCD descriptor. */
+    if (!x->cscd[src]) {
+        return segment_abort(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE, i, false,
+                             XCOPY_HDR_LEN + src * XCOPY_CSCD_LEN);
+    }
+    if (!x->cscd[dst]) {
+        return segment_abort(cmd, SCSI_SC_COPY_TARGET_UNREACHABLE, i, false,
+                             XCOPY_HDR_LEN + dst * XCOPY_CSCD_LEN);
     }
     s->src = x->cscd[src];
     s->dst = x->cscd[dst];
@@ -395,14 +486,25 @@ static int parse_segment(struct scsi_cmd *cmd, struct xcopy *x, const uint8_t *d
     s->len = (uint64_t)n * ((d[1] & 0x02) ? s->dst->bs : s->src->bs);
     /* Not whole blocks of both: a residue we neither pad nor carry (CAT) to the next. */
     if (s->len % s->src->bs || s->len % s->dst->bs) {
-        return sd_sense_done(cmd, SCSI_SC_UNEXPECTED_INEXACT_SEGMENT);
+        return segment_abort(cmd, SCSI_SC_UNEXPECTED_INEXACT_SEGMENT, i, true, 10);
     }
     if (s->len > XCOPY_MAX_SEGMENT_BYTES) {
-        return invalid_param(cmd, at + 10, 7);  /* past MAXIMUM SEGMENT LENGTH */
+        return segment_abort(cmd, SCSI_SC_COPY_INVALID_FIELD, i, true, 10);
     }
-    if (!sd_range_ok(s->src, src_lba, s->len / s->src->bs) ||
-        !sd_range_ok(s->dst, dst_lba, s->len / s->dst->bs)) {
-        return sd_sense_done(cmd, SCSI_SC_LBA_OUT_OF_RANGE);
+    /*
+     * A range past a copy target's end, which its READ or WRITE would
+     * refuse.  SPC-4 leaves the additional sense code of an error in a
+     * segment descriptor open (5.17.7.4 g); the field pointer names the
+     * LBA.  Not LOGICAL BLOCK ADDRESS OUT OF RANGE, which an initiator
+     * reads as its own command's LBA (and conformance suites, libiscsi's
+     * among them, expect none but NO ADDITIONAL SENSE INFORMATION or an
+     * unreachable target here).
+     */
+    if (!sd_range_ok(s->src, src_lba, s->len / s->src->bs)) {
+        return segment_abort(cmd, SCSI_SC_COPY_ABORTED, i, true, 12);
+    }
+    if (!sd_range_ok(s->dst, dst_lba, s->len / s->dst->bs)) {
+        return segment_abort(cmd, SCSI_SC_COPY_ABORTED, i, true, 20);
     }
     it = cscd_it(cmd, x, src);
     if (scsi_pr_conflicts(s->src->pr, &it, rd16, sizeof(rd16))) {
@@ -439,6 +541,7 @@ int sd_exec_extended_copy(struct scsi_lun *lun, struct scsi_cmd *cmd)
     struct xcopy *x;
     uint64_t chunk = UINT64_MAX, unit = 0;
     enum scsi_sc sc = SCSI_SC_INSUFFICIENT_RESOURCES;
+    unsigned seg_at[XCOPY_MAX_SEGMENTS], nseg = 0;
     unsigned at;
 
     if (plen == 0) {
@@ -466,7 +569,14 @@ int sd_exec_extended_copy(struct scsi_lun *lun, struct scsi_cmd *cmd)
             return invalid_param(cmd, i, 7);
         }
     }
-    /* Against the limits we report, before the lengths are trusted for anything else. */
+    /*
+     * Against the limits we report, before the lengths are trusted for
+     * anything else: the whole list against MAXIMUM DESCRIPTOR LIST LENGTH
+     * first (PARAMETER LIST LENGTH ERROR, SPC-4 6.4.3.5), then the counts.
+     */
+    if ((uint64_t)cscd_len + seg_len > XCOPY_MAX_DESC_LIST) {
+        return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
+    }
     if (cscd_len > XCOPY_MAX_CSCDS * XCOPY_CSCD_LEN) {
         return sd_sense_done(cmd, SCSI_SC_TOO_MANY_TARGET_DESCS);
     }
@@ -500,29 +610,21 @@ int sd_exec_extended_copy(struct scsi_lun *lun, struct scsi_cmd *cmd)
     /* Segments: each says its own length; the one type we take is 28 bytes. */
     at = XCOPY_HDR_LEN + cscd_len;
     while (at < XCOPY_HDR_LEN + cscd_len + seg_len) {
-        const uint8_t *d = p + at;
-        unsigned left = XCOPY_HDR_LEN + cscd_len + seg_len - at;
-
-        if (left < 4) {
-            return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
+        if (check_segment_form(cmd, p + at, at, XCOPY_HDR_LEN + cscd_len + seg_len - at) ==
+            EXEC_DONE) {
+            return EXEC_DONE;
         }
-        if (d[0] != XCOPY_SEG_BLOCK_TO_BLOCK) {
-            return sd_sense_done(cmd, SCSI_SC_UNSUPPORTED_SEGMENT_DESC);
-        }
-        if (ld16(d + 2) != XCOPY_SEGMENT_LEN - 4) {
-            return invalid_param(cmd, at + 2, 7);
-        }
-        if (left < XCOPY_SEGMENT_LEN) {
-            return sd_sense_done(cmd, SCSI_SC_PARAM_LIST_LENGTH_ERROR);
-        }
-        if (parse_segment(cmd, x, d, at, x->nseg) == EXEC_DONE) {
+        seg_at[nseg++] = at;
+        at += XCOPY_SEGMENT_LEN;
+    }
+    /* The list is well formed: the segments are processed, in order. */
+    for (x->nseg = 0; x->nseg < nseg; x->nseg++) {
+        if (parse_segment(cmd, x, p + seg_at[x->nseg], x->nseg) == EXEC_DONE) {
             return EXEC_DONE;
         }
         chunk = MIN(chunk, MIN(sd_chunk_bytes(x->seg[x->nseg].src),
                                sd_chunk_bytes(x->seg[x->nseg].dst)));
         unit = MAX(unit, MAX(x->seg[x->nseg].src->bs, x->seg[x->nseg].dst->bs));
-        x->nseg++;
-        at += XCOPY_SEGMENT_LEN;
     }
     pthread_mutex_lock(&lun->lock);
     x->slot = result_take(lun, &cmd->it, p[0], (p[1] & 0x18) == 0, &sc);

@@ -484,17 +484,19 @@ static unsigned port_luns(const struct nexus_table *tb, unsigned port, uint16_t 
 
 /*
  * EXTENDED COPY's copy targets: a LUN this nexus reaches, on any port of
- * its target, by NAA designator (cmd->find_lun).  Only the nexus's own
- * table, so a copy reaches no LUN its initiator could not address itself
- * (another controller's disks stay out of reach).  A linear scan: a copy
- * resolves a few descriptors per command.
+ * its target, that the copy manager's match accepts (cmd->find_lun).
+ * Only the nexus's own table, so a copy reaches no LUN its initiator
+ * could not address itself (another controller's disks stay out of
+ * reach).  A linear scan: a copy resolves a few descriptors per command.
  */
-static struct scsi_lun *nexus_find_naa(const void *ctx, uint64_t naa, uint16_t *rtpi)
+static struct scsi_lun *nexus_find_lun(const void *ctx,
+                                       bool (*match)(const struct scsi_lun *lun, const void *arg),
+                                       const void *arg, uint16_t *rtpi)
 {
     const struct nexus_table *tb = ctx;
 
     for (unsigned i = 0; i < tb->n; i++) {
-        if (scsi_lun_naa(tb->e[i].lun) == naa) {
+        if (match(tb->e[i].lun, arg)) {
             *rtpi = (uint16_t)(key_port(tb->e[i].key) + 1);
             return tb->e[i].lun;
         }
@@ -544,7 +546,7 @@ int scsi_nexus_exec(struct scsi_nexus *nx, unsigned port, unsigned lun_id,
     cmd->it = (struct scsi_it_id) {
         .initiator = nx->initiator, .target = nx->t->name, .rtpi = (uint16_t)(port + 1),
     };
-    cmd->find_lun = nexus_find_naa;
+    cmd->find_lun = nexus_find_lun;
     cmd->find_ctx = tb;
     scsi_lun_exec(e->lun, cmd);
     return 0;

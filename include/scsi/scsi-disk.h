@@ -86,14 +86,17 @@ struct scsi_cmd {
     struct scsi_it_id it;
     /*
      * The other LUNs the sending nexus reaches, for EXTENDED COPY's copy
-     * targets: finds one by its NAA designator (VPD 83h, scsi_lun_naa) and
-     * gives the relative target port it is reached on in *rtpi.  Set by
+     * targets: finds the first for which match(lun, arg) holds (the copy
+     * manager's test of a designator against the LUN's VPD 83h) and gives
+     * the relative target port it is reached on in *rtpi.  Set by
      * scsi_nexus_exec to the nexus's table; NULL: the command reaches its
      * own LUN only.  Valid only during scsi_lun_exec's dispatch (the table
      * is freed after a grace period): a LUN found must be counted in
      * flight before the dispatch returns to stay alive.
      */
-    struct scsi_lun *(*find_lun)(const void *ctx, uint64_t naa, uint16_t *rtpi);
+    struct scsi_lun *(*find_lun)(const void *ctx,
+                                 bool (*match)(const struct scsi_lun *lun, const void *arg),
+                                 const void *arg, uint16_t *rtpi);
     const void *find_ctx;
     void (*complete)(struct scsi_cmd *cmd);
     void *opaque;

@@ -8,7 +8,8 @@
  * front-end and, for the file, from the image itself, and RECEIVE COPY
  * RESULTS reports the copy.  A LUN of another controller (another VM's
  * disk) is not a copy target a front-end of the default controller can
- * name: COPY TARGET DEVICE NOT REACHABLE.  A copy from a null LUN with
+ * name: COPY ABORTED, COPY TARGET DEVICE NOT REACHABLE, naming the segment
+ * and pointing at its CSCD descriptor.  A copy from a null LUN with
  * fill=none (its READs write nothing) delivers zeros, not bytes of the
  * daemon's heap, another tenant's data among them.
  *
@@ -265,6 +266,13 @@ static void test_other_controller_unreachable(void)
     g_assert_cmpuint(pu_sense_of(&r.resp).key, ==, SCSI_SENSE_COPY_ABORTED);
     g_assert_cmphex(pu_sense_of(&r.resp).code, ==,
                     SCSI_SENSE_ASCQ_COPY_TARGET_DEVICE_NOT_REACHABLE);
+    /*
+     * Found processing segment 0 (COMMAND-SPECIFIC INFORMATION bytes 2-3),
+     * the segment pointer at the foreign LUN's CSCD descriptor in the list.
+     */
+    g_assert_cmpuint(scsi_get_uint16(r.resp.sense + 10), ==, 0);
+    g_assert_cmphex(r.resp.sense[15], ==, 0x80);
+    g_assert_cmpuint(scsi_get_uint16(r.resp.sense + 16), ==, 48);
     vfe_close(fe);
     vfe_close(fe2);
     close(fd);

@@ -170,6 +170,16 @@ struct scsi_lun *ram_lun(void)
     return ready(new_ram(8 * MiB, 512));
 }
 
+struct scsi_lun *geometry_ram(const struct geometry *g, const char *name, uint64_t size,
+                              const struct scsi_lun_info *info)
+{
+    struct lun_backend *be;
+
+    g_assert_cmpint(backend_ram_new(size, g->bs, &be, NULL), ==, 0);
+    be->phys_block_size = g->pbs;
+    return scsi_lun_new(be, name, info, NULL);
+}
+
 struct scsi_lun *null_lun(uint64_t size, uint32_t bs)
 {
     struct lun_backend *be;

@@ -176,6 +176,13 @@ extern const struct geometry geometries[3];
 /* A ready LUN on size bytes of ram with g's logical and physical block sizes. */
 struct scsi_lun *geometry_lun(const struct geometry *g, uint64_t size);
 
+/*
+ * A LUN of g's geometry on size bytes of ram named name, with info's
+ * identity (NULL: the defaults), its power-on unit attention pending.
+ */
+struct scsi_lun *geometry_ram(const struct geometry *g, const char *name, uint64_t size,
+                              const struct scsi_lun_info *info);
+
 /* Registers fn(geometry) as path/<name> for each of the three geometries. */
 void add_geometry_tests(const char *path, GTestDataFunc fn);
 

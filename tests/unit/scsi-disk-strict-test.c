@@ -19,7 +19,7 @@
  *   block past the end and across it, for every command with an LBA.
  * - Zero-length transfers, as SBC-3 says for each command: GOOD with no
  *   data, except READ/WRITE (6) (256 blocks), WRITE SAME (WSNZ: INVALID
- *   FIELD IN CDB) and PRE-FETCH (to the end; CONDITION MET).
+ *   FIELD IN CDB) and PRE-FETCH (to the end; GOOD).
  * - Write protect: every command that writes is DATA PROTECT, WRITE
  *   PROTECTED on a read-only LUN, and nothing is written.
  * Every command listed must be classified in the tables here (has an LBA

@@ -6,16 +6,24 @@
  * nexus reaches: a ram LUN (0:0), a file LUN of 4096-byte blocks (0:1,
  * the io_uring backend run synchronously, as it is without an I/O thread)
  * and a ram LUN on another port (1:0); copy target descriptors name them
- * by the NAA designator their VPD page 83h reports.  Specified: copies
+ * by the NAA designator their VPD page 83h reports.  Specified: every
+ * identification descriptor a standard initiator builds from VPD page 83h
+ * (each LU designator, LU ID TYPE ignored, DISK BLOCK LENGTH 0, ASCII as
+ * UTF-8) naming two LUNs of one target, and libiscsi's refusal cases, on
+ * 512-byte, 4Kn and 512e LUNs; copies
  * between different backends and block sizes (DC), a copy whose manager
  * is neither source nor destination, overlapping ranges within one LUN
  * (copied as memmove would), a source that writes nothing into the bounce
- * buffer (null, fill=none: zeros arrive, not stale heap), every refusal of the parameter list with its
- * sense (lengths, too many descriptors, unsupported descriptor types, an
- * unknown or unreachable designator — a LUN of another target among them
- * —, ranges past either end, a segment past MAXIMUM SEGMENT LENGTH, an
- * inexact segment, a write-protected or reserved destination, a copy
- * target being sanitized), RECEIVE
+ * buffer (null, fill=none: zeros arrive, not stale heap), every refusal
+ * with its sense, in SPC-4's split: the list's form before any segment is
+ * processed is ILLEGAL REQUEST (lengths, MAXIMUM DESCRIPTOR LIST LENGTH
+ * before the descriptor counts, unsupported descriptor types, invalid
+ * fields), an error processing a segment COPY ABORTED naming the segment
+ * and the field (a CSCD index past the list, an unknown or unreachable
+ * designator — a LUN of another target among them —, ranges past either
+ * end, a segment past MAXIMUM SEGMENT LENGTH, an inexact segment); a
+ * write-protected or reserved destination, a copy target being
+ * sanitized; RECEIVE
  * COPY RESULTS' COPY STATUS (done, failed, running, the list identifier
  * in use, 16 copies at once and the oldest held result replaced) and
  * OPERATING PARAMETERS, and with a spy backend's completions
@@ -264,6 +272,23 @@ static struct plist one_segment(struct rig *g, uint64_t src_naa, uint32_t src_bs
     return l;
 }
 
+/*
+ * COPY ABORTED for an error found processing segment seg (SPC-4 5.17.7.4):
+ * code (ASC << 8 | ASCQ), no residual (VALID 0: nothing written), the
+ * segment number in bytes 2-3 of COMMAND-SPECIFIC INFORMATION and the
+ * segment pointer (SKSV, SD for an offset into the segment descriptor
+ * rather than the parameter list, no bit pointer) to byte.
+ */
+static void assert_segment_abort(const struct result *r, unsigned code, unsigned seg,
+                                 bool in_segment, unsigned byte)
+{
+    assert_sense(r, SCSI_SENSE_COPY_ABORTED, code);
+    g_assert_cmphex(r->sense[0] & 0x80, ==, 0);
+    g_assert_cmpuint(scsi_get_uint16(r->sense + 10), ==, seg);
+    g_assert_cmphex(r->sense[15], ==, 0x80 | (in_segment ? 0x20 : 0));
+    g_assert_cmpuint(scsi_get_uint16(r->sense + 16), ==, byte);
+}
+
 /* ---- copies ------------------------------------------------------------------- */
 
 static void test_ram_to_file_and_back(void)
@@ -392,6 +417,223 @@ static void test_zero_length_and_no_segments(void)
     rig_free(&g);
 }
 
+/* ---- what initiators send, on every geometry ------------------------------ */
+
+/* Two LUNs of one geometry on one target (0:0 and 0:1), reached through one nexus. */
+struct geo_rig {
+    struct scsi_target *t;
+    struct scsi_nexus *nx;
+    uint32_t bs;                 /* DISK BLOCK LENGTH, as READ CAPACITY (16) reports it */
+    uint8_t pdt;                 /* PERIPHERAL DEVICE TYPE, as the standard INQUIRY does */
+    uint64_t blocks;             /* of each LUN */
+};
+
+#define GEO_SIZE (2 * MiB)
+
+static void geo_rig_init(struct geo_rig *g, const struct geometry *geo)
+{
+    /* A serial short enough for the T10 vendor id designator to fit a CSCD descriptor. */
+    static const struct scsi_lun_info short_serial = { .serial = "XC42" };
+    uint8_t inq[96], cap[32];
+    struct result r;
+
+    g->t = scsi_target_new("xcopy-target");
+    g_assert_cmpint(scsi_target_add_lun(g->t, 0, 0, geometry_ram(geo, "xcopy:a", GEO_SIZE, NULL)),
+                    ==, 0);
+    g_assert_cmpint(scsi_target_add_lun(g->t, 0, 1,
+                                        geometry_ram(geo, "xcopy:b", GEO_SIZE, &short_serial)),
+                    ==, 0);
+    g->nx = scsi_target_nexus_new(g->t, "iqn.2026-12.test:copier");
+    nx_ready(g->nx, 0, 0);
+    nx_ready(g->nx, 0, 1);
+    r = nx_task(g->nx, 0, 0, scsi_cdb_inquiry(0, 0, sizeof(inq)), NULL, 0, inq, sizeof(inq));
+    assert_good(&r);
+    g->pdt = inq[0] & 0x1f;
+    r = nx_task(g->nx, 0, 0, scsi_cdb_readcapacity16(), NULL, 0, cap, sizeof(cap));
+    assert_good(&r);
+    g->bs = scsi_get_uint32(cap + 8);
+    g_assert_cmpuint(g->bs, ==, geo->bs);
+    g->blocks = GEO_SIZE / g->bs;
+}
+
+static void geo_rig_free(struct geo_rig *g)
+{
+    scsi_target_nexus_free(g->nx);
+    scsi_target_free_luns(g->t);
+}
+
+/* A CSCD descriptor's bytes 4 to 27: a designation descriptor as VPD page 83h gives it. */
+typedef uint8_t id_form[24];
+
+/*
+ * The designators (port, lun) reports in VPD page 83h with the logical
+ * unit association that fit an identification CSCD descriptor (20 bytes
+ * or less), each with its 4-byte header, as an initiator copies them
+ * (libiscsi's test tool, sg_xcopy); returns how many, at most max.
+ */
+static unsigned lu_forms(struct scsi_nexus *nx, unsigned port, unsigned lun, id_form *out,
+                         unsigned max)
+{
+    uint8_t b[255];
+    struct result r = nx_task(nx, port, lun, scsi_cdb_inquiry(1, 0x83, sizeof(b)), NULL, 0, b,
+                              sizeof(b));
+    size_t len;
+    unsigned n = 0;
+
+    assert_good(&r);
+    len = MIN(4u + scsi_get_uint16(b + 2), r.in_xfer);
+    for (size_t at = 4; at + 4 <= len && at + 4 + b[at + 3] <= len; at += 4u + b[at + 3]) {
+        if ((b[at + 1] & 0x30) == 0 && b[at + 3] <= 20 && n < max) {
+            memset(out[n], 0, sizeof(id_form));
+            memcpy(out[n++], b + at, 4u + b[at + 3]);
+        }
+    }
+    return n;
+}
+
+/* An identification CSCD descriptor of form, byte 1 (LU ID TYPE, PERIPHERAL DEVICE TYPE), bs. */
+static unsigned add_form(struct plist *l, const id_form form, uint8_t byte1, uint32_t bs)
+{
+    uint8_t *d = l->cscd[l->ncscd];
+
+    memset(d, 0, 32);
+    d[0] = IDENT_DESCR_TGT_DESCR;
+    d[1] = byte1;
+    memcpy(d + 4, form, sizeof(id_form));
+    scsi_set_uint32(d + 28, bs);     /* byte 28 (PAD) is 0: bs < 2^24 */
+    return l->ncscd++;
+}
+
+/*
+ * SPC-4 6.4.5.6: an identification CSCD descriptor names the LU that
+ * reports its designator in VPD page 83h.  Every form a standard initiator
+ * builds from the page is accepted, on 512-byte, 4Kn and 512e LUNs: each
+ * LU designator (NAA; T10 vendor id where the serial lets it fit), LU ID
+ * TYPE 00b and the reserved 11b (ignored in this descriptor), DISK BLOCK
+ * LENGTH as READ CAPACITY reports it or 0 (direct-access: the copy
+ * manager knows it), an ASCII designator sent with the UTF-8 code set;
+ * and the data arrives.
+ */
+static void test_designators_from_vpd(void)
+{
+    for (unsigned gi = 0; gi < G_N_ELEMENTS(geometries); gi++) {
+        struct geo_rig g;
+        id_form fa[4], fb[4];
+        unsigned na, nb, k = 0;
+        uint64_t n;
+        g_autofree uint8_t *data = NULL, *got = NULL;
+        struct plist l;
+        struct result r;
+
+        g_test_message("%s", geometries[gi].name);
+        geo_rig_init(&g, &geometries[gi]);
+        n = 16 * KiB / g.bs;
+        data = g_malloc(16 * KiB);
+        got = g_malloc(16 * KiB);
+        fill_pattern(data, 16 * KiB, gi);
+        nx_write(g.nx, 0, 0, g.bs, 0, data, 16 * KiB);
+        na = lu_forms(g.nx, 0, 0, fa, G_N_ELEMENTS(fa));
+        nb = lu_forms(g.nx, 0, 1, fb, G_N_ELEMENTS(fb));
+        g_assert_cmpuint(na, ==, 1);     /* NAA: the default serial is too long for T10's */
+        g_assert_cmpuint(nb, ==, 2);     /* NAA and T10 vendor id */
+        for (unsigned i = 0; i < na; i++) {
+            for (unsigned j = 0; j < nb; j++) {
+                for (uint8_t type = 0; type < 4; type += 3) {
+                    l = (struct plist){ .list_id = 1 };
+                    add_form(&l, fa[i], (uint8_t)(type << 6 | g.pdt), g.bs);
+                    add_form(&l, fb[j], (uint8_t)(type << 6 | g.pdt), type ? 0 : g.bs);
+                    add_seg(&l, 0, 1, false, (uint16_t)n, 0, ++k * n);
+                    /* Sent to the source LUN, and to the destination (each its own copy manager). */
+                    r = xcopy(g.nx, 0, k % 2, &l);
+                    g_test_message("form %u -> %u, LU ID TYPE %u", i, j, type);
+                    assert_good(&r);
+                    nx_read(g.nx, 0, 1, g.bs, k * n, got, 16 * KiB);
+                    g_assert_true(memcmp(got, data, 16 * KiB) == 0);
+                }
+            }
+        }
+        /* The T10 vendor id (ASCII) with the UTF-8 code set: the same bytes. */
+        g_assert_cmphex(fb[1][0] & 0x0f, ==, 0x02);
+        g_assert_cmphex(fb[1][1] & 0x0f, ==, 0x01);
+        fb[1][0] = (uint8_t)((fb[1][0] & 0xf0) | 0x03);
+        l = (struct plist){ .list_id = 1 };
+        add_form(&l, fa[0], g.pdt, g.bs);
+        add_form(&l, fb[1], g.pdt, g.bs);
+        add_seg(&l, 0, 1, false, (uint16_t)n, 0, ++k * n);
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_good(&r);
+        nx_read(g.nx, 0, 1, g.bs, k * n, got, 16 * KiB);
+        g_assert_true(memcmp(got, data, 16 * KiB) == 0);
+        /* But not as binary: a designator is matched with its code set. */
+        fb[1][0] = (uint8_t)((fb[1][0] & 0xf0) | 0x01);
+        l.cscd[1][4] = fb[1][0];
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
+        geo_rig_free(&g);
+    }
+}
+
+/*
+ * The refusals of libiscsi's EXTENDED COPY tests, built as it builds them
+ * (one CSCD descriptor from the LUN's VPD page 83h, segments of 2048
+ * blocks), on 512-byte, 4Kn and 512e LUNs: each as SPC-4 has it.
+ */
+static void test_conformance_refusals(void)
+{
+    for (unsigned gi = 0; gi < G_N_ELEMENTS(geometries); gi++) {
+        struct geo_rig g;
+        id_form f[4];
+        struct plist l;
+        struct result r;
+
+        g_test_message("%s", geometries[gi].name);
+        geo_rig_init(&g, &geometries[gi]);
+        g_assert_cmpuint(lu_forms(g.nx, 0, 0, f, G_N_ELEMENTS(f)), >=, 1);
+
+        /* ValidTgtDescr: a reserved LU ID TYPE is ignored (SPC-4 6.4.5.6). */
+        l = (struct plist){ .list_id = 1 };
+        add_form(&l, f[0], (uint8_t)(0x2 << 6 | g.pdt), g.bs);
+        add_seg(&l, 0, 0, false, (uint16_t)MIN(g.blocks / 2, 2048), 0,
+                g.blocks - MIN(g.blocks / 2, 2048));
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_good(&r);
+
+        /*
+         * ValidSegDescr: a DESTINATION CSCD DESCRIPTOR ID past the list is
+         * an unreachable copy target (6.4.6.1) and a copy past the
+         * destination's end an error in the segment: COPY ABORTED, segment
+         * 0, not ILLEGAL REQUEST (5.17.7.4).
+         */
+        l = (struct plist){ .list_id = 1 };
+        add_form(&l, f[0], g.pdt, g.bs);
+        add_seg(&l, 0, 1, false, (uint16_t)MIN(g.blocks / 2, 2048), 0,
+                g.blocks - MIN(g.blocks / 2, 2048));
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_segment_abort(&r, 0x0804, 0, true, 6);
+        l.nseg = 0;
+        add_seg(&l, 0, 0, false, (uint16_t)MIN(g.blocks / 2, 2048), 0, g.blocks - 1);
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_segment_abort(&r, 0x0000, 0, true, 20);
+
+        /*
+         * DescrLimits: one more CSCD descriptor than MAXIMUM CSCD DESCRIPTOR
+         * COUNT, then segments filling the list past MAXIMUM DESCRIPTOR LIST
+         * LENGTH: the list's length is checked first (6.4.3.5).
+         */
+        l = (struct plist){ .list_id = 3 };
+        for (unsigned i = 0; i < 9; i++) {
+            add_form(&l, f[0], g.pdt, g.bs);
+            add_seg(&l, 0, 0, false, 1, 0, g.blocks - 1);
+        }
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_PARAMETER_LIST_LENGTH_ERROR);
+        l.nseg = 1;
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_TOO_MANY_TARGET_DESCRIPTORS);
+        geo_rig_free(&g);
+    }
+}
+
 /* ---- refusals -------------------------------------------------------------- */
 
 /* The parameter list's own lengths, and the limits we report. */
@@ -436,6 +678,24 @@ static void test_list_lengths(void)
     b[5] = 1;
     r = nx_task(g.nx, 0, 0, scsi_cdb_extended_copy((int)len), b, len, NULL, 0);
     assert_field(&r, false, 5, 7);
+
+    /*
+     * Nine copy targets and nine segments: 540 bytes of descriptors, past
+     * MAXIMUM DESCRIPTOR LIST LENGTH (480), which is checked first:
+     * PARAMETER LIST LENGTH ERROR, not TOO MANY TARGET DESCRIPTORS
+     * (SPC-4 6.4.3.5; libiscsi's DescrLimits builds this list).
+     */
+    memset(&l, 0, sizeof(l));
+    for (unsigned i = 0; i < 9; i++) {
+        add_cscd(&l, ram, BS);
+        add_seg(&l, 0, 0, false, 1, i, 100 + i);
+    }
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_sense(&r, SCSI_SENSE_ILLEGAL_REQUEST, SCSI_SENSE_ASCQ_PARAMETER_LIST_LENGTH_ERROR);
+    /* Eight of each are exactly the limit. */
+    l.ncscd = l.nseg = 8;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
 
     /* Nine copy targets, one more than MAXIMUM CSCD DESCRIPTOR COUNT. */
     memset(&l, 0, sizeof(l));
@@ -515,19 +775,61 @@ static void test_descriptor_types(void)
     scsi_set_uint16(l.seg[0] + 2, 0x14);
     r = xcopy(g.nx, 0, 0, &l);
     assert_field(&r, false, 16 + 64 + 2, 7);
+    /*
+     * A CSCD DESCRIPTOR ID past the list is found processing the segment:
+     * COPY ABORTED, UNREACHABLE COPY TARGET (SPC-4 6.4.6.1), segment 0,
+     * pointing at the field in the segment descriptor (libiscsi's
+     * ValidSegDescr).  So is FFFFh, which VPD 8Fh does not offer.
+     */
     l = one_segment(&g, ram, BS, far, BS, false, 1, 0, 0);
     scsi_set_uint16(l.seg[0] + 6, 2);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_field(&r, false, 16 + 64 + 6, 7);
+    assert_segment_abort(&r, 0x0804, 0, true, 6);
+    scsi_set_uint16(l.seg[0] + 4, 0xffff);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_segment_abort(&r, 0x0804, 0, true, 4);
+    /* But a descriptor of the wrong form is refused before any segment: ILLEGAL REQUEST. */
+    scsi_set_uint16(l.seg[0] + 2, 0x14);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_field(&r, false, 16 + 64 + 2, 7);
     /* DISK BLOCK LENGTH other than the LUN's. */
     l = one_segment(&g, ram, BS, far, 4096, false, 1, 0, 0);
     r = xcopy(g.nx, 0, 0, &l);
     assert_field(&r, false, 16 + 32 + 29, 7);
-    /* NUL: no null device. */
+    /* 0 means the LUN's on a direct-access device (00h) only (SPC-4 6.4.5.3). */
+    l = one_segment(&g, ram, BS, far, 0, false, 1, 0, 0);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
+    l.cscd[1][1] = 0x0e;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_field(&r, false, 16 + 32 + 29, 7);
+    /* The other block device types (04h, 05h, 07h, 0Eh) take the same parameters. */
+    l = one_segment(&g, ram, BS, far, BS, false, 1, 0, 0);
+    l.cscd[1][1] = 0x05;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
+    /* A reserved PERIPHERAL DEVICE TYPE (02h). */
+    l.cscd[1][1] = 0x02;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_field(&r, false, 16 + 32 + 1, 4);
+    /* LU ID TYPE is ignored in an identification descriptor (6.4.5.6), reserved values too. */
+    for (uint8_t t = 1; t < 4; t++) {
+        l = one_segment(&g, ram, BS, far, BS, false, 1, 0, 0);
+        l.cscd[0][1] = (uint8_t)(t << 6);
+        l.cscd[1][1] = (uint8_t)(t << 6);
+        r = xcopy(g.nx, 0, 0, &l);
+        assert_good(&r);
+    }
+    /* Obsolete bit 5, SPC-3's NUL (a null device): not what the designator names. */
     l = one_segment(&g, ram, BS, far, BS, false, 1, 0, 0);
     l.cscd[0][1] = 0x20;
     r = xcopy(g.nx, 0, 0, &l);
     assert_field(&r, false, 16 + 1, 5);
+    /* DESIGNATOR LENGTH is 20 or less. */
+    l = one_segment(&g, ram, BS, far, BS, false, 1, 0, 0);
+    l.cscd[1][7] = 21;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_field(&r, false, 16 + 32 + 7, 7);
     rig_free(&g);
 }
 
@@ -547,22 +849,38 @@ static void test_unreachable(void)
     onx = scsi_target_nexus_new(other, "iqn.2026-12.test:other");
     nx_ready(onx, 0, 0);
     foreign = naa_of(onx, 0, 0);
-    /* A designator no LUN has. */
+    /*
+     * A designator no LUN has: COPY ABORTED, COPY TARGET DEVICE NOT
+     * REACHABLE when segment 0 uses it, pointing at the first byte of its
+     * CSCD descriptor in the parameter list (SPC-4 5.17.7.4 f).
+     */
     l = one_segment(&g, ram, BS, 0x5123456789abcdefULL, BS, false, 1, 0, 0);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_sense(&r, SCSI_SENSE_COPY_ABORTED, SCSI_SENSE_ASCQ_COPY_TARGET_DEVICE_NOT_REACHABLE);
+    assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
+    /* A copy target no segment uses is not reached for: no error. */
+    l.seg[0][7] = 0;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_good(&r);
     /* A LUN of another target of the daemon: not one this nexus reaches. */
     l = one_segment(&g, ram, BS, foreign, BS, false, 1, 0, 0);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_sense(&r, SCSI_SENSE_COPY_ABORTED, SCSI_SENSE_ASCQ_COPY_TARGET_DEVICE_NOT_REACHABLE);
-    /* A designator that is not an NAA one (T10 vendor id), or a port's rather than the LU's. */
+    assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
+    /*
+     * The NAA's bytes under another designator type (T10 vendor id), as
+     * a target port's rather than the LU's, or as ASCII: none of them is
+     * a designator the LUN reports.
+     */
     l = one_segment(&g, ram, BS, ram, BS, false, 1, 0, 1);
     l.cscd[1][5] = 0x01;
     r = xcopy(g.nx, 0, 0, &l);
-    assert_sense(&r, SCSI_SENSE_COPY_ABORTED, SCSI_SENSE_ASCQ_COPY_TARGET_DEVICE_NOT_REACHABLE);
+    assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
     l.cscd[1][5] = 0x13;
     r = xcopy(g.nx, 0, 0, &l);
-    assert_sense(&r, SCSI_SENSE_COPY_ABORTED, SCSI_SENSE_ASCQ_COPY_TARGET_DEVICE_NOT_REACHABLE);
+    assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
+    l.cscd[1][5] = 0x03;
+    l.cscd[1][4] = 0x02;
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
     /* The LUN itself is reached without a nexus (the LUN's own initiator). */
     {
         uint8_t b[PLIST_MAX];
@@ -576,8 +894,7 @@ static void test_unreachable(void)
         l = one_segment(&g, ram, BS, naa_of(g.nx, 1, 0), BS, false, 1, 0, 1);
         len = build(&l, b);
         r = run(g.ram, scsi_cdb_extended_copy((int)len), b, len, NULL, 0);
-        assert_sense(&r, SCSI_SENSE_COPY_ABORTED,
-                     SCSI_SENSE_ASCQ_COPY_TARGET_DEVICE_NOT_REACHABLE);
+        assert_segment_abort(&r, 0x0d02, 0, false, 16 + 32);
     }
     scsi_target_nexus_free(onx);
     scsi_target_free_luns(other);
@@ -589,35 +906,52 @@ static void test_ranges_and_segment_length(void)
     struct rig g;
     struct plist l;
     uint64_t ram, file;
-    uint8_t before[FILE_BS], after[FILE_BS];
+    uint8_t before[FILE_BS], after[FILE_BS], data[2 * FILE_BS];
     struct result r;
 
     rig_init(&g, false);
     ram = naa_of(g.nx, 0, 0);
     file = naa_of(g.nx, 0, 1);
     nx_read(g.nx, 0, 1, FILE_BS, FILE_SIZE / FILE_BS - 1, before, sizeof(before));
-    /* Past the source's end. */
+    fill_pattern(data, sizeof(data), 4);            /* what a wrongly run copy would write */
+    nx_write(g.nx, 0, 0, BS, 0, data, sizeof(data));
+    /*
+     * Ranges past a copy target's end are found processing the segment:
+     * COPY ABORTED, segment 0, pointing at the LBA field that overruns
+     * (libiscsi's ValidSegDescr: a copy beyond the destination's end).
+     * Past the source's end.
+     */
     l = one_segment(&g, ram, BS, file, FILE_BS, false, 16, RAM_BLOCKS - 8, 0);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_lba_out_of_range(&r);
+    assert_segment_abort(&r, 0x0000, 0, true, 12);
     /* Past the destination's end (the file's last block and one more). */
     l = one_segment(&g, ram, BS, file, FILE_BS, true, 2, 0, FILE_SIZE / FILE_BS - 1);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_lba_out_of_range(&r);
+    assert_segment_abort(&r, 0x0000, 0, true, 20);
     nx_read(g.nx, 0, 1, FILE_BS, FILE_SIZE / FILE_BS - 1, after, sizeof(after));
     g_assert_true(memcmp(before, after, sizeof(after)) == 0);   /* nothing was written */
     /* An LBA that wraps. */
     l = one_segment(&g, ram, BS, file, FILE_BS, false, 8, UINT64_MAX - 2, 0);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_lba_out_of_range(&r);
+    assert_segment_abort(&r, 0x0000, 0, true, 12);
     /* Past MAXIMUM SEGMENT LENGTH (32 MiB): 8193 blocks of 4 KiB. */
     l = one_segment(&g, file, FILE_BS, file, FILE_BS, false, 8193, 0, 0);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_field(&r, false, 16 + 64 + 10, 7);
+    assert_segment_abort(&r, 0x2600, 0, true, 10);
     /* One 512-byte block is no whole 4 KiB block: an inexact segment. */
     l = one_segment(&g, ram, BS, file, FILE_BS, false, 1, 0, 0);
     r = xcopy(g.nx, 0, 0, &l);
-    assert_sense(&r, SCSI_SENSE_COPY_ABORTED, 0x260a);   /* UNEXPECTED INEXACT SEGMENT */
+    assert_segment_abort(&r, 0x260a, 0, true, 10);
+    /*
+     * The segment in error is named: the second here.  Every segment is
+     * checked before a block moves, so the first wrote nothing either.
+     */
+    l = one_segment(&g, ram, BS, file, FILE_BS, true, 1, 0, FILE_SIZE / FILE_BS - 1);
+    add_seg(&l, 0, 1, true, 2, 0, FILE_SIZE / FILE_BS - 1);
+    r = xcopy(g.nx, 0, 0, &l);
+    assert_segment_abort(&r, 0x0000, 1, true, 20);
+    nx_read(g.nx, 0, 1, FILE_BS, FILE_SIZE / FILE_BS - 1, after, sizeof(after));
+    g_assert_true(memcmp(before, after, sizeof(after)) == 0);
     rig_free(&g);
 }
 
@@ -1166,6 +1500,8 @@ int main(int argc, char **argv)
     g_test_add_func("/scsi-disk/xcopy/unwritten-source-copies-zeros",
                     test_unwritten_source_copies_zeros);
     g_test_add_func("/scsi-disk/xcopy/zero-length", test_zero_length_and_no_segments);
+    g_test_add_func("/scsi-disk/xcopy/designators-from-vpd", test_designators_from_vpd);
+    g_test_add_func("/scsi-disk/xcopy/conformance-refusals", test_conformance_refusals);
     g_test_add_func("/scsi-disk/xcopy/list-lengths", test_list_lengths);
     g_test_add_func("/scsi-disk/xcopy/cdb-fields", test_cdb_fields);
     g_test_add_func("/scsi-disk/xcopy/descriptor-types", test_descriptor_types);
