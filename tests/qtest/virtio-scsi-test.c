@@ -9,7 +9,11 @@
  * "kernel", runs the scenarios that need no back-end control against
  * vhost-scsi-pci served by the kernel's vhost-scsi (LIO): it is registered
  * when VHOST_SCSI_WWPN names a target whose TPG 0 holds a 64 MiB LUN 0
- * (tests/guest/kernel-qtest-guest.sh sets that up inside a guest).
+ * (tests/guest/kernel-qtest-guest.sh sets that up inside a guest).  The
+ * flavour "vhost-user-kvm" runs vhost-user-scsi-pci under -accel kvm with
+ * the interrupt-counting firmware (QTEST_FIRMWARE), so completions arrive
+ * through KVM's irqfd and are seen as interrupts the vCPU took; its cases
+ * are skipped, by name, where /dev/kvm is not usable.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -41,11 +45,13 @@ struct flavour {
     const char *name;
     bool vhost;            /* vhost-user back-end process of ours */
     bool kernel;           /* kernel vhost-scsi: LIO owns the medium */
+    bool kvm;              /* -accel kvm, interrupts counted by the vCPU */
 };
 
-static const struct flavour builtin = { "builtin", false, false };
-static const struct flavour vhost_user = { "vhost-user", true, false };
-static const struct flavour kernel_vhost = { "kernel", false, true };
+static const struct flavour builtin = { "builtin", false, false, false };
+static const struct flavour vhost_user = { "vhost-user", true, false, false };
+static const struct flavour kernel_vhost = { "kernel", false, true, false };
+static const struct flavour vhost_user_kvm = { "vhost-user-kvm", true, false, true };
 
 struct env {
     const struct flavour *f;
@@ -164,12 +170,38 @@ static bool hold_lun_missing(const struct flavour *f, const struct env_opts *o)
     return f->vhost && o->hold_lun && test_hooks_missing();
 }
 
+/*
+ * A KVM case where /dev/kvm is not usable, or the build gave no firmware,
+ * is skipped with the reason.  QTEST_KVM_ACCEL appends to -accel kvm, to
+ * show what a case sees with part of KVM turned off (docs/testing.md).
+ */
+static bool kvm_missing(const struct flavour *f)
+{
+    g_autofree char *why = NULL;
+    if (!f->kvm) {
+        return false;
+    }
+    if (!g_getenv("QTEST_FIRMWARE")) {
+        g_test_skip("QTEST_FIRMWARE names no interrupt-counting firmware");
+        return true;
+    }
+    if (!qt_kvm_usable(&why)) {
+        g_test_skip(why);
+        return true;
+    }
+    return false;
+}
+
+/* NULL (the case is skipped) for a KVM flavour without KVM. */
 static struct env *env_new(const struct flavour *f, const struct env_opts *o)
 {
     static const struct env_opts none;
-    struct env *e = g_new0(struct env, 1);
     GError *err = NULL;
     o = o ? o : &none;
+    if (kvm_missing(f)) {
+        return NULL;
+    }
+    struct env *e = g_new0(struct env, 1);
     e->f = f;
     e->dir = g_dir_make_tmp("vhost-scsi-env-XXXXXX", &err);
     g_assert_no_error(err);
@@ -194,7 +226,10 @@ static struct env *env_new(const struct flavour *f, const struct env_opts *o)
     }
     char *dev = o->no_device ? g_strdup("")
                              : device_args(e, "scsi0", o->root_port ? "rp0" : NULL, o->reconnect);
-    e->qts = qts_start("%s %s", o->root_port ?
+    struct qts_opts qo = { .kvm = f->kvm,
+                           .firmware = f->kvm ? g_getenv("QTEST_FIRMWARE") : NULL,
+                           .accel_extra = f->kvm ? g_getenv("QTEST_KVM_ACCEL") : NULL };
+    e->qts = qts_start_opts(&qo, "%s %s", o->root_port ?
                        "-global ICH9-LPC.acpi-pci-hotplug-with-bridge-support=off "
                        "-device pcie-root-port,id=rp0,slot=1,chassis=1,bus=pcie.0,addr=0x10" : "",
                        dev);
@@ -418,6 +453,9 @@ static void check_inquiry_and_capacity(struct env *e, struct qt_vring *vq)
 static void test_bring_up(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
     struct qt_vscsi *d = &e->dev;
     struct qt_scsi_resp resp;
     static const uint8_t tur[6] = { 0 };
@@ -758,6 +796,9 @@ static void test_event_missed_flagged(gconstpointer data)
 static void test_msix_per_queue_vectors(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
     struct qt_vscsi *d = &e->dev;
     struct qt_msix *m = &d->vpci.msix;
 
@@ -782,6 +823,9 @@ static void test_msix_per_queue_vectors(gconstpointer data)
 static void test_msix_masked_vector_pends(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
     struct qt_vscsi *d = &e->dev;
     struct qt_msix *m = &d->vpci.msix;
 
@@ -812,14 +856,9 @@ static void test_msix_masked_vector_pends(gconstpointer data)
 
 /* ---- scenario 3: vector (un)assignment, INTx, reset with vectors set ---- */
 
-static void test_vectors_unassigned_before_driver_ok(gconstpointer data)
+/* Every queue's vector set to none, as a driver does when it falls back from per-queue vectors. */
+static void unset_all_vectors(struct qt_vscsi *d)
 {
-    struct env *e = env_new(data, NULL);
-    struct qt_vscsi *d = &e->dev;
-    struct qt_vscsi_opts o = { .no_driver_ok = true };
-
-    vscsi_init(e, &o);
-    /* What a driver does when it falls back from per-queue vectors. */
     for (unsigned q = 0; q < 2 + d->nq; q++) {
         g_assert_cmphex(qt_vpci_set_vector(&d->vpci, q, VIRTIO_MSI_NO_VECTOR), ==,
                         VIRTIO_MSI_NO_VECTOR);
@@ -827,6 +866,19 @@ static void test_vectors_unassigned_before_driver_ok(gconstpointer data)
     }
     g_assert_cmphex(qt_vpci_set_vector(&d->vpci, 0xffff, VIRTIO_MSI_NO_VECTOR), ==,
                     VIRTIO_MSI_NO_VECTOR);
+}
+
+static void test_vectors_unassigned_before_driver_ok(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
+    struct qt_vscsi *d = &e->dev;
+    struct qt_vscsi_opts o = { .no_driver_ok = true };
+
+    vscsi_init(e, &o);
+    unset_all_vectors(d);
     qt_vpci_set_status(&d->vpci, qt_vpci_status(&d->vpci) | VIRTIO_CONFIG_S_DRIVER_OK);
     g_assert(qmp_responsive(e->qts));
 
@@ -877,6 +929,9 @@ static void test_msix_disabled_intx_isr(gconstpointer data)
 static void test_reset_with_vectors_set(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
     struct qt_vscsi *d = &e->dev;
 
     start_driver(e, NULL);
@@ -897,6 +952,9 @@ static void test_reset_with_vectors_set(gconstpointer data)
 static void test_device_reset_in_flight(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
     struct qt_vscsi *d = &e->dev;
     struct qt_scsi_req r[32];
 
@@ -1717,6 +1775,128 @@ static void test_packed_reset_in_flight(gconstpointer data)
     env_free(e);
 }
 
+/* ---- scenario: interrupts the vCPU takes, under KVM ---- */
+
+/* Bounded wait for the vCPU to have taken at least `want` interrupts on vec. */
+static void wait_taken(struct qt_msix *m, unsigned vec, uint32_t want)
+{
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    uint32_t n;
+    while ((n = qt_msix_taken(m, vec)) < want) {
+        if (g_get_monotonic_time() > deadline) {
+            g_error("vector %u: the vCPU took %u interrupts, expected %u", vec, n, want);
+        }
+    }
+}
+
+/* One READ on vq whose completion must reach the vCPU as one more interrupt. */
+static void read_one_interrupting(struct env *e, struct qt_vring *vq, uint32_t lba)
+{
+    struct qt_msix *m = &e->dev.vpci.msix;
+    uint32_t n = qt_msix_taken(m, vq->vector);
+    read_one(&e->dev, vq, lba);
+    wait_taken(m, vq->vector, n + 1);
+}
+
+#define KVM_READS_PER_QUEUE 8
+
+static void test_irq_completions_reach_the_vcpu(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+    uint32_t before[QT_MSIX_MAX_CPU_VECTORS];
+
+    start_driver(e, NULL);
+    for (unsigned v = 0; v < m->nvec; v++) {
+        before[v] = qt_msix_taken(m, v);
+    }
+    for (unsigned q = 0; q < d->nq; q++) {
+        struct qt_vring *vq = qt_vscsi_rq(d, q);
+        for (unsigned i = 0; i < KVM_READS_PER_QUEUE; i++) {
+            read_one_interrupting(e, vq, 8 * q + i);
+        }
+        /* Exactly one interrupt per completion, on this queue's vector. */
+        g_assert_cmpuint(qt_msix_taken(m, vq->vector), ==,
+                         before[vq->vector] + KVM_READS_PER_QUEUE);
+    }
+    /* Config, control and event vectors took none; the vCPU never faulted. */
+    for (unsigned v = 0; v < 3; v++) {
+        g_assert_cmpuint(qt_msix_taken(m, v), ==, before[v]);
+    }
+    g_assert_cmpuint(qts_exceptions(e->qts), ==, 0);
+    env_free(e);
+}
+
+/* After a reset: QEMU is alive, and a fresh driver gets I/O and interrupts. */
+static void survives_reset(struct env *e, uint32_t seed)
+{
+    struct qt_vscsi *d = &e->dev;
+    qt_vpci_reset(&d->vpci);
+    g_assert(qts_alive(e->qts));
+    g_assert(qmp_responsive(e->qts));
+    reinit_and_verify(e, NULL, seed);
+    read_one_interrupting(e, qt_vscsi_rq(d, 0), seed);
+}
+
+/*
+ * The MSI-X transitions a driver makes, each followed by a device reset,
+ * with vectors set and with vectors never set (where vhost's vector
+ * notifiers were never installed): QEMU must not abort, I/O must be right
+ * and interrupts must reach the vCPU again afterwards.
+ */
+static void test_msix_transitions_then_reset(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+
+    /* MSI-X enabled, vectors never set, DRIVER_OK, I/O, reset. */
+    struct qt_vscsi_opts unset = { .no_driver_ok = true };
+    vscsi_init(e, &unset);
+    unset_all_vectors(d);
+    qt_vpci_set_status(&d->vpci, qt_vpci_status(&d->vpci) | VIRTIO_CONFIG_S_DRIVER_OK);
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    write_read_verify(d, qt_vscsi_rq(d, 0), 0, 4, 70);
+    survives_reset(e, 71);
+
+    /* Vectors set, MSI-X disabled while running (INTx), reset. */
+    qt_msix_enable(m, false);
+    write_read_verify(d, qt_vscsi_rq(d, 1), 16, 4, 72);
+    survives_reset(e, 73);
+
+    /* MSI-X off through DRIVER_OK, enabled afterwards, reset. */
+    struct qt_vscsi_opts no_msix = { .no_msix = true };
+    qt_vscsi_reinit(d, &no_msix);
+    qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+    qt_msix_enable(m, true);
+    write_read_verify(d, qt_vscsi_rq(d, 2), 32, 4, 74);
+    survives_reset(e, 75);
+
+    /* The function mask held over a completion, then lifted: delivered then. */
+    struct qt_vring *vq = qt_vscsi_rq(d, 3);
+    uint32_t n = qt_msix_taken(m, vq->vector);
+    qt_msix_mask_all(m, true);
+    read_one(d, vq, 48);
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    while (!qt_msix_pending(m, vq->vector)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    }
+    g_assert_cmpuint(qt_msix_taken(m, vq->vector), ==, n);
+    qt_msix_mask_all(m, false);
+    wait_taken(m, vq->vector, n + 1);
+    survives_reset(e, 76);
+
+    g_assert_cmpuint(qts_exceptions(e->qts), ==, 0);
+    env_free(e);
+}
+
 static void add(const char *name, const struct flavour *f, GTestDataFunc fn)
 {
     char *path = g_strdup_printf("/qtest/%s/%s", f->name, name);
@@ -1773,6 +1953,20 @@ int main(int argc, char **argv)
     add_both("packed/driver-event-area-selects-interrupts", test_packed_event_area_interrupts);
     add_both("packed/device-reset-with-requests-in-flight", test_packed_reset_in_flight);
     if (g_getenv("VHOST_SCSI_TARGET")) {
+        /* Under KVM: completions through irqfd, observed as the vCPU takes them. */
+        add("bring-up", &vhost_user_kvm, test_bring_up);
+        add("irq/completions-reach-the-vcpu", &vhost_user_kvm,
+            test_irq_completions_reach_the_vcpu);
+        add("msix/per-queue-vectors", &vhost_user_kvm, test_msix_per_queue_vectors);
+        add("msix/masked-vector-sets-pba-then-fires-on-unmask", &vhost_user_kvm,
+            test_msix_masked_vector_pends);
+        add("msix/vectors-unassigned-before-driver-ok", &vhost_user_kvm,
+            test_vectors_unassigned_before_driver_ok);
+        add("msix/device-reset-with-vectors-set", &vhost_user_kvm, test_reset_with_vectors_set);
+        add("msix/transitions-then-reset-with-vectors-set-and-never-set", &vhost_user_kvm,
+            test_msix_transitions_then_reset);
+        add("reset/device-reset-with-requests-in-flight", &vhost_user_kvm,
+            test_device_reset_in_flight);
         add("backend/killed-and-restarted-with-requests-in-flight", &vhost_user,
             test_backend_killed_and_restarted);
         add("backend/killed-and-restarted-with-requests-in-flight-packed", &vhost_user,
