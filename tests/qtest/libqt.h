@@ -6,6 +6,7 @@
  * virtio-pci and split-ring state in guest RAM by hand, so every step of
  * a guest driver is explicit and can be made to misbehave on purpose.
  * Layers: qtest.c (process, protocols), pci.c (config space, BARs),
+ * observe.c (QEMU's RAM and threads seen from outside),
  * msix.c (vectors and interrupt slots), virtio-pci.c (modern transport),
  * alloc.c (guest RAM), vring.c (split virtqueue), vring-packed.c (packed
  * virtqueue), virtio-scsi.c (requests).
@@ -57,6 +58,22 @@ bool qts_counts_irqs(struct qts *s);
 uint32_t qts_irq_count(struct qts *s, unsigned vector);
 /* Exceptions the vCPU took (the firmware stops at the first). */
 unsigned qts_exceptions(struct qts *s);
+pid_t qts_pid(struct qts *s);
+
+/* ---- observe.c: QEMU watched from outside, without a command that wakes it ---- */
+
+/* Guest RAM (QT_RAM_SIZE bytes from guest-physical 0), read-only, through QEMU's memfd. */
+const volatile uint8_t *qt_ram_map(struct qts *s);
+void qt_ram_unmap(const volatile uint8_t *ram);
+/* The firmware's counter for a CPU vector, in a qt_ram_map() mapping. */
+const volatile uint32_t *qt_ram_irq_counter(const volatile uint8_t *ram, unsigned vector);
+/* Context switches so far of QEMU's threads other than its vCPUs. */
+uint64_t qts_wakeups(struct qts *s);
+/*
+ * Waits (bounded) until QEMU's main thread sleeps, so that the switch it
+ * makes going back to sleep after the last command is not counted later.
+ */
+void qts_wait_asleep(struct qts *s);
 /* Asks QEMU to quit, waits for it (kills it after a timeout), frees. */
 void qts_quit(struct qts *s);
 /* True while the QEMU process has not exited (and not aborted). */

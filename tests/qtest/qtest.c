@@ -211,6 +211,11 @@ static void wait_firmware_ready(struct qts *s)
     }
 }
 
+pid_t qts_pid(struct qts *s)
+{
+    return s->pid;
+}
+
 bool qts_counts_irqs(struct qts *s)
 {
     return s->counts_irqs;
@@ -273,7 +278,9 @@ static struct qts *qts_vstart(const struct qts_opts *o, const char *fmt, va_list
 
     char *extra = g_strdup_vprintf(fmt, ap);
     /* The firmware reaches the LAPIC as x2APIC; KVM offers it, TCG's default CPU not. */
-    char *accel = o->kvm ? g_strdup_printf("-accel kvm%s", o->accel_extra ? o->accel_extra : "")
+    /* Named threads: observe.c tells the vCPU ("CPU 0/KVM") from QEMU's others. */
+    char *accel = o->kvm ? g_strdup_printf("-accel kvm%s -name qtest,debug-threads=on",
+                                           o->accel_extra ? o->accel_extra : "")
                          : g_strdup(o->firmware ? "-accel tcg -cpu qemu64,+x2apic" : "");
     const char *log = g_getenv("QTEST_LOG");
     char *found = g_find_program_in_path(qt_qemu_binary());
