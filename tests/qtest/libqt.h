@@ -194,6 +194,7 @@ struct qt_msix {
     uint64_t slots;               /* nvec u32 slots in guest RAM (not lapic) */
     bool lapic;                   /* vectors aim at the LAPIC (qts_counts_irqs) */
     uint32_t seen[QT_MSIX_MAX_CPU_VECTORS];   /* lapic: counts already consumed */
+    uint8_t cpu_vector[QT_MSIX_MAX_CPU_VECTORS];  /* lapic: each vector's data */
 };
 
 /*
@@ -214,6 +215,8 @@ bool qt_msix_wait(struct qt_msix *m, unsigned vec, gint64 timeout_us);
 uint32_t qt_msix_data(struct qt_msix *m, unsigned vec);
 /* lapic: interrupts the vCPU has taken on vec's CPU vector (a running count). */
 uint32_t qt_msix_taken(struct qt_msix *m, unsigned vec);
+/* lapic: rewrites vec's message to interrupt the vCPU on cpu_vector instead. */
+void qt_msix_retarget(struct qt_msix *m, unsigned vec, uint8_t cpu_vector);
 
 /* ---- virtio-pci.c: the modern transport ---- */
 

@@ -23,7 +23,7 @@
 
 uint32_t qt_msix_data(struct qt_msix *m, unsigned vec)
 {
-    return m->lapic ? QT_MSIX_CPU_VECTOR_BASE + vec : 0x5ca1ab00u | (vec & 0xff);
+    return m->lapic ? m->cpu_vector[vec] : 0x5ca1ab00u | (vec & 0xff);
 }
 
 uint32_t qt_msix_taken(struct qt_msix *m, unsigned vec)
@@ -60,6 +60,7 @@ void qt_msix_init(struct qt_msix *m, struct qt_pci_dev *dev, struct qt_alloc *a)
     if (m->lapic) {
         g_assert_cmpuint(m->nvec, <=, QT_MSIX_MAX_CPU_VECTORS);
         for (unsigned v = 0; v < m->nvec; v++) {
+            m->cpu_vector[v] = QT_MSIX_CPU_VECTOR_BASE + v;
             m->seen[v] = qt_msix_taken(m, v);
         }
     } else {
@@ -99,6 +100,15 @@ void qt_msix_mask(struct qt_msix *m, unsigned vec, bool masked)
 {
     qts_writel(m->dev->bus->s, entry(m, vec) + PCI_MSIX_ENTRY_VECTOR_CTRL,
                masked ? PCI_MSIX_ENTRY_CTRL_MASKBIT : 0);
+}
+
+void qt_msix_retarget(struct qt_msix *m, unsigned vec, uint8_t cpu_vector)
+{
+    g_assert(m->lapic);
+    g_assert_cmpuint(cpu_vector, >=, QT_MSIX_CPU_VECTOR_BASE);
+    m->cpu_vector[vec] = cpu_vector;
+    m->seen[vec] = qt_msix_taken(m, vec);
+    qts_writel(m->dev->bus->s, entry(m, vec) + PCI_MSIX_ENTRY_DATA, cpu_vector);
 }
 
 bool qt_msix_pending(struct qt_msix *m, unsigned vec)

@@ -828,6 +828,21 @@ static void test_msix_per_queue_vectors(gconstpointer data)
     env_free(e);
 }
 
+/*
+ * A completion on masked vector vec becomes its pending bit, not a message;
+ * unmasking delivers it.
+ */
+static void pending_then_delivered_on_unmask(struct qt_msix *m, unsigned vec)
+{
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    while (!qt_msix_pending(m, vec)) {
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+    }
+    g_assert_false(qt_msix_fired(m, vec));
+    qt_msix_mask(m, vec, false);
+    g_assert(qt_msix_wait(m, vec, QT_TIMEOUT_US));
+}
+
 static void test_msix_masked_vector_pends(gconstpointer data)
 {
     struct env *e = env_new(data, NULL);
@@ -844,16 +859,7 @@ static void test_msix_masked_vector_pends(gconstpointer data)
     qt_msix_mask(m, vq->vector, true);
 
     read_one(d, vq, 0);
-    /* The completion is in the used ring; the message becomes a pending bit. */
-    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
-    while (!qt_msix_pending(m, vq->vector)) {
-        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
-    }
-    g_assert_false(qt_msix_fired(m, vq->vector));
-
-    /* Unmasking delivers the pending message and clears the bit. */
-    qt_msix_mask(m, vq->vector, false);
-    g_assert(qt_msix_wait(m, vq->vector, QT_TIMEOUT_US));
+    pending_then_delivered_on_unmask(m, vq->vector);
     g_assert_false(qt_msix_pending(m, vq->vector));
 
     /* And the vector works normally afterwards. */
@@ -1890,14 +1896,17 @@ static bool held_read_wakeups(struct env *e, struct qt_vring *vq, const volatile
     return in_window;
 }
 
+/* env_new, or NULL with the case skipped where the hold: LUN or KVM is missing. */
+static struct env *env_new_held(gconstpointer data, const struct env_opts *eo)
+{
+    return hold_lun_missing(data, eo) ? NULL : env_new(data, eo);
+}
+
 static void test_irq_completions_bypass_qemu(gconstpointer data)
 {
     const struct flavour *f = data;
     struct env_opts eo = { .hold_lun = f->vhost, .delay_ms = BUILTIN_DELAY_MS };
-    if (hold_lun_missing(data, &eo)) {
-        return;
-    }
-    struct env *e = env_new(data, &eo);
+    struct env *e = env_new_held(data, &eo);
     if (!e) {
         return;
     }
@@ -1930,6 +1939,59 @@ static void test_irq_completions_bypass_qemu(gconstpointer data)
     } else {
         g_assert_cmpuint(woken, >=, IRQFD_COMPLETIONS);
     }
+    env_free(e);
+}
+
+/*
+ * The driver moves a vector to another CPU vector the way Linux does
+ * (mask, rewrite the message, unmask) while a read is in flight: the read
+ * completing under the mask is delivered, on unmask, to the new vector;
+ * later completions go there too, through irqfd (QEMU's threads asleep),
+ * so QEMU moved the KVM route rather than taking the vector over.
+ */
+static void test_msix_rewritten_vector_moves_the_route(gconstpointer data)
+{
+    struct env_opts eo = { .hold_lun = true };
+    struct env *e = env_new_held(data, &eo);
+    if (!e) {
+        return;
+    }
+    struct qt_vscsi *d = &e->dev;
+    struct qt_msix *m = &d->vpci.msix;
+    struct qt_scsi_resp resp;
+    struct qt_scsi_req r;
+    uint8_t cdb[10], buf[BLOCK];
+
+    start_driver(e, NULL);
+    struct qt_vring *vq = qt_vscsi_rq(d, 0);
+    qt_vscsi_clear_ua(d, vq, 1);
+    const volatile uint8_t *ram = qt_ram_map(e->qts);
+    for (unsigned round = 0; round < 3; round++) {
+        uint8_t old = qt_msix_data(m, vq->vector);
+        uint8_t moved = (round % 2 ? QT_MSIX_CPU_VECTOR_BASE : 0x80) + vq->vector;
+        uint32_t old_taken = qts_irq_count(e->qts, old);
+
+        g_assert(g_file_set_contents(e->hold, "", 0, NULL));
+        qt_cdb_rw10(cdb, false, round, 1);
+        qt_vscsi_submit(d, vq, 1, cdb, 10, NULL, BLOCK, 0, &r, false);
+        qt_msix_mask(m, vq->vector, true);
+        qt_msix_retarget(m, vq->vector, moved);
+        g_assert_cmpuint(unlink(e->hold), ==, 0);
+        qt_vscsi_complete(d, vq, &r, &resp, buf, BLOCK);
+        pending_then_delivered_on_unmask(m, vq->vector);
+
+        uint64_t woken = 0;
+        for (unsigned i = 0; i < IRQFD_COMPLETIONS / 2; i++) {
+            uint64_t w;
+            g_assert(held_read_wakeups(e, vq, qt_ram_irq_counter(ram, moved), 100 + i, &w));
+            woken += w;
+        }
+        g_assert_cmpuint(woken, <, IRQFD_COMPLETIONS / 4);
+        /* Nothing reached the vCPU on the old vector since the move. */
+        g_assert_cmpuint(qts_irq_count(e->qts, old), ==, old_taken);
+    }
+    qt_ram_unmap(ram);
+    g_assert_cmpuint(qts_exceptions(e->qts), ==, 0);
     env_free(e);
 }
 
@@ -2065,6 +2127,8 @@ int main(int argc, char **argv)
             test_irq_completions_bypass_qemu);
         add("irq/completions-reach-the-vcpu", &builtin_kvm, test_irq_completions_reach_the_vcpu);
         add("msix/per-queue-vectors", &vhost_user_kvm, test_msix_per_queue_vectors);
+        add("msix/rewritten-vector-moves-the-route", &vhost_user_kvm,
+            test_msix_rewritten_vector_moves_the_route);
         add("msix/masked-vector-sets-pba-then-fires-on-unmask", &vhost_user_kvm,
             test_msix_masked_vector_pends);
         add("msix/vectors-unassigned-before-driver-ok", &vhost_user_kvm,
