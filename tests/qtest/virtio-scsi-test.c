@@ -1995,6 +1995,46 @@ static void test_msix_rewritten_vector_moves_the_route(gconstpointer data)
     env_free(e);
 }
 
+/*
+ * Driver unbind and bind again, as Linux's virtio-pci does them, with
+ * requests in flight at each unbind: reset, every vector back to
+ * NO_VECTOR, MSI-X off (vectors released); then MSI-X on, vectors,
+ * DRIVER_OK.  QEMU tears down and rebuilds vhost's vector notifiers and
+ * KVM routes each time: it must not abort, and afterwards every queue's
+ * I/O is right and its completions reach the vCPU.
+ */
+#define REBIND_CYCLES 4
+
+static void test_msix_unbind_rebind_cycles(gconstpointer data)
+{
+    struct env *e = env_new(data, NULL);
+    if (!e) {
+        return;
+    }
+    struct qt_vscsi *d = &e->dev;
+    struct qt_scsi_req r[16];
+
+    start_driver(e, NULL);
+    for (unsigned c = 0; c < REBIND_CYCLES; c++) {
+        submit_reads(d, r, 16, 8);
+        qt_vpci_reset(&d->vpci);
+        unset_all_vectors(d);
+        qt_msix_enable(&d->vpci.msix, false);
+        g_assert(qts_alive(e->qts));
+        g_assert(qmp_responsive(e->qts));
+
+        qt_vscsi_reinit(d, NULL);
+        wait_startup_interrupts(e, NULL);
+        qt_vscsi_clear_ua(d, qt_vscsi_rq(d, 0), 0);
+        for (unsigned q = 0; q < d->nq; q++) {
+            write_read_verify(d, qt_vscsi_rq(d, q), 256 * c + 16 * q, 4, 90 + c * NQ + q);
+            read_one_interrupting(e, qt_vscsi_rq(d, q), 256 * c + 16 * q);
+        }
+    }
+    g_assert_cmpuint(qts_exceptions(e->qts), ==, 0);
+    env_free(e);
+}
+
 /* After a reset: QEMU is alive, and a fresh driver gets I/O and interrupts. */
 static void survives_reset(struct env *e, uint32_t seed)
 {
@@ -2134,6 +2174,8 @@ int main(int argc, char **argv)
         add("msix/vectors-unassigned-before-driver-ok", &vhost_user_kvm,
             test_vectors_unassigned_before_driver_ok);
         add("msix/device-reset-with-vectors-set", &vhost_user_kvm, test_reset_with_vectors_set);
+        add("msix/unbind-rebind-cycles-with-requests-in-flight", &vhost_user_kvm,
+            test_msix_unbind_rebind_cycles);
         add("msix/transitions-then-reset-with-vectors-set-and-never-set", &vhost_user_kvm,
             test_msix_transitions_then_reset);
         add("reset/device-reset-with-requests-in-flight", &vhost_user_kvm,
