@@ -6,6 +6,7 @@
  * virtio-pci and split-ring state in guest RAM by hand, so every step of
  * a guest driver is explicit and can be made to misbehave on purpose.
  * Layers: qtest.c (process, protocols), pci.c (config space, BARs),
+ * observe.c (QEMU's RAM and threads seen from outside),
  * msix.c (vectors and interrupt slots), virtio-pci.c (modern transport),
  * alloc.c (guest RAM), vring.c (split virtqueue), vring-packed.c (packed
  * virtqueue), virtio-scsi.c (requests).
@@ -38,6 +39,41 @@ const char *qt_qemu_binary(void);
  * Fails the test if QEMU does not come up.
  */
 struct qts *qts_start(const char *fmt, ...) G_GNUC_PRINTF(1, 2);
+
+/*
+ * The KVM mode and the interrupt-counting firmware (firmware/irq-count.S):
+ * with a firmware the vCPU takes every interrupt and counts it by vector
+ * in guest RAM, and msix.c aims vectors at the LAPIC instead of RAM slots.
+ */
+struct qts_opts {
+    bool kvm;                     /* -accel kvm; else TCG */
+    const char *firmware;         /* the irq-count image; NULL: the HLT BIOS */
+    const char *accel_extra;      /* appended to -accel kvm (",kernel-irqchip=off") */
+};
+struct qts *qts_start_opts(const struct qts_opts *o, const char *fmt, ...) G_GNUC_PRINTF(2, 3);
+/* True if /dev/kvm can be opened and speaks KVM's API; else why not (caller frees). */
+bool qt_kvm_usable(char **why);
+bool qts_counts_irqs(struct qts *s);
+/* Interrupts the vCPU has taken on a CPU vector since the firmware started. */
+uint32_t qts_irq_count(struct qts *s, unsigned vector);
+/* Exceptions the vCPU took (the firmware stops at the first). */
+unsigned qts_exceptions(struct qts *s);
+pid_t qts_pid(struct qts *s);
+
+/* ---- observe.c: QEMU watched from outside, without a command that wakes it ---- */
+
+/* Guest RAM (QT_RAM_SIZE bytes from guest-physical 0), read-only, through QEMU's memfd. */
+const volatile uint8_t *qt_ram_map(struct qts *s);
+void qt_ram_unmap(const volatile uint8_t *ram);
+/* The firmware's counter for a CPU vector, in a qt_ram_map() mapping. */
+const volatile uint32_t *qt_ram_irq_counter(const volatile uint8_t *ram, unsigned vector);
+/* Context switches so far of QEMU's threads other than its vCPUs. */
+uint64_t qts_wakeups(struct qts *s);
+/*
+ * Waits (bounded) until QEMU's main thread sleeps, so that the switch it
+ * makes going back to sleep after the last command is not counted later.
+ */
+void qts_wait_asleep(struct qts *s);
 /* Asks QEMU to quit, waits for it (kills it after a timeout), frees. */
 void qts_quit(struct qts *s);
 /* True while the QEMU process has not exited (and not aborted). */
@@ -144,27 +180,43 @@ void qt_alloc_init(struct qt_alloc *a);
 /* Bump allocation, aligned; guest memory is zeroed by the caller if needed. */
 uint64_t qt_alloc(struct qt_alloc *a, uint64_t size, uint64_t align);
 
-/* ---- msix.c: MSI-X vectors that write into guest RAM ---- */
+/* ---- msix.c: MSI-X vectors that write into guest RAM or reach the vCPU ---- */
+
+/* With the counting firmware, MSI-X vector v interrupts the vCPU on this + v. */
+#define QT_MSIX_CPU_VECTOR_BASE 0x30
+#define QT_MSIX_MAX_CPU_VECTORS (256 - QT_MSIX_CPU_VECTOR_BASE)
 
 struct qt_msix {
     struct qt_pci_dev *dev;
     uint8_t cap;
     unsigned nvec;
     uint64_t table, pba;          /* guest-physical addresses */
-    uint64_t slots;               /* nvec u32 slots in guest RAM */
+    uint64_t slots;               /* nvec u32 slots in guest RAM (not lapic) */
+    bool lapic;                   /* vectors aim at the LAPIC (qts_counts_irqs) */
+    uint32_t seen[QT_MSIX_MAX_CPU_VECTORS];   /* lapic: counts already consumed */
+    uint8_t cpu_vector[QT_MSIX_MAX_CPU_VECTORS];  /* lapic: each vector's data */
 };
 
-/* Finds the capability and points every vector at its own RAM slot. */
+/*
+ * Finds the capability and points every vector at its own RAM slot, or,
+ * when the vCPU counts interrupts, at the LAPIC with its own CPU vector.
+ */
 void qt_msix_init(struct qt_msix *m, struct qt_pci_dev *dev, struct qt_alloc *a);
 void qt_msix_enable(struct qt_msix *m, bool on);
 void qt_msix_mask(struct qt_msix *m, unsigned vec, bool masked);
+/* The function mask (every vector at once), leaving enable as it is. */
+void qt_msix_mask_all(struct qt_msix *m, bool masked);
 bool qt_msix_pending(struct qt_msix *m, unsigned vec);   /* PBA bit */
-/* True (and clears the slot) if vector vec has fired since the last call. */
+/* True (and clears the slot) if vector vec has fired since the last call or init. */
 bool qt_msix_fired(struct qt_msix *m, unsigned vec);
 /* Waits up to timeout_us for vec to fire (consumes it). */
 bool qt_msix_wait(struct qt_msix *m, unsigned vec, gint64 timeout_us);
 /* The data word a vector writes: lets tests tell vectors apart. */
-uint32_t qt_msix_data(unsigned vec);
+uint32_t qt_msix_data(struct qt_msix *m, unsigned vec);
+/* lapic: interrupts the vCPU has taken on vec's CPU vector (a running count). */
+uint32_t qt_msix_taken(struct qt_msix *m, unsigned vec);
+/* lapic: rewrites vec's message to interrupt the vCPU on cpu_vector instead. */
+void qt_msix_retarget(struct qt_msix *m, unsigned vec, uint8_t cpu_vector);
 
 /* ---- virtio-pci.c: the modern transport ---- */
 

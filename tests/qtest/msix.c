@@ -7,15 +7,30 @@
  * or more writes since the last one.  Masking and the PBA are the
  * architected ones: a masked vector sets its pending bit instead.
  *
+ * When the vCPU runs the interrupt-counting firmware (the KVM mode), a
+ * write to RAM would prove nothing -- with irqfd KVM injects the message
+ * and nothing is written -- so every vector is aimed at the LAPIC
+ * (0xfee00000, APIC ID 0) with its own CPU vector, and "fired" means the
+ * vCPU's counter for that vector moved since the test last looked.
+ *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "libqt.h"
 
 #include <linux/pci_regs.h>
 
-uint32_t qt_msix_data(unsigned vec)
+#define LAPIC_MSI_ADDR 0xfee00000u
+
+uint32_t qt_msix_data(struct qt_msix *m, unsigned vec)
 {
-    return 0x5ca1ab00u | (vec & 0xff);
+    return m->lapic ? m->cpu_vector[vec] : 0x5ca1ab00u | (vec & 0xff);
+}
+
+uint32_t qt_msix_taken(struct qt_msix *m, unsigned vec)
+{
+    g_assert(m->lapic);
+    g_assert_cmpuint(vec, <, m->nvec);
+    return qts_irq_count(m->dev->bus->s, qt_msix_data(m, vec));
 }
 
 static uint64_t bir_addr(struct qt_pci_dev *d, uint32_t v)
@@ -41,16 +56,25 @@ void qt_msix_init(struct qt_msix *m, struct qt_pci_dev *dev, struct qt_alloc *a)
     m->nvec = (ctl & PCI_MSIX_FLAGS_QSIZE) + 1;
     m->table = bir_addr(dev, qt_pci_cfg_readl(dev, m->cap + PCI_MSIX_TABLE));
     m->pba = bir_addr(dev, qt_pci_cfg_readl(dev, m->cap + PCI_MSIX_PBA));
-    if (!m->slots) {
-        m->slots = qt_alloc(a, 4ull * m->nvec, 64);
+    m->lapic = qts_counts_irqs(dev->bus->s);
+    if (m->lapic) {
+        g_assert_cmpuint(m->nvec, <=, QT_MSIX_MAX_CPU_VECTORS);
+        for (unsigned v = 0; v < m->nvec; v++) {
+            m->cpu_vector[v] = QT_MSIX_CPU_VECTOR_BASE + v;
+            m->seen[v] = qt_msix_taken(m, v);
+        }
+    } else {
+        if (!m->slots) {
+            m->slots = qt_alloc(a, 4ull * m->nvec, 64);
+        }
+        qts_memset(dev->bus->s, m->slots, 0, 4ull * m->nvec);
     }
-    qts_memset(dev->bus->s, m->slots, 0, 4ull * m->nvec);
     for (unsigned v = 0; v < m->nvec; v++) {
         uint64_t e = entry(m, v);
-        uint64_t addr = m->slots + 4ull * v;
+        uint64_t addr = m->lapic ? LAPIC_MSI_ADDR : m->slots + 4ull * v;
         qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_LOWER_ADDR, (uint32_t)addr);
         qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_UPPER_ADDR, addr >> 32);
-        qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_DATA, qt_msix_data(v));
+        qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_DATA, qt_msix_data(m, v));
         qts_writel(dev->bus->s, e + PCI_MSIX_ENTRY_VECTOR_CTRL, 0);
     }
 }
@@ -65,10 +89,26 @@ void qt_msix_enable(struct qt_msix *m, bool on)
     qt_pci_cfg_writew(m->dev, m->cap + PCI_MSIX_FLAGS, ctl);
 }
 
+void qt_msix_mask_all(struct qt_msix *m, bool masked)
+{
+    uint16_t ctl = qt_pci_cfg_readw(m->dev, m->cap + PCI_MSIX_FLAGS);
+    ctl = masked ? ctl | PCI_MSIX_FLAGS_MASKALL : ctl & ~PCI_MSIX_FLAGS_MASKALL;
+    qt_pci_cfg_writew(m->dev, m->cap + PCI_MSIX_FLAGS, ctl);
+}
+
 void qt_msix_mask(struct qt_msix *m, unsigned vec, bool masked)
 {
     qts_writel(m->dev->bus->s, entry(m, vec) + PCI_MSIX_ENTRY_VECTOR_CTRL,
                masked ? PCI_MSIX_ENTRY_CTRL_MASKBIT : 0);
+}
+
+void qt_msix_retarget(struct qt_msix *m, unsigned vec, uint8_t cpu_vector)
+{
+    g_assert(m->lapic);
+    g_assert_cmpuint(cpu_vector, >=, QT_MSIX_CPU_VECTOR_BASE);
+    m->cpu_vector[vec] = cpu_vector;
+    m->seen[vec] = qt_msix_taken(m, vec);
+    qts_writel(m->dev->bus->s, entry(m, vec) + PCI_MSIX_ENTRY_DATA, cpu_vector);
 }
 
 bool qt_msix_pending(struct qt_msix *m, unsigned vec)
@@ -81,13 +121,19 @@ bool qt_msix_pending(struct qt_msix *m, unsigned vec)
 bool qt_msix_fired(struct qt_msix *m, unsigned vec)
 {
     g_assert_cmpuint(vec, <, m->nvec);
+    if (m->lapic) {
+        uint32_t n = qt_msix_taken(m, vec);
+        bool moved = n != m->seen[vec];
+        m->seen[vec] = n;
+        return moved;
+    }
     uint64_t slot = m->slots + 4ull * vec;
     uint32_t v = qts_readl(m->dev->bus->s, slot);
     if (!v) {
         return false;
     }
     /* Only this vector's entry points here, so anything else is a device bug. */
-    g_assert_cmphex(v, ==, qt_msix_data(vec));
+    g_assert_cmphex(v, ==, qt_msix_data(m, vec));
     qts_writel(m->dev->bus->s, slot, 0);
     return true;
 }

@@ -3,12 +3,16 @@
  * socket and a QMP socket, start QEMU with -qtest and -mon pointing at
  * them, and then speak the qtest text protocol (one command per line,
  * answered "OK [value]" or "ERR ...") and QMP (one JSON object per line).
- * The vCPU executes only HLT (the BIOS is 64 KiB of 0xF4), so guest RAM
- * and devices change only because the test or a device says so.
+ * By default the vCPU runs TCG and executes only HLT (the BIOS is 64 KiB
+ * of 0xF4), so guest RAM and devices change only because the test or a
+ * device says so.  In the KVM mode (struct qts_opts) the firmware is
+ * firmware/irq-count.S instead: the vCPU takes interrupts and counts them
+ * by vector, and that is all it ever does to guest RAM.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
 #include "libqt.h"
+#include "irq-count.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -19,11 +23,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/kvm.h>
 
 struct qts {
     pid_t pid;
@@ -33,6 +39,7 @@ struct qts {
     GString *qtest_buf, *qmp_buf;
     GQueue events;          /* QMP event lines not yet consumed */
     char *dir;              /* temporary directory for sockets and BIOS */
+    bool counts_irqs;       /* runs firmware/irq-count.S */
 };
 
 const char *qt_qemu_binary(void)
@@ -170,10 +177,90 @@ static void write_all(int fd, const char *p, size_t len)
     }
 }
 
+bool qt_kvm_usable(char **why)
+{
+    int fd = open("/dev/kvm", O_RDWR | O_CLOEXEC);
+    if (fd < 0) {
+        *why = g_strdup_printf("/dev/kvm: %s", g_strerror(errno));
+        return false;
+    }
+    int version = ioctl(fd, KVM_GET_API_VERSION, 0);
+    int err = errno;
+    close(fd);
+    if (version < 0) {
+        *why = g_strdup_printf("/dev/kvm: KVM_GET_API_VERSION: %s", g_strerror(err));
+        return false;
+    }
+    if (version != KVM_API_VERSION) {
+        *why = g_strdup_printf("/dev/kvm answers API version %d, not %d", version,
+                               KVM_API_VERSION);
+        return false;
+    }
+    return true;
+}
+
+/* The firmware sets its flag last, once the interrupt table and LAPIC are ready. */
+static void wait_firmware_ready(struct qts *s)
+{
+    gint64 deadline = g_get_monotonic_time() + QT_TIMEOUT_US;
+    while (qts_readl(s, QT_FW_READY) != QT_FW_MAGIC) {
+        if (g_get_monotonic_time() > deadline) {
+            g_error("the interrupt-counting firmware never became ready (QEMU %s)",
+                    qts_alive(s) ? "alive" : "exited");
+        }
+    }
+}
+
+pid_t qts_pid(struct qts *s)
+{
+    return s->pid;
+}
+
+bool qts_counts_irqs(struct qts *s)
+{
+    return s->counts_irqs;
+}
+
+uint32_t qts_irq_count(struct qts *s, unsigned vector)
+{
+    g_assert(s->counts_irqs);
+    g_assert_cmpuint(vector, <, 256);
+    return qts_readl(s, QT_FW_COUNTERS + 4ull * vector);
+}
+
+unsigned qts_exceptions(struct qts *s)
+{
+    unsigned n = 0;
+    for (unsigned v = 0; v < QT_FW_FIRST_IRQ; v++) {
+        n += qts_irq_count(s, v);
+    }
+    return n;
+}
+
+static struct qts *qts_vstart(const struct qts_opts *o, const char *fmt, va_list ap);
+
 struct qts *qts_start(const char *fmt, ...)
 {
-    struct qts *s = g_new0(struct qts, 1);
+    static const struct qts_opts tcg;
     va_list ap;
+    va_start(ap, fmt);
+    struct qts *s = qts_vstart(&tcg, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+struct qts *qts_start_opts(const struct qts_opts *o, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    struct qts *s = qts_vstart(o, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+static struct qts *qts_vstart(const struct qts_opts *o, const char *fmt, va_list ap)
+{
+    struct qts *s = g_new0(struct qts, 1);
     GError *err = NULL;
 
     s->dir = g_dir_make_tmp("vhost-scsi-qtest-XXXXXX", &err);
@@ -184,13 +271,17 @@ struct qts *qts_start(const char *fmt, ...)
     char hlt[65536];
     memset(hlt, 0xf4, sizeof(hlt));
     g_assert(g_file_set_contents(bios, hlt, sizeof(hlt), NULL));
+    s->counts_irqs = o->firmware != NULL;
 
     int qtest_l = listen_unix(qtest_path);
     int qmp_l = listen_unix(qmp_path);
 
-    va_start(ap, fmt);
     char *extra = g_strdup_vprintf(fmt, ap);
-    va_end(ap);
+    /* The firmware reaches the LAPIC as x2APIC; KVM offers it, TCG's default CPU not. */
+    /* Named threads: observe.c tells the vCPU ("CPU 0/KVM") from QEMU's others. */
+    char *accel = o->kvm ? g_strdup_printf("-accel kvm%s -name qtest,debug-threads=on",
+                                           o->accel_extra ? o->accel_extra : "")
+                         : g_strdup(o->firmware ? "-accel tcg -cpu qemu64,+x2apic" : "");
     const char *log = g_getenv("QTEST_LOG");
     char *found = g_find_program_in_path(qt_qemu_binary());
     if (!found) {
@@ -204,10 +295,11 @@ struct qts *qts_start(const char *fmt, ...)
     char *cmd = g_strdup_printf(
         "%s%s%s -machine q35,memory-backend=mem -m 256M "
         "-object memory-backend-memfd,id=mem,size=256M,share=on "
-        "-bios %s -nodefaults -display none -serial none -monitor none "
+        "%s -bios %s -nodefaults -display none -serial none -monitor none "
         "-qtest unix:%s -qtest-log %s "
         "-chardev socket,path=%s,id=qmp0 -mon chardev=qmp0,mode=control %s",
-        qt_qemu_binary(), qdatadir ? " -L " : "", qdatadir ? qdatadir : "", bios,
+        qt_qemu_binary(), qdatadir ? " -L " : "", qdatadir ? qdatadir : "", accel,
+        o->firmware ? o->firmware : bios,
         qtest_path, log ? "/dev/fd/2" : "/dev/null", qmp_path, extra);
     gchar **argv = NULL;
     g_assert(g_shell_parse_argv(cmd, NULL, &argv, &err));
@@ -245,12 +337,16 @@ struct qts *qts_start(const char *fmt, ...)
     char *r = qmp(s, "{'execute': 'qmp_capabilities'}");
     g_assert(qmp_ok(r));
     g_free(r);
+    if (s->counts_irqs) {
+        wait_firmware_ready(s);
+    }
 
     unlink(qtest_path);
     unlink(qmp_path);
     g_strfreev(argv);
     g_free(cmd);
     g_free(extra);
+    g_free(accel);
     g_free(qdatadir);
     g_free(qtest_path);
     g_free(qmp_path);
