@@ -82,6 +82,11 @@ struct ctl {
     int npos;
 };
 
+/*
+ * The library logs only what does not fail a call (what --partial left out,
+ * the kernel's TMF bug, and with -v an idempotent no-op); its errors come
+ * back as a GError, printed once by cmd_lio.
+ */
 static void log_handler(const gchar *domain, GLogLevelFlags level, const gchar *msg,
                         gpointer data)
 {

@@ -1,7 +1,8 @@
 /*
  * The lio tests' harness (lio-fixture.h): the scratch directory with its
  * fake configfs, paths and attributes below it, snapshots, collected
- * warnings, the step-by-step failure driver and vhost-scsi-ctl.
+ * messages, the errors a refusal returns, the step-by-step failure driver
+ * and vhost-scsi-ctl.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
