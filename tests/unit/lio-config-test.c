@@ -128,7 +128,7 @@ static void test_restore_missing_file_fails(struct fx *f, gconstpointer d)
     g_autoptr(GError) err = NULL;
     g_autofree char *file = scratch(f, "nope.json");
     g_assert_cmpint(lio_restore(f->lio, file, false, &err), ==, -ENOENT);
-    assert_error(&err, ENOENT, "*reading*nope.json failed*");
+    assert_error(&err, ENOENT, "reading*nope.json failed*");
 }
 
 /* ------------------------------------------------------------- the reader */
@@ -201,9 +201,9 @@ static void test_config_parser_is_strict(void)
     }
     GPtrArray *out = NULL;
     g_assert_cmpint(lio_config_parse(bad[12], strlen(bad[12]), &out, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*configuration rejected: targets[0].luns[0]: lun out of range*");
+    assert_error(&err, EINVAL, "configuration rejected: targets[0].luns[0]: lun out of range");
     g_assert_cmpint(lio_config_parse(bad[5], strlen(bad[5]), &out, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*configuration rejected at byte 30: trailing data*");
+    assert_error(&err, EINVAL, "configuration rejected at byte 30: trailing data*");
     const char *good = " {\"targets\": [{\"luns\": [], \"nexus\": \"\", \"tpgt\": 0, "
                        "\"wwpn\": \"iqn.2024-12.com.ex\\u0061mple\"}], \"version\": 1}\n";
     g_assert_cmpint(lio_config_parse(good, strlen(good), &out, NULL), ==, 0);
@@ -247,7 +247,7 @@ static void test_restore_comma_in_path_is_refused_not_read_as_size(struct fx *f,
 
     g_assert_cmpint(lio_restore(f->lio, file, false, &err), ==, -EINVAL);
     assert_error(&err, EINVAL, "*configuration rejected: targets[0].luns[0]: path must be absolute "
-                     "without ','*");
+                 "without ','*");
     assert_smaller_than_1t(img);
     assert_smaller_than_1t(path);
     g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
@@ -265,11 +265,11 @@ static void test_restore_refuses_trailing_bytes_after_nul(struct fx *f, gconstpo
 {
     static const char doc[] = "{\"version\": 1, \"targets\": []}";
     static const struct { const char *tail; size_t len; const char *msg; } cases[] = {
-        { "\0{\"garbage\": 1}", 15, "*configuration rejected at byte 29: NUL byte*" },
-        { "\0", 1, "*configuration rejected at byte 29: NUL byte*" },
-        { "\n\0\n", 3, "*configuration rejected at byte 30: NUL byte*" },
-        { " {}", 3, "*configuration rejected at byte 30: trailing data*" },
-        { "\n]", 2, "*configuration rejected at byte 30: trailing data*" },
+        { "\0{\"garbage\": 1}", 15, "*nul.json: configuration rejected at byte 29: NUL byte*" },
+        { "\0", 1, "*nul.json: configuration rejected at byte 29: NUL byte*" },
+        { "\n\0\n", 3, "*nul.json: configuration rejected at byte 30: NUL byte*" },
+        { " {}", 3, "*nul.json: configuration rejected at byte 30: trailing data*" },
+        { "\n]", 2, "*nul.json: configuration rejected at byte 30: trailing data*" },
     };
     g_autofree char *file = scratch(f, "nul.json");
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -303,7 +303,7 @@ static void test_config_deep_nesting_is_refused_without_crashing(void)
     g_string_append_c(s, '}');
     GPtrArray *out = NULL;
     g_assert_cmpint(lio_config_parse(s->str, s->len, &out, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*configuration rejected at byte 41: nested deeper than 16*");
+    assert_error(&err, EINVAL, "configuration rejected at byte 41: nested deeper than 16");
     g_assert_null(out);
     g_string_free(s, TRUE);
 }
@@ -463,7 +463,7 @@ static void test_json_writer_refuses_non_utf8_naming_the_field(struct fx *f, gco
     g_assert_true(g_file_set_contents(info, "File: /srv/ok.img  Size: 18446744073709551615",
                                       -1, NULL));
     g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*targets[0].luns[0].size 18446744073709551615 is out of range*");
+    assert_error(&err, EINVAL, "*targets[0].luns[0].size 18446744073709551615 is out of range");
     g_assert_false(g_file_test(file, G_FILE_TEST_EXISTS));
 }
 

@@ -97,7 +97,7 @@ static void test_create_with_explicit_nexus_and_tpgt(struct fx *f, gconstpointer
     /* The same nexus again is fine; another one is a conflict, not a change. */
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ccccccccc", NULL), ==, 0);
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ddddddddd", &err), ==, -EEXIST);
-    assert_error(&err, EEXIST, "*already has nexus naa.5001405ccccccccc, not naa.5001405ddddddddd*");
+    assert_error(&err, EEXIST, "*already has nexus naa.5001405ccccccccc, not naa.5001405ddddddddd");
     g_autofree char *after = slurp(np);
     g_assert_cmpstr(after, ==, "naa.5001405ccccccccc");
 }
@@ -116,13 +116,13 @@ static void test_create_rejects_bad_input(struct fx *f, gconstpointer d)
 {
     g_autoptr(GError) err = NULL;
     g_assert_cmpint(lio_target_create(f->lio, "naa.123", 1, NULL, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*invalid WWPN 'naa.123'*");
+    assert_error(&err, EINVAL, "invalid WWPN 'naa.123'*");
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 256, NULL, &err), ==, -ERANGE);
-    assert_error(&err, ERANGE, "*TPGT 256 out of range*");
+    assert_error(&err, ERANGE, "TPGT 256 out of range*");
     g_assert_cmpint(lio_target_create(f->lio, "eui.0123456789abcdef", 1, NULL, &err), ==, -EINVAL);
     assert_error(&err, EINVAL, "*accepts only naa. and iqn.*");
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "iqn.2024-12.com.x", &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*nexus 'iqn.2024-12.com.x'*prefix naa.*");
+    assert_error(&err, EINVAL, "nexus 'iqn.2024-12.com.x'*prefix naa.");
     g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
 }
 
@@ -171,9 +171,10 @@ static void test_lun_add_conflicts(struct fx *f, gconstpointer d)
     g_autofree char *spec1 = g_strdup_printf("file:%s,size=1M", img1);
 
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec1, &err), ==, -EEXIST);
-    assert_error(&err, EEXIST, "*LUN 0 already exists and maps core/fileio_0/" BS0 ", not *disk1.img*");
+    assert_error(&err, EEXIST, WWPN " tpgt 1 LUN 0 already exists and maps core/fileio_0/" BS0
+                 ", not *disk1.img");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 1, spec0, &err), ==, -EBUSY);
-    assert_error(&err, EBUSY, "*disk0.img is busy: it already backs backstore core/fileio_0/" BS0 "*");
+    assert_error(&err, EBUSY, "*disk0.img is busy: it already backs backstore core/fileio_0/" BS0);
     g_assert_false(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
 }
@@ -188,32 +189,32 @@ static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
     g_autofree char *notblk = g_strdup_printf("file:%s", f->dir);
 
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, ok, &err), ==, -ENOENT);
-    assert_error(&err, ENOENT, "*target " WWPN " tpgt 1 does not exist*");
+    assert_error(&err, ENOENT, "target " WWPN " tpgt 1 does not exist*");
 
     g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 16384, ok, &err), ==, -ERANGE);
-    assert_error(&err, ERANGE, "*LUN 16384 out of range 0..16383*");
+    assert_error(&err, ERANGE, "LUN 16384 out of range 0..16383");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "rd:foo", &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*LUN spec \"rd:foo\": unknown backend \"rd:foo\" (expected file:, ram:, "
-                     "null:, iscsi:// or rbd:)");
+    assert_error(&err, EINVAL, "LUN spec \"rd:foo\": unknown backend \"rd:foo\" (expected file:, "
+                 "ram:, null:, iscsi:// or rbd:)");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:rel.img,size=1M", &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*LUN spec \"file:rel.img,size=1M\": path must be absolute*");
+    assert_error(&err, EINVAL, "LUN spec \"file:rel.img,size=1M\": path must be absolute*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a=b,size=1M", &err), ==, -EINVAL);
     assert_error(&err, EINVAL, "*path must be absolute*");
     /* ",," is a comma of the path in the grammar, and configfs cannot take one. */
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a,,b,size=1M", &err), ==, -EINVAL);
     assert_error(&err, EINVAL, "*path must be absolute without ','*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, odd, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*size 1000 is not a multiple of the block size 512*");
+    assert_error(&err, EINVAL, "*size 1000 is not a multiple of the block size 512");
     /* The old form for block devices points at the new one. */
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "block:/dev/sda", &err), ==, -EINVAL);
     assert_error(&err, EINVAL, "*unknown backend \"block:/dev/sda\"*(a block device is file:DEV)");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, nosize, &err), ==, -ENOENT);
     assert_error(&err, ENOENT, "*does not exist (give ,size=BYTES*");
     g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, notblk, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*is neither a regular file nor a block device*");
+    assert_error(&err, EINVAL, "*is neither a regular file nor a block device");
     g_assert_cmpint(lio_lun_add(f->lio, "naa.zz", 1, 0, ok, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*invalid WWPN*");
+    assert_error(&err, EINVAL, "invalid WWPN*");
 
     /* Nothing was half-created by any of the refusals. */
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
@@ -232,10 +233,11 @@ static void test_lun_add_backing_takes_values_not_a_spec(struct fx *f, gconstpoi
     assert_error(&err, EINVAL, "*LUN 0 (file '*img,size=1T'): path must be absolute without ','*");
     struct lio_backing odd = { .type = LIO_LUN_FILE, .path = img, .size = 1000 };
     g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &odd, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*LUN 0 (file '*img'): size 1000 is not a multiple of the block size 512*");
+    assert_error(&err, EINVAL, WWPN " tpgt 1 LUN 0 (file '*img'): size 1000 is not a multiple of "
+                 "the block size 512");
     struct lio_backing sized_block = { .type = LIO_LUN_BLOCK, .path = "/dev/null", .size = 512 };
     g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &sized_block, &err), ==, -EINVAL);
-    assert_error(&err, EINVAL, "*option \"size\": LIO's iblock backstore exports the whole device*");
+    assert_error(&err, EINVAL, "*option \"size\": LIO's iblock backstore exports the whole device");
     g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
 
@@ -327,7 +329,7 @@ static void test_delete_refuses_when_backstore_shared(struct fx *f, gconstpointe
     g_assert_cmpint(symlink(so, link), ==, 0);
 
     g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, &err), ==, -EBUSY);
-    assert_error(&err, EBUSY, "*backstore core/fileio_0/" BS0 " of " WWPN " LUN 0 is busy*lun_9*");
+    assert_error(&err, EBUSY, "backstore core/fileio_0/" BS0 " of " WWPN " LUN 0 is busy*lun_9");
     /* The refusal came before any change. */
     g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/" BS0));
     g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
@@ -345,8 +347,8 @@ static void test_delete_refused_while_vhost_device_held(struct fx *f, gconstpoin
     g_autofree char *before = snapshot(f);
     lio_fake_set_holder(f->fake, 4242, "qemu-system-x86");
     g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, &err), ==, -EBUSY);
-    assert_error(&err, EBUSY, "*target " WWPN " may be in use: /dev/vhost-scsi is open by pid 4242 "
-                     "(qemu-system-x86)*");
+    assert_error(&err, EBUSY, "target " WWPN " may be in use: /dev/vhost-scsi is open by pid 4242 "
+                 "(qemu-system-x86)*");
     g_autofree char *after = snapshot(f);
     g_assert_cmpstr(after, ==, before);
     /* --force: the holder may be another target's. */

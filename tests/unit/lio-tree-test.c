@@ -25,7 +25,7 @@ static void test_open_missing_root_fails(void)
     struct lio *lio = NULL;
     struct lio_options o = { .configfs = "/nonexistent/configfs" };
     g_assert_cmpint(lio_open(&o, &lio, &err), ==, -ENOENT);
-    assert_error(&err, ENOENT, "*/nonexistent/configfs is not a directory*");
+    assert_error(&err, ENOENT, "*/nonexistent/configfs is not a directory");
     g_assert_null(lio);
 }
 
@@ -46,7 +46,8 @@ static void test_open_sets_up_the_kernel(struct fx *f, gconstpointer d)
     lio_fake_fail_path(other, "target_core_file", ENOENT);
     lio_fake_set_release(other, "6.1.0-18-amd64");
     g_assert_cmpint(lio_open(&o, &lio, &err), ==, -ENOENT);
-    assert_error(&err, ENOENT, "*kernel module target_core_file is missing for kernel 6.1.0-18-amd64*");
+    assert_error(&err, ENOENT, "kernel module target_core_file is missing for kernel "
+                 "6.1.0-18-amd64 (CONFIG_VHOST_SCSI/CONFIG_TCM_* enabled? modules installed?)");
     g_assert_null(lio);
     g_assert_cmpstr(lio_fake_modules(other), ==, "target_core_mod");
     g_assert_false(lio_fake_mounted(other));
