@@ -82,6 +82,11 @@ struct ctl {
     int npos;
 };
 
+/*
+ * The library logs only what does not fail a call (what --partial left out,
+ * the kernel's TMF bug, and with -v an idempotent no-op); its errors come
+ * back as a GError, printed once by cmd_lio.
+ */
 static void log_handler(const gchar *domain, GLogLevelFlags level, const gchar *msg,
                         gpointer data)
 {
@@ -209,14 +214,14 @@ static int parse_args(struct ctl *c, int argc, char **argv)
     return 0;
 }
 
-static int open_lio(const struct ctl *c, struct lio **lio)
+static int open_lio(const struct ctl *c, struct lio **lio, GError **err)
 {
     /* A root of the user's choice is theirs to set up (and may be a plain copy). */
     struct lio_options o = {
         .configfs = c->configfs,
         .setup_kernel = !c->configfs || !strcmp(c->configfs, LIO_CONFIGFS_DEFAULT),
     };
-    return lio_open(&o, lio);
+    return lio_open(&o, lio, err);
 }
 
 /* The command's words are checked before the root is opened: that loads modules and mounts. */
@@ -230,17 +235,20 @@ static int cmd_lio(struct ctl *c)
     if (!lio_command_parse(c->pos, c->npos, &c->cmd, &err)) {
         return usage_error("%s", err->message);
     }
-    if (lio_command_needs_root(&c->cmd) && open_lio(c, &lio) < 0) {
-        return 1;
+    ret = lio_command_needs_root(&c->cmd) ? open_lio(c, &lio, &err) : 0;
+    if (ret == 0) {
+        ret = lio_command_run(lio, &c->cmd, &out, &err);
     }
-    ret = lio_command_run(lio, &c->cmd, &out);
     if (out) {
         fputs(out, stdout);
     }
-    if (lio) {
-        lio_close(lio);
+    lio_close(lio);
+    /* The library says why and never logs it: the one line the user sees. */
+    if (ret < 0) {
+        fprintf(stderr, "vhost-scsi-ctl: %s\n", err ? err->message : g_strerror(-ret));
+        return 1;
     }
-    return ret < 0 ? 1 : 0;
+    return 0;
 }
 
 static const char target_usage_text[] =

@@ -19,6 +19,7 @@
 
 #include "lio-int.h"
 #include "lun-spec.h"
+#include "vs-error.h"
 
 #define BACKSTORE_PREFIX "vs-"
 
@@ -122,18 +123,18 @@ char *lio_backing_refusal(const struct lio_backing *b)
 }
 
 int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_backing *out,
-                          char **path)
+                          char **path, GError **err)
 {
     g_autofree char *why = NULL, *shown = lun_spec_redact(spec);
-    g_autoptr(GError) err = NULL;
+    g_autoptr(GError) bad = NULL;
     struct lun_spec s;
     struct stat st;
 
     memset(out, 0, sizeof(*out));
-    if (lun_spec_parse_backend(spec, &s, &err) < 0) {
-        g_warning("lio: %s%s", err->message, g_str_has_prefix(spec, "block:") ?
-                  " (a block device is file:DEV)" : "");
-        return -EINVAL;
+    if (lun_spec_parse_backend(spec, &s, &bad) < 0) {
+        return vs_error_set(err, -EINVAL, "%s%s", bad->message,
+                            g_str_has_prefix(spec, "block:") ? " (a block device is file:DEV)" :
+                            "");
     }
     switch (s.kind) {
     case LUN_SPEC_FILE:
@@ -172,7 +173,7 @@ int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_ba
         why = lio_backing_refusal(out);
     }
     if (why) {
-        g_warning("lio: LUN spec \"%s\": %s", shown, why);
+        vs_error_set(err, -EINVAL, "LUN spec \"%s\": %s", shown, why);
         lun_spec_clear(&s);
         memset(out, 0, sizeof(*out));
         return -EINVAL;
@@ -205,7 +206,7 @@ uint64_t lio_device_size(const struct lio *lio, const char *path)
  * taken as it is.
  */
 static int prepare_backing(const struct lio *lio, const struct lio_backing *b, uint64_t *size,
-                           bool *created)
+                           bool *created, GError **err)
 {
     struct stat st;
     int ret = lio->ops->stat(lio->opaque, b->path, true, &st);
@@ -214,8 +215,7 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
     *size = b->size;
     if (b->type == LIO_LUN_BLOCK) {
         if (ret < 0 || !S_ISBLK(st.st_mode)) {
-            g_warning("lio: %s is not a block device", b->path);
-            return -ENODEV;
+            return vs_error_set(err, -ENODEV, "%s is not a block device", b->path);
         }
         return 0;
     }
@@ -225,19 +225,18 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
         return 0;
     }
     if (ret == 0 && !S_ISREG(st.st_mode)) {
-        g_warning("lio: %s is neither a regular file nor a block device", b->path);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "%s is neither a regular file nor a block device",
+                            b->path);
     }
     uint32_t bs = b->block_size ? b->block_size : 512;
     if (*size == 0) {
         if (ret < 0) {
-            g_warning("lio: file %s does not exist (give ,size=BYTES to create it)", b->path);
-            return -ENOENT;
+            return vs_error_set(err, -ENOENT, "file %s does not exist (give ,size=BYTES to "
+                                "create it)", b->path);
         }
         if (st.st_size == 0 || st.st_size % bs) {
-            g_warning("lio: file %s size %jd is not a positive multiple of %" PRIu32,
-                      b->path, (intmax_t)st.st_size, bs);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL, "file %s size %jd is not a positive multiple of "
+                                "%" PRIu32, b->path, (intmax_t)st.st_size, bs);
         }
         *size = st.st_size;
         return 0;
@@ -245,8 +244,7 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
     if (ret < 0) {
         ret = lio->ops->create_file(lio->opaque, b->path);
         if (ret < 0) {
-            g_warning("lio: cannot create %s: %s", b->path, g_strerror(-ret));
-            return ret;
+            return vs_error_set(err, ret, "cannot create %s: %s", b->path, g_strerror(-ret));
         }
         *created = true;
         st.st_size = 0;
@@ -254,8 +252,8 @@ static int prepare_backing(const struct lio *lio, const struct lio_backing *b, u
     if ((uint64_t)st.st_size < *size) {
         ret = lio->ops->truncate(lio->opaque, b->path, *size);
         if (ret < 0) {
-            g_warning("lio: cannot size %s to %" PRIu64 ": %s", b->path, *size,
-                      g_strerror(-ret));
+            vs_error_set(err, ret, "cannot size %s to %" PRIu64 ": %s", b->path, *size,
+                         g_strerror(-ret));
             if (*created) {
                 lio->ops->unlink(lio->opaque, b->path);
                 *created = false;
@@ -415,7 +413,7 @@ bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
 }
 
 int lio_backstore_create(const struct lio *lio, const char *name, const struct lio_backing *b,
-                         char **rel_out, bool *file_created)
+                         char **rel_out, bool *file_created, GError **err)
 {
     const char *kind = hba_kind[b->type];
     bool rd = b->type == LIO_LUN_RAM || b->type == LIO_LUN_NULL;
@@ -423,7 +421,7 @@ int lio_backstore_create(const struct lio *lio, const char *name, const struct l
     g_autofree char *hba = NULL, *so = NULL, *control = NULL, *bs = NULL;
     uint64_t size = b->size;
     bool created = false;
-    int ret = rd ? 0 : prepare_backing(lio, b, &size, &created);
+    int ret = rd ? 0 : prepare_backing(lio, b, &size, &created, err);
     if (ret < 0) {
         return ret;
     }
@@ -438,13 +436,14 @@ int lio_backstore_create(const struct lio *lio, const char *name, const struct l
         }
     }
     if (ret < 0) {
-        g_warning("lio: backstore %s: cannot create HBA %s: %s", name, hba, g_strerror(-ret));
+        vs_error_set(err, ret, "backstore %s: cannot create HBA %s: %s", name, hba,
+                     g_strerror(-ret));
         goto undo_file;
     }
     so = g_build_filename(hba, name, NULL);
     ret = lio->ops->mkdir(lio->opaque, so);
     if (ret < 0) {
-        g_warning("lio: cannot create backstore %s: %s", so, g_strerror(-ret));
+        vs_error_set(err, ret, "cannot create backstore %s: %s", so, g_strerror(-ret));
         goto undo_hba;
     }
     control = control_string(b, size);
@@ -467,9 +466,9 @@ int lio_backstore_create(const struct lio *lio, const char *name, const struct l
         g_autofree char *attr = g_build_filename(so, steps[i][0], NULL);
         ret = lio_write_attr(lio, attr, steps[i][1]);
         if (ret < 0) {
-            g_warning("lio: backstore %s: writing %s='%s' failed: %s%s", so, steps[i][0],
-                      steps[i][1], g_strerror(-ret),
-                      ret == -EEXIST || ret == -EBUSY ? " (device busy/claimed?)" : "");
+            vs_error_set(err, ret, "backstore %s: writing %s='%s' to %s failed: %s%s", name,
+                         steps[i][0], steps[i][1], attr, g_strerror(-ret),
+                         ret == -EEXIST || ret == -EBUSY ? " (device busy/claimed?)" : "");
             goto undo_so;
         }
     }
@@ -491,13 +490,13 @@ undo_file:
 void lio_backstore_undo_create(const struct lio *lio, const char *rel,
                                const struct lio_backing *b, bool file_created)
 {
-    lio_backstore_delete(lio, rel);
+    lio_backstore_delete(lio, rel, NULL);
     if (file_created) {
         lio->ops->unlink(lio->opaque, b->path);
     }
 }
 
-int lio_backstore_delete(const struct lio *lio, const char *rel)
+int lio_backstore_delete(const struct lio *lio, const char *rel, GError **err)
 {
     g_autofree char *so = lio_path(lio, "target", "core", rel, NULL);
     g_autofree char *hba = g_path_get_dirname(so);
@@ -506,8 +505,8 @@ int lio_backstore_delete(const struct lio *lio, const char *rel)
     }
     int ret = lio_remove_dir(lio, so);
     if (ret < 0) {
-        g_warning("lio: removing backstore core/%s failed: %s", rel, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "removing backstore core/%s failed: %s", rel,
+                            g_strerror(-ret));
     }
     /* The HBA goes too when we left it empty; a shared one stays (ENOTEMPTY). */
     lio_remove_dir(lio, hba);

@@ -80,7 +80,7 @@ bool lio_command_needs_root(const struct lio_command *c)
     return c->kind != LIO_CMD_QEMU_ARGS && c->kind != LIO_CMD_GENERATE_WWPN;
 }
 
-static int run_list(struct lio *lio, const struct lio_command *c, char **out)
+static int run_list(struct lio *lio, const struct lio_command *c, char **out, GError **err)
 {
     GPtrArray *targets;
     int ret = lio_list(lio, &targets);
@@ -89,7 +89,7 @@ static int run_list(struct lio *lio, const struct lio_command *c, char **out)
         return ret;
     }
     if (c->json) {
-        ret = lio_list_to_json(targets, out);
+        ret = lio_list_to_json(targets, out, err);
     } else {
         *out = lio_list_to_text(targets);
     }
@@ -98,18 +98,18 @@ static int run_list(struct lio *lio, const struct lio_command *c, char **out)
 }
 
 /* create: a new WWPN unless one is given; prints the WWPN. */
-static int run_create(struct lio *lio, const struct lio_command *c, char **out)
+static int run_create(struct lio *lio, const struct lio_command *c, char **out, GError **err)
 {
     char w[LIO_WWPN_MAX];
     const char *wwpn = c->wwpn;
     int ret = 0;
 
     if (!wwpn) {
-        ret = lio_wwpn_generate(w);
+        ret = lio_wwpn_generate(w, err);
         wwpn = w;
     }
     if (ret == 0) {
-        ret = lio_target_create(lio, wwpn, c->tpgt, c->nexus);
+        ret = lio_target_create(lio, wwpn, c->tpgt, c->nexus, err);
     }
     if (ret == 0) {
         *out = g_strdup_printf("%s\n", wwpn);
@@ -117,7 +117,7 @@ static int run_create(struct lio *lio, const struct lio_command *c, char **out)
     return ret;
 }
 
-int lio_command_run(struct lio *lio, const struct lio_command *c, char **out)
+int lio_command_run(struct lio *lio, const struct lio_command *c, char **out, GError **err)
 {
     char w[LIO_WWPN_MAX];
     int ret;
@@ -125,7 +125,7 @@ int lio_command_run(struct lio *lio, const struct lio_command *c, char **out)
     *out = NULL;
     switch (c->kind) {
     case LIO_CMD_GENERATE_WWPN:
-        ret = lio_wwpn_generate(w);
+        ret = lio_wwpn_generate(w, err);
         *out = ret == 0 ? g_strdup_printf("%s\n", w) : NULL;
         return ret;
     case LIO_CMD_QEMU_ARGS: {
@@ -135,19 +135,19 @@ int lio_command_run(struct lio *lio, const struct lio_command *c, char **out)
         return 0;
     }
     case LIO_CMD_CREATE:
-        return run_create(lio, c, out);
+        return run_create(lio, c, out, err);
     case LIO_CMD_DELETE:
-        return lio_target_delete(lio, c->wwpn, c->force);
+        return lio_target_delete(lio, c->wwpn, c->force, err);
     case LIO_CMD_LUN_ADD:
-        return lio_lun_add(lio, c->wwpn, c->tpgt, c->lun, c->spec);
+        return lio_lun_add(lio, c->wwpn, c->tpgt, c->lun, c->spec, err);
     case LIO_CMD_LUN_REMOVE:
-        return lio_lun_remove(lio, c->wwpn, c->tpgt, c->lun);
+        return lio_lun_remove(lio, c->wwpn, c->tpgt, c->lun, err);
     case LIO_CMD_LIST:
-        return run_list(lio, c, out);
+        return run_list(lio, c, out, err);
     case LIO_CMD_SAVE:
-        return lio_save(lio, c->file, c->format);
+        return lio_save(lio, c->file, c->format, err);
     case LIO_CMD_RESTORE:
-        return lio_restore(lio, c->file, c->partial);
+        return lio_restore(lio, c->file, c->partial, err);
     }
     return 0;
 }

@@ -19,18 +19,20 @@
 #include "json-strict.h"
 #include "lio-configfs.h"
 #include "lio-int.h"
+#include "vs-error.h"
 
 /*
  * The one JSON writer, for list --json and save alike.  configfs gives back
  * whatever bytes were written to udev_path, and json-glib would copy bytes
  * that are not UTF-8 into its output, so such a string is refused here.
  */
-static bool add_string(JsonBuilder *b, const char *at, const char *member, const char *value)
+static bool add_string(JsonBuilder *b, const char *at, const char *member, const char *value,
+                       GError **err)
 {
     if (!g_utf8_validate(value, -1, NULL)) {
         g_autofree char *shown = g_strescape(value, NULL);
-        g_warning("lio: cannot write the configuration as JSON: %s.%s is not UTF-8: \"%s\"",
-                  at, member, shown);
+        vs_error_set(err, -EINVAL, "cannot write the configuration as JSON: %s.%s is not "
+                     "UTF-8: \"%s\"", at, member, shown);
         return false;
     }
     json_builder_set_member_name(b, member);
@@ -38,7 +40,7 @@ static bool add_string(JsonBuilder *b, const char *at, const char *member, const
     return true;
 }
 
-int lio_list_to_json(GPtrArray *targets, char **out)
+int lio_list_to_json(GPtrArray *targets, char **out, GError **err)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     json_builder_begin_object(b);
@@ -49,11 +51,11 @@ int lio_list_to_json(GPtrArray *targets, char **out)
         struct lio_target *t = targets->pdata[i];
         g_autofree char *at = g_strdup_printf("targets[%u]", i);
         json_builder_begin_object(b);
-        if (!add_string(b, at, "wwpn", t->wwpn)) {
+        if (!add_string(b, at, "wwpn", t->wwpn, err)) {
             return -EINVAL;
         }
         lio_json_int(b, "tpgt", t->tpgt);
-        if (!add_string(b, at, "nexus", t->nexus)) {
+        if (!add_string(b, at, "nexus", t->nexus, err)) {
             return -EINVAL;
         }
         json_builder_set_member_name(b, "luns");
@@ -65,17 +67,16 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             lio_json_int(b, "lun", l->lun);
             json_builder_set_member_name(b, "type");
             json_builder_add_string_value(b, lio_lun_type_name(l->type));
-            if (!add_string(b, lat, "path", l->path)) {
+            if (!add_string(b, lat, "path", l->path, err)) {
                 return -EINVAL;
             }
             /* JSON integers are read back as gint64; a larger size would not restore. */
             if (l->size > G_MAXINT64) {
-                g_warning("lio: cannot write the configuration as JSON: %s.size %" PRIu64
-                          " is out of range", lat, l->size);
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL, "cannot write the configuration as JSON: "
+                                    "%s.size %" PRIu64 " is out of range", lat, l->size);
             }
             lio_json_int(b, "size", l->size);
-            if (!add_string(b, lat, "backstore", l->backstore)) {
+            if (!add_string(b, lat, "backstore", l->backstore, err)) {
                 return -EINVAL;
             }
             /* Only what differs from the default, so older files read the same. */
@@ -88,7 +89,7 @@ int lio_list_to_json(GPtrArray *targets, char **out)
             if (l->block_size && l->block_size != 512) {
                 lio_json_int(b, "block_size", l->block_size);
             }
-            if (l->serial && l->serial[0] && !add_string(b, lat, "serial", l->serial)) {
+            if (l->serial && l->serial[0] && !add_string(b, lat, "serial", l->serial, err)) {
                 return -EINVAL;
             }
             json_builder_end_object(b);
@@ -131,7 +132,7 @@ char *lio_list_to_text(GPtrArray *targets)
     return g_string_free(s, FALSE);
 }
 
-int lio_save(struct lio *lio, const char *file, enum lio_format format)
+int lio_save(struct lio *lio, const char *file, enum lio_format format, GError **err)
 {
     GPtrArray *targets;
     int ret = lio_list(lio, &targets);
@@ -139,16 +140,15 @@ int lio_save(struct lio *lio, const char *file, enum lio_format format)
         return ret;
     }
     g_autofree char *json = NULL;
-    ret = format == LIO_FORMAT_TARGETCLI ? lio_list_to_targetcli(lio, targets, &json) :
-          lio_list_to_json(targets, &json);
+    ret = format == LIO_FORMAT_TARGETCLI ? lio_list_to_targetcli(lio, targets, &json, err) :
+          lio_list_to_json(targets, &json, err);
     g_ptr_array_unref(targets);
     if (ret < 0) {
         return ret;
     }
-    g_autoptr(GError) err = NULL;
-    if (!g_file_set_contents(file, json, -1, &err)) {
-        g_warning("lio: saving to %s failed: %s", file, err->message);
-        return -EIO;
+    g_autoptr(GError) werr = NULL;
+    if (!g_file_set_contents(file, json, -1, &werr)) {
+        return vs_error_set(err, -EIO, "saving to %s failed: %s", file, werr->message);
     }
     return 0;
 }
@@ -170,19 +170,17 @@ static struct lio_backing lio_lun_backing(const struct lio_lun *l)
 /* The format nests 5 deep and its largest object has 9 members. */
 static const struct json_limits config_limits = { .max_depth = 16, .max_members = 64 };
 
-int lio_config_parse(const char *json, size_t len, GPtrArray **out)
+int lio_config_parse(const char *json, size_t len, GPtrArray **out, GError **error)
 {
     g_autofree char *bad = NULL;
     size_t at;
     g_autoptr(JsonNode) root = json_strict_parse(json, len, &config_limits, &bad, &at);
 
     if (!root && at != JSON_AT_NONE) {
-        g_warning("lio: configuration rejected at byte %zu: %s", at, bad);
-        return -EINVAL;
+        return vs_error_set(error, -EINVAL, "configuration rejected at byte %zu: %s", at, bad);
     }
     if (!root) {
-        g_warning("lio: configuration rejected: %s", bad);
-        return -EINVAL;
+        return vs_error_set(error, -EINVAL, "configuration rejected: %s", bad);
     }
 
     static const struct json_member top_members[] = { { "version", JSON_M_INT }, { "targets", JSON_M_ARR } };
@@ -270,7 +268,8 @@ int lio_config_parse(const char *json, size_t len, GPtrArray **out)
         }
     }
     if (err) {
-        g_warning("lio: configuration rejected: %s: %s", ctx ? ctx : "top level", err);
+        vs_error_set(error, -EINVAL, "configuration rejected: %s: %s",
+                     ctx ? ctx : "top level", err);
         g_free(err);
         g_ptr_array_unref(targets);
         return -EINVAL;
@@ -309,21 +308,21 @@ static void undo(struct lio *lio, GArray *made)
         g_autofree char *wdir = lio_path(lio, "target", "vhost", m->t->wwpn, NULL);
         switch (m->what) {
         case MADE_LUN:
-            lio_lun_remove(lio, m->t->wwpn, m->t->tpgt, m->l->lun);
+            lio_lun_remove(lio, m->t->wwpn, m->t->tpgt, m->l->lun, NULL);
             break;
         case MADE_FILE:
             /* New and empty: no one's data yet (an existing file is never removed). */
             lio->ops->unlink(lio->opaque, m->l->path);
             break;
         case MADE_TPGT:
-            lio_tpgt_remove(lio, m->t->wwpn, m->t->tpgt);
+            lio_tpgt_remove(lio, m->t->wwpn, m->t->tpgt, NULL);
             break;
         case MADE_WWPN:
             lio_remove_dir(lio, wdir);
             break;
         case MADE_BACKSTORE:
             /* lio_lun_remove leaves a backstore that is not ours: this one is new. */
-            lio_backstore_delete(lio, m->rel);
+            lio_backstore_delete(lio, m->rel, NULL);
             break;
         }
         g_free(m->rel);
@@ -337,19 +336,20 @@ static void note(GArray *made, const struct lio_target *t, int what, const struc
     g_array_append_val(made, m);
 }
 
-int lio_restore(struct lio *lio, const char *file, bool partial)
+int lio_restore(struct lio *lio, const char *file, bool partial, GError **err)
 {
     g_autofree char *json = NULL;
     gsize len;
     g_autoptr(GError) gerr = NULL;
     if (!g_file_get_contents(file, &json, &len, &gerr)) {
-        g_warning("lio: reading %s failed: %s", file, gerr->message);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "reading %s failed: %s", file, gerr->message);
     }
     GPtrArray *targets;
-    int ret = lio_targetcli_detect(json, len) ? lio_targetcli_parse(json, len, partial, &targets) :
-              lio_config_parse(json, len, &targets);
+    int ret = lio_targetcli_detect(json, len) ?
+              lio_targetcli_parse(json, len, partial, &targets, err) :
+              lio_config_parse(json, len, &targets, err);
     if (ret < 0) {
+        g_prefix_error(err, "%s: ", file);
         return ret;
     }
     g_autoptr(GArray) made = g_array_new(FALSE, FALSE, sizeof(struct made));
@@ -359,7 +359,7 @@ int lio_restore(struct lio *lio, const char *file, bool partial)
         g_autofree char *wdir = lio_path(lio, "target", "vhost", t->wwpn, NULL);
         g_autofree char *tdir = g_strdup_printf("%s/tpgt_%u", wdir, t->tpgt);
         bool had_wwpn = lio_is_dir(lio, wdir), had_tpgt = lio_is_dir(lio, tdir);
-        ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL);
+        ret = lio_target_create(lio, t->wwpn, t->tpgt, t->nexus[0] ? t->nexus : NULL, &gerr);
         if (ret < 0) {
             at = g_strdup_printf("targets[%u] (%s tpgt %u)", i, t->wwpn, t->tpgt);
             break;
@@ -378,7 +378,7 @@ int lio_restore(struct lio *lio, const char *file, bool partial)
             bool had_file = !l->path[0] || lio->ops->stat(lio->opaque, l->path, false, &st) == 0;
             struct lio_backing b = lio_lun_backing(l);
             g_autofree char *had_bs = b.name ? find_backstore(lio, b.type, b.name) : NULL;
-            ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b);
+            ret = lio_lun_add_backing(lio, t->wwpn, t->tpgt, l->lun, &b, &gerr);
             if (ret < 0) {
                 at = g_strdup_printf("targets[%u].luns[%u] (%s tpgt %u LUN %u, %s %s, backstore "
                                      "core/%s)", i, k, t->wwpn, t->tpgt, l->lun,
@@ -397,8 +397,8 @@ int lio_restore(struct lio *lio, const char *file, bool partial)
     }
     if (ret < 0) {
         /* All or nothing: a VM must not start on half a configuration. */
-        g_warning("lio: restoring %s stopped at %s: %s; what the restore had made is removed "
-                  "again", file, at, g_strerror(-ret));
+        vs_error_set(err, ret, "restoring %s stopped at %s: %s; what the restore had made is "
+                     "removed again", file, at, gerr->message);
         undo(lio, made);
     } else {
         for (guint i = 0; i < made->len; i++) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "lio-int.h"
+#include "vs-error.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -70,28 +71,27 @@ bool lio_wwpn_valid(const char *w)
     return false;
 }
 
-static int random_bytes(uint8_t *buf, size_t len)
+static int random_bytes(uint8_t *buf, size_t len, GError **err)
 {
     int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         int e = errno;
-        g_warning("lio: cannot open /dev/urandom: %s", g_strerror(e));
-        return -e;
+        return vs_error_set(err, -e, "cannot open /dev/urandom: %s", g_strerror(e));
     }
     ssize_t n = read(fd, buf, len);
     int e = errno;
     close(fd);
     if (n != (ssize_t)len) {
-        g_warning("lio: short read from /dev/urandom");
-        return n < 0 ? -e : -EIO;
+        return vs_error_set(err, n < 0 ? -e : -EIO, "cannot read /dev/urandom: %s",
+                            n < 0 ? g_strerror(e) : "short read");
     }
     return 0;
 }
 
-int lio_wwpn_generate(char *out)
+int lio_wwpn_generate(char *out, GError **err)
 {
     uint8_t r[5];
-    int ret = random_bytes(r, sizeof(r));
+    int ret = random_bytes(r, sizeof(r), err);
     if (ret < 0) {
         return ret;
     }
@@ -102,11 +102,11 @@ int lio_wwpn_generate(char *out)
 }
 
 /* A nexus name the kernel accepts for a target of this WWPN's protocol. */
-static int nexus_generate(const char *wwpn, char *out)
+static int nexus_generate(const char *wwpn, char *out, GError **err)
 {
     if (g_str_has_prefix(wwpn, "iqn.")) {
         uint8_t r[6];
-        int ret = random_bytes(r, sizeof(r));
+        int ret = random_bytes(r, sizeof(r), err);
         if (ret < 0) {
             return ret;
         }
@@ -115,7 +115,7 @@ static int nexus_generate(const char *wwpn, char *out)
                  r[0], r[1], r[2], r[3], r[4], r[5]);
         return 0;
     }
-    return lio_wwpn_generate(out);
+    return lio_wwpn_generate(out, err);
 }
 
 static char *tpgt_dir(const struct lio *lio, const char *wwpn, unsigned tpgt)
@@ -126,59 +126,66 @@ static char *tpgt_dir(const struct lio *lio, const char *wwpn, unsigned tpgt)
 
 /* --------------------------------------------------------------- targets */
 
-static int check_wwpn(const char *wwpn)
+static int check_wwpn(const char *wwpn, GError **err)
 {
     if (!lio_wwpn_valid(wwpn)) {
-        g_warning("lio: invalid WWPN '%s': expected naa.5<15 hex> / naa.6<31 hex> "
-                  "(lowercase), iqn.YYYY-MM.domain[:id] or eui.<16 hex>", wwpn ? wwpn : "");
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "invalid WWPN '%s': expected naa.5<15 hex> / "
+                            "naa.6<31 hex> (lowercase), iqn.YYYY-MM.domain[:id] or "
+                            "eui.<16 hex>", wwpn ? wwpn : "");
     }
     return 0;
 }
 
-static int check_tpgt(unsigned tpgt)
+static int check_tpgt(unsigned tpgt, GError **err)
 {
     if (tpgt > LIO_TPGT_MAX) {
-        g_warning("lio: TPGT %u out of range 0..%u", tpgt, LIO_TPGT_MAX);
-        return -ERANGE;
+        return vs_error_set(err, -ERANGE, "TPGT %u out of range 0..%u", tpgt, LIO_TPGT_MAX);
     }
     return 0;
 }
 
-static int check_lun(unsigned lun)
+static int check_lun(unsigned lun, GError **err)
 {
     if (lun > LIO_LUN_MAX) {
-        g_warning("lio: LUN %u out of range 0..%u", lun, LIO_LUN_MAX);
-        return -ERANGE;
+        return vs_error_set(err, -ERANGE, "LUN %u out of range 0..%u", lun, LIO_LUN_MAX);
     }
     return 0;
 }
 
-int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const char *nexus)
+/* The WWPN, the TPGT and (unless NULL) the LUN a call names. */
+static int check_names(const char *wwpn, unsigned tpgt, const unsigned *lun, GError **err)
 {
-    int ret = check_wwpn(wwpn);
+    int ret = check_wwpn(wwpn, err);
     if (ret == 0) {
-        ret = check_tpgt(tpgt);
+        ret = check_tpgt(tpgt, err);
     }
+    if (ret == 0 && lun) {
+        ret = check_lun(*lun, err);
+    }
+    return ret;
+}
+
+int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const char *nexus,
+                      GError **err)
+{
+    int ret = check_names(wwpn, tpgt, NULL, err);
     if (ret < 0) {
         return ret;
     }
     if (g_str_has_prefix(wwpn, "eui.")) {
         /* vhost_scsi_make_tport() only knows naa., fc. and iqn. */
-        g_warning("lio: WWPN %s: the kernel vhost fabric accepts only naa. and iqn. names",
-                  wwpn);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "WWPN %s: the kernel vhost fabric accepts only "
+                            "naa. and iqn. names", wwpn);
     }
     char gen[LIO_WWPN_MAX];
     if (nexus) {
         /* The kernel wants the initiator's protocol to match the target's. */
         if (!lio_wwpn_valid(nexus) || strncmp(nexus, wwpn, 4)) {
-            g_warning("lio: nexus '%s' for %s must be a valid name with the prefix %.4s",
-                      nexus, wwpn, wwpn);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL, "nexus '%s' for %s must be a valid name with "
+                                "the prefix %.4s", nexus, wwpn, wwpn);
         }
     } else {
-        ret = nexus_generate(wwpn, gen);
+        ret = nexus_generate(wwpn, gen, err);
         if (ret < 0) {
             return ret;
         }
@@ -199,13 +206,13 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const ch
         made_tdir = ret == 0;
     }
     if (ret < 0) {
-        g_warning("lio: cannot create %s: %s", tdir, g_strerror(-ret));
+        vs_error_set(err, ret, "cannot create %s: %s", tdir, g_strerror(-ret));
         goto undo;
     }
     cur = lio_read_attr(lio, nfile);
     if (cur && cur[0] && nexus != gen && strcmp(cur, nexus)) {
-        g_warning("lio: target %s tpgt %u already has nexus %s, not %s", wwpn, tpgt, cur, nexus);
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "target %s tpgt %u already has nexus %s, not %s",
+                            wwpn, tpgt, cur, nexus);
     }
     if (cur && cur[0]) {
         g_info("lio: target %s tpgt %u already exists (nexus %s)", wwpn, tpgt, cur);
@@ -214,8 +221,8 @@ int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt, const ch
     /* tcm_vhost: the nexus must exist before LUNs are linked. */
     ret = lio_write_attr(lio, nfile, nexus);
     if (ret < 0) {
-        g_warning("lio: target %s tpgt %u: setting nexus %s failed: %s", wwpn, tpgt, nexus,
-                  g_strerror(-ret));
+        vs_error_set(err, ret, "target %s tpgt %u: writing nexus=%s to %s failed: %s", wwpn,
+                     tpgt, nexus, nfile, g_strerror(-ret));
         goto undo;
     }
     return 0;
@@ -292,7 +299,7 @@ static GPtrArray *links_to(const struct lio *lio, const char *rel)
 }
 
 static int lun_remove_dir(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                          bool check_only)
+                          bool check_only, GError **err)
 {
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
     g_autofree char *ld = g_strdup_printf("%s/lun/lun_%u", tdir, lun);
@@ -308,9 +315,9 @@ static int lun_remove_dir(struct lio *lio, const char *wwpn, unsigned tpgt, unsi
         g_autoptr(GPtrArray) users = links_to(lio, rel);
         for (guint i = 0; i < users->len; i++) {
             if (strcmp(users->pdata[i], ld)) {
-                g_warning("lio: backstore core/%s of %s LUN %u is busy: also linked from %s",
-                          rel, wwpn, lun, (char *)users->pdata[i]);
-                return -EBUSY;
+                return vs_error_set(err, -EBUSY, "backstore core/%s of %s LUN %u is busy: "
+                                    "also linked from %s", rel, wwpn, lun,
+                                    (char *)users->pdata[i]);
             }
         }
     }
@@ -319,27 +326,20 @@ static int lun_remove_dir(struct lio *lio, const char *wwpn, unsigned tpgt, unsi
     }
     int ret = linked ? lio->ops->unlink(lio->opaque, link) : 0;
     if (ret < 0) {
-        g_warning("lio: unlinking %s failed: %s", link, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "unlinking %s failed: %s", link, g_strerror(-ret));
     }
     ret = lio_remove_dir(lio, ld);
     if (ret < 0) {
-        g_warning("lio: removing %s failed: %s", ld, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "removing %s failed: %s", ld, g_strerror(-ret));
     }
-    return owned ? lio_backstore_delete(lio, rel) : 0;
+    return owned ? lio_backstore_delete(lio, rel, err) : 0;
 }
 
-int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun)
+int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                   GError **err)
 {
-    int ret = check_wwpn(wwpn);
-    if (ret == 0) {
-        ret = check_tpgt(tpgt);
-    }
-    if (ret == 0) {
-        ret = check_lun(lun);
-    }
-    return ret < 0 ? ret : lun_remove_dir(lio, wwpn, tpgt, lun, false);
+    int ret = check_names(wwpn, tpgt, &lun, err);
+    return ret < 0 ? ret : lun_remove_dir(lio, wwpn, tpgt, lun, false, err);
 }
 
 /*
@@ -365,29 +365,24 @@ static void warn_tmf_bug(const struct lio *lio, const char *tdir, const char *ww
     }
 }
 
-static int lun_add_checks(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun)
+static int lun_add_checks(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                          GError **err)
 {
-    int ret = check_wwpn(wwpn);
-    if (ret == 0) {
-        ret = check_tpgt(tpgt);
-    }
-    if (ret == 0) {
-        ret = check_lun(lun);
-    }
+    int ret = check_names(wwpn, tpgt, &lun, err);
     if (ret < 0) {
         return ret;
     }
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
     if (!lio_is_dir(lio, tdir)) {
-        g_warning("lio: target %s tpgt %u does not exist (create it first)", wwpn, tpgt);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "target %s tpgt %u does not exist (create it first)",
+                            wwpn, tpgt);
     }
     return 0;
 }
 
 /* The checks of lun_add_checks and of the backing have been done. */
 static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                   const struct lio_backing *b)
+                   const struct lio_backing *b, GError **err)
 {
     int ret;
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
@@ -413,10 +408,10 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
             g_info("lio: %s tpgt %u LUN %u already maps core/%s", wwpn, tpgt, lun, cur);
             return 0;
         }
-        g_warning("lio: %s tpgt %u LUN %u already exists and maps core/%s, not %s%s", wwpn,
-                  tpgt, lun, cur ? cur : "nothing", b->path && b->path[0] ? b->path : "a new ",
-                  b->path && b->path[0] ? "" : lio_lun_type_name(b->type));
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "%s tpgt %u LUN %u already exists and maps core/%s, "
+                            "not %s%s", wwpn, tpgt, lun, cur ? cur : "nothing",
+                            b->path && b->path[0] ? b->path : "a new ",
+                            b->path && b->path[0] ? "" : lio_lun_type_name(b->type));
     }
     /* The same file behind two backstores would be two caches of one disk. */
     for (guint i = 0; i < bss->len; i++) {
@@ -433,20 +428,19 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
             g_free(l.path);
             g_free(l.serial);
             if (!fits) {
-                g_warning("lio: backstore core/%s backs %s, not %s: remove it first",
-                          e->rel, e->path[0] ? e->path : "no file",
-                          b->path && b->path[0] ? b->path : "this spec");
-                return -EBUSY;
+                return vs_error_set(err, -EBUSY, "backstore core/%s backs %s, not %s: remove "
+                                    "it first", e->rel, e->path[0] ? e->path : "no file",
+                                    b->path && b->path[0] ? b->path : "this spec");
             }
             rel = g_strdup(e->rel);
         } else if (lio_same_file(lio, e->path, b->path)) {
-            g_warning("lio: %s is busy: it already backs backstore core/%s", b->path, e->rel);
-            return -EBUSY;
+            return vs_error_set(err, -EBUSY, "%s is busy: it already backs backstore core/%s",
+                                b->path, e->rel);
         }
     }
     bool created = false, file_created = false;
     if (!rel) {
-        ret = lio_backstore_create(lio, name, b, &rel, &file_created);
+        ret = lio_backstore_create(lio, name, b, &rel, &file_created, err);
         if (ret < 0) {
             return ret;
         }
@@ -461,8 +455,8 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
         lio_remove_dir(lio, ld);
     }
     if (ret < 0) {
-        g_warning("lio: %s tpgt %u: linking LUN %u to core/%s failed: %s", wwpn, tpgt, lun,
-                  rel, g_strerror(-ret));
+        vs_error_set(err, ret, "%s tpgt %u: linking LUN %u (%s) to core/%s failed: %s", wwpn,
+                     tpgt, lun, ld, rel, g_strerror(-ret));
         if (created) {
             lio_backstore_undo_create(lio, rel, b, file_created);
         }
@@ -472,35 +466,34 @@ static int lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lu
 }
 
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                const char *spec)
+                const char *spec, GError **err)
 {
-    int ret = lun_add_checks(lio, wwpn, tpgt, lun);
+    int ret = lun_add_checks(lio, wwpn, tpgt, lun, err);
     if (ret < 0) {
         return ret;
     }
     g_autofree char *path = NULL;
     struct lio_backing b;
-    ret = lio_backing_from_spec(lio, spec, &b, &path);
-    return ret < 0 ? ret : lun_add(lio, wwpn, tpgt, lun, &b);
+    ret = lio_backing_from_spec(lio, spec, &b, &path, err);
+    return ret < 0 ? ret : lun_add(lio, wwpn, tpgt, lun, &b, err);
 }
 
 int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                        const struct lio_backing *b)
+                        const struct lio_backing *b, GError **err)
 {
-    int ret = lun_add_checks(lio, wwpn, tpgt, lun);
+    int ret = lun_add_checks(lio, wwpn, tpgt, lun, err);
     if (ret < 0) {
         return ret;
     }
     g_autofree char *why = lio_backing_refusal(b);
     if (why) {
-        g_warning("lio: %s tpgt %u LUN %u (%s '%s'): %s", wwpn, tpgt, lun,
-                  lio_lun_type_name(b->type), b->path ? b->path : "", why);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "%s tpgt %u LUN %u (%s '%s'): %s", wwpn, tpgt, lun,
+                            lio_lun_type_name(b->type), b->path ? b->path : "", why);
     }
-    return lun_add(lio, wwpn, tpgt, lun, b);
+    return lun_add(lio, wwpn, tpgt, lun, b, err);
 }
 
-int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt)
+int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt, GError **err)
 {
     g_autofree char *tdir = tpgt_dir(lio, wwpn, tpgt);
     g_autofree char *nfile = g_build_filename(tdir, "nexus", NULL);
@@ -509,22 +502,22 @@ int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt)
     if (cur && cur[0]) {
         ret = lio_write_attr(lio, nfile, "NULL");
         if (ret < 0) {
-            g_warning("lio: target %s tpgt %u: dropping the nexus failed: %s%s", wwpn, tpgt,
-                      g_strerror(-ret), ret == -EBUSY ? " (in use by a vhost device)" : "");
-            return ret;
+            return vs_error_set(err, ret, "target %s tpgt %u: writing nexus=NULL to %s "
+                                "failed: %s%s", wwpn, tpgt, nfile, g_strerror(-ret),
+                                ret == -EBUSY ? " (in use by a vhost device)" : "");
         }
     }
     ret = lio_remove_dir(lio, tdir);
     if (ret < 0) {
-        g_warning("lio: removing %s failed: %s%s", tdir, g_strerror(-ret),
-                  ret == -EBUSY ? " (in use by a vhost device)" : "");
+        vs_error_set(err, ret, "removing %s failed: %s%s", tdir, g_strerror(-ret),
+                     ret == -EBUSY ? " (in use by a vhost device)" : "");
     }
     return ret;
 }
 
-int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
+int lio_target_delete(struct lio *lio, const char *wwpn, bool force, GError **err)
 {
-    int ret = check_wwpn(wwpn);
+    int ret = check_wwpn(wwpn, err);
     if (ret < 0) {
         return ret;
     }
@@ -537,9 +530,9 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
         g_autofree char *comm = NULL;
         int pid = lio->ops->vhost_holder(lio->opaque, &comm);
         if (pid) {
-            g_warning("lio: target %s may be in use: /dev/vhost-scsi is open by pid %d (%s); "
-                      "stop the VM or use --force", wwpn, pid, comm ? comm : "?");
-            return -EBUSY;
+            return vs_error_set(err, -EBUSY, "target %s may be in use: /dev/vhost-scsi is "
+                                "open by pid %d (%s); stop the VM or use --force", wwpn, pid,
+                                comm ? comm : "?");
         }
     }
     g_autoptr(GArray) tpgts = lio_numbered_entries(lio, wdir, "tpgt_", LIO_TPGT_MAX);
@@ -552,7 +545,7 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
             g_autoptr(GArray) luns = lio_numbered_entries(lio, ldir, "lun_", UINT_MAX);
             for (guint j = 0; j < luns->len; j++) {
                 ret = lun_remove_dir(lio, wwpn, tpgt, g_array_index(luns, unsigned, j),
-                                     pass == 0);
+                                     pass == 0, err);
                 if (ret < 0) {
                     return ret;
                 }
@@ -560,14 +553,14 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force)
         }
     }
     for (guint i = 0; i < tpgts->len; i++) {
-        ret = lio_tpgt_remove(lio, wwpn, g_array_index(tpgts, unsigned, i));
+        ret = lio_tpgt_remove(lio, wwpn, g_array_index(tpgts, unsigned, i), err);
         if (ret < 0) {
             return ret;
         }
     }
     ret = lio_remove_dir(lio, wdir);
     if (ret < 0) {
-        g_warning("lio: removing %s failed: %s", wdir, g_strerror(-ret));
+        vs_error_set(err, ret, "removing %s failed: %s", wdir, g_strerror(-ret));
     }
     return ret;
 }

@@ -58,11 +58,11 @@ bool lio_name_ok(const char *s, size_t max);
 char *lio_backing_refusal(const struct lio_backing *b);
 /*
  * Parses spec (the daemon's grammar, no "ID=") and maps it onto *out, whose
- * path then points at *path (g_free it); -EINVAL, logged, when the spec is
- * bad or LIO cannot express it.
+ * path then points at *path (g_free it); -EINVAL when the spec is bad or
+ * LIO cannot express it, naming what.
  */
 int lio_backing_from_spec(const struct lio *lio, const char *spec, struct lio_backing *out,
-                          char **path);
+                          char **path, GError **err);
 /* The size of a file or block device; 0 when unknown. */
 uint64_t lio_device_size(const struct lio *lio, const char *path);
 /* Every backstore (GPtrArray of struct lio_bs_entry *). */
@@ -75,7 +75,7 @@ bool lio_same_file(const struct lio *lio, const char *a, const char *b);
  * a failure leaves nothing behind.
  */
 int lio_backstore_create(const struct lio *lio, const char *name, const struct lio_backing *b,
-                         char **rel_out, bool *file_created);
+                         char **rel_out, bool *file_created, GError **err);
 /* Takes back a lio_backstore_create when a later step fails. */
 void lio_backstore_undo_create(const struct lio *lio, const char *rel,
                                const struct lio_backing *b, bool file_created);
@@ -85,7 +85,7 @@ void lio_backstore_describe(const struct lio *lio, const char *rel, struct lio_l
 bool lio_backing_matches(const struct lio *lio, const struct lio_lun *cur,
                          const struct lio_backing *b);
 /* Removes core/rel and its HBA if that is left empty; a missing one is fine. */
-int lio_backstore_delete(const struct lio *lio, const char *rel);
+int lio_backstore_delete(const struct lio *lio, const char *rel, GError **err);
 /*
  * The JSON writing both formats share: the saved form (lio-config.c) and
  * targetcli's (lio-targetcli.c), which lio-config.c calls, so it lives here.
@@ -113,7 +113,7 @@ static inline char *lio_json_text(JsonNode *root)
     return g_strconcat(text, "\n", NULL);
 }
 /* lio-configfs.c: takes a TPG without LUNs away (its nexus first). */
-int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt);
+int lio_tpgt_remove(struct lio *lio, const char *wwpn, unsigned tpgt, GError **err);
 /* An empty target record, as lio_list returns them. */
 struct lio_target *lio_target_new(void);
 

@@ -25,6 +25,7 @@
 #include "json-strict.h"
 #include "lio-configfs.h"
 #include "lio-int.h"
+#include "vs-error.h"
 
 /*
  * A backstore's attributes (attrib/) as targetcli dumps them.  MAPPED ones
@@ -82,6 +83,7 @@ static const struct json_limits tcli_limits = { .max_depth = 16, .max_members = 
 struct reader {
     GString *malformed;         /* first message only */
     unsigned unmapped;
+    GString *unmapped_text;     /* one line "  AT: WHY" each */
 };
 
 static void malformed(struct reader *r, const char *at, const char *fmt, ...) G_GNUC_PRINTF(3, 4);
@@ -105,7 +107,7 @@ static void unmapped(struct reader *r, const char *at, const char *fmt, ...)
     g_autofree char *why = g_strdup_vprintf(fmt, ap);
     va_end(ap);
     r->unmapped++;
-    g_warning("lio: targetcli configuration: %s cannot be mapped: %s", at, why);
+    g_string_append_printf(r->unmapped_text, "\n  %s: %s", at, why);
 }
 
 /*
@@ -557,20 +559,20 @@ bool lio_targetcli_detect(const char *json, size_t len)
             json_object_has_member(o, "fabric_modules"));
 }
 
-int lio_targetcli_parse(const char *json, size_t len, bool partial, GPtrArray **out)
+int lio_targetcli_parse(const char *json, size_t len, bool partial, GPtrArray **out,
+                        GError **err)
 {
     g_autofree char *bad = NULL;
     size_t at;
     g_autoptr(JsonNode) root = json_strict_parse(json, len, &tcli_limits, &bad, &at);
     if (!root) {
         if (at != JSON_AT_NONE) {
-            g_warning("lio: targetcli configuration rejected at byte %zu: %s", at, bad);
-        } else {
-            g_warning("lio: targetcli configuration rejected: %s", bad);
+            return vs_error_set(err, -EINVAL, "targetcli configuration rejected at byte %zu: %s",
+                                at, bad);
         }
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "targetcli configuration rejected: %s", bad);
     }
-    struct reader r = { .malformed = g_string_new(NULL) };
+    struct reader r = { .malformed = g_string_new(NULL), .unmapped_text = g_string_new(NULL) };
     static const struct json_member top[] = {
         { "storage_objects", JSON_M_ARR, true }, { "targets", JSON_M_ARR, true },
         { "fabric_modules", JSON_M_ARR, true },
@@ -610,17 +612,19 @@ int lio_targetcli_parse(const char *json, size_t len, bool partial, GPtrArray **
     }
     int ret = 0;
     if (r.malformed->len) {
-        g_warning("lio: targetcli configuration rejected: %s", r.malformed->str);
-        ret = -EINVAL;
+        ret = vs_error_set(err, -EINVAL, "targetcli configuration rejected: %s",
+                           r.malformed->str);
     } else if (r.unmapped && !partial) {
-        g_warning("lio: targetcli configuration: %u object(s) above cannot be mapped; nothing "
-                  "was changed (--partial restores the rest)", r.unmapped);
-        ret = -EINVAL;
+        ret = vs_error_set(err, -EINVAL, "targetcli configuration: %u object(s) cannot be "
+                           "mapped; nothing was changed (--partial restores the rest):%s",
+                           r.unmapped, r.unmapped_text->str);
     } else if (r.unmapped) {
-        g_message("lio: targetcli configuration: %u object(s) above left out (--partial)",
-                  r.unmapped);
+        /* Not a failure: what --partial leaves out is told, and the rest restored. */
+        g_message("lio: targetcli configuration: %u object(s) left out (--partial):%s",
+                  r.unmapped, r.unmapped_text->str);
     }
     g_string_free(r.malformed, TRUE);
+    g_string_free(r.unmapped_text, TRUE);
     if (ret < 0) {
         g_ptr_array_unref(targets);
         return ret;
@@ -757,7 +761,7 @@ static void add_storage_object(const struct lio *lio, JsonBuilder *b, const stru
     json_builder_end_object(b);
 }
 
-int lio_list_to_targetcli(struct lio *lio, GPtrArray *targets, char **out)
+int lio_list_to_targetcli(struct lio *lio, GPtrArray *targets, char **out, GError **err)
 {
     g_autoptr(JsonBuilder) b = json_builder_new();
     g_autoptr(GHashTable) seen = g_hash_table_new_full(g_str_hash, g_str_equal, g_free, g_free);
@@ -774,23 +778,23 @@ int lio_list_to_targetcli(struct lio *lio, GPtrArray *targets, char **out)
             const char *plugin = plugin_of(l->type);
             g_autofree char *name = g_path_get_basename(l->backstore);
             if (!plugin || !l->backstore[0]) {
-                g_warning("lio: cannot write a targetcli configuration: %s tpgt %u LUN %u maps "
-                          "backstore core/%s, which is not fileio, iblock or rd_mcp", t->wwpn,
-                          t->tpgt, l->lun, l->backstore[0] ? l->backstore : "(none)");
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL, "cannot write a targetcli configuration: %s "
+                                    "tpgt %u LUN %u maps backstore core/%s, which is not "
+                                    "fileio, iblock or rd_mcp", t->wwpn, t->tpgt, l->lun,
+                                    l->backstore[0] ? l->backstore : "(none)");
             }
             g_autofree char *key = g_strdup_printf("%s/%s", plugin, name);
             const char *other = g_hash_table_lookup(seen, key);
             if (other && strcmp(other, l->backstore)) {
                 /* targetcli names a storage object by plugin and name alone. */
-                g_warning("lio: cannot write a targetcli configuration: backstores core/%s and "
-                          "core/%s would both be /backstores/%s", other, l->backstore, key);
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL, "cannot write a targetcli configuration: "
+                                    "backstores core/%s and core/%s would both be "
+                                    "/backstores/%s", other, l->backstore, key);
             }
             if (!g_utf8_validate(l->path, -1, NULL) || !g_utf8_validate(l->serial, -1, NULL)) {
-                g_warning("lio: cannot write a targetcli configuration: backstore core/%s holds "
-                          "a path or serial that is not UTF-8", l->backstore);
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL, "cannot write a targetcli configuration: "
+                                    "backstore core/%s holds a path or serial that is not "
+                                    "UTF-8", l->backstore);
             }
             if (!other) {
                 g_hash_table_insert(seen, g_steal_pointer(&key), g_strdup(l->backstore));

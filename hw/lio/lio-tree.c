@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "lio-int.h"
+#include "vs-error.h"
 
 static const char *const lio_modules[] = {
     "target_core_mod", "target_core_file", "target_core_iblock", "vhost_scsi",
@@ -118,7 +119,7 @@ GArray *lio_numbered_entries(const struct lio *lio, const char *d, const char *p
     return a;
 }
 
-static int setup_kernel(const struct lio *lio)
+static int setup_kernel(const struct lio *lio, GError **err)
 {
     for (size_t i = 0; i < G_N_ELEMENTS(lio_modules); i++) {
         int ret = lio->ops->load_module(lio->opaque, lio_modules[i]);
@@ -127,15 +128,13 @@ static int setup_kernel(const struct lio *lio)
             if (lio->ops->kernel_release(lio->opaque, rel, sizeof(rel)) < 0) {
                 g_strlcpy(rel, "?", sizeof(rel));
             }
-            g_warning("lio: kernel module %s is missing for kernel %s "
-                      "(CONFIG_VHOST_SCSI/CONFIG_TCM_* enabled? modules installed?)",
-                      lio_modules[i], rel);
-            return ret;
+            return vs_error_set(err, ret, "kernel module %s is missing for kernel %s "
+                                "(CONFIG_VHOST_SCSI/CONFIG_TCM_* enabled? modules installed?)",
+                                lio_modules[i], rel);
         }
         if (ret < 0) {
-            g_warning("lio: loading kernel module %s failed: %s", lio_modules[i],
-                      g_strerror(-ret));
-            return ret;
+            return vs_error_set(err, ret, "loading kernel module %s failed: %s",
+                                lio_modules[i], g_strerror(-ret));
         }
     }
     if (lio->ops->is_configfs(lio->opaque, lio->root)) {
@@ -143,14 +142,14 @@ static int setup_kernel(const struct lio *lio)
     }
     int ret = lio->ops->mount_configfs(lio->opaque, lio->root);
     if (ret < 0) {
-        g_warning("lio: mounting configfs on %s failed: %s", lio->root, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "mounting configfs on %s failed: %s", lio->root,
+                            g_strerror(-ret));
     }
     g_info("lio: mounted configfs on %s", lio->root);
     return 0;
 }
 
-int lio_open(const struct lio_options *opts, struct lio **out)
+int lio_open(const struct lio_options *opts, struct lio **out, GError **err)
 {
     struct lio *lio = g_new0(struct lio, 1);
     g_autofree char *core = NULL, *vhost = NULL;
@@ -160,27 +159,25 @@ int lio_open(const struct lio_options *opts, struct lio **out)
     lio->ops = opts && opts->fs ? opts->fs : &lio_fs_configfs;
     lio->opaque = opts ? opts->fs_opaque : NULL;
     /* Loading target_core_mod loads configfs, which makes /sys/kernel/config. */
-    if (opts && opts->setup_kernel && (ret = setup_kernel(lio)) < 0) {
+    if (opts && opts->setup_kernel && (ret = setup_kernel(lio, err)) < 0) {
         goto fail;
     }
     if (!lio_is_dir(lio, lio->root)) {
-        g_warning("lio: configfs root %s is not a directory", lio->root);
-        ret = -ENOENT;
+        ret = vs_error_set(err, -ENOENT, "configfs root %s is not a directory", lio->root);
         goto fail;
     }
     core = lio_path(lio, "target", "core", NULL);
     vhost = lio_path(lio, "target", "vhost", NULL);
     if (!lio_is_dir(lio, core)) {
-        g_warning("lio: %s has no target/core: kernel module target_core_mod not loaded",
-                  lio->root);
-        ret = -ENOENT;
+        ret = vs_error_set(err, -ENOENT, "%s has no target/core: kernel module "
+                           "target_core_mod not loaded", lio->root);
         goto fail;
     }
     /* mkdir of target/vhost is how the vhost fabric gets registered. */
     ret = lio_make_dir(lio, vhost);
     if (ret < 0) {
-        g_warning("lio: cannot create %s (%s): kernel module vhost_scsi not loaded?",
-                  vhost, g_strerror(-ret));
+        vs_error_set(err, ret, "cannot create %s (%s): kernel module vhost_scsi not loaded?",
+                     vhost, g_strerror(-ret));
         goto fail;
     }
     *out = lio;

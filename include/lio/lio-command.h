@@ -56,8 +56,8 @@ bool lio_command_needs_root(const struct lio_command *c);
 
 /*
  * Runs c (lio: NULL when it needs no root); *out (g_free) what it prints.
- * 0 or -errno, the library having logged why.
+ * 0, or -errno with *err (VS_ERROR) saying why.
  */
-int lio_command_run(struct lio *lio, const struct lio_command *c, char **out);
+int lio_command_run(struct lio *lio, const struct lio_command *c, char **out, GError **err);
 
 #endif

@@ -5,6 +5,10 @@
  * symlinks.  Every filesystem and kernel operation goes through a table
  * (include/lio/lio-fs.h): configfs by default, a fake in the unit tests.
  * Configurations can be saved to and restored from a small JSON file.
+ * A refusal or failure is a GError in VS_ERROR (include/util/vs-error.h,
+ * the code the errno) filled where the cause is known, its message naming
+ * the WWPN, LUN, spec, attribute and path at fault; the functions also
+ * return -code, and never log an error.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -65,26 +69,26 @@ struct lio_target {
 };
 
 /* Opens a configfs root (setting up the kernel side if asked); -errno. */
-int lio_open(const struct lio_options *opts, struct lio **out);
+int lio_open(const struct lio_options *opts, struct lio **out, GError **err);
 void lio_close(struct lio *lio);
 
 bool lio_wwpn_valid(const char *wwpn);
 /* Random naa.5 name from /dev/urandom; out must hold LIO_WWPN_MAX bytes. */
-int lio_wwpn_generate(char *out);
+int lio_wwpn_generate(char *out, GError **err);
 
 /*
  * Creates target/vhost/WWPN/tpgt_N with a nexus (generated if NULL).
  * Idempotent: an existing target with a nexus is left as it is.
  */
 int lio_target_create(struct lio *lio, const char *wwpn, unsigned tpgt,
-                      const char *nexus);
+                      const char *nexus, GError **err);
 /*
  * Removes the target: LUN links, LUN dirs, nexus, tpgts, the WWPN and the
  * backstores created by lio_lun_add.  A missing WWPN is not an error.
  * -EBUSY if a vhost device still uses it (unless force) or a backstore of
  * it is linked elsewhere.
  */
-int lio_target_delete(struct lio *lio, const char *wwpn, bool force);
+int lio_target_delete(struct lio *lio, const char *wwpn, bool force, GError **err);
 
 /*
  * spec: a SPEC of vhost-scsi-target's --lun grammar (include/lunspec/
@@ -104,7 +108,7 @@ int lio_target_delete(struct lio *lio, const char *wwpn, bool force);
  * else, -EBUSY if the file/device already backs another backstore.
  */
 int lio_lun_add(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                const char *spec);
+                const char *spec, GError **err);
 /*
  * What backs a LUN, given as values so that nothing taken from a file (a
  * restored configuration) is ever parsed as a spec: a path containing
@@ -131,9 +135,10 @@ struct lio_backing {
 };
 /* lio_lun_add with the backing as values; same checks and results. */
 int lio_lun_add_backing(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
-                        const struct lio_backing *backing);
+                        const struct lio_backing *backing, GError **err);
 /* Unlinks the LUN and deletes its backstore if ours; missing LUN is fine. */
-int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun);
+int lio_lun_remove(struct lio *lio, const char *wwpn, unsigned tpgt, unsigned lun,
+                   GError **err);
 
 /* "file", "block", "ram", "null" or "other", as the saved form names them. */
 const char *lio_lun_type_name(enum lio_lun_type t);
@@ -143,42 +148,46 @@ int lio_list(struct lio *lio, GPtrArray **out);
 void lio_target_free(struct lio_target *t);
 
 /*
- * The saved format, for list --json and save; -EINVAL with a warning naming
- * the field when a string (a udev_path, say) is not UTF-8.
+ * The saved format, for list --json and save; -EINVAL naming the field when
+ * a string (a udev_path, say) is not UTF-8.
  */
-int lio_list_to_json(GPtrArray *targets, char **out);
+int lio_list_to_json(GPtrArray *targets, char **out, GError **err);
 char *lio_list_to_text(GPtrArray *targets);
 /* The formats of a saved configuration. */
 enum lio_format {
     LIO_FORMAT_NATIVE,         /* ours (docs/kernel-vhost.md) */
     LIO_FORMAT_TARGETCLI,      /* targetcli-fb's saveconfig.json (lio-targetcli.c) */
 };
-int lio_save(struct lio *lio, const char *file, enum lio_format format);
+int lio_save(struct lio *lio, const char *file, enum lio_format format, GError **err);
 /*
  * Creates every target and LUN in file (idempotently), all or nothing.  The
  * format is told by the content: a targetcli saveconfig.json is mapped onto
- * ours, and what cannot be mapped is reported and refused (-EINVAL, nothing
- * changed) unless partial, when the rest is restored.
+ * ours, and what cannot be mapped is refused (-EINVAL naming each, nothing
+ * changed) unless partial, when the rest is restored and what is left out
+ * logged as a message.  The error names the file and, for a step that
+ * failed, the target or LUN it stopped at.
  */
-int lio_restore(struct lio *lio, const char *file, bool partial);
+int lio_restore(struct lio *lio, const char *file, bool partial, GError **err);
 /*
  * Parses a saved configuration of len bytes (strict RFC 8259, nothing but
  * whitespace after the object, no NUL byte, no repeated member names);
- * -EINVAL with a warning on errors.
+ * -EINVAL naming the byte offset or the element at fault.
  */
-int lio_config_parse(const char *json, size_t len, GPtrArray **out);
+int lio_config_parse(const char *json, size_t len, GPtrArray **out, GError **err);
 
 /* Whether len bytes of JSON are a targetcli saveconfig.json (no "version"). */
 bool lio_targetcli_detect(const char *json, size_t len);
 /*
  * Maps a targetcli saveconfig.json onto our model (backstore names, unit
  * serials and LUN link names kept).  A malformed file is -EINVAL; so is one
- * with anything that cannot be mapped (each reported with its path) unless
- * partial, when that is left out.
+ * with anything that cannot be mapped (the error names each with its path,
+ * one a line) unless partial, when that is left out (and logged as a
+ * message).
  */
-int lio_targetcli_parse(const char *json, size_t len, bool partial, GPtrArray **out);
+int lio_targetcli_parse(const char *json, size_t len, bool partial, GPtrArray **out,
+                        GError **err);
 /* targets (as lio_list gives them) as a saveconfig.json targetcli restores. */
-int lio_list_to_targetcli(struct lio *lio, GPtrArray *targets, char **out);
+int lio_list_to_targetcli(struct lio *lio, GPtrArray *targets, char **out, GError **err);
 
 /* "-device vhost-scsi-pci,wwpn=WWPN,bus=BUS" (bus NULL: omitted). */
 char *lio_qemu_args(const char *wwpn, const char *bus, unsigned num_queues);

@@ -4,7 +4,8 @@
  * the two formats `vhost-scsi-ctl lio restore` takes from a file: the
  * first input byte picks --partial, the rest is the file.  Each must be
  * accepted with a well-formed model (every LUN of a target in range, its
- * strings present) or refused with -EINVAL; it never touches configfs.
+ * strings present) and no error, or refused with -EINVAL and a VS_ERROR
+ * EINVAL saying why; it never touches configfs.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -13,6 +14,7 @@
 
 #include "fuzz-common.h"
 #include "lio-configfs.h"
+#include "vs-error.h"
 
 static void check_targets(GPtrArray *targets)
 {
@@ -40,11 +42,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const char *json = (const char *)data + 1;
     size_t len = size - 1;
     GPtrArray *targets = NULL;
-    int ret = lio_targetcli_detect(json, len) ? lio_targetcli_parse(json, len, partial, &targets) :
-              lio_config_parse(json, len, &targets);
+    GError *err = NULL;
+    int ret = lio_targetcli_detect(json, len) ?
+              lio_targetcli_parse(json, len, partial, &targets, &err) :
+              lio_config_parse(json, len, &targets, &err);
     if (ret != 0 && ret != -EINVAL) {
         abort();
     }
+    /* A refusal is its error, and only a refusal has one. */
+    if ((ret == 0) != (err == NULL) ||
+        (err && (!g_error_matches(err, VS_ERROR, EINVAL) || !err->message[0]))) {
+        abort();
+    }
+    g_clear_error(&err);
     if (ret == 0) {
         check_targets(targets);
         g_ptr_array_unref(targets);

@@ -32,31 +32,31 @@
 /* Deletes WWPN (the only target), restores file and saves again: the same as saved. */
 static void delete_restore_and_compare(struct fx *f, const char *file, const char *saved)
 {
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, NULL), ==, 0);
     g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
 
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false, NULL), ==, 0);
     g_autofree char *resaved = save_text(f, "again.json", LIO_FORMAT_NATIVE);
     g_assert_cmpstr(resaved, ==, saved);
 }
 
 static void test_save_delete_restore_round_trip(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 3, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 3, NULL, NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "a.img", "1M");
     add_file_lun(f, WWPN, 7, "b.img", "4M");
     g_autofree char *file = scratch(f, "saved.json");
-    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE, NULL), ==, 0);
     g_autofree char *saved = slurp(file);
 
     delete_restore_and_compare(f, file, saved);
     g_autofree char *again = scratch(f, "again.json");
 
     /* Restoring on top of the same state changes nothing. */
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
-    g_assert_cmpint(lio_save(f->lio, again, LIO_FORMAT_NATIVE), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false, NULL), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, again, LIO_FORMAT_NATIVE, NULL), ==, 0);
     g_autofree char *third = slurp(again);
     g_assert_cmpstr(third, ==, saved);
 }
@@ -69,12 +69,12 @@ static void test_save_restore_keeps_kinds_and_options(struct fx *f, gconstpointe
     g_autofree char *direct = g_strdup_printf("file:%s,direct,block-size=4096,size=1M", img);
     g_autofree char *ro = g_strdup_printf("file:%s,ro", dev);
     const char *specs[] = { direct, ro, "ram:4M", "null:1G,block-size=4096" };
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     for (unsigned i = 0; i < G_N_ELEMENTS(specs); i++) {
-        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, specs[i]), ==, 0);
+        g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, i, specs[i], NULL), ==, 0);
     }
     g_autofree char *file = scratch(f, "saved.json");
-    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE, NULL), ==, 0);
     g_autofree char *saved = slurp(file);
     g_autofree char *json = g_strdup_printf(
         "\"lun\" : 0,\n          \"type\" : \"file\",\n          \"path\" : \"%s\",\n"
@@ -110,7 +110,7 @@ static void test_restore_reads_the_previous_format(struct fx *f, gconstpointer d
         "          \"backstore\" : \"iblock_0/vs-naa_5001405aaaaaaaaa-t1-l1\"\n        }\n"
         "      ]\n    }\n  ]\n}\n", img, dev);
     g_assert_true(g_file_set_contents(file, json, -1, NULL));
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false, NULL), ==, 0);
     g_autofree char *c0 = attr(f, "target/core/fileio_0/vs-naa_5001405aaaaaaaaa-t1-l0/control");
     g_autofree char *c1 = attr(f, "target/core/iblock_0/vs-naa_5001405aaaaaaaaa-t1-l1/control");
     g_autofree char *w0 = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576,fd_buffered_io=1",
@@ -125,16 +125,17 @@ static void test_restore_reads_the_previous_format(struct fx *f, gconstpointer d
 
 static void test_restore_missing_file_fails(struct fx *f, gconstpointer d)
 {
+    g_autoptr(GError) err = NULL;
     g_autofree char *file = scratch(f, "nope.json");
-    expect_warning("*reading*nope.json failed*");
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, -ENOENT);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_restore(f->lio, file, false, &err), ==, -ENOENT);
+    assert_error(&err, ENOENT, "reading*nope.json failed*");
 }
 
 /* ------------------------------------------------------------- the reader */
 
 static void test_config_parser_is_strict(void)
 {
+    g_autoptr(GError) err = NULL;
     static const char *const bad[] = {
         "",
         "[]",
@@ -192,22 +193,20 @@ static void test_config_parser_is_strict(void)
     };
     for (size_t i = 0; i < G_N_ELEMENTS(bad); i++) {
         GPtrArray *out = NULL;
-        expect_warning("*configuration rejected*");
-        if (lio_config_parse(bad[i], strlen(bad[i]), &out) != -EINVAL) {
+        if (lio_config_parse(bad[i], strlen(bad[i]), &out, &err) != -EINVAL) {
             g_error("accepted: %s", bad[i]);
         }
-        g_test_assert_expected_messages();
+        assert_error(&err, EINVAL, "configuration rejected*");
         g_assert_null(out);
     }
     GPtrArray *out = NULL;
-    expect_warning("*configuration rejected: targets[0].luns[0]: lun out of range*");
-    g_assert_cmpint(lio_config_parse(bad[12], strlen(bad[12]), &out), ==, -EINVAL);
-    expect_warning("*configuration rejected at byte 30: trailing data*");
-    g_assert_cmpint(lio_config_parse(bad[5], strlen(bad[5]), &out), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_config_parse(bad[12], strlen(bad[12]), &out, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "configuration rejected: targets[0].luns[0]: lun out of range");
+    g_assert_cmpint(lio_config_parse(bad[5], strlen(bad[5]), &out, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "configuration rejected at byte 30: trailing data*");
     const char *good = " {\"targets\": [{\"luns\": [], \"nexus\": \"\", \"tpgt\": 0, "
                        "\"wwpn\": \"iqn.2024-12.com.ex\\u0061mple\"}], \"version\": 1}\n";
-    g_assert_cmpint(lio_config_parse(good, strlen(good), &out), ==, 0);
+    g_assert_cmpint(lio_config_parse(good, strlen(good), &out, NULL), ==, 0);
     g_assert_cmpuint(out->len, ==, 1);
     g_assert_cmpstr(((struct lio_target *)out->pdata[0])->wwpn, ==, "iqn.2024-12.com.example");
     g_ptr_array_unref(out);
@@ -241,14 +240,14 @@ static void assert_smaller_than_1t(const char *path)
 static void test_restore_comma_in_path_is_refused_not_read_as_size(struct fx *f,
                                                                     gconstpointer d)
 {
+    g_autoptr(GError) err = NULL;
     g_autofree char *img = scratch(f, "img");
     g_autofree char *path = g_strdup_printf("%s,size=1T", img);
     g_autofree char *file = write_one_lun_config(f, "inject.json", path, "0");
 
-    expect_warning("*configuration rejected: targets[0].luns[0]: path must be absolute "
-                   "without ','*");
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_restore(f->lio, file, false, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*configuration rejected: targets[0].luns[0]: path must be absolute "
+                 "without ','*");
     assert_smaller_than_1t(img);
     assert_smaller_than_1t(path);
     g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
@@ -266,11 +265,11 @@ static void test_restore_refuses_trailing_bytes_after_nul(struct fx *f, gconstpo
 {
     static const char doc[] = "{\"version\": 1, \"targets\": []}";
     static const struct { const char *tail; size_t len; const char *msg; } cases[] = {
-        { "\0{\"garbage\": 1}", 15, "*configuration rejected at byte 29: NUL byte*" },
-        { "\0", 1, "*configuration rejected at byte 29: NUL byte*" },
-        { "\n\0\n", 3, "*configuration rejected at byte 30: NUL byte*" },
-        { " {}", 3, "*configuration rejected at byte 30: trailing data*" },
-        { "\n]", 2, "*configuration rejected at byte 30: trailing data*" },
+        { "\0{\"garbage\": 1}", 15, "*nul.json: configuration rejected at byte 29: NUL byte*" },
+        { "\0", 1, "*nul.json: configuration rejected at byte 29: NUL byte*" },
+        { "\n\0\n", 3, "*nul.json: configuration rejected at byte 30: NUL byte*" },
+        { " {}", 3, "*nul.json: configuration rejected at byte 30: trailing data*" },
+        { "\n]", 2, "*nul.json: configuration rejected at byte 30: trailing data*" },
     };
     g_autofree char *file = scratch(f, "nul.json");
     for (size_t i = 0; i < G_N_ELEMENTS(cases); i++) {
@@ -278,20 +277,21 @@ static void test_restore_refuses_trailing_bytes_after_nul(struct fx *f, gconstpo
         memcpy(bytes, doc, sizeof(doc) - 1);
         memcpy(bytes + sizeof(doc) - 1, cases[i].tail, cases[i].len);
         g_assert_true(g_file_set_contents(file, bytes, sizeof(doc) - 1 + cases[i].len, NULL));
-        expect_warning(cases[i].msg);
-        if (lio_restore(f->lio, file, false) != -EINVAL) {
+        g_autoptr(GError) err = NULL;
+        if (lio_restore(f->lio, file, false, &err) != -EINVAL) {
             g_error("case %zu: restore accepted a document with trailing bytes", i);
         }
-        g_test_assert_expected_messages();
+        assert_error(&err, EINVAL, cases[i].msg);
     }
     /* The same document without the tail is fine. */
     g_assert_true(g_file_set_contents(file, doc, -1, NULL));
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, 0);
+    g_assert_cmpint(lio_restore(f->lio, file, false, NULL), ==, 0);
 }
 
 /* json-glib 1.6 recurses per level: 200,000 '[' overflowed the stack. */
 static void test_config_deep_nesting_is_refused_without_crashing(void)
 {
+    g_autoptr(GError) err = NULL;
     const unsigned depth = 200000;
     GString *s = g_string_new("{\"version\": 1, \"targets\": ");
     for (unsigned i = 0; i < depth; i++) {
@@ -302,9 +302,8 @@ static void test_config_deep_nesting_is_refused_without_crashing(void)
     }
     g_string_append_c(s, '}');
     GPtrArray *out = NULL;
-    expect_warning("*configuration rejected at byte 41: nested deeper than 16*");
-    g_assert_cmpint(lio_config_parse(s->str, s->len, &out), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_config_parse(s->str, s->len, &out, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "configuration rejected at byte 41: nested deeper than 16");
     g_assert_null(out);
     g_string_free(s, TRUE);
 }
@@ -326,12 +325,12 @@ static gint64 restore_time(struct fx *f, const char *file)
 {
     gint64 best = G_MAXINT64;
     for (int i = 0; i < 3; i++) {
-        expect_warning("*configuration rejected*");
+        g_autoptr(GError) err = NULL;
         gint64 t0 = thread_cpu_us();
-        int ret = lio_restore(f->lio, file, false);
+        int ret = lio_restore(f->lio, file, false, &err);
         gint64 t = thread_cpu_us() - t0;
-        g_test_assert_expected_messages();
         g_assert_cmpint(ret, ==, -EINVAL);
+        assert_error(&err, EINVAL, "*configuration rejected*");
         best = MIN(best, t);
     }
     return MAX(best, 1);
@@ -394,7 +393,7 @@ static gint64 parse_time(const GString *doc, unsigned luns)
     for (int i = 0; i < 3; i++) {
         GPtrArray *out = NULL;
         gint64 t0 = thread_cpu_us();
-        int ret = lio_config_parse(doc->str, doc->len, &out);
+        int ret = lio_config_parse(doc->str, doc->len, &out, NULL);
         gint64 t = thread_cpu_us() - t0;
         g_assert_cmpint(ret, ==, 0);
         g_assert_cmpuint(out->len, ==, (luns + 999) / 1000);
@@ -422,7 +421,7 @@ static void test_config_large_valid_document_parses_in_linear_time(void)
 static void setup_lun_with_attrs(struct fx *f, const char *udev_path, const char *nexus)
 {
     if (!exists(f, "target/vhost/" WWPN)) {
-        g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+        g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
         add_file_lun(f, WWPN, 0, "disk0.img", "1M");
     }
     g_autofree char *up = cf(f, "target/core/fileio_0/" BS0 "/udev_path");
@@ -437,6 +436,7 @@ static void setup_lun_with_attrs(struct fx *f, const char *udev_path, const char
  */
 static void test_json_writer_refuses_non_utf8_naming_the_field(struct fx *f, gconstpointer d)
 {
+    g_autoptr(GError) err = NULL;
     static const struct { const char *path, *nexus, *msg; } cases[] = {
         { "/srv/\xff.img", "naa.5001405ccccccccc", "*targets[0].luns[0].path is not UTF-8*" },
         { "/srv/ok.img", "naa.5001405\xfe", "*targets[0].nexus is not UTF-8*" },
@@ -447,15 +447,14 @@ static void test_json_writer_refuses_non_utf8_naming_the_field(struct fx *f, gco
         GPtrArray *targets;
         g_assert_cmpint(lio_list(f->lio, &targets), ==, 0);
         char *json = NULL;
-        expect_warning(cases[i].msg);
-        g_assert_cmpint(lio_list_to_json(targets, &json), ==, -EINVAL);
-        g_test_assert_expected_messages();
+        g_autoptr(GError) err = NULL;
+        g_assert_cmpint(lio_list_to_json(targets, &json, &err), ==, -EINVAL);
+        assert_error(&err, EINVAL, cases[i].msg);
         g_assert_null(json);
         g_ptr_array_unref(targets);
 
-        expect_warning(cases[i].msg);
-        g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, -EINVAL);
-        g_test_assert_expected_messages();
+        g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE, &err), ==, -EINVAL);
+        assert_error(&err, EINVAL, cases[i].msg);
         g_assert_false(g_file_test(file, G_FILE_TEST_EXISTS));
     }
     /* A size the reader could not take back is refused the same way. */
@@ -463,9 +462,8 @@ static void test_json_writer_refuses_non_utf8_naming_the_field(struct fx *f, gco
     g_autofree char *info = cf(f, "target/core/fileio_0/" BS0 "/info");
     g_assert_true(g_file_set_contents(info, "File: /srv/ok.img  Size: 18446744073709551615",
                                       -1, NULL));
-    expect_warning("*targets[0].luns[0].size 18446744073709551615 is out of range*");
-    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_save(f->lio, file, LIO_FORMAT_NATIVE, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*targets[0].luns[0].size 18446744073709551615 is out of range");
     g_assert_false(g_file_test(file, G_FILE_TEST_EXISTS));
 }
 
@@ -519,9 +517,9 @@ static char *write_two_target_config(struct fx *f)
     return g_steal_pointer(&file);
 }
 
-static int restore(struct fx *f, gconstpointer file)
+static int restore(struct fx *f, gconstpointer file, GError **err)
 {
-    return lio_restore(f->lio, file, false);
+    return lio_restore(f->lio, file, false, err);
 }
 
 /*
@@ -534,31 +532,30 @@ static void test_restore_failing_names_the_object_and_undoes_it(struct fx *f, gc
     g_autofree char *file = write_two_target_config(f);
     g_autofree char *b = scratch(f, "b.img");
     g_autofree char *before = snapshot(f);
-    struct collected c;
+    g_autoptr(GError) err = NULL;
 
     lio_fake_fail_path(f->fake, "*/vs-naa_5001405bbbbbbbbb-t1-l1/enable", EIO);
-    collect_begin(&c);
-    g_assert_cmpint(lio_restore(f->lio, file, false), ==, -EIO);
-    g_assert_cmpuint(c.msgs->len, ==, 2);
-    g_assert_nonnull(strstr(c.msgs->pdata[0], "vs-naa_5001405bbbbbbbbb-t1-l1: writing enable='1' "
-                                              "failed"));
-    g_autofree char *want = g_strdup_printf("lio: restoring %s stopped at targets[1].luns[1] "
+    g_assert_cmpint(lio_restore(f->lio, file, false, &err), ==, -EIO);
+    /* The step that failed, with the attribute and its path, inside the object. */
+    g_autofree char *want = g_strdup_printf("restoring %s stopped at targets[1].luns[1] "
                                             "(" WWPN2 " tpgt 1 LUN 1, file %s, backstore core/-): "
+                                            "backstore vs-naa_5001405bbbbbbbbb-t1-l1: writing "
+                                            "enable='1' to %s/target/core/fileio_?/"
+                                            "vs-naa_5001405bbbbbbbbb-t1-l1/enable failed: "
                                             "Input/output error; what the restore had made is "
-                                            "removed again", file, b);
-    g_assert_cmpstr(c.msgs->pdata[1], ==, want);
-    collect_end(&c);
+                                            "removed again", file, b, f->root);
+    assert_error(&err, EIO, want);
     g_autofree char *after = snapshot(f);
     g_assert_cmpstr(after, ==, before);
     lio_fake_fail_path(f->fake, NULL, 0);
 
     /* With the first target there already, it is kept as it was. */
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "naa.5001405ccccccccc"), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "naa.5001405ccccccccc", NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "a.img", "1M");
     add_file_lun(f, WWPN, 7, "c.img", "1M");
-    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL, NULL), ==, 0);
     static const char *const names[] = { "stopped at targets[", NULL };
-    unsigned changes = fail_each_step_logged(f, restore, file, names, 2);
+    unsigned changes = fail_each_step(f, restore, file, names);
     /*
      * WWPN2's tpgt_1 and nexus; the RAM LUN (HBA, backstore, control,
      * enable, LUN, link); the file LUN (create, size, three tries at an HBA

@@ -61,8 +61,8 @@ static void test_wwpn_validation(void)
 static void test_wwpn_generated_names_are_valid_and_random(void)
 {
     char a[LIO_WWPN_MAX], b[LIO_WWPN_MAX];
-    g_assert_cmpint(lio_wwpn_generate(a), ==, 0);
-    g_assert_cmpint(lio_wwpn_generate(b), ==, 0);
+    g_assert_cmpint(lio_wwpn_generate(a, NULL), ==, 0);
+    g_assert_cmpint(lio_wwpn_generate(b, NULL), ==, 0);
     g_assert_true(lio_wwpn_valid(a));
     g_assert_true(g_str_has_prefix(a, "naa.5001405"));
     g_assert_cmpstr(a, !=, b);
@@ -72,7 +72,7 @@ static void test_wwpn_generated_names_are_valid_and_random(void)
 
 static void test_create_makes_tpgt_with_nexus(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     g_autofree char *np = cf(f, "target/vhost/" WWPN "/tpgt_1/nexus");
     g_autofree char *nexus = slurp(np);
     g_assert_true(lio_wwpn_valid(nexus));
@@ -80,7 +80,7 @@ static void test_create_makes_tpgt_with_nexus(struct fx *f, gconstpointer d)
     g_assert_cmpstr(nexus, !=, WWPN);
 
     /* Again: nothing changes, in particular not the nexus. */
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     g_autofree char *again = slurp(np);
     g_assert_cmpstr(again, ==, nexus);
     g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 1);
@@ -88,16 +88,16 @@ static void test_create_makes_tpgt_with_nexus(struct fx *f, gconstpointer d)
 
 static void test_create_with_explicit_nexus_and_tpgt(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ccccccccc"), ==, 0);
+    g_autoptr(GError) err = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ccccccccc", NULL), ==, 0);
     g_autofree char *np = cf(f, "target/vhost/" WWPN "/tpgt_7/nexus");
     g_autofree char *nexus = slurp(np);
     g_assert_cmpstr(nexus, ==, "naa.5001405ccccccccc");
 
     /* The same nexus again is fine; another one is a conflict, not a change. */
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ccccccccc"), ==, 0);
-    expect_warning("*already has nexus naa.5001405ccccccccc, not naa.5001405ddddddddd*");
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ddddddddd"), ==, -EEXIST);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ccccccccc", NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 7, "naa.5001405ddddddddd", &err), ==, -EEXIST);
+    assert_error(&err, EEXIST, "*already has nexus naa.5001405ccccccccc, not naa.5001405ddddddddd");
     g_autofree char *after = slurp(np);
     g_assert_cmpstr(after, ==, "naa.5001405ccccccccc");
 }
@@ -105,7 +105,7 @@ static void test_create_with_explicit_nexus_and_tpgt(struct fx *f, gconstpointer
 static void test_create_iqn_target_gets_iqn_nexus(struct fx *f, gconstpointer d)
 {
     const char *w = "iqn.2024-12.com.example:vm1";
-    g_assert_cmpint(lio_target_create(f->lio, w, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, w, 1, NULL, NULL), ==, 0);
     g_autofree char *np = cf(f, "target/vhost/iqn.2024-12.com.example:vm1/tpgt_1/nexus");
     g_autofree char *nexus = slurp(np);
     g_assert_true(g_str_has_prefix(nexus, "iqn."));
@@ -114,21 +114,21 @@ static void test_create_iqn_target_gets_iqn_nexus(struct fx *f, gconstpointer d)
 
 static void test_create_rejects_bad_input(struct fx *f, gconstpointer d)
 {
-    expect_warning("*invalid WWPN 'naa.123'*");
-    g_assert_cmpint(lio_target_create(f->lio, "naa.123", 1, NULL), ==, -EINVAL);
-    expect_warning("*TPGT 256 out of range*");
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 256, NULL), ==, -ERANGE);
-    expect_warning("*accepts only naa. and iqn.*");
-    g_assert_cmpint(lio_target_create(f->lio, "eui.0123456789abcdef", 1, NULL), ==, -EINVAL);
-    expect_warning("*nexus 'iqn.2024-12.com.x'*prefix naa.*");
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "iqn.2024-12.com.x"), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_autoptr(GError) err = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, "naa.123", 1, NULL, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "invalid WWPN 'naa.123'*");
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 256, NULL, &err), ==, -ERANGE);
+    assert_error(&err, ERANGE, "TPGT 256 out of range*");
+    g_assert_cmpint(lio_target_create(f->lio, "eui.0123456789abcdef", 1, NULL, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*accepts only naa. and iqn.*");
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "iqn.2024-12.com.x", &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "nexus 'iqn.2024-12.com.x'*prefix naa.");
     g_assert_cmpuint(count_entries(f, "target/vhost"), ==, 0);
 }
 
-static int create_target(struct fx *f, gconstpointer wwpn)
+static int create_target(struct fx *f, gconstpointer wwpn, GError **err)
 {
-    return lio_target_create(f->lio, wwpn, 1, NULL);
+    return lio_target_create(f->lio, wwpn, 1, NULL, err);
 }
 
 static void test_target_create_failing_at_each_step_leaves_no_trace(struct fx *f,
@@ -140,7 +140,7 @@ static void test_target_create_failing_at_each_step_leaves_no_trace(struct fx *f
     g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/nexus"));
 
     /* A second TPG of an existing WWPN: the WWPN stays whatever fails. */
-    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 2, NULL, NULL), ==, 0);
     g_assert_cmpuint(fail_each_step(f, create_target, WWPN2, names2), ==, 2);
 }
 
@@ -148,13 +148,13 @@ static void test_target_create_failing_at_each_step_leaves_no_trace(struct fx *f
 
 static void test_lun_add_is_idempotent(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "disk0.img", "1M");
     add_file_lun(f, WWPN, 0, "disk0.img", "1M");
     /* Same file, size taken from the file this time: still the same LUN. */
     g_autofree char *img = scratch(f, "disk0.img");
     g_autofree char *spec = g_strdup_printf("file:%s", img);
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec), ==, 0);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec, NULL), ==, 0);
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
     g_assert_cmpuint(count_entries(f, "target/vhost/" WWPN "/tpgt_1/lun"), ==, 1);
     g_assert_cmpuint(count_entries(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0"), ==, 1);
@@ -162,59 +162,59 @@ static void test_lun_add_is_idempotent(struct fx *f, gconstpointer d)
 
 static void test_lun_add_conflicts(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autoptr(GError) err = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "disk0.img", "1M");
     g_autofree char *img0 = scratch(f, "disk0.img");
     g_autofree char *img1 = scratch(f, "disk1.img");
     g_autofree char *spec0 = g_strdup_printf("file:%s", img0);
     g_autofree char *spec1 = g_strdup_printf("file:%s,size=1M", img1);
 
-    expect_warning("*LUN 0 already exists and maps core/fileio_0/" BS0 ", not *disk1.img*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec1), ==, -EEXIST);
-    expect_warning("*disk0.img is busy: it already backs backstore core/fileio_0/" BS0 "*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 1, spec0), ==, -EBUSY);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, spec1, &err), ==, -EEXIST);
+    assert_error(&err, EEXIST, WWPN " tpgt 1 LUN 0 already exists and maps core/fileio_0/" BS0
+                 ", not *disk1.img");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 1, spec0, &err), ==, -EBUSY);
+    assert_error(&err, EBUSY, "*disk0.img is busy: it already backs backstore core/fileio_0/" BS0);
     g_assert_false(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
 }
 
 static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
 {
+    g_autoptr(GError) err = NULL;
     g_autofree char *img = scratch(f, "d.img");
     g_autofree char *ok = g_strdup_printf("file:%s,size=1M", img);
     g_autofree char *odd = g_strdup_printf("file:%s,size=1000", img);
     g_autofree char *nosize = g_strdup_printf("file:%s", img);
     g_autofree char *notblk = g_strdup_printf("file:%s", f->dir);
 
-    expect_warning("*target " WWPN " tpgt 1 does not exist*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, ok), ==, -ENOENT);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, ok, &err), ==, -ENOENT);
+    assert_error(&err, ENOENT, "target " WWPN " tpgt 1 does not exist*");
 
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
-    expect_warning("*LUN 16384 out of range 0..16383*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 16384, ok), ==, -ERANGE);
-    expect_warning("*LUN spec \"rd:foo\": unknown backend \"rd:foo\" (expected file:, ram:, "
-                   "null:, iscsi:// or rbd:)");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "rd:foo"), ==, -EINVAL);
-    expect_warning("*LUN spec \"file:rel.img,size=1M\": path must be absolute*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:rel.img,size=1M"), ==, -EINVAL);
-    expect_warning("*path must be absolute*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a=b,size=1M"), ==, -EINVAL);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 16384, ok, &err), ==, -ERANGE);
+    assert_error(&err, ERANGE, "LUN 16384 out of range 0..16383");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "rd:foo", &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "LUN spec \"rd:foo\": unknown backend \"rd:foo\" (expected file:, "
+                 "ram:, null:, iscsi:// or rbd:)");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:rel.img,size=1M", &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "LUN spec \"file:rel.img,size=1M\": path must be absolute*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a=b,size=1M", &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*path must be absolute*");
     /* ",," is a comma of the path in the grammar, and configfs cannot take one. */
-    expect_warning("*path must be absolute without ','*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a,,b,size=1M"), ==, -EINVAL);
-    expect_warning("*size 1000 is not a multiple of the block size 512*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, odd), ==, -EINVAL);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "file:/a,,b,size=1M", &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*path must be absolute without ','*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, odd, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*size 1000 is not a multiple of the block size 512");
     /* The old form for block devices points at the new one. */
-    expect_warning("*unknown backend \"block:/dev/sda\"*(a block device is file:DEV)");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "block:/dev/sda"), ==, -EINVAL);
-    expect_warning("*does not exist (give ,size=BYTES*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, nosize), ==, -ENOENT);
-    expect_warning("*is neither a regular file nor a block device*");
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, notblk), ==, -EINVAL);
-    expect_warning("*invalid WWPN*");
-    g_assert_cmpint(lio_lun_add(f->lio, "naa.zz", 1, 0, ok), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, "block:/dev/sda", &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*unknown backend \"block:/dev/sda\"*(a block device is file:DEV)");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, nosize, &err), ==, -ENOENT);
+    assert_error(&err, ENOENT, "*does not exist (give ,size=BYTES*");
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 1, 0, notblk, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*is neither a regular file nor a block device");
+    g_assert_cmpint(lio_lun_add(f->lio, "naa.zz", 1, 0, ok, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "invalid WWPN*");
 
     /* Nothing was half-created by any of the refusals. */
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
@@ -224,24 +224,25 @@ static void test_lun_add_rejects_bad_input(struct fx *f, gconstpointer d)
 
 static void test_lun_add_backing_takes_values_not_a_spec(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autoptr(GError) err = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     g_autofree char *img = scratch(f, "img");
     g_autofree char *comma = g_strdup_printf("%s,size=1T", img);
     struct lio_backing bad = { .type = LIO_LUN_FILE, .path = comma, .size = 1 << 20 };
-    expect_warning("*LUN 0 (file '*img,size=1T'): path must be absolute without ','*");
-    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &bad), ==, -EINVAL);
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &bad, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*LUN 0 (file '*img,size=1T'): path must be absolute without ','*");
     struct lio_backing odd = { .type = LIO_LUN_FILE, .path = img, .size = 1000 };
-    expect_warning("*LUN 0 (file '*img'): size 1000 is not a multiple of the block size 512*");
-    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &odd), ==, -EINVAL);
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &odd, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, WWPN " tpgt 1 LUN 0 (file '*img'): size 1000 is not a multiple of "
+                 "the block size 512");
     struct lio_backing sized_block = { .type = LIO_LUN_BLOCK, .path = "/dev/null", .size = 512 };
-    expect_warning("*option \"size\": LIO's iblock backstore exports the whole device*");
-    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &sized_block), ==, -EINVAL);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &sized_block, &err), ==, -EINVAL);
+    assert_error(&err, EINVAL, "*option \"size\": LIO's iblock backstore exports the whole device");
     g_assert_false(g_file_test(img, G_FILE_TEST_EXISTS));
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 0);
 
     struct lio_backing good = { .type = LIO_LUN_FILE, .path = img, .size = 1 << 20 };
-    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &good), ==, 0);
+    g_assert_cmpint(lio_lun_add_backing(f->lio, WWPN, 1, 0, &good, NULL), ==, 0);
     g_autofree char *ctl = cf(f, "target/core/fileio_0/" BS0 "/control");
     g_autofree char *control = slurp(ctl);
     g_autofree char *want = g_strdup_printf("fd_dev_name=%s,fd_dev_size=1048576,"
@@ -251,7 +252,7 @@ static void test_lun_add_backing_takes_values_not_a_spec(struct fx *f, gconstpoi
 
 static void test_second_lun_warns_before_linux_6_4(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     lio_fake_set_release(f->fake, "6.1.0-18-amd64");
     add_file_lun(f, WWPN, 0, "a.img", "1M");     /* the first LUN: no message */
     g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE,
@@ -266,17 +267,17 @@ static void test_second_lun_warns_before_linux_6_4(struct fx *f, gconstpointer d
 
 static void test_delete_with_luns_leaves_clean_tree(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 2, NULL), ==, 0);
-    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 2, NULL, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, NULL, NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "a.img", "1M");
     add_file_lun(f, WWPN, 5, "b.img", "1M");
     add_file_lun(f, WWPN2, 0, "c.img", "1M");
     g_autofree char *img = scratch(f, "d.img");
     g_autofree char *spec = g_strdup_printf("file:%s,size=1M", img);
-    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 2, 0, spec), ==, 0);
+    g_assert_cmpint(lio_lun_add(f->lio, WWPN, 2, 0, spec, NULL), ==, 0);
 
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, NULL), ==, 0);
     g_assert_false(exists(f, "target/vhost/" WWPN));
     /* Only the other target's backstore is left. */
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 1);
@@ -284,12 +285,12 @@ static void test_delete_with_luns_leaves_clean_tree(struct fx *f, gconstpointer 
     g_assert_true(exists(f, "target/vhost/" WWPN2 "/tpgt_1/lun/lun_0"));
 
     /* Deleting what is gone is fine. */
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, NULL), ==, 0);
 }
 
 static void test_delete_keeps_foreign_backstores(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     /* A backstore made by someone else (targetcli), linked by hand. */
     g_autofree char *so = cf(f, "target/core/rd_mcp_0/ramdisk");
     lio_fake_make_groups(f->fake, so);
@@ -308,15 +309,16 @@ static void test_delete_keeps_foreign_backstores(struct fx *f, gconstpointer d)
     g_assert_false(l->owned);                         /* but not ours */
     g_ptr_array_unref(targets);
 
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, 0);
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, NULL), ==, 0);
     g_assert_false(exists(f, "target/vhost/" WWPN));
     g_assert_true(exists(f, "target/core/rd_mcp_0/ramdisk"));
 }
 
 static void test_delete_refuses_when_backstore_shared(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
-    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, NULL), ==, 0);
+    g_autoptr(GError) err = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, NULL, NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "a.img", "1M");
     add_file_lun(f, WWPN, 1, "b.img", "1M");
     /* Someone linked our LUN 0 backstore into another target too. */
@@ -326,33 +328,31 @@ static void test_delete_refuses_when_backstore_shared(struct fx *f, gconstpointe
     g_autofree char *so = cf(f, "target/core/fileio_0/" BS0);
     g_assert_cmpint(symlink(so, link), ==, 0);
 
-    expect_warning("*backstore core/fileio_0/" BS0 " of " WWPN " LUN 0 is busy*lun_9*");
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, -EBUSY);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, &err), ==, -EBUSY);
+    assert_error(&err, EBUSY, "backstore core/fileio_0/" BS0 " of " WWPN " LUN 0 is busy*lun_9");
     /* The refusal came before any change. */
     g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_0/" BS0));
     g_assert_true(exists(f, "target/vhost/" WWPN "/tpgt_1/lun/lun_1"));
     g_assert_cmpuint(count_entries(f, "target/core"), ==, 2);
 
-    expect_warning("*is busy*");
-    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0), ==, -EBUSY);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_lun_remove(f->lio, WWPN, 1, 0, &err), ==, -EBUSY);
+    assert_error(&err, EBUSY, "*is busy*");
 }
 
 static void test_delete_refused_while_vhost_device_held(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL), ==, 0);
+    g_autoptr(GError) err = NULL;
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, NULL, NULL), ==, 0);
     add_file_lun(f, WWPN, 0, "disk0.img", "1M");
     g_autofree char *before = snapshot(f);
     lio_fake_set_holder(f->fake, 4242, "qemu-system-x86");
-    expect_warning("*target " WWPN " may be in use: /dev/vhost-scsi is open by pid 4242 "
-                   "(qemu-system-x86)*");
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false), ==, -EBUSY);
-    g_test_assert_expected_messages();
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, false, &err), ==, -EBUSY);
+    assert_error(&err, EBUSY, "target " WWPN " may be in use: /dev/vhost-scsi is open by pid 4242 "
+                 "(qemu-system-x86)*");
     g_autofree char *after = snapshot(f);
     g_assert_cmpstr(after, ==, before);
     /* --force: the holder may be another target's. */
-    g_assert_cmpint(lio_target_delete(f->lio, WWPN, true), ==, 0);
+    g_assert_cmpint(lio_target_delete(f->lio, WWPN, true, NULL), ==, 0);
     g_assert_false(exists(f, "target/vhost/" WWPN));
 }
 
@@ -360,8 +360,8 @@ static void test_delete_refused_while_vhost_device_held(struct fx *f, gconstpoin
 
 static void test_list_reports_targets_and_luns(struct fx *f, gconstpointer d)
 {
-    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, "naa.5001405ddddddddd"), ==, 0);
-    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "naa.5001405ccccccccc"), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN2, 1, "naa.5001405ddddddddd", NULL), ==, 0);
+    g_assert_cmpint(lio_target_create(f->lio, WWPN, 1, "naa.5001405ccccccccc", NULL), ==, 0);
     add_file_lun(f, WWPN, 2, "b.img", "2M");
     add_file_lun(f, WWPN, 0, "a.img", "1M");
 
@@ -388,9 +388,9 @@ static void test_list_reports_targets_and_luns(struct fx *f, gconstpointer d)
     g_assert_nonnull(strstr(text, line));
 
     g_autofree char *json = NULL;
-    g_assert_cmpint(lio_list_to_json(targets, &json), ==, 0);
+    g_assert_cmpint(lio_list_to_json(targets, &json, NULL), ==, 0);
     GPtrArray *parsed;
-    g_assert_cmpint(lio_config_parse(json, strlen(json), &parsed), ==, 0);
+    g_assert_cmpint(lio_config_parse(json, strlen(json), &parsed, NULL), ==, 0);
     g_assert_cmpuint(parsed->len, ==, 2);
     struct lio_target *p = parsed->pdata[0];
     struct lio_lun *pl = p->luns->pdata[1];

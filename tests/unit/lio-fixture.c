@@ -1,7 +1,8 @@
 /*
  * The lio tests' harness (lio-fixture.h): the scratch directory with its
  * fake configfs, paths and attributes below it, snapshots, collected
- * warnings, the step-by-step failure driver and vhost-scsi-ctl.
+ * messages, the errors a refusal returns, the step-by-step failure driver
+ * and vhost-scsi-ctl.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -18,6 +19,7 @@
 #include "lio-configfs.h"
 #include "lio-fs-fake.h"
 #include "lio-fixture.h"
+#include "vs-error.h"
 
 static void rm_rf(const char *p)
 {
@@ -46,7 +48,7 @@ void fx_setup(struct fx *f, gconstpointer data)
     struct lio_options o = {
         .configfs = f->root, .setup_kernel = true, .fs = &lio_fake_ops, .fs_opaque = f->fake,
     };
-    g_assert_cmpint(lio_open(&o, &f->lio), ==, 0);
+    g_assert_cmpint(lio_open(&o, &f->lio, NULL), ==, 0);
 }
 
 void fx_teardown(struct fx *f, gconstpointer data)
@@ -72,7 +74,7 @@ char *scratch(struct fx *f, const char *name)
 char *save_text(struct fx *f, const char *name, enum lio_format format)
 {
     g_autofree char *p = scratch(f, name);
-    g_assert_cmpint(lio_save(f->lio, p, format), ==, 0);
+    g_assert_cmpint(lio_save(f->lio, p, format, NULL), ==, 0);
     return slurp(p);
 }
 
@@ -103,9 +105,14 @@ unsigned count_entries(struct fx *f, const char *rel)
     return n;
 }
 
-void expect_warning(const char *pattern)
+void assert_error(GError **err, int code, const char *pattern)
 {
-    g_test_expect_message(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING, pattern);
+    g_assert_nonnull(*err);
+    if (!g_pattern_match_simple(pattern, (*err)->message)) {
+        g_error("error \"%s\" does not match \"%s\"", (*err)->message, pattern);
+    }
+    g_assert_error(*err, VS_ERROR, code);
+    g_clear_error(err);
 }
 
 void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const char *name,
@@ -113,7 +120,7 @@ void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const char *name
 {
     g_autofree char *img = scratch(f, name);
     g_autofree char *spec = g_strdup_printf("file:%s,size=%s", img, size);
-    g_assert_cmpint(lio_lun_add(f->lio, wwpn, 1, lun, spec), ==, 0);
+    g_assert_cmpint(lio_lun_add(f->lio, wwpn, 1, lun, spec, NULL), ==, 0);
 }
 
 /* A scratch path the fake presents as a 64 MiB block device. */
@@ -176,13 +183,6 @@ char *snapshot(struct fx *f)
     return g_string_free(s, FALSE);
 }
 
-/* Warnings (and messages) collected instead of failing the test. */
-static gboolean not_fatal(const gchar *domain, GLogLevelFlags level, const gchar *msg,
-                          gpointer data)
-{
-    return FALSE;
-}
-
 static void collect(const gchar *domain, GLogLevelFlags level, const gchar *msg, gpointer data)
 {
     g_ptr_array_add(data, g_strdup(msg));
@@ -191,62 +191,50 @@ static void collect(const gchar *domain, GLogLevelFlags level, const gchar *msg,
 void collect_begin(struct collected *c)
 {
     c->msgs = g_ptr_array_new_with_free_func(g_free);
-    g_test_log_set_fatal_handler(not_fatal, NULL);
-    c->handler = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_WARNING | G_LOG_FLAG_FATAL,
-                                   collect, c->msgs);
+    c->handler = g_log_set_handler(G_LOG_DOMAIN, G_LOG_LEVEL_MESSAGE, collect, c->msgs);
 }
 
 void collect_end(struct collected *c)
 {
     g_log_remove_handler(G_LOG_DOMAIN, c->handler);
-    g_test_log_set_fatal_handler(NULL, NULL);
     g_ptr_array_unref(c->msgs);
 }
 
 /*
  * Runs fn with each of its changes failing in turn (the first, then the
- * second, ...) until it succeeds: every failure must be reported in msgs
- * warnings (once where it happened, and once more by a restore that undoes
- * what it made), the last naming one of names, and leave the scratch
- * directory as it was.  Returns how many changes the successful run made.
+ * second, ...) until it succeeds: every failure must come back as one
+ * VS_ERROR EIO naming one of names (warnings stay fatal: the library logs
+ * nothing) and leave the scratch directory as it was.  Returns how many
+ * changes the successful run made.
  */
-unsigned fail_each_step_logged(struct fx *f, step_fn fn, gconstpointer arg,
-                                      const char *const *names, unsigned msgs)
+unsigned fail_each_step(struct fx *f, step_fn fn, gconstpointer arg,
+                        const char *const *names)
 {
     for (unsigned n = 1;; n++) {
         g_autofree char *before = snapshot(f);
-        struct collected c;
+        g_autoptr(GError) err = NULL;
         unsigned start = lio_fake_changes(f->fake);
-        collect_begin(&c);
         lio_fake_fail_at(f->fake, n, EIO);
-        int ret = fn(f, arg);
+        int ret = fn(f, arg, &err);
         lio_fake_fail_at(f->fake, 0, 0);
         if (ret == 0) {
-            g_assert_cmpuint(c.msgs->len, ==, 0);
-            collect_end(&c);
+            g_assert_no_error(err);
             return lio_fake_changes(f->fake) - start;
         }
-        const char *last = c.msgs->len ? c.msgs->pdata[c.msgs->len - 1] : "(no message)";
-        g_test_message("change %u failing (%s): %s", n, lio_fake_failed(f->fake), last);
+        g_assert_nonnull(err);
+        g_test_message("change %u failing (%s): %s", n, lio_fake_failed(f->fake), err->message);
         g_assert_cmpint(ret, ==, -EIO);
-        g_assert_cmpuint(c.msgs->len, ==, msgs);
+        g_assert_error(err, VS_ERROR, EIO);
         bool named = false;
         for (const char *const *nm = names; *nm; nm++) {
-            named = named || strstr(last, *nm);
+            named = named || strstr(err->message, *nm);
         }
         if (!named) {
-            g_error("change %u: \"%s\" names none of the objects", n, last);
+            g_error("change %u: \"%s\" names none of the objects", n, err->message);
         }
-        collect_end(&c);
         g_autofree char *after = snapshot(f);
         g_assert_cmpstr(after, ==, before);
     }
-}
-
-unsigned fail_each_step(struct fx *f, step_fn fn, gconstpointer arg,
-                               const char *const *names)
-{
-    return fail_each_step_logged(f, fn, arg, names, 1);
 }
 
 bool ctl_available(void)

@@ -6,10 +6,11 @@
  * host's, kernel set-up included, so the library runs its own code on
  * it.  A case states its expectations as the tree and attribute files it
  * finds there; a snapshot of the whole scratch directory says that a
- * refused or failed operation left nothing behind; warnings can be
- * collected instead of failing the case; the failure driver makes each
- * change of an operation fail in turn, for the rollback cases; and the
- * cases about what users see run vhost-scsi-ctl on the fake root.
+ * refused or failed operation left nothing behind; a refusal is checked as
+ * the GError it returns (the library logs no warning, and a warning fails
+ * the case); the failure driver makes each change of an operation fail in
+ * turn, for the rollback cases; and the cases about what users see run
+ * vhost-scsi-ctl on the fake root.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -51,8 +52,11 @@ char *attr(struct fx *f, const char *rel);
 bool exists(struct fx *f, const char *rel);
 unsigned count_entries(struct fx *f, const char *rel);
 
-/* The next warning must match pattern (g_test_assert_expected_messages). */
-void expect_warning(const char *pattern);
+/*
+ * *err is a VS_ERROR of code (a positive errno) whose message matches
+ * pattern (g_pattern_match_simple: '*' and '?'); it is freed and cleared.
+ */
+void assert_error(GError **err, int code, const char *pattern);
 
 /* LUN lun of wwpn tpgt 1 on a scratch file name of size (a spec's size=). */
 void add_file_lun(struct fx *f, const char *wwpn, unsigned lun, const char *name,
@@ -66,7 +70,7 @@ char *save_text(struct fx *f, const char *name, enum lio_format format);
 /* The whole scratch directory as text (equal snapshots: nothing changed). */
 char *snapshot(struct fx *f);
 
-/* Warnings gathered in msgs between begin and end, instead of failing. */
+/* Messages (g_message: what does not fail a call) gathered in msgs. */
 struct collected {
     GPtrArray *msgs;
     guint handler;
@@ -76,14 +80,12 @@ void collect_end(struct collected *c);
 
 /*
  * The failure driver: fn is run with its first change failing, then its
- * second, and so on until it succeeds.  Each failed run must return -EIO,
- * log msgs warnings (fail_each_step: one), the last naming one of names,
- * and leave the scratch directory as it was.  Returns the number of
- * changes the successful run made.
+ * second, and so on until it succeeds.  Each failed run must return -EIO
+ * with a VS_ERROR EIO naming one of names, log nothing, and leave the
+ * scratch directory as it was.  Returns the number of changes the
+ * successful run made.
  */
-typedef int (*step_fn)(struct fx *f, gconstpointer arg);
-unsigned fail_each_step_logged(struct fx *f, step_fn fn, gconstpointer arg,
-                               const char *const *names, unsigned msgs);
+typedef int (*step_fn)(struct fx *f, gconstpointer arg, GError **err);
 unsigned fail_each_step(struct fx *f, step_fn fn, gconstpointer arg,
                         const char *const *names);
 
