@@ -34,12 +34,10 @@
 
 struct target_opening {
     struct target *tgt;
-    char *name;              /* the backend name it reserves */
+    /* Its name and address, in tgt->openings until answered; the controller is looked up again. */
+    struct target_reservation r;
     char *spec;              /* SPEC, without "ID=" */
     bool implicit;
-    /* lun-add: its controller, looked up again at the end (NULL: backend-add). */
-    char *ctrl_name;
-    unsigned port, lun;      /* lun-add: the address it reserves */
     char *pr_dir;            /* --pr-dir, the thread's own copy */
     struct lun_spec ls;      /* read by the thread */
     int cancel_fd;           /* an eventfd: written to call the open off; -1: cannot be */
@@ -50,29 +48,6 @@ struct target_opening {
     char *err;
 };
 
-bool target_opening_name(struct target *tgt, const char *name)
-{
-    for (GList *l = tgt->openings; l; l = l->next) {
-        if (!strcmp(((struct target_opening *)l->data)->name, name)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun)
-{
-    for (GList *l = ctrl->tgt->openings; l; l = l->next) {
-        struct target_opening *o = l->data;
-
-        if (o->ctrl_name && !strcmp(o->ctrl_name, ctrl->name) && o->port == port &&
-            o->lun == lun) {
-            return true;
-        }
-    }
-    return false;
-}
-
 static void opening_free(struct target_opening *o)
 {
     target_opened_clear(&o->opened);
@@ -80,9 +55,9 @@ static void opening_free(struct target_opening *o)
     if (o->cancel_fd >= 0) {
         close(o->cancel_fd);
     }
-    g_free(o->name);
+    g_free(o->r.name);
     g_free(o->spec);
-    g_free(o->ctrl_name);
+    g_free(o->r.ctrl_name);
     g_free(o->pr_dir);
     g_free(o->err);
     g_free(o);
@@ -93,7 +68,7 @@ static void answer(struct target_opening *o, struct target_added *a)
 {
     target_added_fn *done = o->done;
 
-    o->tgt->openings = g_list_remove(o->tgt->openings, o);
+    o->tgt->openings = g_list_remove(o->tgt->openings, &o->r);
     o->done = NULL;
     a->tgt = o->tgt;
     done(a, o->opaque);
@@ -104,30 +79,30 @@ static void finish(struct target_opening *o, struct target_added *a, char **err)
 {
     struct target *tgt = o->tgt;
 
-    a->ret = target_backend_install(tgt, o->name, o->spec, o->implicit, &o->opened,
+    a->ret = target_backend_install(tgt, o->r.name, o->spec, o->implicit, &o->opened,
                                     &a->backend, err);
-    if (a->ret < 0 || !o->ctrl_name) {
+    if (a->ret < 0 || !o->r.ctrl_name) {
         return;
     }
-    a->ctrl = target_controller_find(tgt, o->ctrl_name);
+    a->ctrl = target_controller_find(tgt, o->r.ctrl_name);
     if (!a->ctrl) {
         g_autofree char *ignored = NULL;
 
-        *err = g_strdup_printf("controller %s was removed while the LUN opened", o->ctrl_name);
+        *err = g_strdup_printf("controller %s was removed while the LUN opened", o->r.ctrl_name);
         a->ret = -ENOENT;
-        target_backend_remove(tgt, o->name, &ignored);
+        target_backend_remove(tgt, o->r.name, &ignored);
         return;
     }
-    a->port = o->port;
-    a->lun = o->lun;
-    a->ret = target_lun_map_implicit(a->ctrl, o->port, o->lun, o->name, err);
+    a->port = o->r.port;
+    a->lun = o->r.lun;
+    a->ret = target_lun_map_implicit(a->ctrl, o->r.port, o->r.lun, o->r.name, err);
 }
 
 static int open_run(void *arg)
 {
     struct target_opening *o = arg;
 
-    return target_backend_open(o->pr_dir, o->name, o->spec, &o->ls, o->cancel_fd, &o->opened,
+    return target_backend_open(o->pr_dir, o->r.name, o->spec, &o->ls, o->cancel_fd, &o->opened,
                                &o->err);
 }
 
@@ -140,7 +115,7 @@ static void open_done(void *arg, int ret)
 
     if (o->done) {
         /* Its reservation ends here: the add maps what it reserved. */
-        o->tgt->openings = g_list_remove(o->tgt->openings, o);
+        o->tgt->openings = g_list_remove(o->tgt->openings, &o->r);
         if (ret == 0) {
             finish(o, &a, &err);
             a.err = err;
@@ -181,7 +156,7 @@ static void open_cancel(void *arg)
 
     /* An eventfd write of 1 cannot block: the counter is far from full. */
     if (write(o->cancel_fd, &one, sizeof(one)) != sizeof(one)) {
-        g_warning("backend %s: cannot call its open off: %s", o->name, g_strerror(errno));
+        g_warning("backend %s: cannot call its open off: %s", o->r.name, g_strerror(errno));
     }
     if (o->done) {
         answer(o, &a);
@@ -212,7 +187,7 @@ static void start(struct target_opening *o)
 {
     struct target *tgt = o->tgt;
     bool remote = lun_spec_opens_slowly(&o->ls);
-    g_autofree char *what = g_strdup_printf("backend %s: opening", o->name);
+    g_autofree char *what = g_strdup_printf("backend %s: opening", o->r.name);
     g_autofree char *err = NULL;
     struct target_added a = { 0 };
 
@@ -220,13 +195,13 @@ static void start(struct target_opening *o)
     if (remote) {
         o->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (o->cancel_fd < 0) {
-            err = g_strdup_printf("%s: cannot start opening it: %s", o->name,
+            err = g_strdup_printf("%s: cannot start opening it: %s", o->r.name,
                                   g_strerror(errno));
             a.ret = -EAGAIN;
         }
     }
     /* Reserved before the thread can post: its name and address are taken meanwhile. */
-    tgt->openings = g_list_prepend(tgt->openings, o);
+    tgt->openings = g_list_prepend(tgt->openings, &o->r);
     if (a.ret == 0) {
         a.ret = target_job_start(tgt, what, remote ? &remote_open_ops : &file_open_ops, o,
                                  !remote, &err);
@@ -264,7 +239,7 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
         a.ret = target_backend_parse(spec, &o->ls, &err);
     }
     if (a.ret == 0) {
-        o->name = g_strdup(name);
+        o->r.name = g_strdup(name);
         o->spec = g_strdup(spec);
         start(o);
         return;
@@ -281,14 +256,14 @@ void target_lun_add_async(struct controller *ctrl, const char *arg, target_added
     g_autofree char *err = NULL;
     struct target_added a = { 0 };
 
-    a.ret = target_lun_add_check(ctrl, arg, &o->port, &o->lun, &o->name, &err);
+    a.ret = target_lun_add_check(ctrl, arg, &o->r.port, &o->r.lun, &o->r.name, &err);
     if (a.ret == 0) {
         a.ret = target_backend_parse(strchr(arg, '=') + 1, &o->ls, &err);
     }
     if (a.ret == 0) {
         o->spec = g_strdup(strchr(arg, '=') + 1);
         o->implicit = true;
-        o->ctrl_name = g_strdup(ctrl->name);
+        o->r.ctrl_name = g_strdup(ctrl->name);
         start(o);
         return;
     }

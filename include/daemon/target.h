@@ -1,7 +1,8 @@
 /*
  * The daemon layer: vhost-scsi-target's model, which its main drives.
  * Its options, the daemon's state, and the backend and LUN operations
- * (target-backends.c) that the command line and the control socket
+ * (target-backends.c: the table and the mappings; target-backend-open.c:
+ * opening and serving one) that the command line and the control socket
  * (target-control.c) both use; controllers (target-controller.c), their
  * sockets (target-listen.c), the accept path with its peer checks and
  * limits (target-accept.c) and the connections (target-connection.c);
@@ -152,7 +153,7 @@ struct target {
     struct ctl_server *ctl;       /* --control */
     GHashTable *backends;         /* name -> struct target_backend */
     unsigned removing;            /* LUN removals not finished yet */
-    GList *openings;              /* struct target_opening *: adds not answered yet */
+    GList *openings;              /* struct target_reservation *: adds not answered yet */
     GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
     GList *controllers_adding;    /* struct controller_pending *: adds, removes not answered */
     unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
@@ -215,6 +216,9 @@ void target_backends_init(struct target *tgt);
 void target_backends_free(struct target *tgt);
 /* Every backend attaches to (true) or detaches from every I/O thread. */
 int target_attach_backends(struct target *tgt, bool attach);
+struct lun_backend;
+/* be attaches to every I/O thread there is: 0, or -errno with *err (attached to none then). */
+int target_backend_attach(struct target *tgt, struct lun_backend *be, char **err);
 struct target_backend *target_backend_find(struct target *tgt, const char *name);
 /* A backend's or controller's name: 1-64 of A-Z a-z 0-9 . _ : - / (target-config-check.c) */
 bool target_name_ok(const char *name);
@@ -333,9 +337,20 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
                               target_added_fn *done, void *opaque);
 void target_lun_add_async(struct controller *ctrl, const char *arg, target_added_fn *done,
                           void *opaque);
-/* Whether an open under way reserves backend name, or ctrl's (port, lun). */
-bool target_opening_name(struct target *tgt, const char *name);
-bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun);
+/*
+ * What an add under way reserves until it is answered: its backend name
+ * and, for lun-add, its controller's address.  tgt->openings holds them
+ * (target-opening.c adds and drops them); target-backends.c refuses what
+ * they reserve.
+ */
+struct target_reservation {
+    char *name;
+    char *ctrl_name;         /* lun-add's controller; NULL: backend-add */
+    unsigned port, lun;
+};
+/* Whether an add under way reserves backend name, or ctrl's (port, lun) (target-backends.c). */
+bool target_reserved_name(struct target *tgt, const char *name);
+bool target_reserved_slot(struct controller *ctrl, unsigned port, unsigned lun);
 
 /* Controllers (target-controller.c).  name NULL: the default one. */
 struct controller *target_controller_find(struct target *tgt, const char *name);
