@@ -20,18 +20,18 @@
 #include "backend.h"
 #include "lun-open.h"
 #include "target.h"
+#include "vs-error.h"
 
-int target_backend_parse(const char *spec, struct lun_spec *ls, char **err)
+int target_backend_parse(const char *spec, struct lun_spec *ls, GError **err)
 {
     /* The --lun grammar with a placeholder ID: one grammar for every way in. */
     g_autofree char *arg = g_strdup_printf("0=%s", spec);
-    g_autoptr(GError) why = NULL;
-    int ret = lun_spec_parse_full(arg, ls, &why);
+    int ret = lun_spec_parse_full(arg, ls, err);
 
     if (ret < 0) {
         g_autofree char *shown = lun_spec_redact(spec);
 
-        *err = g_strdup_printf("%s: %s", shown, why->message);
+        g_prefix_error(err, "%s: ", shown);
     }
     return ret;
 }
@@ -111,7 +111,7 @@ static char *pr_file_for(const char *pr_dir, const char *name, const struct lun_
 
 int target_backend_open(const char *pr_dir, const char *name, const char *spec,
                         const struct lun_spec *ls, int cancel_fd, struct target_opened *o,
-                        char **err)
+                        GError **err)
 {
     g_autofree char *shown = lun_spec_redact(spec);
     g_autoptr(GError) why = NULL;
@@ -119,21 +119,21 @@ int target_backend_open(const char *pr_dir, const char *name, const char *spec,
     int ret;
 
     memset(o, 0, sizeof(*o));
-    ret = lun_spec_open_cancellable(ls, cancel_fd, &be, &why);
+    ret = lun_spec_open_cancellable(ls, cancel_fd, &be, err);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot open %s: %s", name, shown, why->message);
+        g_prefix_error(err, "%s: cannot open %s: ", name, shown);
         return ret;
     }
     /* A backend may answer INQUIRY with another device's identity (iSCSI). */
     o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL, &why);
     if (!o->lun) {
-        *err = g_strdup_printf("%s: %s: %s", name, shown, why->message);
-        return vs_error_errno(why);
+        ret = vs_error_errno(why);
+        g_propagate_prefixed_error(err, g_steal_pointer(&why), "%s: %s: ", name, shown);
+        return ret;
     }
     o->pr_path = pr_file_for(pr_dir, name, ls);
     if (o->pr_path) {
-        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &why);
-        o->pr_err = why ? g_strdup(why->message) : NULL;
+        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &o->pr_err);
     }
     return 0;
 }
@@ -142,7 +142,7 @@ void target_opened_clear(struct target_opened *o)
 {
     scsi_lun_free(o->lun);
     g_free(o->pr_path);
-    g_free(o->pr_err);
+    g_clear_error(&o->pr_err);
     memset(o, 0, sizeof(*o));
 }
 
@@ -179,7 +179,7 @@ static char *mappings_of(struct target *tgt, struct target_backend *b)
  * one backend mapped at several addresses.  0, or -EEXIST with *err.
  */
 static int object_free(struct target *tgt, const char *name, const struct target_opened *o,
-                       char **err)
+                       GError **err)
 {
     struct lun_backend *be = scsi_lun_backend(o->lun);
     GHashTableIter it;
@@ -193,21 +193,21 @@ static int object_free(struct target *tgt, const char *name, const struct target
 
         if (backend_same_object(be, other)) {
             where = mappings_of(tgt, b);
-            *err = g_strdup_printf("backend %s: %s is the %s that backend %s%s serves as %s "
-                                   "already; one %s backs one backend: to serve it at several "
-                                   "addresses, add it once (backend-add) and map it at each "
-                                   "(lun-map)", name, be->name,
-                                   be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
-                                   "file", b->name, where, other->name,
-                                   be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
-                                   "file");
-            return -EEXIST;
+            return vs_error_set(err, -EEXIST,
+                                "backend %s: %s is the %s that backend %s%s serves as %s "
+                                "already; one %s backs one backend: to serve it at several "
+                                "addresses, add it once (backend-add) and map it at each "
+                                "(lun-map)", name, be->name,
+                                be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
+                                "file", b->name, where, other->name,
+                                be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
+                                "file");
         }
         if (o->pr_path && b->pr_path && !strcmp(o->pr_path, b->pr_path)) {
             where = mappings_of(tgt, b);
-            *err = g_strdup_printf("backend %s: its reservations file %s is backend %s's%s "
-                                   "already", name, o->pr_path, b->name, where);
-            return -EEXIST;
+            return vs_error_set(err, -EEXIST,
+                                "backend %s: its reservations file %s is backend %s's%s "
+                                "already", name, o->pr_path, b->name, where);
         }
     }
     return 0;
@@ -215,23 +215,24 @@ static int object_free(struct target *tgt, const char *name, const struct target
 
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
                            bool implicit, struct target_opened *o, struct target_backend **out,
-                           char **err)
+                           GError **err)
 {
     g_autofree char *shown = lun_spec_redact(spec);
-    g_autofree char *why = NULL;
     struct lun_backend *be = scsi_lun_backend(o->lun);
     struct target_backend *b;
     int ret;
 
     ret = object_free(tgt, name, o, err);
     if (ret == 0 && o->pr_ret < 0) {
-        *err = g_steal_pointer(&o->pr_err);
+        g_propagate_error(err, g_steal_pointer(&o->pr_err));
         ret = o->pr_ret;
     }
     /* Only a daemon already running has threads to attach to; at start they come later. */
-    if (ret == 0 && tgt->threads && target_backend_attach(tgt, be, &why) < 0) {
-        *err = g_strdup_printf("%s: %s", shown, why);
-        ret = -EIO;
+    if (ret == 0 && tgt->threads) {
+        ret = target_backend_attach(tgt, be, err);
+        if (ret < 0) {
+            g_prefix_error(err, "%s: ", shown);
+        }
     }
     if (ret < 0) {
         target_opened_clear(o);
@@ -256,7 +257,7 @@ int target_backend_install(struct target *tgt, const char *name, const char *spe
 }
 
 int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
-                       struct target_backend **out, char **err)
+                       struct target_backend **out, GError **err)
 {
     struct target_opened o;
     struct lun_spec ls;
@@ -279,7 +280,7 @@ int target_backend_add(struct target *tgt, const char *name, const char *spec, b
 }
 
 int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun_id,
-                   char **err)
+                   GError **err)
 {
     g_autofree char *name = NULL;
     int ret = target_lun_add_check(ctrl, arg, port, lun_id, &name, err);

@@ -26,6 +26,7 @@
 #include "backend.h"
 #include "lun-open.h"
 #include "target.h"
+#include "vs-error.h"
 
 /*
  * Backends with per-thread state (iSCSI sessions) set it up on each I/O
@@ -62,23 +63,22 @@ static void detach_backend(struct target *tgt, struct lun_backend *be, unsigned 
     }
 }
 
-int target_backend_attach(struct target *tgt, struct lun_backend *be, char **err)
+int target_backend_attach(struct target *tgt, struct lun_backend *be, GError **err)
 {
     for (unsigned j = 0; j < tgt->nthreads && tgt->threads[j] && be->ops->attach_thread; j++) {
         struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
 
         iothread_run_sync(c.t, call_attach, &c);
         if (c.ret < 0) {
-            *err = g_strdup_printf("%s: cannot start on %s: %s", be->name, iothread_name(c.t),
-                                   g_strerror(-c.ret));
             detach_backend(tgt, be, j);
-            return c.ret;
+            return vs_error_set(err, c.ret, "%s: cannot start on %s: %s", be->name,
+                                iothread_name(c.t), g_strerror(-c.ret));
         }
     }
     return 0;
 }
 
-int target_attach_backends(struct target *tgt, bool attach)
+int target_attach_backends(struct target *tgt, bool attach, GError **err)
 {
     GHashTableIter it;
     gpointer value;
@@ -87,13 +87,16 @@ int target_attach_backends(struct target *tgt, bool attach)
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         struct target_backend *b = value;
         struct lun_backend *be = scsi_lun_backend(b->lun);
-        g_autofree char *err = NULL;
+        int ret;
 
         if (!attach) {
             detach_backend(tgt, be, tgt->nthreads);
-        } else if (target_backend_attach(tgt, be, &err) < 0) {
-            fprintf(stderr, "vhost-scsi-target: %s\n", err);
-            return -EIO;
+            continue;
+        }
+        ret = target_backend_attach(tgt, be, err);
+        if (ret < 0) {
+            g_prefix_error(err, "backend %s: ", b->name);
+            return ret;
         }
     }
     return 0;
@@ -161,19 +164,16 @@ bool target_reserved_slot(struct controller *ctrl, unsigned port, unsigned lun)
     return false;
 }
 
-int target_backend_name_free(struct target *tgt, const char *name, char **err)
+int target_backend_name_free(struct target *tgt, const char *name, GError **err)
 {
     if (!target_name_ok(name)) {
-        *err = g_strdup_printf("backend name '%s': 1-64 of A-Z a-z 0-9 . _ : - /", name);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "backend name '%s': 1-64 of A-Z a-z 0-9 . _ : - /", name);
     }
     if (target_backend_find(tgt, name)) {
-        *err = g_strdup_printf("a backend named '%s' exists", name);
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "a backend named '%s' exists", name);
     }
     if (target_reserved_name(tgt, name)) {
-        *err = g_strdup_printf("backend '%s' is still opening", name);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY, "backend '%s' is still opening", name);
     }
     return 0;
 }
@@ -201,34 +201,31 @@ static const struct target_job_ops close_ops = {
 
 static void close_off_main(struct target *tgt, struct scsi_lun *lun)
 {
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
 
     if (target_job_start(tgt, "closing a backend", &close_ops, lun, false, &err) < 0) {
-        g_message("%s; closing it on the main thread", err);
+        g_message("%s; closing it on the main thread", err->message);
         scsi_lun_free(lun);
     }
 }
 
-int target_backend_remove(struct target *tgt, const char *name, char **err)
+int target_backend_remove(struct target *tgt, const char *name, GError **err)
 {
     struct target_backend *b = target_backend_find(tgt, name);
 
     if (!b && target_reserved_name(tgt, name)) {
-        *err = g_strdup_printf("backend '%s' is still opening", name);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY, "backend '%s' is still opening", name);
     }
     if (!b) {
-        *err = g_strdup_printf("no backend named '%s'", name);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "no backend named '%s'", name);
     }
     if (b->mappings || b->unmapping) {
-        *err = g_strdup_printf("backend '%s' is mapped %u time(s); unmap it first", name,
-                               b->mappings + b->unmapping);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY, "backend '%s' is mapped %u time(s); unmap it first", name,
+                            b->mappings + b->unmapping);
     }
     if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
-        *err = g_strdup_printf("backend '%s' is being resized; try again when it is done", name);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY,
+                            "backend '%s' is being resized; try again when it is done", name);
     }
     /* Unmapped and drained: no thread can reach it any more. */
     detach_backend(tgt, scsi_lun_backend(b->lun), tgt->nthreads);
@@ -241,11 +238,9 @@ int target_backend_remove(struct target *tgt, const char *name, char **err)
 
 void target_backend_close_if_unused(struct target *tgt, struct target_backend *b)
 {
-    g_autofree char *ignored = NULL;
-
     /* An implicit backend (--lun, lun-add) goes with its last mapping. */
     if (b->implicit && !b->mappings && !b->unmapping) {
-        target_backend_remove(tgt, b->name, &ignored);
+        target_backend_remove(tgt, b->name, NULL);
     }
 }
 
@@ -311,26 +306,24 @@ struct target_backend *target_backend_of(struct target *tgt, const struct scsi_l
 }
 
 int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
-                   char **err)
+                   GError **err)
 {
     struct target_backend *b = target_backend_find(ctrl->tgt, backend);
     int ret;
 
     if (!b) {
-        *err = g_strdup_printf("no backend named '%s'", backend);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "no backend named '%s'", backend);
     }
     if (target_reserved_slot(ctrl, port, lun)) {
-        *err = g_strdup_printf("%s: LUN %u:%u is still opening", ctrl->name, port, lun);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY, "%s: LUN %u:%u is still opening", ctrl->name, port, lun);
     }
     ret = scsi_target_add_lun(ctrl->scsi, port, lun, b->lun);
+    if (ret == -EEXIST) {
+        return vs_error_set(err, ret, "%s: LUN %u:%u is already mapped", ctrl->name, port, lun);
+    }
     if (ret < 0) {
-        *err = ret == -EEXIST ? g_strdup_printf("%s: LUN %u:%u is already mapped", ctrl->name,
-                                                port, lun)
-                              : g_strdup_printf("%s: LUN %u:%u: %s", ctrl->name, port, lun,
-                                                g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "%s: LUN %u:%u: %s", ctrl->name, port, lun,
+                            g_strerror(-ret));
     }
     b->mappings++;
     return 0;
@@ -387,30 +380,27 @@ void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
 }
 
 int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *port,
-                         unsigned *lun_id, char **name, char **err)
+                         unsigned *lun_id, char **name, GError **err)
 {
     struct target *tgt = ctrl->tgt;
     g_autofree char *shown = lun_spec_redact(arg);
-    g_autoptr(GError) why = NULL;
     struct lun_spec spec;
     int ret;
 
     /* The ID part, parsed by the grammar: the spec after '=' is the backend's. */
-    ret = lun_spec_parse_full(arg, &spec, &why);
+    ret = lun_spec_parse_full(arg, &spec, err);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: %s", shown, why->message);
+        g_prefix_error(err, "%s: ", shown);
         return ret;
     }
     *port = spec.target;
     *lun_id = spec.lun;
     lun_spec_clear(&spec);
     if (scsi_target_lun(ctrl->scsi, *port, *lun_id)) {
-        *err = g_strdup_printf("%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
     }
     if (target_reserved_slot(ctrl, *port, *lun_id)) {
-        *err = g_strdup_printf("%s: LUN %u:%u is still opening", shown, *port, *lun_id);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY, "%s: LUN %u:%u is still opening", shown, *port, *lun_id);
     }
     /* The default controller's keep the names they always had. */
     *name = ctrl == tgt->dflt ? g_strdup_printf("lun%u:%u", *port, *lun_id)
@@ -423,14 +413,12 @@ int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *por
 }
 
 int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun,
-                            const char *name, char **err)
+                            const char *name, GError **err)
 {
     int ret = target_lun_map(ctrl, port, lun, name, err);
 
     if (ret < 0) {
-        g_autofree char *ignored = NULL;
-
-        target_backend_remove(ctrl->tgt, name, &ignored);
+        target_backend_remove(ctrl->tgt, name, NULL);
     }
     return ret;
 }

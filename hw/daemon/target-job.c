@@ -24,6 +24,7 @@
 
 #include "io-stats.h"
 #include "target.h"
+#include "vs-error.h"
 
 struct target_job {
     struct target *tgt;
@@ -128,13 +129,13 @@ static void job_timeout(struct iothread_timer *tm)
     struct target_job *j = (struct target_job *)((char *)tm - offsetof(struct target_job, timer));
     struct target *tgt = j->tgt;
 
-    g_warning("%s: not finished after %u ms; given up", j->what, tgt->opts->job_timeout_ms);
+    /* Said once, by whoever abandoned answers (a control call's error), not here too. */
     job_abandon(j, -ETIMEDOUT);
     target_maybe_quit(tgt);
 }
 
 int target_job_start(struct target *tgt, const char *what, const struct target_job_ops *ops,
-                     void *arg, bool timed, char **err)
+                     void *arg, bool timed, GError **err)
 {
     g_autoptr(GError) gerr = NULL;
     struct target_job *j;
@@ -145,9 +146,8 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
         tgt->jobs_running = g_atomic_rc_box_new0(unsigned);
     }
     if (__atomic_load_n(tgt->jobs_running, __ATOMIC_RELAXED) >= TARGET_MAX_JOBS) {
-        *err = g_strdup_printf("%s: %u backends opening already or files being written; "
-                               "try again when one has finished", what, TARGET_MAX_JOBS);
-        return -EAGAIN;
+        return vs_error_set(err, -EAGAIN, "%s: %u backends opening already or files being written; "
+                            "try again when one has finished", what, TARGET_MAX_JOBS);
     }
     j = g_new0(struct target_job, 1);
     j->tgt = tgt;
@@ -163,8 +163,7 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
     if (!thread) {
         tgt->jobs = g_list_remove(tgt->jobs, j);
         job_free(j);
-        *err = g_strdup_printf("%s: cannot start it: %s", what, gerr->message);
-        return -EAGAIN;
+        return vs_error_set(err, -EAGAIN, "%s: cannot start it: %s", what, gerr->message);
     }
     /* Never joined: a thread given up may outlive the daemon's main loop. */
     g_thread_unref(thread);

@@ -31,6 +31,7 @@
 #include "backend.h"
 #include "lun-open.h"
 #include "target.h"
+#include "vs-error.h"
 
 struct target_opening {
     struct target *tgt;
@@ -45,7 +46,7 @@ struct target_opening {
     void *opaque;
     /* The thread's result, the main thread's once it has posted. */
     struct target_opened opened;
-    char *err;
+    GError *err;
 };
 
 static void opening_free(struct target_opening *o)
@@ -59,7 +60,7 @@ static void opening_free(struct target_opening *o)
     g_free(o->spec);
     g_free(o->r.ctrl_name);
     g_free(o->pr_dir);
-    g_free(o->err);
+    g_clear_error(&o->err);
     g_free(o);
 }
 
@@ -75,7 +76,7 @@ static void answer(struct target_opening *o, struct target_added *a)
 }
 
 /* The rest of the add, on the main thread, as the synchronous path does it. */
-static void finish(struct target_opening *o, struct target_added *a, char **err)
+static void finish(struct target_opening *o, struct target_added *a, GError **err)
 {
     struct target *tgt = o->tgt;
 
@@ -86,11 +87,9 @@ static void finish(struct target_opening *o, struct target_added *a, char **err)
     }
     a->ctrl = target_controller_find(tgt, o->r.ctrl_name);
     if (!a->ctrl) {
-        g_autofree char *ignored = NULL;
-
-        *err = g_strdup_printf("controller %s was removed while the LUN opened", o->r.ctrl_name);
-        a->ret = -ENOENT;
-        target_backend_remove(tgt, o->r.name, &ignored);
+        a->ret = vs_error_set(err, -ENOENT, "controller %s was removed while the LUN opened",
+                              o->r.ctrl_name);
+        target_backend_remove(tgt, o->r.name, NULL);
         return;
     }
     a->port = o->r.port;
@@ -110,7 +109,7 @@ static int open_run(void *arg)
 static void open_done(void *arg, int ret)
 {
     struct target_opening *o = arg;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { .ret = ret, .err = o->err };
 
     if (o->done) {
@@ -130,13 +129,17 @@ static void open_abandoned(void *arg, int why)
 {
     struct target_opening *o = arg;
     g_autofree char *shown = lun_spec_redact(o->spec);
-    g_autofree char *err = why == -ETIMEDOUT
-        ? g_strdup_printf("%s: cannot open: not done within %u ms (--control-timeout-ms); "
-                          "the daemon closes it if it ever opens", shown,
-                          o->tgt->opts->job_timeout_ms)
-        : g_strdup("the daemon is shutting down");
-    struct target_added a = { .ret = why, .err = err };
+    g_autoptr(GError) err = NULL;
+    struct target_added a = { .ret = why };
 
+    if (why == -ETIMEDOUT) {
+        vs_error_set(&err, why, "%s: cannot open: not done within %u ms (--control-timeout-ms); "
+                     "the daemon closes it if it ever opens", shown,
+                     o->tgt->opts->job_timeout_ms);
+    } else {
+        vs_error_set(&err, why, "the daemon is shutting down");
+    }
+    a.err = err;
     if (o->done) {
         answer(o, &a);
     }
@@ -151,9 +154,12 @@ static void open_discard(void *arg, int ret)
 static void open_cancel(void *arg)
 {
     struct target_opening *o = arg;
-    struct target_added a = { .ret = -ECANCELED, .err = "the daemon is shutting down" };
+    g_autoptr(GError) err = NULL;
+    struct target_added a = { .ret = vs_error_set(&err, -ECANCELED,
+                                                  "the daemon is shutting down") };
     uint64_t one = 1;
 
+    a.err = err;
     /* An eventfd write of 1 cannot block: the counter is far from full. */
     if (write(o->cancel_fd, &one, sizeof(one)) != sizeof(one)) {
         g_warning("backend %s: cannot call its open off: %s", o->r.name, g_strerror(errno));
@@ -188,16 +194,15 @@ static void start(struct target_opening *o)
     struct target *tgt = o->tgt;
     bool remote = lun_spec_opens_slowly(&o->ls);
     g_autofree char *what = g_strdup_printf("backend %s: opening", o->r.name);
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { 0 };
 
     o->pr_dir = g_strdup(tgt->opts->pr_dir);
     if (remote) {
         o->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (o->cancel_fd < 0) {
-            err = g_strdup_printf("%s: cannot start opening it: %s", o->r.name,
-                                  g_strerror(errno));
-            a.ret = -EAGAIN;
+            a.ret = vs_error_set(&err, -EAGAIN, "%s: cannot start opening it: %s", o->r.name,
+                                 g_strerror(errno));
         }
     }
     /* Reserved before the thread can post: its name and address are taken meanwhile. */
@@ -231,7 +236,7 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
                               target_added_fn *done, void *opaque)
 {
     struct target_opening *o = opening_new(tgt, done, opaque);
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { 0 };
 
     a.ret = target_backend_name_free(tgt, name, &err);
@@ -253,7 +258,7 @@ void target_lun_add_async(struct controller *ctrl, const char *arg, target_added
                           void *opaque)
 {
     struct target_opening *o = opening_new(ctrl->tgt, done, opaque);
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { 0 };
 
     a.ret = target_lun_add_check(ctrl, arg, &o->r.port, &o->r.lun, &o->r.name, &err);
