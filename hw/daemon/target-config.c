@@ -159,6 +159,7 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
                                     "queues 1..%u", file, i, tgt->opts->queues);
             }
             ret = target_controller_add(tgt, name, json_object_get_string_member(c, "socket"), -1,
+                                        NULL,
                                         json_object_get_string_member_with_default(
                                             c, "socket_group", NULL),
                                         uids, gids, (unsigned)queues, &ctrl, err);

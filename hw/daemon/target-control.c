@@ -706,6 +706,7 @@ struct controller_adding {
     GArray *gids;
     unsigned queues;
     int fd;                         /* the job's: the socket it made */
+    struct target_file_id made;     /* the job's: its file */
     GError *err;                    /* the job's: why it did not */
 };
 
@@ -725,7 +726,7 @@ static int adding_run(void *arg)
 {
     struct controller_adding *a = arg;
 
-    a->fd = target_listen_on(a->p.socket, a->group, &a->err);
+    a->fd = target_listen_on(a->p.socket, a->group, &a->made, &a->err);
     return a->fd < 0 ? a->fd : 0;
 }
 
@@ -745,11 +746,11 @@ static void adding_done(void *arg, int ret)
     adding_forget(a);
     if (ret == 0 && tgt->quitting) {
         close(a->fd);
-        unlink(a->p.socket);
+        target_socket_unlink(a->p.socket, &a->made);
         ret = vs_error_set(&err, -ECANCELED, "%s: the daemon is shutting down", a->p.name);
     } else if (ret == 0) {
-        ret = target_controller_add(tgt, a->p.name, a->p.socket, a->fd, a->group, a->uids,
-                                    a->gids, a->queues, &ctrl, &err);
+        ret = target_controller_add(tgt, a->p.name, a->p.socket, a->fd, &a->made, a->group,
+                                    a->uids, a->gids, a->queues, &ctrl, &err);
     } else if (a->err) {
         g_propagate_prefixed_error(&err, g_steal_pointer(&a->err), "controller %s: ",
                                    a->p.name);
@@ -785,7 +786,7 @@ static void adding_discard(void *arg, int ret)
 
     if (ret == 0) {
         close(a->fd);
-        unlink(a->p.socket);
+        target_socket_unlink(a->p.socket, &a->made);
     }
     adding_free(a);
 }
@@ -864,6 +865,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
  */
 struct controller_unlinking {
     struct controller_pending p;    /* in tgt->controllers_adding until answered */
+    struct target_file_id id;       /* the file the controller made there */
     struct target *tgt;
     struct ctl_call *call;
 };
@@ -879,7 +881,8 @@ static int unlinking_run(void *arg)
     struct controller_unlinking *u = arg;
 
     target_test_socket_hold(u->p.socket);
-    return unlink(u->p.socket) < 0 && errno != ENOENT ? -errno : 0;
+    /* Given up, it may come after a newer controller made its socket there: that one stays. */
+    return target_socket_unlink(u->p.socket, &u->id);
 }
 
 static void unlinking_done(void *arg, int ret)
@@ -929,13 +932,14 @@ static void m_controller_remove(struct ctl_call *call, JsonObject *params, void 
     g_autoptr(GError) err = NULL;
     struct controller_unlinking *u;
     char *socket = NULL;
+    struct target_file_id id;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
         return;
     }
     ret = target_controller_remove(tgt, json_object_get_string_member(params, "name"), &socket,
-                                   &err);
+                                   &id, &err);
     if (ret < 0) {
         fail(call, "controller-remove", err);
         return;
@@ -946,6 +950,7 @@ static void m_controller_remove(struct ctl_call *call, JsonObject *params, void 
     }
     u = g_new0(struct controller_unlinking, 1);
     u->p.socket = socket;
+    u->id = id;
     u->tgt = tgt;
     u->call = call;
     ret = target_job_start(tgt, "controller-remove", &unlinking_ops, u, true, &err);

@@ -77,19 +77,23 @@ struct controller *target_controller_new(struct target *tgt, const char *name,
  * it), fd without one an inherited socket.
  */
 int target_controller_listen(struct controller *ctrl, const char *path, int fd,
-                             const char *group, GError **err)
+                             const struct target_file_id *made, const char *group,
+                             GError **err)
 {
+    struct target_file_id id;
     int ret;
 
     if (fd < 0) {
-        fd = target_listen_on(path, group, err);
+        fd = target_listen_on(path, group, &id, err);
         if (fd < 0) {
             return fd;
         }
+        made = &id;
     }
     if (path) {
         ctrl->socket_path = g_strdup(path);
         ctrl->socket_group = g_strdup(group);
+        ctrl->socket_id = *made;
     }
     ctrl->listen_fd = fd;
     ret = target_accept_watch(ctrl);
@@ -111,7 +115,7 @@ void target_controller_free(struct controller *ctrl)
         close(ctrl->listen_fd);
     }
     if (ctrl->socket_path) {
-        unlink(ctrl->socket_path);
+        target_socket_unlink(ctrl->socket_path, &ctrl->socket_id);
     }
     /* No connection is left: no nexus reads its tables. */
     scsi_target_free(ctrl->scsi);
@@ -169,7 +173,7 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
 }
 
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
-                          const char *group, const GArray *uids, const GArray *gids,
+                          const struct target_file_id *made, const char *group, const GArray *uids, const GArray *gids,
                           unsigned queues, struct controller **out, GError **err)
 {
     struct controller *ctrl;
@@ -179,7 +183,7 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
         return ret;
     }
     ctrl = target_controller_new(tgt, name, uids, gids, queues);
-    ret = target_controller_listen(ctrl, socket, fd, group, err);
+    ret = target_controller_listen(ctrl, socket, fd, made, group, err);
     if (ret < 0) {
         g_prefix_error(err, "controller %s: ", name);
         target_controller_free(ctrl);
@@ -192,7 +196,8 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
     return 0;
 }
 
-int target_controller_remove(struct target *tgt, const char *name, char **socket, GError **err)
+int target_controller_remove(struct target *tgt, const char *name, char **socket,
+                             struct target_file_id *id, GError **err)
 {
     struct controller *ctrl = target_controller_find(tgt, name);
 
@@ -211,6 +216,7 @@ int target_controller_remove(struct target *tgt, const char *name, char **socket
     g_message("controller %s: removed", name);
     /* Its socket file is the caller's to remove, off the main thread. */
     *socket = g_steal_pointer(&ctrl->socket_path);
+    *id = ctrl->socket_id;
     target_controller_free(ctrl);
     return 0;
 }

@@ -275,7 +275,7 @@ int target_listen(struct target *tgt, const char *path, int fd, GError **err)
     if (tgt->opts->control_path && (ret = target_control_start(tgt, err)) < 0) {
         return ret;
     }
-    return target_controller_listen(tgt->dflt, path, fd, tgt->opts->socket_group, err);
+    return target_controller_listen(tgt->dflt, path, fd, NULL, tgt->opts->socket_group, err);
 }
 
 void target_end(struct target *tgt)

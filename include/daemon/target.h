@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -31,6 +32,16 @@
 #include "lun-spec.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
+
+/*
+ * Which file a path named when the daemon made it.  An inode number is
+ * reused at once by some file systems (ext4), so its change time too.
+ */
+struct target_file_id {
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime;
+};
 
 /* Defaults of the options without one elsewhere (--max-connections, ...). */
 #define TARGET_DEFAULT_MAX_CONNECTIONS 128
@@ -104,6 +115,7 @@ struct controller {
     struct scsi_target *scsi;
     int listen_fd;
     char *socket_path;          /* the socket file we made, removed with it; NULL with --fd */
+    struct target_file_id socket_id;    /* that file: removed only while it is still ours */
     char *socket_group;         /* the group it was given (0660), or NULL (0600) */
     /*
      * The initiator port name its connections present to persistent
@@ -357,24 +369,27 @@ struct controller *target_controller_find(struct target *tgt, const char *name);
 /*
  * A new controller (in tgt's list, not listening yet); uids/gids (may be
  * NULL) are copied.  target_controller_listen: on fd, or on a new socket
- * at path; fd with a path is a socket target_listen_on made there (the
- * controller removes it), fd without one an inherited socket.  -errno,
- * with *err saying why.  target_controller_free: closes its socket, and removes its file.
+ * at path; fd with a path is a socket target_listen_on made there, made
+ * the file it made (the controller removes it while it is still that
+ * file), fd without one an inherited socket.  -errno, with *err saying
+ * why.  target_controller_free: closes its socket, and removes its file.
  */
 struct controller *target_controller_new(struct target *tgt, const char *name,
                                          const GArray *uids, const GArray *gids,
                                          unsigned queues);
 int target_controller_listen(struct controller *ctrl, const char *path, int fd,
-                             const char *group, GError **err);
+                             const struct target_file_id *made, const char *group,
+                             GError **err);
 void target_controller_free(struct controller *ctrl);
 /*
  * A new controller listening on socket (created like --socket-path: mode
- * 0600, or 0660 with group), or on an inherited listening fd (>= 0).
- * uids/gids (may be NULL) are copied.  -EEXIST for a name in use,
+ * 0600, or 0660 with group), or on an inherited listening fd (>= 0; with
+ * socket, the one target_listen_on made there as made).  uids/gids (may
+ * be NULL) are copied.  -EEXIST for a name in use,
  * -EINVAL for a bad name, another -errno if it cannot listen; *err says.
  */
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
-                          const char *group, const GArray *uids, const GArray *gids,
+                          const struct target_file_id *made, const char *group, const GArray *uids, const GArray *gids,
                           unsigned queues, struct controller **out, GError **err);
 /*
  * What a controller-add job holds while its socket is made off the main
@@ -392,10 +407,18 @@ int target_controller_check(struct target *tgt, const char *name, const char *so
 /*
  * Any thread (target-listen.c): a new listening socket at path, made like --socket-path
  * (mode 0600, or 0660 and the group's), replacing a stale one; its fd, or
- * -errno with *err ("cannot listen on socket PATH: why").  It may wait on
- * the file system and the group database.
+ * -errno with *err ("cannot listen on socket PATH: why"); *made (may be
+ * NULL) the file it made.  It may wait on the file system and the group
+ * database.
  */
-int target_listen_on(const char *path, const char *group, GError **err);
+int target_listen_on(const char *path, const char *group, struct target_file_id *made,
+                     GError **err);
+/*
+ * Any thread: removes the socket file at path if it is still the one made
+ * (another's, made there since, stays); 0 (gone already included), or
+ * -errno.
+ */
+int target_socket_unlink(const char *path, const struct target_file_id *made);
 /*
  * Whether a socket could be made at path: not too long, in a folder that
  * exists; 0, or -errno with *err ("cannot listen on KIND PATH: why").  The
@@ -417,9 +440,10 @@ void target_controller_set_initiator(struct controller *ctrl, const char *initia
 /*
  * Removes a controller with no LUNs and no connections (-EBUSY otherwise);
  * *socket (g_free) is the socket file it made, for the caller to remove
- * off the main thread, or NULL.
+ * off the main thread (target_socket_unlink with *id), or NULL.
  */
-int target_controller_remove(struct target *tgt, const char *name, char **socket, GError **err);
+int target_controller_remove(struct target *tgt, const char *name, char **socket,
+                             struct target_file_id *id, GError **err);
 
 /*
  * The saved configuration (target-config.c).  load: creates the backends
