@@ -9,7 +9,8 @@
  * last mapping went meanwhile is closed when the resize ends).  A resize
  * not done by --control-timeout-ms is answered -ETIMEDOUT; its backend
  * stays resizing, and so open, until the thread returns (it may still
- * take effect then: the LUN reports the capacity change itself).  Main
+ * take effect then: the LUN reports the capacity change itself), and an
+ * implicit one unmapped meanwhile is closed then.  Main
  * thread only, but for resize_run and resize_discard.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -91,11 +92,26 @@ static void resize_discard(void *arg, int ret)
     resizing_free(r);
 }
 
+/*
+ * On the main thread, once it returns after all while the daemon runs: an
+ * implicit backend whose last mapping went meanwhile closes now.
+ */
+static void resize_late(void *arg, int ret)
+{
+    struct resizing *r = arg;
+    struct target_backend *b = r->b;
+
+    __atomic_store_n(&b->resizing, false, __ATOMIC_RELEASE);
+    target_backend_close_if_unused(r->tgt, b);
+    resizing_free(r);
+}
+
 static const struct target_job_ops resize_ops = {
     .run = resize_run,
     .done = resize_done,
     .abandoned = resize_abandoned,
     .discard = resize_discard,
+    .late = resize_late,
 };
 
 void target_backend_resize_async(struct target *tgt, const char *name, uint64_t size,

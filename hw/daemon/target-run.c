@@ -299,6 +299,8 @@ void target_end(struct target *tgt)
     }
     g_free(tgt->threads);
     target_sandbox_end(tgt);
+    /* Before the loop goes: a given-up job's thread posts nothing to it any more. */
+    target_jobs_free(tgt);
     /* Runs what was posted to it last: the grace periods of the LUN tables. */
     iothread_free(tgt->main);
     tgt->main = NULL;
@@ -313,5 +315,4 @@ void target_end(struct target *tgt)
         close(tgt->timer_fd);
     }
     target_backends_free(tgt);
-    target_jobs_free(tgt);
 }

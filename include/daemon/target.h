@@ -168,7 +168,7 @@ struct target {
     GList *openings;              /* struct target_reservation *: adds not answered yet */
     GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
     GList *controllers_adding;    /* struct controller_pending *: adds, removes not answered */
-    unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
+    struct target_jobs_shared *jobs_shared;   /* what their threads share, given-up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
     uint64_t stats_ids;           /* the last stats_id given to a backend or controller */
@@ -200,7 +200,10 @@ struct target_backend {
  * run returns, calls discard(arg, ret), which frees arg: arg belongs to
  * the thread from abandoned on.  cancel (optional, main thread) calls the
  * job off when the daemon stops: run must then return promptly, and done
- * follows as usual.
+ * follows as usual.  late (optional): a given-up job whose thread returns
+ * while the daemon still runs gets late(arg, ret) on the main thread
+ * instead of discard (which it must then do itself), so that what it held
+ * is seen to on the main thread.
  */
 struct target_job_ops {
     int (*run)(void *arg);
@@ -208,6 +211,7 @@ struct target_job_ops {
     void (*abandoned)(void *arg, int why);
     void (*discard)(void *arg, int ret);
     void (*cancel)(void *arg);
+    void (*late)(void *arg, int ret);
 };
 /* Threads at once, those given up but not yet returned included. */
 #define TARGET_MAX_JOBS 16
@@ -218,9 +222,12 @@ struct target_job_ops {
  */
 int target_job_start(struct target *tgt, const char *what, const struct target_job_ops *ops,
                      void *arg, bool timed, GError **err);
-/* The daemon stops: every job is called off or given up. */
+/* The daemon stops: every job is called off or given up, and no late result comes any more. */
 void target_jobs_stop(struct target *tgt);
-/* At exit: threads given up and still running keep what they share. */
+/*
+ * At exit, before the main loop is freed: threads given up and still
+ * running keep what they share, and post nothing.
+ */
 void target_jobs_free(struct target *tgt);
 
 void target_backends_init(struct target *tgt);
