@@ -394,7 +394,7 @@ int main(int argc, char **argv)
     struct target_opts opts;
     struct target tgt;
     struct sd_notify *manager = NULL;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     const char *path;
     int ret = 1, r;
 
@@ -424,16 +424,15 @@ int main(int argc, char **argv)
 
     signal(SIGPIPE, SIG_IGN);
     /* A front-end truncating shared memory costs its connection, not the daemon. */
-    if (guest_mem_guard_install() < 0 || target_start(&tgt, true) < 0) {
+    if (guest_mem_guard_install() < 0) {
         goto out;
     }
-    if (target_load(&tgt, DEFAULT_SOCKET, &err) < 0) {
-        fprintf(stderr, "vhost-scsi-target: %s\n", err);
+    if (target_start(&tgt, true, &err) < 0 || target_load(&tgt, DEFAULT_SOCKET, &err) < 0) {
         goto out;
     }
+    /* The --config file may name it. */
     path = opts.listen_fd >= 0 ? NULL : opts.socket_path ? opts.socket_path : DEFAULT_SOCKET;
     if (target_listen(&tgt, path, opts.listen_fd, &err) < 0) {
-        fprintf(stderr, "vhost-scsi-target: %s\n", err);
         goto out;
     }
     opts.listen_fd = -1;      /* the controller's now */
@@ -453,7 +452,7 @@ int main(int argc, char **argv)
      * confined; what it may still need (LUNs and controllers added live,
      * reconnects) is in the sets target_sandbox chooses.
      */
-    if (target_sandbox(&tgt) < 0) {
+    if (target_sandbox(&tgt, &err) < 0) {
         goto out;
     }
     /*
@@ -472,6 +471,10 @@ int main(int argc, char **argv)
     ret = 0;
 
 out:
+    /* Every refused start is said here, once. */
+    if (err) {
+        fprintf(stderr, "vhost-scsi-target: %s\n", err->message);
+    }
     sd_notify_free(manager);
     target_end(&tgt);
 out_opts:

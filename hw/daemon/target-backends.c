@@ -9,7 +9,9 @@
  * goes with its last mapping.  Unmapping is asynchronous: the SCSI target
  * hands the LUN back once no I/O thread can reach it and its commands
  * have drained.  A name or address that an open under way reserves
- * (target-opening.c) is refused here with -EBUSY.  Main thread only.
+ * (target-opening.c) is refused here with -EBUSY.  Opening a backend and
+ * serving it are target-backend-open.c's; this file keeps the table and
+ * the mappings, below both it and target-resize.c.  Main thread only.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
@@ -24,6 +26,7 @@
 #include "backend.h"
 #include "lun-open.h"
 #include "target.h"
+#include "vs-error.h"
 
 /*
  * Backends with per-thread state (iSCSI sessions) set it up on each I/O
@@ -60,23 +63,22 @@ static void detach_backend(struct target *tgt, struct lun_backend *be, unsigned 
     }
 }
 
-static int attach_backend(struct target *tgt, struct lun_backend *be, char **err)
+int target_backend_attach(struct target *tgt, struct lun_backend *be, GError **err)
 {
     for (unsigned j = 0; j < tgt->nthreads && tgt->threads[j] && be->ops->attach_thread; j++) {
         struct thread_lun_call c = { .be = be, .t = tgt->threads[j] };
 
         iothread_run_sync(c.t, call_attach, &c);
         if (c.ret < 0) {
-            *err = g_strdup_printf("%s: cannot start on %s: %s", be->name, iothread_name(c.t),
-                                   g_strerror(-c.ret));
             detach_backend(tgt, be, j);
-            return c.ret;
+            return vs_error_set(err, c.ret, "%s: cannot start on %s: %s", be->name,
+                                iothread_name(c.t), g_strerror(-c.ret));
         }
     }
     return 0;
 }
 
-int target_attach_backends(struct target *tgt, bool attach)
+int target_attach_backends(struct target *tgt, bool attach, GError **err)
 {
     GHashTableIter it;
     gpointer value;
@@ -85,13 +87,16 @@ int target_attach_backends(struct target *tgt, bool attach)
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         struct target_backend *b = value;
         struct lun_backend *be = scsi_lun_backend(b->lun);
-        g_autofree char *err = NULL;
+        int ret;
 
         if (!attach) {
             detach_backend(tgt, be, tgt->nthreads);
-        } else if (attach_backend(tgt, be, &err) < 0) {
-            fprintf(stderr, "vhost-scsi-target: %s\n", err);
-            return -EIO;
+            continue;
+        }
+        ret = target_backend_attach(tgt, be, err);
+        if (ret < 0) {
+            g_prefix_error(err, "backend %s: ", b->name);
+            return ret;
         }
     }
     return 0;
@@ -136,278 +141,41 @@ struct target_backend *target_backend_find(struct target *tgt, const char *name)
     return g_hash_table_lookup(tgt->backends, name);
 }
 
-int target_backend_name_free(struct target *tgt, const char *name, char **err)
+bool target_reserved_name(struct target *tgt, const char *name)
+{
+    for (GList *l = tgt->openings; l; l = l->next) {
+        if (!strcmp(((struct target_reservation *)l->data)->name, name)) {
+            return true;
+        }
+    }
+    return false;
+}
+
+bool target_reserved_slot(struct controller *ctrl, unsigned port, unsigned lun)
+{
+    for (GList *l = ctrl->tgt->openings; l; l = l->next) {
+        struct target_reservation *r = l->data;
+
+        if (r->ctrl_name && !strcmp(r->ctrl_name, ctrl->name) && r->port == port &&
+            r->lun == lun) {
+            return true;
+        }
+    }
+    return false;
+}
+
+int target_backend_name_free(struct target *tgt, const char *name, GError **err)
 {
     if (!target_name_ok(name)) {
-        *err = g_strdup_printf("backend name '%s': 1-64 of A-Z a-z 0-9 . _ : - /", name);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "backend name '%s': 1-64 of A-Z a-z 0-9 . _ : - /", name);
     }
     if (target_backend_find(tgt, name)) {
-        *err = g_strdup_printf("a backend named '%s' exists", name);
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "a backend named '%s' exists", name);
     }
-    if (target_opening_name(tgt, name)) {
-        *err = g_strdup_printf("backend '%s' is still opening", name);
-        return -EBUSY;
+    if (target_reserved_name(tgt, name)) {
+        return vs_error_set(err, -EBUSY, "backend '%s' is still opening", name);
     }
     return 0;
-}
-
-int target_backend_parse(const char *spec, struct lun_spec *ls, char **err)
-{
-    /* The --lun grammar with a placeholder ID: one grammar for every way in. */
-    g_autofree char *arg = g_strdup_printf("0=%s", spec);
-    g_autoptr(GError) why = NULL;
-    int ret = lun_spec_parse_full(arg, ls, &why);
-
-    if (ret < 0) {
-        g_autofree char *shown = lun_spec_redact(spec);
-
-        *err = g_strdup_printf("%s: %s", shown, why->message);
-    }
-    return ret;
-}
-
-/*
- * A backend's device changed size underneath (an RBD image resized by
- * another client): on the main thread, take the new size as `backend-resize
- * NAME` without a size does, so every mapping's front-ends are told.  The
- * backend is looked up again: it may have been removed since.
- */
-struct backend_change {
-    struct target *tgt;
-    struct lun_backend *be;
-};
-
-static void backend_changed_main(void *opaque)
-{
-    struct backend_change *c = opaque;
-    GHashTableIter it;
-    gpointer key, val;
-
-    g_hash_table_iter_init(&it, c->tgt->backends);
-    while (g_hash_table_iter_next(&it, &key, &val)) {
-        struct target_backend *b = val;
-
-        if (scsi_lun_backend(b->lun) == c->be) {
-            target_backend_follow_device(c->tgt, b);
-            break;
-        }
-    }
-    g_free(c);
-}
-
-/* Any thread (a library's own): hand the change to the main thread. */
-static void backend_changed(struct lun_backend *be, void *opaque)
-{
-    struct backend_change *c = g_new(struct backend_change, 1);
-
-    c->tgt = opaque;
-    c->be = be;
-    iothread_post(c->tgt->main, backend_changed_main, c);
-}
-
-/*
- * Where a backend's LUN keeps its persistent reservations while APTPL is
- * on: DIR/NAME.pr with --pr-dir, else FILE.pr beside a file: backend's
- * regular file (a block device's directory, /dev, is no place for it);
- * NULL: nowhere, APTPL refused.  The directory is resolved (symlinks,
- * "..") so that two backends naming one file by two paths are told apart
- * by the string.  Looks at the file system: off the main thread.
- */
-static char *pr_file_for(const char *pr_dir, const char *name, const struct lun_spec *ls)
-{
-    g_autofree char *dir = NULL;
-    g_autofree char *base = NULL;
-    char *real;
-
-    if (pr_dir) {
-        dir = g_strdup(pr_dir);
-        base = g_strdup_printf("%s.pr", name);
-        g_strdelimit(base, "/", '_');
-    } else if (ls->kind == LUN_SPEC_FILE && g_file_test(ls->path, G_FILE_TEST_IS_REGULAR)) {
-        g_autofree char *file = g_path_get_basename(ls->path);
-
-        dir = g_path_get_dirname(ls->path);
-        base = g_strdup_printf("%s.pr", file);
-    } else {
-        return NULL;
-    }
-    real = realpath(dir, NULL);
-    if (real) {
-        g_free(dir);
-        dir = real;
-    }
-    return g_build_filename(dir, base, NULL);
-}
-
-int target_backend_open(const char *pr_dir, const char *name, const char *spec,
-                        const struct lun_spec *ls, int cancel_fd, struct target_opened *o,
-                        char **err)
-{
-    g_autofree char *shown = lun_spec_redact(spec);
-    g_autoptr(GError) why = NULL;
-    struct lun_backend *be;
-    int ret;
-
-    memset(o, 0, sizeof(*o));
-    ret = lun_spec_open_cancellable(ls, cancel_fd, &be, &why);
-    if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot open %s: %s", name, shown, why->message);
-        return ret;
-    }
-    /* A backend may answer INQUIRY with another device's identity (iSCSI). */
-    o->lun = scsi_lun_new(be, name, be->ops->identity ? be->ops->identity(be) : NULL, &why);
-    if (!o->lun) {
-        *err = g_strdup_printf("%s: %s: %s", name, shown, why->message);
-        return vs_error_errno(why);
-    }
-    o->pr_path = pr_file_for(pr_dir, name, ls);
-    if (o->pr_path) {
-        o->pr_ret = scsi_lun_set_pr_file(o->lun, o->pr_path, &why);
-        o->pr_err = why ? g_strdup(why->message) : NULL;
-    }
-    return 0;
-}
-
-void target_opened_clear(struct target_opened *o)
-{
-    scsi_lun_free(o->lun);
-    g_free(o->pr_path);
-    g_free(o->pr_err);
-    memset(o, 0, sizeof(*o));
-}
-
-/* Where b is mapped, for messages: " (mapped at default 0:1, vm1 0:0)", or "". */
-static char *mappings_of(struct target *tgt, struct target_backend *b)
-{
-    GString *s = g_string_new(NULL);
-
-    for (GList *l = tgt->controllers; l; l = l->next) {
-        struct controller *ctrl = l->data;
-        unsigned n = scsi_target_lun_count(ctrl->scsi);
-
-        for (unsigned i = 0; i < n; i++) {
-            unsigned port, lun;
-
-            scsi_target_lun_id_at(ctrl->scsi, i, &port, &lun);
-            if (scsi_target_lun(ctrl->scsi, port, lun) == b->lun) {
-                g_string_append_printf(s, "%s%s %u:%u", s->len ? ", " : " (mapped at ",
-                                       ctrl->name, port, lun);
-            }
-        }
-    }
-    if (s->len) {
-        g_string_append_c(s, ')');
-    }
-    return g_string_free(s, FALSE);
-}
-
-/*
- * One file or block device backs one backend, and one reservations file
- * belongs to one: two backends over the same blocks would be two logical
- * units whose reservations, range locks and unit attentions know nothing
- * of each other, writing one state file in turn.  Sharing is explicit:
- * one backend mapped at several addresses.  0, or -EEXIST with *err.
- */
-static int object_free(struct target *tgt, const char *name, const struct target_opened *o,
-                       char **err)
-{
-    struct lun_backend *be = scsi_lun_backend(o->lun);
-    GHashTableIter it;
-    gpointer value;
-
-    g_hash_table_iter_init(&it, tgt->backends);
-    while (g_hash_table_iter_next(&it, NULL, &value)) {
-        struct target_backend *b = value;
-        struct lun_backend *other = scsi_lun_backend(b->lun);
-        g_autofree char *where = NULL;
-
-        if (backend_same_object(be, other)) {
-            where = mappings_of(tgt, b);
-            *err = g_strdup_printf("backend %s: %s is the %s that backend %s%s serves as %s "
-                                   "already; one %s backs one backend: to serve it at several "
-                                   "addresses, add it once (backend-add) and map it at each "
-                                   "(lun-map)", name, be->name,
-                                   be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
-                                   "file", b->name, where, other->name,
-                                   be->object_kind == BACKEND_OBJECT_BLOCK ? "block device" :
-                                   "file");
-            return -EEXIST;
-        }
-        if (o->pr_path && b->pr_path && !strcmp(o->pr_path, b->pr_path)) {
-            where = mappings_of(tgt, b);
-            *err = g_strdup_printf("backend %s: its reservations file %s is backend %s's%s "
-                                   "already", name, o->pr_path, b->name, where);
-            return -EEXIST;
-        }
-    }
-    return 0;
-}
-
-int target_backend_install(struct target *tgt, const char *name, const char *spec,
-                           bool implicit, struct target_opened *o, struct target_backend **out,
-                           char **err)
-{
-    g_autofree char *shown = lun_spec_redact(spec);
-    g_autofree char *why = NULL;
-    struct lun_backend *be = scsi_lun_backend(o->lun);
-    struct target_backend *b;
-    int ret;
-
-    ret = object_free(tgt, name, o, err);
-    if (ret == 0 && o->pr_ret < 0) {
-        *err = g_steal_pointer(&o->pr_err);
-        ret = o->pr_ret;
-    }
-    /* Only a daemon already running has threads to attach to; at start they come later. */
-    if (ret == 0 && tgt->threads && attach_backend(tgt, be, &why) < 0) {
-        *err = g_strdup_printf("%s: %s", shown, why);
-        ret = -EIO;
-    }
-    if (ret < 0) {
-        target_opened_clear(o);
-        return ret;
-    }
-    b = g_new0(struct target_backend, 1);
-    b->name = g_strdup(name);
-    b->spec = g_strdup(spec);
-    b->lun = g_steal_pointer(&o->lun);
-    b->pr_path = g_steal_pointer(&o->pr_path);
-    b->implicit = implicit;
-    target_opened_clear(o);
-    g_hash_table_insert(tgt->backends, b->name, b);
-    be->changed_opaque = tgt;
-    __atomic_store_n(&be->changed, backend_changed, __ATOMIC_RELEASE);
-    g_message("backend %s: %s, %" PRIu64 " bytes, %u-byte blocks%s", name, be->name,
-              backend_size(be), be->block_size, be->read_only ? ", read-only" : "");
-    if (out) {
-        *out = b;
-    }
-    return 0;
-}
-
-int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
-                       struct target_backend **out, char **err)
-{
-    struct target_opened o;
-    struct lun_spec ls;
-    int ret;
-
-    ret = target_backend_name_free(tgt, name, err);
-    if (ret == 0) {
-        ret = target_backend_parse(spec, &ls, err);
-    }
-    if (ret < 0) {
-        return ret;
-    }
-    ret = target_backend_open(tgt->opts ? tgt->opts->pr_dir : NULL, name, spec, &ls, -1, &o,
-                              err);
-    lun_spec_clear(&ls);
-    if (ret < 0) {
-        return ret;
-    }
-    return target_backend_install(tgt, name, spec, implicit, &o, out, err);
 }
 
 /*
@@ -433,34 +201,31 @@ static const struct target_job_ops close_ops = {
 
 static void close_off_main(struct target *tgt, struct scsi_lun *lun)
 {
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
 
     if (target_job_start(tgt, "closing a backend", &close_ops, lun, false, &err) < 0) {
-        g_message("%s; closing it on the main thread", err);
+        g_message("%s; closing it on the main thread", err->message);
         scsi_lun_free(lun);
     }
 }
 
-int target_backend_remove(struct target *tgt, const char *name, char **err)
+int target_backend_remove(struct target *tgt, const char *name, GError **err)
 {
     struct target_backend *b = target_backend_find(tgt, name);
 
-    if (!b && target_opening_name(tgt, name)) {
-        *err = g_strdup_printf("backend '%s' is still opening", name);
-        return -EBUSY;
+    if (!b && target_reserved_name(tgt, name)) {
+        return vs_error_set(err, -EBUSY, "backend '%s' is still opening", name);
     }
     if (!b) {
-        *err = g_strdup_printf("no backend named '%s'", name);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "no backend named '%s'", name);
     }
     if (b->mappings || b->unmapping) {
-        *err = g_strdup_printf("backend '%s' is mapped %u time(s); unmap it first", name,
-                               b->mappings + b->unmapping);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY, "backend '%s' is mapped %u time(s); unmap it first", name,
+                            b->mappings + b->unmapping);
     }
     if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
-        *err = g_strdup_printf("backend '%s' is being resized; try again when it is done", name);
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY,
+                            "backend '%s' is being resized; try again when it is done", name);
     }
     /* Unmapped and drained: no thread can reach it any more. */
     detach_backend(tgt, scsi_lun_backend(b->lun), tgt->nthreads);
@@ -473,11 +238,9 @@ int target_backend_remove(struct target *tgt, const char *name, char **err)
 
 void target_backend_close_if_unused(struct target *tgt, struct target_backend *b)
 {
-    g_autofree char *ignored = NULL;
-
     /* An implicit backend (--lun, lun-add) goes with its last mapping. */
     if (b->implicit && !b->mappings && !b->unmapping) {
-        target_backend_remove(tgt, b->name, &ignored);
+        target_backend_remove(tgt, b->name, NULL);
     }
 }
 
@@ -543,26 +306,24 @@ struct target_backend *target_backend_of(struct target *tgt, const struct scsi_l
 }
 
 int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
-                   char **err)
+                   GError **err)
 {
     struct target_backend *b = target_backend_find(ctrl->tgt, backend);
     int ret;
 
     if (!b) {
-        *err = g_strdup_printf("no backend named '%s'", backend);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "no backend named '%s'", backend);
     }
-    if (target_opening_slot(ctrl, port, lun)) {
-        *err = g_strdup_printf("%s: LUN %u:%u is still opening", ctrl->name, port, lun);
-        return -EBUSY;
+    if (target_reserved_slot(ctrl, port, lun)) {
+        return vs_error_set(err, -EBUSY, "%s: LUN %u:%u is still opening", ctrl->name, port, lun);
     }
     ret = scsi_target_add_lun(ctrl->scsi, port, lun, b->lun);
+    if (ret == -EEXIST) {
+        return vs_error_set(err, ret, "%s: LUN %u:%u is already mapped", ctrl->name, port, lun);
+    }
     if (ret < 0) {
-        *err = ret == -EEXIST ? g_strdup_printf("%s: LUN %u:%u is already mapped", ctrl->name,
-                                                port, lun)
-                              : g_strdup_printf("%s: LUN %u:%u: %s", ctrl->name, port, lun,
-                                                g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "%s: LUN %u:%u: %s", ctrl->name, port, lun,
+                            g_strerror(-ret));
     }
     b->mappings++;
     return 0;
@@ -619,30 +380,27 @@ void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
 }
 
 int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *port,
-                         unsigned *lun_id, char **name, char **err)
+                         unsigned *lun_id, char **name, GError **err)
 {
     struct target *tgt = ctrl->tgt;
     g_autofree char *shown = lun_spec_redact(arg);
-    g_autoptr(GError) why = NULL;
     struct lun_spec spec;
     int ret;
 
     /* The ID part, parsed by the grammar: the spec after '=' is the backend's. */
-    ret = lun_spec_parse_full(arg, &spec, &why);
+    ret = lun_spec_parse_full(arg, &spec, err);
     if (ret < 0) {
-        *err = g_strdup_printf("%s: %s", shown, why->message);
+        g_prefix_error(err, "%s: ", shown);
         return ret;
     }
     *port = spec.target;
     *lun_id = spec.lun;
     lun_spec_clear(&spec);
     if (scsi_target_lun(ctrl->scsi, *port, *lun_id)) {
-        *err = g_strdup_printf("%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "%s: LUN %u:%u is already mapped", shown, *port, *lun_id);
     }
-    if (target_opening_slot(ctrl, *port, *lun_id)) {
-        *err = g_strdup_printf("%s: LUN %u:%u is still opening", shown, *port, *lun_id);
-        return -EBUSY;
+    if (target_reserved_slot(ctrl, *port, *lun_id)) {
+        return vs_error_set(err, -EBUSY, "%s: LUN %u:%u is still opening", shown, *port, *lun_id);
     }
     /* The default controller's keep the names they always had. */
     *name = ctrl == tgt->dflt ? g_strdup_printf("lun%u:%u", *port, *lun_id)
@@ -655,29 +413,12 @@ int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *por
 }
 
 int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun,
-                            const char *name, char **err)
+                            const char *name, GError **err)
 {
     int ret = target_lun_map(ctrl, port, lun, name, err);
 
     if (ret < 0) {
-        g_autofree char *ignored = NULL;
-
-        target_backend_remove(ctrl->tgt, name, &ignored);
-    }
-    return ret;
-}
-
-int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun_id,
-                   char **err)
-{
-    g_autofree char *name = NULL;
-    int ret = target_lun_add_check(ctrl, arg, port, lun_id, &name, err);
-
-    if (ret == 0) {
-        ret = target_backend_add(ctrl->tgt, name, strchr(arg, '=') + 1, true, NULL, err);
-    }
-    if (ret == 0) {
-        ret = target_lun_map_implicit(ctrl, *port, *lun_id, name, err);
+        target_backend_remove(ctrl->tgt, name, NULL);
     }
     return ret;
 }

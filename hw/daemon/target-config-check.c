@@ -15,6 +15,7 @@
 #include "json-member.h"
 #include "json-strict.h"
 #include "target.h"
+#include "vs-error.h"
 
 /* Backends and mappings nest 4 deep; the largest object has 3 members. */
 static const struct json_limits config_limits = { .max_depth = 8, .max_members = 16 };
@@ -40,19 +41,19 @@ static const struct json_member lun_members[] = {
 };
 
 /* What a config file asks for, checked whole before anything is opened. */
-static int config_check(JsonNode *root, char **err)
+static int config_check(JsonNode *root, GError **err)
 {
+    g_autofree char *shape = json_check_object(root, top_members, G_N_ELEMENTS(top_members));
     JsonObject *top;
     JsonArray *a;
 
-    *err = json_check_object(root, top_members, G_N_ELEMENTS(top_members));
-    if (*err) {
-        return -EINVAL;
+    if (shape) {
+        return vs_error_set(err, -EINVAL, "%s", shape);
     }
     top = json_node_get_object(root);
     if (json_object_get_int_member(top, "version") != TARGET_CONFIG_VERSION) {
-        *err = g_strdup_printf("unsupported version (expected %d)", TARGET_CONFIG_VERSION);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL, "unsupported version (expected %d)",
+                            TARGET_CONFIG_VERSION);
     }
     a = json_object_get_array_member(top, "backends");
     for (guint i = 0; i < json_array_get_length(a); i++) {
@@ -61,20 +62,17 @@ static int config_check(JsonNode *root, char **err)
         JsonObject *b, *q;
 
         if (e) {
-            *err = g_strdup_printf("backends[%u]: %s", i, e);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL, "backends[%u]: %s", i, e);
         }
         b = json_array_get_object_element(a, i);
         q = json_object_member_or_null(b, "qos");
         if (q && (e = json_check_object(json_object_get_member(b, "qos"), qos_members,
                                         G_N_ELEMENTS(qos_members)))) {
-            *err = g_strdup_printf("backends[%u].qos: %s", i, e);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL, "backends[%u].qos: %s", i, e);
         }
         if (q && (json_object_get_int_member_with_default(q, "iops", 0) < 0 ||
                   json_object_get_int_member_with_default(q, "bandwidth", 0) < 0)) {
-            *err = g_strdup_printf("backends[%u].qos: limits must be >= 0 (0: none)", i);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL, "backends[%u].qos: limits must be >= 0 (0: none)", i);
         }
     }
     a = json_object_get_array_member(top, "controllers");
@@ -85,22 +83,21 @@ static int config_check(JsonNode *root, char **err)
         JsonArray *luns;
 
         if (e) {
-            *err = g_strdup_printf("controllers[%u]: %s", i, e);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL, "controllers[%u]: %s", i, e);
         }
         c = json_array_get_object_element(a, i);
         if (strcmp(json_object_get_string_member(c, "name"), "default") &&
             !json_object_has_member(c, "socket")) {
-            *err = g_strdup_printf("controllers[%u]: a controller other than \"default\" "
-                                   "needs a socket", i);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL,
+                                "controllers[%u]: a controller other than \"default\" "
+                                "needs a socket", i);
         }
         if (json_object_has_member(c, "initiator") &&
             !target_initiator_ok(json_object_get_string_member(c, "initiator"))) {
-            *err = g_strdup_printf("controllers[%u]: initiator '%s': 1-%d of A-Z a-z 0-9 . - : _",
-                                   i, json_object_get_string_member(c, "initiator"),
-                                   TARGET_INITIATOR_MAX);
-            return -EINVAL;
+            return vs_error_set(err, -EINVAL,
+                                "controllers[%u]: initiator '%s': 1-%d of A-Z a-z 0-9 . - : _",
+                                i, json_object_get_string_member(c, "initiator"),
+                                TARGET_INITIATOR_MAX);
         }
         luns = json_object_get_array_member(c, "luns");
         for (guint j = 0; j < json_array_get_length(luns); j++) {
@@ -108,15 +105,14 @@ static int config_check(JsonNode *root, char **err)
                                                     G_N_ELEMENTS(lun_members));
 
             if (le) {
-                *err = g_strdup_printf("controllers[%u].luns[%u]: %s", i, j, le);
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL, "controllers[%u].luns[%u]: %s", i, j, le);
             }
         }
     }
     return 0;
 }
 
-JsonNode *target_config_parse(const char *text, size_t len, char **err)
+JsonNode *target_config_parse(const char *text, size_t len, GError **err)
 {
     g_autofree char *why = NULL;
     JsonNode *root;
@@ -124,7 +120,11 @@ JsonNode *target_config_parse(const char *text, size_t len, char **err)
 
     root = json_strict_parse(text, len, &config_limits, &why, &at);
     if (!root) {
-        *err = at == JSON_AT_NONE ? g_strdup(why) : g_strdup_printf("byte %zu: %s", at, why);
+        if (at == JSON_AT_NONE) {
+            vs_error_set(err, -EINVAL, "%s", why);
+        } else {
+            vs_error_set(err, -EINVAL, "byte %zu: %s", at, why);
+        }
         return NULL;
     }
     if (config_check(root, err) < 0) {

@@ -31,6 +31,7 @@
 #include "json-strict.h"
 #include "scsi-disk.h"
 #include "target.h"
+#include "vs-error.h"
 
 #define CONFIG_MAX_BYTES (16u << 20)
 
@@ -58,33 +59,31 @@ static bool ids_of(JsonObject *o, const char *key, GArray *out)
  * default's only where the command line leaves it to the file).
  */
 static int sockets_check(struct target *tgt, const char *file, JsonArray *controllers,
-                         char **err)
+                         GError **err)
 {
     bool dflt_given = tgt->opts->socket_path || tgt->opts->listen_fd >= 0;
 
     for (guint i = 0; i < json_array_get_length(controllers); i++) {
         JsonObject *c = json_array_get_object_element(controllers, i);
         const char *socket = json_object_get_string_member_with_default(c, "socket", NULL);
-        g_autoptr(GError) why = NULL;
         int ret;
 
         if (!socket || (dflt_given && !strcmp(json_object_get_string_member(c, "name"),
                                               "default"))) {
             continue;
         }
-        ret = target_socket_path_check("socket", socket, &why);
+        ret = target_socket_path_check("socket", socket, err);
         if (ret < 0) {
-            *err = g_strdup_printf("%s: controllers[%u]: %s", file, i, why->message);
+            g_prefix_error(err, "%s: controllers[%u]: ", file, i);
             return ret;
         }
     }
     return 0;
 }
 
-int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err)
+int target_config_load(struct target *tgt, const char *file, char **socket_path, GError **err)
 {
     g_autofree char *text = NULL;
-    g_autofree char *why = NULL;
     g_autoptr(GError) gerr = NULL;
     g_autoptr(JsonNode) root = NULL;
     JsonObject *top;
@@ -94,16 +93,14 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
 
     *socket_path = NULL;
     if (!g_file_get_contents(file, &text, &len, &gerr)) {
-        *err = g_strdup_printf("%s: %s", file, gerr->message);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "%s: %s", file, gerr->message);
     }
     if (len > CONFIG_MAX_BYTES) {
-        *err = g_strdup_printf("%s: larger than %u bytes", file, CONFIG_MAX_BYTES);
-        return -EFBIG;
+        return vs_error_set(err, -EFBIG, "%s: larger than %u bytes", file, CONFIG_MAX_BYTES);
     }
-    root = target_config_parse(text, len, &why);
+    root = target_config_parse(text, len, err);
     if (!root) {
-        *err = g_strdup_printf("%s: %s", file, why);
+        g_prefix_error(err, "%s: ", file);
         return -EINVAL;
     }
     top = json_node_get_object(root);
@@ -114,8 +111,6 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
     a = json_object_get_array_member(top, "backends");
     for (guint i = 0; i < json_array_get_length(a); i++) {
         JsonObject *b = json_array_get_object_element(a, i);
-        g_autofree char *e = NULL;
-
         JsonObject *q = json_object_member_or_null(b, "qos");
         struct target_backend *tb;
 
@@ -123,9 +118,9 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
                                  json_object_get_string_member(b, "spec"),
                                  json_object_get_boolean_member_with_default(b, "implicit",
                                                                              false),
-                                 &tb, &e);
+                                 &tb, err);
         if (ret < 0) {
-            *err = g_strdup_printf("%s: backends[%u]: %s", file, i, e);
+            g_prefix_error(err, "%s: backends[%u]: ", file, i);
             return ret;
         }
         if (q) {
@@ -156,20 +151,20 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
             g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
             gint64 queues = json_object_get_int_member_with_default(c, "queues",
                                                                     tgt->opts->queues);
-            g_autofree char *e = NULL;
 
             if (!ids_of(c, "allow_uid", uids) || !ids_of(c, "allow_gid", gids) || queues < 1 ||
                 queues > tgt->opts->queues) {
-                *err = g_strdup_printf("%s: controllers[%u]: allow_uid/allow_gid must be ids, "
-                                       "queues 1..%u", file, i, tgt->opts->queues);
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL,
+                                    "%s: controllers[%u]: allow_uid/allow_gid must be ids, "
+                                    "queues 1..%u", file, i, tgt->opts->queues);
             }
             ret = target_controller_add(tgt, name, json_object_get_string_member(c, "socket"), -1,
+                                        NULL,
                                         json_object_get_string_member_with_default(
                                             c, "socket_group", NULL),
-                                        uids, gids, (unsigned)queues, &ctrl, &e);
+                                        uids, gids, (unsigned)queues, &ctrl, err);
             if (ret < 0) {
-                *err = g_strdup_printf("%s: controllers[%u]: %s", file, i, e);
+                g_prefix_error(err, "%s: controllers[%u]: ", file, i);
                 return ret;
             }
         }
@@ -180,17 +175,16 @@ int target_config_load(struct target *tgt, const char *file, char **socket_path,
             JsonObject *l = json_array_get_object_element(luns, j);
             gint64 port = json_object_get_int_member(l, "target");
             gint64 lun = json_object_get_int_member(l, "lun");
-            g_autofree char *e = NULL;
 
             if (port < 0 || port > SCSI_TARGET_MAX_PORT || lun < 0 || lun > SCSI_TARGET_MAX_LUN) {
-                *err = g_strdup_printf("%s: controllers[%u].luns[%u]: target 0..%d, lun 0..%d",
-                                       file, i, j, SCSI_TARGET_MAX_PORT, SCSI_TARGET_MAX_LUN);
-                return -EINVAL;
+                return vs_error_set(err, -EINVAL,
+                                    "%s: controllers[%u].luns[%u]: target 0..%d, lun 0..%d",
+                                    file, i, j, SCSI_TARGET_MAX_PORT, SCSI_TARGET_MAX_LUN);
             }
             ret = target_lun_map(ctrl, (unsigned)port, (unsigned)lun,
-                                 json_object_get_string_member(l, "backend"), &e);
+                                 json_object_get_string_member(l, "backend"), err);
             if (ret < 0) {
-                *err = g_strdup_printf("%s: controllers[%u].luns[%u]: %s", file, i, j, e);
+                g_prefix_error(err, "%s: controllers[%u].luns[%u]: ", file, i, j);
                 return ret;
             }
         }
@@ -320,14 +314,14 @@ static int write_all(int fd, const char *p, size_t len)
     return 0;
 }
 
-int target_config_save(struct target *tgt, const char *file, char **err)
+int target_config_save(struct target *tgt, const char *file, GError **err)
 {
     g_autofree char *text = target_config_json(tgt);
 
     return target_config_write(file, text, err);
 }
 
-int target_config_write(const char *file, const char *text, char **err)
+int target_config_write(const char *file, const char *text, GError **err)
 {
     g_autofree char *dir = g_path_get_dirname(file);
     g_autofree char *tmp = g_strdup_printf("%s.XXXXXX", file);
@@ -337,8 +331,8 @@ int target_config_write(const char *file, const char *text, char **err)
     fd = mkstemp(tmp);
     if (fd < 0) {
         ret = -errno;
-        *err = g_strdup_printf("%s: cannot create a file beside it: %s", file, g_strerror(-ret));
-        return ret;
+        return vs_error_set(err, ret, "%s: cannot create a file beside it: %s", file,
+                            g_strerror(-ret));
     }
     ret = write_all(fd, text, strlen(text));
     if (ret == 0) {
@@ -354,16 +348,15 @@ int target_config_write(const char *file, const char *text, char **err)
         ret = -errno;
     }
     if (ret < 0) {
-        *err = g_strdup_printf("%s: cannot write: %s", file, g_strerror(-ret));
         unlink(tmp);
-        return ret;
+        return vs_error_set(err, ret, "%s: cannot write: %s", file, g_strerror(-ret));
     }
     /* The rename itself is durable once the directory is. */
     dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd < 0 || fsync(dfd) < 0) {
         ret = -errno;
-        *err = g_strdup_printf("%s: saved, but its directory not synced: %s", file,
-                               g_strerror(-ret));
+        vs_error_set(err, ret, "%s: saved, but its directory not synced: %s", file,
+                     g_strerror(-ret));
     }
     if (dfd >= 0) {
         close(dfd);

@@ -24,6 +24,7 @@
 #include "json-strict.h"
 #include "size.h"
 #include "target.h"
+#include "vs-error.h"
 
 #define CONTROL_PROTOCOL 1
 
@@ -216,11 +217,15 @@ static void m_lun_list(struct ctl_call *call, JsonObject *params, void *opaque)
     ctl_call_reply(call, array_node(a));
 }
 
-/* Fails call with ret and err (logged: a refused control request is an operator's event). */
-static void fail(struct ctl_call *call, const char *what, int ret, const char *err)
+/*
+ * Fails call with err, its code the answer's errno (logged: a refused
+ * control request is an operator's event, and the daemon's log is where
+ * the program says it).
+ */
+static void fail(struct ctl_call *call, const char *what, const GError *err)
 {
-    g_warning("control: %s: %s", what, err);
-    ctl_call_fail(call, ret, err);
+    g_warning("control: %s: %s", what, err->message);
+    ctl_call_fail_error(call, err);
 }
 
 static void lun_added(const struct target_added *a, void *opaque)
@@ -228,7 +233,7 @@ static void lun_added(const struct target_added *a, void *opaque)
     struct ctl_call *call = opaque;
 
     if (a->ret < 0) {
-        fail(call, "lun-add", a->ret, a->err);
+        fail(call, "lun-add", a->err);
         return;
     }
     ctl_call_reply(call, lun_json(a->ctrl, a->port, a->lun));
@@ -308,17 +313,18 @@ struct lun_resizing {
     unsigned port, lun;
 };
 
-static void lun_resized(struct target *tgt, int ret, const char *err, void *opaque)
+static void lun_resized(struct target *tgt, int ret, const GError *err, void *opaque)
 {
     struct lun_resizing *r = opaque;
     struct controller *ctrl = target_controller_find(tgt, r->ctrl_name);
+    g_autoptr(GError) gone = NULL;
 
     if (ret == 0 && (!ctrl || !scsi_target_lun(ctrl->scsi, r->port, r->lun))) {
-        ret = -ENOENT;
-        err = "grown, but unmapped meanwhile";
+        ret = vs_error_set(&gone, -ENOENT, "grown, but unmapped meanwhile");
+        err = gone;
     }
     if (ret < 0) {
-        fail(r->call, "lun-resize", ret, err);
+        fail(r->call, "lun-resize", err);
     } else {
         ctl_call_reply(r->call, lun_json(ctrl, r->port, r->lun));
     }
@@ -365,7 +371,7 @@ static void m_lun_map(struct ctl_call *call, JsonObject *params, void *opaque)
         { "backend", JSON_M_STR },
     };
     struct target *tgt = opaque;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct controller *ctrl;
     unsigned port, lun;
     int ret;
@@ -376,7 +382,7 @@ static void m_lun_map(struct ctl_call *call, JsonObject *params, void *opaque)
     }
     ret = target_lun_map(ctrl, port, lun, json_object_get_string_member(params, "backend"), &err);
     if (ret < 0) {
-        fail(call, "lun-map", ret, err);
+        fail(call, "lun-map", err);
         return;
     }
     ctl_call_reply(call, lun_json(ctrl, port, lun));
@@ -387,7 +393,7 @@ static void backend_added(const struct target_added *a, void *opaque)
     struct ctl_call *call = opaque;
 
     if (a->ret < 0) {
-        fail(call, "backend-add", a->ret, a->err);
+        fail(call, "backend-add", a->err);
         return;
     }
     ctl_call_reply(call, backend_json(a->tgt, a->backend));
@@ -410,7 +416,7 @@ static void m_backend_remove(struct ctl_call *call, JsonObject *params, void *op
 {
     static const struct json_member spec[] = { { "name", JSON_M_STR } };
     struct target *tgt = opaque;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
@@ -418,7 +424,7 @@ static void m_backend_remove(struct ctl_call *call, JsonObject *params, void *op
     }
     ret = target_backend_remove(tgt, json_object_get_string_member(params, "name"), &err);
     if (ret < 0) {
-        fail(call, "backend-remove", ret, err);
+        fail(call, "backend-remove", err);
         return;
     }
     ctl_call_reply(call, NULL);
@@ -429,15 +435,17 @@ struct backend_resizing {
     char *name;
 };
 
-static void backend_resized(struct target *tgt, int ret, const char *err, void *opaque)
+static void backend_resized(struct target *tgt, int ret, const GError *err, void *opaque)
 {
     struct backend_resizing *r = opaque;
     struct target_backend *tb = target_backend_find(tgt, r->name);
+    g_autoptr(GError) gone = NULL;
 
     if (ret < 0) {
-        fail(r->call, "backend-resize", ret, err);
+        fail(r->call, "backend-resize", err);
     } else if (!tb) {
-        fail(r->call, "backend-resize", -ENOENT, "grown, but removed meanwhile");
+        vs_error_set(&gone, -ENOENT, "grown, but removed meanwhile");
+        fail(r->call, "backend-resize", gone);
     } else {
         ctl_call_reply(r->call, backend_json(tgt, tb));
     }
@@ -541,14 +549,14 @@ struct config_saving {
     struct ctl_call *call;
     char *file;
     char *text;
-    char *err;
+    GError *err;
 };
 
 static void saving_free(struct config_saving *c)
 {
     g_free(c->file);
     g_free(c->text);
-    g_free(c->err);
+    g_clear_error(&c->err);
     g_free(c);
 }
 
@@ -562,7 +570,7 @@ static int save_run(void *arg)
 static void save_answer(struct config_saving *c, int ret)
 {
     if (ret < 0) {
-        fail(c->call, "config-save", ret, c->err);
+        fail(c->call, "config-save", c->err);
         return;
     }
     ctl_call_reply(c->call, json_node_init_string(json_node_alloc(), c->file));
@@ -577,12 +585,12 @@ static void save_done(void *arg, int ret)
 static void save_abandoned(void *arg, int why)
 {
     struct config_saving *c = arg;
-    g_autofree char *err = g_strdup_printf("%s: %s", c->file,
-                                           why == -ETIMEDOUT ? "not written within "
-                                           "--control-timeout-ms; it may still be"
-                                           : "the daemon is shutting down");
+    g_autoptr(GError) err = NULL;
 
-    fail(c->call, "config-save", why, err);
+    vs_error_set(&err, why, "%s: %s", c->file,
+                 why == -ETIMEDOUT ? "not written within --control-timeout-ms; it may still be"
+                                   : "the daemon is shutting down");
+    fail(c->call, "config-save", err);
 }
 
 static void save_discard(void *arg, int ret)
@@ -698,6 +706,7 @@ struct controller_adding {
     GArray *gids;
     unsigned queues;
     int fd;                         /* the job's: the socket it made */
+    struct target_file_id made;     /* the job's: its file */
     GError *err;                    /* the job's: why it did not */
 };
 
@@ -717,7 +726,7 @@ static int adding_run(void *arg)
 {
     struct controller_adding *a = arg;
 
-    a->fd = target_listen_on(a->p.socket, a->group, &a->err);
+    a->fd = target_listen_on(a->p.socket, a->group, &a->made, &a->err);
     return a->fd < 0 ? a->fd : 0;
 }
 
@@ -731,24 +740,25 @@ static void adding_done(void *arg, int ret)
 {
     struct controller_adding *a = arg;
     struct target *tgt = a->tgt;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct controller *ctrl;
 
     adding_forget(a);
     if (ret == 0 && tgt->quitting) {
         close(a->fd);
-        unlink(a->p.socket);
-        ret = -ECANCELED;
-        err = g_strdup_printf("%s: the daemon is shutting down", a->p.name);
+        target_socket_unlink(a->p.socket, &a->made);
+        ret = vs_error_set(&err, -ECANCELED, "%s: the daemon is shutting down", a->p.name);
     } else if (ret == 0) {
-        ret = target_controller_add(tgt, a->p.name, a->p.socket, a->fd, a->group, a->uids,
-                                    a->gids, a->queues, &ctrl, &err);
+        ret = target_controller_add(tgt, a->p.name, a->p.socket, a->fd, &a->made, a->group,
+                                    a->uids, a->gids, a->queues, &ctrl, &err);
+    } else if (a->err) {
+        g_propagate_prefixed_error(&err, g_steal_pointer(&a->err), "controller %s: ",
+                                   a->p.name);
     } else {
-        err = g_strdup_printf("controller %s: %s", a->p.name,
-                              a->err ? a->err->message : g_strerror(-ret));
+        vs_error_set(&err, ret, "controller %s: %s", a->p.name, g_strerror(-ret));
     }
     if (ret < 0) {
-        fail(a->call, "controller-add", ret, err);
+        fail(a->call, "controller-add", err);
     } else {
         target_controller_set_initiator(ctrl, a->initiator);
         ctl_call_reply(a->call, controller_json(ctrl));
@@ -759,13 +769,14 @@ static void adding_done(void *arg, int ret)
 static void adding_abandoned(void *arg, int why)
 {
     struct controller_adding *a = arg;
-    g_autofree char *err = g_strdup_printf("%s: %s", a->p.socket,
-                                           why == -ETIMEDOUT ? "not listening within "
-                                           "--control-timeout-ms; no controller was added"
-                                           : "the daemon is shutting down");
+    g_autoptr(GError) err = NULL;
 
+    vs_error_set(&err, why, "%s: %s", a->p.socket,
+                 why == -ETIMEDOUT ? "not listening within --control-timeout-ms; no controller "
+                                     "was added"
+                                   : "the daemon is shutting down");
     adding_forget(a);
-    fail(a->call, "controller-add", why, err);
+    fail(a->call, "controller-add", err);
 }
 
 /* The thread's, given up: a socket made after all is nobody's. */
@@ -775,7 +786,7 @@ static void adding_discard(void *arg, int ret)
 
     if (ret == 0) {
         close(a->fd);
-        unlink(a->p.socket);
+        target_socket_unlink(a->p.socket, &a->made);
     }
     adding_free(a);
 }
@@ -797,7 +808,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     struct target *tgt = opaque;
     g_autoptr(GArray) uids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
     g_autoptr(GArray) gids = g_array_new(FALSE, FALSE, sizeof(uint32_t));
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct controller_adding *a;
     const char *initiator, *name, *socket;
     gint64 queues;
@@ -823,7 +834,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     socket = json_object_get_string_member(params, "socket");
     ret = target_controller_check(tgt, name, socket, &err);
     if (ret < 0) {
-        fail(call, "controller-add", ret, err);
+        fail(call, "controller-add", err);
         return;
     }
     a = g_new0(struct controller_adding, 1);
@@ -839,7 +850,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
     a->fd = -1;
     ret = target_job_start(tgt, "controller-add", &adding_ops, a, true, &err);
     if (ret < 0) {
-        fail(call, "controller-add", ret, err);
+        fail(call, "controller-add", err);
         adding_free(a);
         return;
     }
@@ -854,6 +865,7 @@ static void m_controller_add(struct ctl_call *call, JsonObject *params, void *op
  */
 struct controller_unlinking {
     struct controller_pending p;    /* in tgt->controllers_adding until answered */
+    struct target_file_id id;       /* the file the controller made there */
     struct target *tgt;
     struct ctl_call *call;
 };
@@ -869,19 +881,20 @@ static int unlinking_run(void *arg)
     struct controller_unlinking *u = arg;
 
     target_test_socket_hold(u->p.socket);
-    return unlink(u->p.socket) < 0 && errno != ENOENT ? -errno : 0;
+    /* Given up, it may come after a newer controller made its socket there: that one stays. */
+    return target_socket_unlink(u->p.socket, &u->id);
 }
 
 static void unlinking_done(void *arg, int ret)
 {
     struct controller_unlinking *u = arg;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
 
     u->tgt->controllers_adding = g_list_remove(u->tgt->controllers_adding, &u->p);
     if (ret < 0) {
-        err = g_strdup_printf("removed, but not its socket file %s: %s", u->p.socket,
-                              g_strerror(-ret));
-        fail(u->call, "controller-remove", ret, err);
+        vs_error_set(&err, ret, "removed, but not its socket file %s: %s", u->p.socket,
+                     g_strerror(-ret));
+        fail(u->call, "controller-remove", err);
     } else {
         ctl_call_reply(u->call, NULL);
     }
@@ -891,12 +904,13 @@ static void unlinking_done(void *arg, int ret)
 static void unlinking_abandoned(void *arg, int why)
 {
     struct controller_unlinking *u = arg;
-    g_autofree char *err = g_strdup_printf("removed, but its socket file %s %s", u->p.socket,
-                                           why == -ETIMEDOUT ? "not within --control-timeout-ms"
-                                           : "not before the daemon stopped");
+    g_autoptr(GError) err = NULL;
 
+    vs_error_set(&err, why, "removed, but its socket file %s %s", u->p.socket,
+                 why == -ETIMEDOUT ? "not within --control-timeout-ms"
+                                   : "not before the daemon stopped");
     u->tgt->controllers_adding = g_list_remove(u->tgt->controllers_adding, &u->p);
-    fail(u->call, "controller-remove", why, err);
+    fail(u->call, "controller-remove", err);
 }
 
 static void unlinking_discard(void *arg, int ret)
@@ -915,18 +929,19 @@ static void m_controller_remove(struct ctl_call *call, JsonObject *params, void 
 {
     static const struct json_member spec[] = { { "name", JSON_M_STR } };
     struct target *tgt = opaque;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct controller_unlinking *u;
     char *socket = NULL;
+    struct target_file_id id;
     int ret;
 
     if (!params_ok(call, params, spec, G_N_ELEMENTS(spec))) {
         return;
     }
     ret = target_controller_remove(tgt, json_object_get_string_member(params, "name"), &socket,
-                                   &err);
+                                   &id, &err);
     if (ret < 0) {
-        fail(call, "controller-remove", ret, err);
+        fail(call, "controller-remove", err);
         return;
     }
     if (!socket) {
@@ -935,12 +950,13 @@ static void m_controller_remove(struct ctl_call *call, JsonObject *params, void 
     }
     u = g_new0(struct controller_unlinking, 1);
     u->p.socket = socket;
+    u->id = id;
     u->tgt = tgt;
     u->call = call;
     ret = target_job_start(tgt, "controller-remove", &unlinking_ops, u, true, &err);
     if (ret < 0) {
         /* Too many jobs: the file stays, the name and the path are free. */
-        g_message("controller-remove: %s; its socket file %s is left", err, socket);
+        g_message("controller-remove: %s; its socket file %s is left", err->message, socket);
         ctl_call_reply(call, NULL);
         unlinking_free(u);
         return;
@@ -1055,19 +1071,22 @@ static const struct ctl_method methods[] = {
     { "stats-prometheus", m_stats_prometheus },
 };
 
-int target_control_start(struct target *tgt, char **err)
+int target_control_start(struct target *tgt, GError **err)
 {
-    g_autoptr(GError) why = NULL;
     struct ctl_server_config cfg = {
         .name = tgt->opts->control_path, .main = tgt->main, .methods = methods,
         .nmethods = G_N_ELEMENTS(methods), .opaque = tgt,
         .max_request = tgt->opts->control_max_request,
     };
 
+    g_autoptr(GError) why = NULL;
+
     tgt->ctl = ctl_server_new(&cfg, tgt->opts->control_path, &why);
     if (!tgt->ctl) {
-        *err = g_strdup(why->message);
-        return vs_error_errno(why);
+        int ret = vs_error_errno(why);
+
+        g_propagate_error(err, g_steal_pointer(&why));
+        return ret;
     }
     return 0;
 }

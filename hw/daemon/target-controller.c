@@ -77,19 +77,23 @@ struct controller *target_controller_new(struct target *tgt, const char *name,
  * it), fd without one an inherited socket.
  */
 int target_controller_listen(struct controller *ctrl, const char *path, int fd,
-                             const char *group, GError **err)
+                             const struct target_file_id *made, const char *group,
+                             GError **err)
 {
+    struct target_file_id id;
     int ret;
 
     if (fd < 0) {
-        fd = target_listen_on(path, group, err);
+        fd = target_listen_on(path, group, &id, err);
         if (fd < 0) {
             return fd;
         }
+        made = &id;
     }
     if (path) {
         ctrl->socket_path = g_strdup(path);
         ctrl->socket_group = g_strdup(group);
+        ctrl->socket_id = *made;
     }
     ctrl->listen_fd = fd;
     ret = target_accept_watch(ctrl);
@@ -111,7 +115,7 @@ void target_controller_free(struct controller *ctrl)
         close(ctrl->listen_fd);
     }
     if (ctrl->socket_path) {
-        unlink(ctrl->socket_path);
+        target_socket_unlink(ctrl->socket_path, &ctrl->socket_id);
     }
     /* No connection is left: no nexus reads its tables. */
     scsi_target_free(ctrl->scsi);
@@ -136,46 +140,42 @@ void target_controller_set_initiator(struct controller *ctrl, const char *initia
 }
 
 int target_controller_check(struct target *tgt, const char *name, const char *socket,
-                            char **err)
+                            GError **err)
 {
     if (!target_name_ok(name) || strchr(name, '/')) {
-        *err = g_strdup_printf("controller name '%s': 1-64 of A-Z a-z 0-9 . _ : -", name);
-        return -EINVAL;
+        return vs_error_set(err, -EINVAL,
+                            "controller name '%s': 1-64 of A-Z a-z 0-9 . _ : -", name);
     }
     if (target_controller_find(tgt, name)) {
-        *err = g_strdup_printf("a controller named '%s' exists", name);
-        return -EEXIST;
+        return vs_error_set(err, -EEXIST, "a controller named '%s' exists", name);
     }
     for (GList *l = tgt->controllers_adding; l; l = l->next) {
         const struct controller_pending *p = l->data;
 
         if (p->name && !strcmp(p->name, name)) {
-            *err = g_strdup_printf("a controller named '%s' is being added", name);
-            return -EEXIST;
+            return vs_error_set(err, -EEXIST, "a controller named '%s' is being added", name);
         }
         if (socket && !strcmp(p->socket, socket)) {
-            *err = g_strdup_printf("%s is being made %s controller's socket, or removed", socket,
-                                   p->name ? p->name : "a removed");
-            return -EADDRINUSE;
+            return vs_error_set(err, -EADDRINUSE,
+                                "%s is being made %s controller's socket, or removed", socket,
+                                p->name ? p->name : "a removed");
         }
     }
     for (GList *l = tgt->controllers; socket && l; l = l->next) {
         const char *other = ((struct controller *)l->data)->socket_path;
 
         if (other && !strcmp(other, socket)) {
-            *err = g_strdup_printf("%s is controller %s's socket", socket,
-                                   ((struct controller *)l->data)->name);
-            return -EADDRINUSE;
+            return vs_error_set(err, -EADDRINUSE, "%s is controller %s's socket", socket,
+                                ((struct controller *)l->data)->name);
         }
     }
     return 0;
 }
 
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
-                          const char *group, const GArray *uids, const GArray *gids,
-                          unsigned queues, struct controller **out, char **err)
+                          const struct target_file_id *made, const char *group, const GArray *uids, const GArray *gids,
+                          unsigned queues, struct controller **out, GError **err)
 {
-    g_autoptr(GError) why = NULL;
     struct controller *ctrl;
     int ret = target_controller_check(tgt, name, socket, err);
 
@@ -183,9 +183,9 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
         return ret;
     }
     ctrl = target_controller_new(tgt, name, uids, gids, queues);
-    ret = target_controller_listen(ctrl, socket, fd, group, &why);
+    ret = target_controller_listen(ctrl, socket, fd, made, group, err);
     if (ret < 0) {
-        *err = g_strdup_printf("controller %s: %s", name, why->message);
+        g_prefix_error(err, "controller %s: ", name);
         target_controller_free(ctrl);
         return ret;
     }
@@ -196,27 +196,27 @@ int target_controller_add(struct target *tgt, const char *name, const char *sock
     return 0;
 }
 
-int target_controller_remove(struct target *tgt, const char *name, char **socket, char **err)
+int target_controller_remove(struct target *tgt, const char *name, char **socket,
+                             struct target_file_id *id, GError **err)
 {
     struct controller *ctrl = target_controller_find(tgt, name);
 
     if (!ctrl) {
-        *err = g_strdup_printf("no controller named '%s'", name);
-        return -ENOENT;
+        return vs_error_set(err, -ENOENT, "no controller named '%s'", name);
     }
     if (ctrl == tgt->dflt) {
-        *err = g_strdup("the default controller stays (it is the command line's)");
-        return -EPERM;
+        return vs_error_set(err, -EPERM, "the default controller stays (it is the command line's)");
     }
     if (ctrl->nconns || scsi_target_lun_count(ctrl->scsi)) {
-        *err = g_strdup_printf("controller %s has %u connection(s) and %u LUN(s); unmap its "
-                               "LUNs and let its VMs go first", name, ctrl->nconns,
-                               scsi_target_lun_count(ctrl->scsi));
-        return -EBUSY;
+        return vs_error_set(err, -EBUSY,
+                            "controller %s has %u connection(s) and %u LUN(s); unmap its "
+                            "LUNs and let its VMs go first", name, ctrl->nconns,
+                            scsi_target_lun_count(ctrl->scsi));
     }
     g_message("controller %s: removed", name);
     /* Its socket file is the caller's to remove, off the main thread. */
     *socket = g_steal_pointer(&ctrl->socket_path);
+    *id = ctrl->socket_id;
     target_controller_free(ctrl);
     return 0;
 }

@@ -24,18 +24,25 @@
 
 #include "io-stats.h"
 #include "target.h"
+#include "vs-error.h"
+
+/*
+ * What job threads share with the main thread, reference-counted: a
+ * thread given up may return after the daemon's main loop, and its struct
+ * target, are gone.
+ */
+struct target_jobs_shared {
+    unsigned running;               /* (atomic) job threads, given-up ones included */
+    GMutex lock;
+    struct iothread *main;          /* under lock: where late results go; NULL: nowhere */
+};
 
 struct target_job {
     struct target *tgt;
     char *what;                     /* for log lines */
     const struct target_job_ops *ops;
     void *arg;
-    /*
-     * The count of running job threads, shared (a reference held): a
-     * thread given up drops out of it when it returns, which may be after
-     * the daemon's main loop, and its struct target, are gone.
-     */
-    unsigned *running;
+    struct target_jobs_shared *shared;  /* a reference held */
     struct iothread_timer timer;    /* the deadline; main thread */
     GMutex lock;
     bool posted;                    /* under lock: the thread has posted its result */
@@ -43,10 +50,15 @@ struct target_job {
     int ret;                        /* the thread's result, read once posted */
 };
 
+static void shared_clear(gpointer data)
+{
+    g_mutex_clear(&((struct target_jobs_shared *)data)->lock);
+}
+
 static void job_free(struct target_job *j)
 {
-    __atomic_sub_fetch(j->running, 1, __ATOMIC_RELAXED);
-    g_atomic_rc_box_release(j->running);
+    __atomic_sub_fetch(&j->shared->running, 1, __ATOMIC_RELAXED);
+    g_atomic_rc_box_release_full(j->shared, shared_clear);
     g_mutex_clear(&j->lock);
     g_free(j->what);
     g_free(j);
@@ -72,6 +84,36 @@ static void job_finished(void *opaque)
     target_maybe_quit(tgt);
 }
 
+/* Main thread: a given-up job's thread returned; the daemon may have begun to stop since. */
+static void job_late(void *opaque)
+{
+    struct target_job *j = opaque;
+    struct target_jobs_shared *shared = j->tgt->jobs_shared;
+
+    g_message("%s: finished after it was given up (%s)", j->what,
+              j->ret < 0 ? g_strerror(-j->ret) : "success");
+    if (shared && shared->main) {
+        j->ops->late(j->arg, j->ret);
+    } else {
+        j->ops->discard(j->arg, j->ret);
+    }
+    job_free(j);
+}
+
+/* The thread of a given-up job with a late op: whether its result went to the main thread. */
+static bool job_post_late(struct target_job *j)
+{
+    bool posted = false;
+
+    g_mutex_lock(&j->shared->lock);
+    if (j->shared->main) {
+        iothread_post(j->shared->main, job_late, j);
+        posted = true;
+    }
+    g_mutex_unlock(&j->shared->lock);
+    return posted;
+}
+
 static gpointer job_thread(gpointer opaque)
 {
     struct target_job *j = opaque;
@@ -89,6 +131,8 @@ static gpointer job_thread(gpointer opaque)
          * for it (tgt->jobs) before it ends; job_finished frees j.
          */
         iothread_post(j->tgt->main, job_finished, j);
+    } else if (j->ops->late && job_post_late(j)) {
+        /* The main thread has it. */
     } else {
         /* The main thread has answered and forgotten it: nothing of its state is ours. */
         g_message("%s: finished after it was given up (%s); result discarded", j->what,
@@ -128,26 +172,27 @@ static void job_timeout(struct iothread_timer *tm)
     struct target_job *j = (struct target_job *)((char *)tm - offsetof(struct target_job, timer));
     struct target *tgt = j->tgt;
 
-    g_warning("%s: not finished after %u ms; given up", j->what, tgt->opts->job_timeout_ms);
+    /* Said once, by whoever abandoned answers (a control call's error), not here too. */
     job_abandon(j, -ETIMEDOUT);
     target_maybe_quit(tgt);
 }
 
 int target_job_start(struct target *tgt, const char *what, const struct target_job_ops *ops,
-                     void *arg, bool timed, char **err)
+                     void *arg, bool timed, GError **err)
 {
     g_autoptr(GError) gerr = NULL;
     struct target_job *j;
     GThread *thread;
 
     /* Threads stuck past their deadline still count: control clients cannot pile them up. */
-    if (!tgt->jobs_running) {
-        tgt->jobs_running = g_atomic_rc_box_new0(unsigned);
+    if (!tgt->jobs_shared) {
+        tgt->jobs_shared = g_atomic_rc_box_new0(struct target_jobs_shared);
+        g_mutex_init(&tgt->jobs_shared->lock);
+        tgt->jobs_shared->main = tgt->main;
     }
-    if (__atomic_load_n(tgt->jobs_running, __ATOMIC_RELAXED) >= TARGET_MAX_JOBS) {
-        *err = g_strdup_printf("%s: %u backends opening already or files being written; "
-                               "try again when one has finished", what, TARGET_MAX_JOBS);
-        return -EAGAIN;
+    if (__atomic_load_n(&tgt->jobs_shared->running, __ATOMIC_RELAXED) >= TARGET_MAX_JOBS) {
+        return vs_error_set(err, -EAGAIN, "%s: %u backends opening already or files being written; "
+                            "try again when one has finished", what, TARGET_MAX_JOBS);
     }
     j = g_new0(struct target_job, 1);
     j->tgt = tgt;
@@ -156,15 +201,14 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
     j->arg = arg;
     j->timer.fn = job_timeout;
     g_mutex_init(&j->lock);
-    j->running = g_atomic_rc_box_acquire(tgt->jobs_running);
-    __atomic_add_fetch(j->running, 1, __ATOMIC_RELAXED);
+    j->shared = g_atomic_rc_box_acquire(tgt->jobs_shared);
+    __atomic_add_fetch(&j->shared->running, 1, __ATOMIC_RELAXED);
     tgt->jobs = g_list_prepend(tgt->jobs, j);
     thread = g_thread_try_new("vs-job", job_thread, j, &gerr);
     if (!thread) {
         tgt->jobs = g_list_remove(tgt->jobs, j);
         job_free(j);
-        *err = g_strdup_printf("%s: cannot start it: %s", what, gerr->message);
-        return -EAGAIN;
+        return vs_error_set(err, -EAGAIN, "%s: cannot start it: %s", what, gerr->message);
     }
     /* Never joined: a thread given up may outlive the daemon's main loop. */
     g_thread_unref(thread);
@@ -175,10 +219,21 @@ int target_job_start(struct target *tgt, const char *what, const struct target_j
     return 0;
 }
 
+/* No late result is posted from now on. */
+static void jobs_close(struct target *tgt)
+{
+    if (tgt->jobs_shared) {
+        g_mutex_lock(&tgt->jobs_shared->lock);
+        tgt->jobs_shared->main = NULL;
+        g_mutex_unlock(&tgt->jobs_shared->lock);
+    }
+}
+
 void target_jobs_stop(struct target *tgt)
 {
     GList *l = tgt->jobs;
 
+    jobs_close(tgt);
     while (l) {
         struct target_job *j = l->data;
 
@@ -194,7 +249,11 @@ void target_jobs_stop(struct target *tgt)
 
 void target_jobs_free(struct target *tgt)
 {
-    g_clear_pointer(&tgt->jobs_running, g_atomic_rc_box_release);
+    jobs_close(tgt);
+    if (tgt->jobs_shared) {
+        g_atomic_rc_box_release_full(tgt->jobs_shared, shared_clear);
+        tgt->jobs_shared = NULL;
+    }
 }
 
 void target_maybe_quit(struct target *tgt)

@@ -97,7 +97,8 @@ int target_socket_path_check(const char *kind, const char *path, GError **err)
  * command line's and the --config file's sockets are made on the main
  * thread, at start-up, before anything is served.
  */
-int target_listen_on(const char *path, const char *group, GError **err)
+int target_listen_on(const char *path, const char *group, struct target_file_id *made,
+                     GError **err)
 {
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     struct stat st;
@@ -154,5 +155,32 @@ int target_listen_on(const char *path, const char *group, GError **err)
             return not_listening(err, -EINVAL, path, why);
         }
     }
+    if (made) {
+        if (lstat(path, &st) < 0) {
+            ret = -errno;
+            close(fd);
+            return not_listening(err, ret, path, g_strerror(-ret));
+        }
+        *made = (struct target_file_id){ .dev = st.st_dev, .ino = st.st_ino,
+                                         .ctime = st.st_ctim };
+    }
     return fd;
+}
+
+int target_socket_unlink(const char *path, const struct target_file_id *made)
+{
+    struct stat st;
+
+    if (lstat(path, &st) < 0) {
+        return errno == ENOENT ? 0 : -errno;
+    }
+    /*
+     * Not atomic with the unlink, but a path is taken again only once the
+     * removal was answered, and a socket made since has another identity.
+     */
+    if (st.st_dev != made->dev || st.st_ino != made->ino ||
+        st.st_ctim.tv_sec != made->ctime.tv_sec || st.st_ctim.tv_nsec != made->ctime.tv_nsec) {
+        return 0;
+    }
+    return unlink(path) < 0 && errno != ENOENT ? -errno : 0;
 }

@@ -31,15 +31,14 @@
 #include "backend.h"
 #include "lun-open.h"
 #include "target.h"
+#include "vs-error.h"
 
 struct target_opening {
     struct target *tgt;
-    char *name;              /* the backend name it reserves */
+    /* Its name and address, in tgt->openings until answered; the controller is looked up again. */
+    struct target_reservation r;
     char *spec;              /* SPEC, without "ID=" */
     bool implicit;
-    /* lun-add: its controller, looked up again at the end (NULL: backend-add). */
-    char *ctrl_name;
-    unsigned port, lun;      /* lun-add: the address it reserves */
     char *pr_dir;            /* --pr-dir, the thread's own copy */
     struct lun_spec ls;      /* read by the thread */
     int cancel_fd;           /* an eventfd: written to call the open off; -1: cannot be */
@@ -47,31 +46,8 @@ struct target_opening {
     void *opaque;
     /* The thread's result, the main thread's once it has posted. */
     struct target_opened opened;
-    char *err;
+    GError *err;
 };
-
-bool target_opening_name(struct target *tgt, const char *name)
-{
-    for (GList *l = tgt->openings; l; l = l->next) {
-        if (!strcmp(((struct target_opening *)l->data)->name, name)) {
-            return true;
-        }
-    }
-    return false;
-}
-
-bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun)
-{
-    for (GList *l = ctrl->tgt->openings; l; l = l->next) {
-        struct target_opening *o = l->data;
-
-        if (o->ctrl_name && !strcmp(o->ctrl_name, ctrl->name) && o->port == port &&
-            o->lun == lun) {
-            return true;
-        }
-    }
-    return false;
-}
 
 static void opening_free(struct target_opening *o)
 {
@@ -80,11 +56,11 @@ static void opening_free(struct target_opening *o)
     if (o->cancel_fd >= 0) {
         close(o->cancel_fd);
     }
-    g_free(o->name);
+    g_free(o->r.name);
     g_free(o->spec);
-    g_free(o->ctrl_name);
+    g_free(o->r.ctrl_name);
     g_free(o->pr_dir);
-    g_free(o->err);
+    g_clear_error(&o->err);
     g_free(o);
 }
 
@@ -93,41 +69,39 @@ static void answer(struct target_opening *o, struct target_added *a)
 {
     target_added_fn *done = o->done;
 
-    o->tgt->openings = g_list_remove(o->tgt->openings, o);
+    o->tgt->openings = g_list_remove(o->tgt->openings, &o->r);
     o->done = NULL;
     a->tgt = o->tgt;
     done(a, o->opaque);
 }
 
 /* The rest of the add, on the main thread, as the synchronous path does it. */
-static void finish(struct target_opening *o, struct target_added *a, char **err)
+static void finish(struct target_opening *o, struct target_added *a, GError **err)
 {
     struct target *tgt = o->tgt;
 
-    a->ret = target_backend_install(tgt, o->name, o->spec, o->implicit, &o->opened,
+    a->ret = target_backend_install(tgt, o->r.name, o->spec, o->implicit, &o->opened,
                                     &a->backend, err);
-    if (a->ret < 0 || !o->ctrl_name) {
+    if (a->ret < 0 || !o->r.ctrl_name) {
         return;
     }
-    a->ctrl = target_controller_find(tgt, o->ctrl_name);
+    a->ctrl = target_controller_find(tgt, o->r.ctrl_name);
     if (!a->ctrl) {
-        g_autofree char *ignored = NULL;
-
-        *err = g_strdup_printf("controller %s was removed while the LUN opened", o->ctrl_name);
-        a->ret = -ENOENT;
-        target_backend_remove(tgt, o->name, &ignored);
+        a->ret = vs_error_set(err, -ENOENT, "controller %s was removed while the LUN opened",
+                              o->r.ctrl_name);
+        target_backend_remove(tgt, o->r.name, NULL);
         return;
     }
-    a->port = o->port;
-    a->lun = o->lun;
-    a->ret = target_lun_map_implicit(a->ctrl, o->port, o->lun, o->name, err);
+    a->port = o->r.port;
+    a->lun = o->r.lun;
+    a->ret = target_lun_map_implicit(a->ctrl, o->r.port, o->r.lun, o->r.name, err);
 }
 
 static int open_run(void *arg)
 {
     struct target_opening *o = arg;
 
-    return target_backend_open(o->pr_dir, o->name, o->spec, &o->ls, o->cancel_fd, &o->opened,
+    return target_backend_open(o->pr_dir, o->r.name, o->spec, &o->ls, o->cancel_fd, &o->opened,
                                &o->err);
 }
 
@@ -135,12 +109,12 @@ static int open_run(void *arg)
 static void open_done(void *arg, int ret)
 {
     struct target_opening *o = arg;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { .ret = ret, .err = o->err };
 
     if (o->done) {
         /* Its reservation ends here: the add maps what it reserved. */
-        o->tgt->openings = g_list_remove(o->tgt->openings, o);
+        o->tgt->openings = g_list_remove(o->tgt->openings, &o->r);
         if (ret == 0) {
             finish(o, &a, &err);
             a.err = err;
@@ -155,13 +129,17 @@ static void open_abandoned(void *arg, int why)
 {
     struct target_opening *o = arg;
     g_autofree char *shown = lun_spec_redact(o->spec);
-    g_autofree char *err = why == -ETIMEDOUT
-        ? g_strdup_printf("%s: cannot open: not done within %u ms (--control-timeout-ms); "
-                          "the daemon closes it if it ever opens", shown,
-                          o->tgt->opts->job_timeout_ms)
-        : g_strdup("the daemon is shutting down");
-    struct target_added a = { .ret = why, .err = err };
+    g_autoptr(GError) err = NULL;
+    struct target_added a = { .ret = why };
 
+    if (why == -ETIMEDOUT) {
+        vs_error_set(&err, why, "%s: cannot open: not done within %u ms (--control-timeout-ms); "
+                     "the daemon closes it if it ever opens", shown,
+                     o->tgt->opts->job_timeout_ms);
+    } else {
+        vs_error_set(&err, why, "the daemon is shutting down");
+    }
+    a.err = err;
     if (o->done) {
         answer(o, &a);
     }
@@ -176,12 +154,15 @@ static void open_discard(void *arg, int ret)
 static void open_cancel(void *arg)
 {
     struct target_opening *o = arg;
-    struct target_added a = { .ret = -ECANCELED, .err = "the daemon is shutting down" };
+    g_autoptr(GError) err = NULL;
+    struct target_added a = { .ret = vs_error_set(&err, -ECANCELED,
+                                                  "the daemon is shutting down") };
     uint64_t one = 1;
 
+    a.err = err;
     /* An eventfd write of 1 cannot block: the counter is far from full. */
     if (write(o->cancel_fd, &one, sizeof(one)) != sizeof(one)) {
-        g_warning("backend %s: cannot call its open off: %s", o->name, g_strerror(errno));
+        g_warning("backend %s: cannot call its open off: %s", o->r.name, g_strerror(errno));
     }
     if (o->done) {
         answer(o, &a);
@@ -212,21 +193,20 @@ static void start(struct target_opening *o)
 {
     struct target *tgt = o->tgt;
     bool remote = lun_spec_opens_slowly(&o->ls);
-    g_autofree char *what = g_strdup_printf("backend %s: opening", o->name);
-    g_autofree char *err = NULL;
+    g_autofree char *what = g_strdup_printf("backend %s: opening", o->r.name);
+    g_autoptr(GError) err = NULL;
     struct target_added a = { 0 };
 
     o->pr_dir = g_strdup(tgt->opts->pr_dir);
     if (remote) {
         o->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (o->cancel_fd < 0) {
-            err = g_strdup_printf("%s: cannot start opening it: %s", o->name,
-                                  g_strerror(errno));
-            a.ret = -EAGAIN;
+            a.ret = vs_error_set(&err, -EAGAIN, "%s: cannot start opening it: %s", o->r.name,
+                                 g_strerror(errno));
         }
     }
     /* Reserved before the thread can post: its name and address are taken meanwhile. */
-    tgt->openings = g_list_prepend(tgt->openings, o);
+    tgt->openings = g_list_prepend(tgt->openings, &o->r);
     if (a.ret == 0) {
         a.ret = target_job_start(tgt, what, remote ? &remote_open_ops : &file_open_ops, o,
                                  !remote, &err);
@@ -256,7 +236,7 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
                               target_added_fn *done, void *opaque)
 {
     struct target_opening *o = opening_new(tgt, done, opaque);
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { 0 };
 
     a.ret = target_backend_name_free(tgt, name, &err);
@@ -264,7 +244,7 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
         a.ret = target_backend_parse(spec, &o->ls, &err);
     }
     if (a.ret == 0) {
-        o->name = g_strdup(name);
+        o->r.name = g_strdup(name);
         o->spec = g_strdup(spec);
         start(o);
         return;
@@ -278,17 +258,17 @@ void target_lun_add_async(struct controller *ctrl, const char *arg, target_added
                           void *opaque)
 {
     struct target_opening *o = opening_new(ctrl->tgt, done, opaque);
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct target_added a = { 0 };
 
-    a.ret = target_lun_add_check(ctrl, arg, &o->port, &o->lun, &o->name, &err);
+    a.ret = target_lun_add_check(ctrl, arg, &o->r.port, &o->r.lun, &o->r.name, &err);
     if (a.ret == 0) {
         a.ret = target_backend_parse(strchr(arg, '=') + 1, &o->ls, &err);
     }
     if (a.ret == 0) {
         o->spec = g_strdup(strchr(arg, '=') + 1);
         o->implicit = true;
-        o->ctrl_name = g_strdup(ctrl->name);
+        o->r.ctrl_name = g_strdup(ctrl->name);
         start(o);
         return;
     }

@@ -9,7 +9,8 @@
  * last mapping went meanwhile is closed when the resize ends).  A resize
  * not done by --control-timeout-ms is answered -ETIMEDOUT; its backend
  * stays resizing, and so open, until the thread returns (it may still
- * take effect then: the LUN reports the capacity change itself).  Main
+ * take effect then: the LUN reports the capacity change itself), and an
+ * implicit one unmapped meanwhile is closed then.  Main
  * thread only, but for resize_run and resize_discard.
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
@@ -20,6 +21,7 @@
 
 #include "backend.h"
 #include "target.h"
+#include "vs-error.h"
 
 struct resizing {
     struct target *tgt;
@@ -47,14 +49,16 @@ static void resize_done(void *arg, int ret)
 {
     struct resizing *r = arg;
     struct target_backend *b = r->b;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
 
     __atomic_store_n(&b->resizing, false, __ATOMIC_RELEASE);
     if (ret == 0) {
         target_backend_resized(r->tgt, b);
+    } else if (r->err) {
+        g_propagate_prefixed_error(&err, g_steal_pointer(&r->err), "backend %s: cannot resize: ",
+                                   b->name);
     } else {
-        err = g_strdup_printf("backend %s: cannot resize: %s", b->name,
-                              r->err ? r->err->message : g_strerror(-ret));
+        vs_error_set(&err, ret, "backend %s: cannot resize: %s", b->name, g_strerror(-ret));
     }
     r->done(r->tgt, ret, err, r->opaque);
     if (b->follow_device && !(b->implicit && !b->mappings && !b->unmapping)) {
@@ -68,9 +72,15 @@ static void resize_done(void *arg, int ret)
 static void resize_abandoned(void *arg, int why)
 {
     struct resizing *r = arg;
+    g_autoptr(GError) err = NULL;
 
-    r->done(r->tgt, why, why == -ETIMEDOUT ? "not done within --control-timeout-ms; the "
-            "backend stays open until it is" : "the daemon is shutting down", r->opaque);
+    if (why == -ETIMEDOUT) {
+        vs_error_set(&err, why, "not done within --control-timeout-ms; the backend stays open "
+                     "until it is");
+    } else {
+        vs_error_set(&err, why, "the daemon is shutting down");
+    }
+    r->done(r->tgt, why, err, r->opaque);
 }
 
 /* On the thread, once it returns after all: the backend may close now. */
@@ -82,11 +92,26 @@ static void resize_discard(void *arg, int ret)
     resizing_free(r);
 }
 
+/*
+ * On the main thread, once it returns after all while the daemon runs: an
+ * implicit backend whose last mapping went meanwhile closes now.
+ */
+static void resize_late(void *arg, int ret)
+{
+    struct resizing *r = arg;
+    struct target_backend *b = r->b;
+
+    __atomic_store_n(&b->resizing, false, __ATOMIC_RELEASE);
+    target_backend_close_if_unused(r->tgt, b);
+    resizing_free(r);
+}
+
 static const struct target_job_ops resize_ops = {
     .run = resize_run,
     .done = resize_done,
     .abandoned = resize_abandoned,
     .discard = resize_discard,
+    .late = resize_late,
 };
 
 void target_backend_resize_async(struct target *tgt, const char *name, uint64_t size,
@@ -94,18 +119,17 @@ void target_backend_resize_async(struct target *tgt, const char *name, uint64_t 
 {
     struct target_backend *b = target_backend_find(tgt, name);
     g_autofree char *what = g_strdup_printf("backend %s: resizing", name);
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     struct resizing *r;
     int ret;
 
     if (!b) {
-        err = g_strdup_printf("no backend named '%s'", name);
-        done(tgt, -ENOENT, err, opaque);
+        done(tgt, vs_error_set(&err, -ENOENT, "no backend named '%s'", name), err, opaque);
         return;
     }
     if (__atomic_load_n(&b->resizing, __ATOMIC_ACQUIRE)) {
-        err = g_strdup_printf("backend '%s' is being resized already", name);
-        done(tgt, -EBUSY, err, opaque);
+        done(tgt, vs_error_set(&err, -EBUSY, "backend '%s' is being resized already", name), err,
+             opaque);
         return;
     }
     r = g_new0(struct resizing, 1);
@@ -123,10 +147,11 @@ void target_backend_resize_async(struct target *tgt, const char *name, uint64_t 
     }
 }
 
-static void device_followed(struct target *tgt, int ret, const char *err, void *opaque)
+static void device_followed(struct target *tgt, int ret, const GError *err, void *opaque)
 {
+    /* Nobody asked for this resize: the daemon's log is where it is told. */
     if (ret < 0) {
-        g_warning("%s (its device changed size; the LUN keeps its size)", err);
+        g_warning("%s (its device changed size; the LUN keeps its size)", err->message);
     }
 }
 

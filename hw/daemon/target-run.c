@@ -24,6 +24,7 @@
 
 #include "guest-mem.h"
 #include "target.h"
+#include "vs-error.h"
 
 /* A shutdown that has not finished after this long is stuck: exit anyway. */
 #define SHUTDOWN_GRACE_S 30
@@ -144,7 +145,7 @@ void target_init(struct target *tgt, struct target_opts *opts)
 }
 
 /* SIGINT and SIGTERM stop the daemon, SIGHUP is logged: read from a signalfd. */
-static int watch_signals(struct target *tgt)
+static int watch_signals(struct target *tgt, GError **err)
 {
     sigset_t mask;
 
@@ -158,21 +159,26 @@ static int watch_signals(struct target *tgt)
     if (tgt->signal_fd < 0) {
         int ret = -errno;
 
-        g_warning("signalfd: %s", g_strerror(errno));
-        return ret;
+        return vs_error_set(err, ret, "cannot watch signals: signalfd: %s", g_strerror(-ret));
     }
     return 0;
 }
 
-int target_start(struct target *tgt, bool signals)
+int target_start(struct target *tgt, bool signals, GError **err)
 {
-    if (signals && watch_signals(tgt) < 0) {
-        return -EIO;
+    int ret;
+
+    if (signals && (ret = watch_signals(tgt, err)) < 0) {
+        return ret;
     }
     tgt->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    if (tgt->timer_fd < 0) {
+        ret = -errno;
+        return vs_error_set(err, ret, "cannot make the main loop's timer: %s", g_strerror(-ret));
+    }
     tgt->watchdog = notify_watchdog_start(100);
     if (!tgt->watchdog) {
-        return -EIO;
+        return vs_error_set(err, -EIO, "cannot start the call-signal watchdog");
     }
     notify_watchdog_enrol(tgt->watchdog);
     tgt->main = iothread_new("vs-main", 0, 0);
@@ -184,39 +190,42 @@ int target_start(struct target *tgt, bool signals)
         snprintf(name, sizeof(name), "vs-io%u", i);
         tgt->threads[i] = iothread_new(name, i + 1, 256);
         if (!tgt->threads[i]) {
-            return -EIO;
+            return vs_error_set(err, -EIO, "cannot make I/O thread %s (its io_uring)", name);
         }
         iothread_set_poll(tgt->threads[i], tgt->opts->poll, tgt->opts->poll_ns);
-        if (iothread_start(tgt->threads[i]) < 0) {
-            return -EIO;
+        ret = iothread_start(tgt->threads[i]);
+        if (ret < 0) {
+            return vs_error_set(err, ret, "cannot start I/O thread %s: %s", name,
+                                g_strerror(-ret));
         }
         iothread_run_sync(tgt->threads[i], call_enrol, tgt);
         tgt->nenrolled = i + 1;
     }
-    if (!tgt->main || tgt->timer_fd < 0) {
-        return -EIO;
+    if (!tgt->main) {
+        return vs_error_set(err, -EIO, "cannot make the main loop");
     }
     /* Tables a LUN change replaces are freed once these threads have moved on. */
     scsi_target_set_threads(tgt->dflt->scsi, tgt->main, tgt->threads, tgt->nthreads);
     if ((signals && iothread_add_fd(tgt->main, tgt->signal_fd, EPOLLIN, signal_cb, tgt) < 0) ||
         iothread_add_fd(tgt->main, tgt->timer_fd, EPOLLIN, target_timer_fired, tgt) < 0) {
-        return -EIO;
+        return vs_error_set(err, -EIO, "cannot watch the signals and the timer in the main loop");
     }
     return 0;
 }
 
-int target_load(struct target *tgt, const char *default_socket, char **err)
+int target_load(struct target *tgt, const char *default_socket, GError **err)
 {
     struct target_opts *o = tgt->opts;
+    int ret;
 
     /* Backends attach to the running threads as they open; other controllers listen at once. */
     if (o->config_path) {
-        g_autofree char *why = NULL;
         char *sock = NULL;
 
-        if (target_config_load(tgt, o->config_path, &sock, &why) < 0) {
-            *err = g_strdup_printf("--config %s", why);
-            return -EINVAL;
+        ret = target_config_load(tgt, o->config_path, &sock, err);
+        if (ret < 0) {
+            g_prefix_error(err, "--config ");
+            return ret;
         }
         /* The command line wins over the file. */
         if (sock && !o->socket_path && o->listen_fd < 0) {
@@ -233,31 +242,29 @@ int target_load(struct target *tgt, const char *default_socket, char **err)
     {
         const char *path = o->listen_fd >= 0 ? NULL : o->socket_path ? o->socket_path
                                                                       : default_socket;
-        g_autoptr(GError) why = NULL;
 
-        if ((o->control_path &&
-             target_socket_path_check("control socket", o->control_path, &why) < 0) ||
-            (path && target_socket_path_check("socket", path, &why) < 0)) {
-            *err = g_strdup(why->message);
-            return -EINVAL;
+        if (o->control_path &&
+            (ret = target_socket_path_check("control socket", o->control_path, err)) < 0) {
+            return ret;
+        }
+        if (path && (ret = target_socket_path_check("socket", path, err)) < 0) {
+            return ret;
         }
     }
     for (guint i = 0; i < o->lun_args->len; i++) {
-        g_autofree char *why = NULL;
         unsigned port, lun;
 
-        if (target_lun_add(tgt->dflt, g_ptr_array_index(o->lun_args, i), &port, &lun,
-                           &why) < 0) {
-            *err = g_strdup_printf("--lun %s", why);
-            return -EINVAL;
+        ret = target_lun_add(tgt->dflt, g_ptr_array_index(o->lun_args, i), &port, &lun, err);
+        if (ret < 0) {
+            g_prefix_error(err, "--lun ");
+            return ret;
         }
     }
     return 0;
 }
 
-int target_listen(struct target *tgt, const char *path, int fd, char **err)
+int target_listen(struct target *tgt, const char *path, int fd, GError **err)
 {
-    g_autoptr(GError) why = NULL;
     int ret;
 
     /*
@@ -265,14 +272,10 @@ int target_listen(struct target *tgt, const char *path, int fd, char **err)
      * one that accepts means both do: a client (a test, a script) that waits
      * for the front-ends' socket used to find the control one not there yet.
      */
-    if (tgt->opts->control_path && target_control_start(tgt, err) < 0) {
-        return -EIO;
+    if (tgt->opts->control_path && (ret = target_control_start(tgt, err)) < 0) {
+        return ret;
     }
-    ret = target_controller_listen(tgt->dflt, path, fd, tgt->opts->socket_group, &why);
-    if (ret < 0) {
-        *err = g_strdup(why->message);
-    }
-    return ret;
+    return target_controller_listen(tgt->dflt, path, fd, NULL, tgt->opts->socket_group, err);
 }
 
 void target_end(struct target *tgt)
@@ -280,7 +283,7 @@ void target_end(struct target *tgt)
     target_control_stop(tgt);
     target_connections_free(tgt);
     if (tgt->threads) {
-        target_attach_backends(tgt, false);
+        target_attach_backends(tgt, false, NULL);
     }
 
     /* Threads leave the watchdog before they exit, the watchdog stops before it is freed. */
@@ -296,6 +299,8 @@ void target_end(struct target *tgt)
     }
     g_free(tgt->threads);
     target_sandbox_end(tgt);
+    /* Before the loop goes: a given-up job's thread posts nothing to it any more. */
+    target_jobs_free(tgt);
     /* Runs what was posted to it last: the grace periods of the LUN tables. */
     iothread_free(tgt->main);
     tgt->main = NULL;
@@ -310,5 +315,4 @@ void target_end(struct target *tgt)
         close(tgt->timer_fd);
     }
     target_backends_free(tgt);
-    target_jobs_free(tgt);
 }

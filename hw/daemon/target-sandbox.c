@@ -19,6 +19,7 @@
 
 #include "sandbox.h"
 #include "target.h"
+#include "vs-error.h"
 
 static unsigned sets_needed(struct target *tgt)
 {
@@ -33,10 +34,9 @@ static unsigned sets_needed(struct target *tgt)
     while (g_hash_table_iter_next(&it, NULL, &value)) {
         struct target_backend *tb = value;
         struct lun_spec ls;
-        g_autofree char *err = NULL;
 
         /* Every spec here has been opened, so it parses. */
-        if (target_backend_parse(tb->spec, &ls, &err) < 0) {
+        if (target_backend_parse(tb->spec, &ls, NULL) < 0) {
             continue;
         }
         if (ls.kind == LUN_SPEC_ISCSI) {
@@ -83,17 +83,17 @@ void target_sandbox_end(struct target *tgt)
     tgt->sandbox = NULL;
 }
 
-int target_sandbox(struct target *tgt)
+int target_sandbox(struct target *tgt, GError **err)
 {
     struct target_opts *o = tgt->opts;
     unsigned sets;
     int r;
 
     /* The user first: the filter forbids changing it. */
-    if (o->sandbox_user && sandbox_drop_user(o->sandbox_uid, o->sandbox_gid) < 0) {
-        g_warning("--sandbox-user %s: cannot become uid %u gid %u", o->sandbox_user,
-                  (unsigned)o->sandbox_uid, (unsigned)o->sandbox_gid);
-        return -EPERM;
+    if (o->sandbox_user && (r = sandbox_drop_user(o->sandbox_uid, o->sandbox_gid)) < 0) {
+        return vs_error_set(err, r, "--sandbox-user %s: cannot become uid %u gid %u: %s",
+                            o->sandbox_user, (unsigned)o->sandbox_uid,
+                            (unsigned)o->sandbox_gid, g_strerror(-r));
     }
     if (o->sandbox == TARGET_SANDBOX_NONE) {
         g_message("sandbox: none (--sandbox none): every system call allowed");
@@ -102,12 +102,13 @@ int target_sandbox(struct target *tgt)
     sets = sets_needed(tgt);
     r = sandbox_install(sets, &tgt->sandbox);
     if (r < 0) {
-        return r;
+        return vs_error_set(err, r, "cannot install the seccomp filter: %s (--sandbox none runs "
+                            "without it)", g_strerror(-r));
     }
     tgt->sandbox_report.fn = report_timer_cb;
     r = iothread_add_fd(tgt->main, sandbox_refusals_fd(tgt->sandbox), EPOLLIN, refusals_cb, tgt);
     if (r < 0) {
-        return r;
+        return vs_error_set(err, r, "cannot watch the sandbox's refusals: %s", g_strerror(-r));
     }
     g_message("sandbox: seccomp filter on every thread (base, files, uring, vhost-user%s%s%s)",
               sets & SANDBOX_CONTROL ? ", control" : "", sets & SANDBOX_NET ? ", net" : "",

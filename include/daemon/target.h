@@ -1,7 +1,8 @@
 /*
  * The daemon layer: vhost-scsi-target's model, which its main drives.
  * Its options, the daemon's state, and the backend and LUN operations
- * (target-backends.c) that the command line and the control socket
+ * (target-backends.c: the table and the mappings; target-backend-open.c:
+ * opening and serving one) that the command line and the control socket
  * (target-control.c) both use; controllers (target-controller.c), their
  * sockets (target-listen.c), the accept path with its peer checks and
  * limits (target-accept.c) and the connections (target-connection.c);
@@ -19,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include <glib.h>
 #include <json-glib/json-glib.h>
@@ -30,6 +32,16 @@
 #include "lun-spec.h"
 #include "notify-fd.h"
 #include "scsi-target.h"
+
+/*
+ * Which file a path named when the daemon made it.  An inode number is
+ * reused at once by some file systems (ext4), so its change time too.
+ */
+struct target_file_id {
+    dev_t dev;
+    ino_t ino;
+    struct timespec ctime;
+};
 
 /* Defaults of the options without one elsewhere (--max-connections, ...). */
 #define TARGET_DEFAULT_MAX_CONNECTIONS 128
@@ -103,6 +115,7 @@ struct controller {
     struct scsi_target *scsi;
     int listen_fd;
     char *socket_path;          /* the socket file we made, removed with it; NULL with --fd */
+    struct target_file_id socket_id;    /* that file: removed only while it is still ours */
     char *socket_group;         /* the group it was given (0660), or NULL (0600) */
     /*
      * The initiator port name its connections present to persistent
@@ -152,10 +165,10 @@ struct target {
     struct ctl_server *ctl;       /* --control */
     GHashTable *backends;         /* name -> struct target_backend */
     unsigned removing;            /* LUN removals not finished yet */
-    GList *openings;              /* struct target_opening *: adds not answered yet */
+    GList *openings;              /* struct target_reservation *: adds not answered yet */
     GList *jobs;                  /* struct target_job *: work off the main thread, not given up */
     GList *controllers_adding;    /* struct controller_pending *: adds, removes not answered */
-    unsigned *jobs_running;       /* (atomic, shared) their threads, given up ones too */
+    struct target_jobs_shared *jobs_shared;   /* what their threads share, given-up ones too */
     bool quitting;                /* a signal came: quit once removals are done */
     uint64_t start_ns;            /* io_stats_now_ns() at start: figures "since start" */
     uint64_t stats_ids;           /* the last stats_id given to a backend or controller */
@@ -187,7 +200,10 @@ struct target_backend {
  * run returns, calls discard(arg, ret), which frees arg: arg belongs to
  * the thread from abandoned on.  cancel (optional, main thread) calls the
  * job off when the daemon stops: run must then return promptly, and done
- * follows as usual.
+ * follows as usual.  late (optional): a given-up job whose thread returns
+ * while the daemon still runs gets late(arg, ret) on the main thread
+ * instead of discard (which it must then do itself), so that what it held
+ * is seen to on the main thread.
  */
 struct target_job_ops {
     int (*run)(void *arg);
@@ -195,6 +211,7 @@ struct target_job_ops {
     void (*abandoned)(void *arg, int why);
     void (*discard)(void *arg, int ret);
     void (*cancel)(void *arg);
+    void (*late)(void *arg, int ret);
 };
 /* Threads at once, those given up but not yet returned included. */
 #define TARGET_MAX_JOBS 16
@@ -204,17 +221,23 @@ struct target_job_ops {
  * timed; 0, or -EAGAIN with *err (nothing is called then).
  */
 int target_job_start(struct target *tgt, const char *what, const struct target_job_ops *ops,
-                     void *arg, bool timed, char **err);
-/* The daemon stops: every job is called off or given up. */
+                     void *arg, bool timed, GError **err);
+/* The daemon stops: every job is called off or given up, and no late result comes any more. */
 void target_jobs_stop(struct target *tgt);
-/* At exit: threads given up and still running keep what they share. */
+/*
+ * At exit, before the main loop is freed: threads given up and still
+ * running keep what they share, and post nothing.
+ */
 void target_jobs_free(struct target *tgt);
 
 void target_backends_init(struct target *tgt);
 /* Closes every backend (the target must not map any of them any more). */
 void target_backends_free(struct target *tgt);
 /* Every backend attaches to (true) or detaches from every I/O thread. */
-int target_attach_backends(struct target *tgt, bool attach);
+int target_attach_backends(struct target *tgt, bool attach, GError **err);
+struct lun_backend;
+/* be attaches to every I/O thread there is: 0, or -errno with *err (attached to none then). */
+int target_backend_attach(struct target *tgt, struct lun_backend *be, GError **err);
 struct target_backend *target_backend_find(struct target *tgt, const char *name);
 /* A backend's or controller's name: 1-64 of A-Z a-z 0-9 . _ : - / (target-config-check.c) */
 bool target_name_ok(const char *name);
@@ -227,16 +250,16 @@ struct target_backend *target_backend_of(struct target *tgt, const struct scsi_l
 
 /*
  * Opens SPEC (the --lun grammar after "ID=") as backend name, attached to
- * every I/O thread.  -errno with *err (g_free) saying why, without an
+ * every I/O thread.  -errno with *err (VS_ERROR) saying why, without an
  * iSCSI password: -EEXIST for a name in use, -EBUSY for one still
  * opening, -EINVAL for a bad name/spec.
  */
 int target_backend_add(struct target *tgt, const char *name, const char *spec, bool implicit,
-                       struct target_backend **out, char **err);
+                       struct target_backend **out, GError **err);
 /* Its steps.  Whether name may be added: 0, or -EINVAL, -EEXIST, -EBUSY with *err. */
-int target_backend_name_free(struct target *tgt, const char *name, char **err);
+int target_backend_name_free(struct target *tgt, const char *name, GError **err);
 /* SPEC parsed into *ls (lun_spec_clear), or -EINVAL with *err. */
-int target_backend_parse(const char *spec, struct lun_spec *ls, char **err);
+int target_backend_parse(const char *spec, struct lun_spec *ls, GError **err);
 /*
  * What opening a backend gives: its LUN, and its reservations file and
  * whether that was read.  Made by target_backend_open on any thread (it
@@ -247,12 +270,12 @@ struct target_opened {
     struct scsi_lun *lun;
     char *pr_path;           /* NULL: none */
     int pr_ret;              /* reading it: 0, or -errno with pr_err */
-    char *pr_err;
+    GError *pr_err;
 };
 /* 0, or -errno with *err; pr_dir: --pr-dir or NULL; cancel_fd: -1 or an eventfd. */
 int target_backend_open(const char *pr_dir, const char *name, const char *spec,
                         const struct lun_spec *ls, int cancel_fd, struct target_opened *o,
-                        char **err);
+                        GError **err);
 void target_opened_clear(struct target_opened *o);
 /*
  * Serves what was opened (o is emptied either way) as backend name,
@@ -261,16 +284,16 @@ void target_opened_clear(struct target_opened *o);
  */
 int target_backend_install(struct target *tgt, const char *name, const char *spec,
                            bool implicit, struct target_opened *o, struct target_backend **out,
-                           char **err);
+                           GError **err);
 /* Closes an unmapped backend: -ENOENT, or -EBUSY while it is mapped or resizing. */
-int target_backend_remove(struct target *tgt, const char *name, char **err);
+int target_backend_remove(struct target *tgt, const char *name, GError **err);
 /*
  * Grows it (size 0: to what its device has grown to) off the main thread
  * (target-resize.c); every mapping is told.  done runs on the main thread
  * with 0, or -errno and a reason: -ENOENT, -EBUSY (a resize of it runs),
  * -EINVAL, -ENOTSUP, -ETIMEDOUT (not done within --control-timeout-ms).
  */
-typedef void target_resized_fn(struct target *tgt, int ret, const char *err, void *opaque);
+typedef void target_resized_fn(struct target *tgt, int ret, const GError *err, void *opaque);
 void target_backend_resize_async(struct target *tgt, const char *name, uint64_t size,
                                  target_resized_fn *done, void *opaque);
 /*
@@ -285,7 +308,7 @@ void target_backend_close_if_unused(struct target *tgt, struct target_backend *b
 
 /* Maps backend at (port, lun) of ctrl: -ENOENT (no backend), -EEXIST (address in use). */
 int target_lun_map(struct controller *ctrl, unsigned port, unsigned lun, const char *backend,
-                   char **err);
+                   GError **err);
 /*
  * Unmaps (port, lun) at once; done(ret, opaque) runs on the main thread
  * once its commands have drained (ret 0; an implicit backend is closed by
@@ -298,17 +321,17 @@ void target_lun_unmap(struct controller *ctrl, unsigned port, unsigned lun,
  * at ID.  0 and *port / *lun set, or -errno with *err.
  */
 int target_lun_add(struct controller *ctrl, const char *arg, unsigned *port, unsigned *lun,
-                   char **err);
+                   GError **err);
 /*
  * Its steps.  Whether arg may be added: its address in *port / *lun, the
  * name of its implicit backend in *name (g_free); -EEXIST for an address
  * or name in use, -EBUSY for one still opening.
  */
 int target_lun_add_check(struct controller *ctrl, const char *arg, unsigned *port,
-                         unsigned *lun, char **name, char **err);
+                         unsigned *lun, char **name, GError **err);
 /* Maps the implicit backend name just added at (port, lun); closes it if that fails. */
 int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun,
-                            const char *name, char **err);
+                            const char *name, GError **err);
 
 /*
  * The control socket's backend-add and lun-add (target-opening.c): as
@@ -323,7 +346,7 @@ int target_lun_map_implicit(struct controller *ctrl, unsigned port, unsigned lun
 struct target_added {
     struct target *tgt;
     int ret;                        /* 0, or -errno with err */
-    const char *err;
+    const GError *err;
     struct target_backend *backend; /* ret 0 */
     struct controller *ctrl;        /* lun-add, ret 0: where it was mapped */
     unsigned port, lun;
@@ -333,34 +356,48 @@ void target_backend_add_async(struct target *tgt, const char *name, const char *
                               target_added_fn *done, void *opaque);
 void target_lun_add_async(struct controller *ctrl, const char *arg, target_added_fn *done,
                           void *opaque);
-/* Whether an open under way reserves backend name, or ctrl's (port, lun). */
-bool target_opening_name(struct target *tgt, const char *name);
-bool target_opening_slot(struct controller *ctrl, unsigned port, unsigned lun);
+/*
+ * What an add under way reserves until it is answered: its backend name
+ * and, for lun-add, its controller's address.  tgt->openings holds them
+ * (target-opening.c adds and drops them); target-backends.c refuses what
+ * they reserve.
+ */
+struct target_reservation {
+    char *name;
+    char *ctrl_name;         /* lun-add's controller; NULL: backend-add */
+    unsigned port, lun;
+};
+/* Whether an add under way reserves backend name, or ctrl's (port, lun) (target-backends.c). */
+bool target_reserved_name(struct target *tgt, const char *name);
+bool target_reserved_slot(struct controller *ctrl, unsigned port, unsigned lun);
 
 /* Controllers (target-controller.c).  name NULL: the default one. */
 struct controller *target_controller_find(struct target *tgt, const char *name);
 /*
  * A new controller (in tgt's list, not listening yet); uids/gids (may be
  * NULL) are copied.  target_controller_listen: on fd, or on a new socket
- * at path; fd with a path is a socket target_listen_on made there (the
- * controller removes it), fd without one an inherited socket.  -errno,
- * with *err saying why.  target_controller_free: closes its socket, and removes its file.
+ * at path; fd with a path is a socket target_listen_on made there, made
+ * the file it made (the controller removes it while it is still that
+ * file), fd without one an inherited socket.  -errno, with *err saying
+ * why.  target_controller_free: closes its socket, and removes its file.
  */
 struct controller *target_controller_new(struct target *tgt, const char *name,
                                          const GArray *uids, const GArray *gids,
                                          unsigned queues);
 int target_controller_listen(struct controller *ctrl, const char *path, int fd,
-                             const char *group, GError **err);
+                             const struct target_file_id *made, const char *group,
+                             GError **err);
 void target_controller_free(struct controller *ctrl);
 /*
  * A new controller listening on socket (created like --socket-path: mode
- * 0600, or 0660 with group), or on an inherited listening fd (>= 0).
- * uids/gids (may be NULL) are copied.  -EEXIST for a name in use,
+ * 0600, or 0660 with group), or on an inherited listening fd (>= 0; with
+ * socket, the one target_listen_on made there as made).  uids/gids (may
+ * be NULL) are copied.  -EEXIST for a name in use,
  * -EINVAL for a bad name, another -errno if it cannot listen; *err says.
  */
 int target_controller_add(struct target *tgt, const char *name, const char *socket, int fd,
-                          const char *group, const GArray *uids, const GArray *gids,
-                          unsigned queues, struct controller **out, char **err);
+                          const struct target_file_id *made, const char *group, const GArray *uids, const GArray *gids,
+                          unsigned queues, struct controller **out, GError **err);
 /*
  * What a controller-add job holds while its socket is made off the main
  * thread, or a controller-remove's while its socket file is removed
@@ -373,14 +410,22 @@ struct controller_pending {
 };
 /* Whether a controller named name at socket may be added: 0, or -errno with *err. */
 int target_controller_check(struct target *tgt, const char *name, const char *socket,
-                            char **err);
+                            GError **err);
 /*
  * Any thread (target-listen.c): a new listening socket at path, made like --socket-path
  * (mode 0600, or 0660 and the group's), replacing a stale one; its fd, or
- * -errno with *err ("cannot listen on socket PATH: why").  It may wait on
- * the file system and the group database.
+ * -errno with *err ("cannot listen on socket PATH: why"); *made (may be
+ * NULL) the file it made.  It may wait on the file system and the group
+ * database.
  */
-int target_listen_on(const char *path, const char *group, GError **err);
+int target_listen_on(const char *path, const char *group, struct target_file_id *made,
+                     GError **err);
+/*
+ * Any thread: removes the socket file at path if it is still the one made
+ * (another's, made there since, stays); 0 (gone already included), or
+ * -errno.
+ */
+int target_socket_unlink(const char *path, const struct target_file_id *made);
 /*
  * Whether a socket could be made at path: not too long, in a folder that
  * exists; 0, or -errno with *err ("cannot listen on KIND PATH: why").  The
@@ -402,9 +447,10 @@ void target_controller_set_initiator(struct controller *ctrl, const char *initia
 /*
  * Removes a controller with no LUNs and no connections (-EBUSY otherwise);
  * *socket (g_free) is the socket file it made, for the caller to remove
- * off the main thread, or NULL.
+ * off the main thread (target_socket_unlink with *id), or NULL.
  */
-int target_controller_remove(struct target *tgt, const char *name, char **socket, char **err);
+int target_controller_remove(struct target *tgt, const char *name, char **socket,
+                             struct target_file_id *id, GError **err);
 
 /*
  * The saved configuration (target-config.c).  load: creates the backends
@@ -413,18 +459,18 @@ int target_controller_remove(struct target *tgt, const char *name, char **socket
  * file and the element at fault.  save: writes the current backends and
  * mappings to file atomically (mode 0600).
  */
-int target_config_load(struct target *tgt, const char *file, char **socket_path, char **err);
+int target_config_load(struct target *tgt, const char *file, char **socket_path, GError **err);
 /*
  * The file's text parsed and its shape checked whole (target-config-check.c):
- * the root (json_node_unref), or NULL with *err (g_free) naming the byte or
+ * the root (json_node_unref), or NULL with *err (-EINVAL) naming the byte or
  * the element at fault.  Nothing is opened.
  */
 #define TARGET_CONFIG_VERSION 1
-JsonNode *target_config_parse(const char *text, size_t len, char **err);
+JsonNode *target_config_parse(const char *text, size_t len, GError **err);
 char *target_config_json(struct target *tgt);
-int target_config_save(struct target *tgt, const char *file, char **err);
+int target_config_save(struct target *tgt, const char *file, GError **err);
 /* save's writing of the text target_config_json made: any thread. */
-int target_config_write(const char *file, const char *text, char **err);
+int target_config_write(const char *file, const char *text, GError **err);
 
 /*
  * Accepting front-ends (target-accept.c): ctrl's listening socket is
@@ -469,15 +515,15 @@ JsonNode *target_stats_json(struct target *tgt, struct stats_marks *marks,
 char *target_stats_prometheus(struct target *tgt);
 
 /* Serves the control socket at tgt->opts->control_path; -errno with *err. */
-int target_control_start(struct target *tgt, char **err);
+int target_control_start(struct target *tgt, GError **err);
 void target_control_stop(struct target *tgt);
 
 /*
  * Confines the daemon once set-up is done (target-sandbox.c): drops to
  * --sandbox-user, then, unless --sandbox none, the seccomp filter for what
- * the configuration may still do.  -errno (logged): the daemon must not run.
+ * the configuration may still do.  -errno with *err: the daemon must not run.
  */
-int target_sandbox(struct target *tgt);
+int target_sandbox(struct target *tgt, GError **err);
 /* At exit, on the main thread: the last refusals reported, their answerer stopped. */
 void target_sandbox_end(struct target *tgt);
 
@@ -493,19 +539,19 @@ void target_maybe_quit(struct target *tgt);
  * start: the I/O threads, the watchdog, the main loop's timer and, with
  * signals, SIGINT/SIGTERM/SIGHUP blocked in the process and read from a
  * signalfd (a shutdown: jobs stopped, control socket closed, the loop
- * ends once removals are done); -errno (logged).  load: --config's
+ * ends once removals are done); -errno with *err.  load: --config's
  * backends and mappings, a check that the sockets' paths can be made
  * (default_socket: the default controller's when neither the options nor
- * the file name one), then every --lun; -EINVAL with *err naming the
+ * the file name one), then every --lun; -errno with *err naming the
  * option.  listen: the control socket, then the default controller on
  * path or the inherited fd (taken on success); -errno with *err.  The main loop is then
  * iothread_run(tgt->main).  end: everything freed, whatever was reached;
  * on the thread that called start.
  */
 void target_init(struct target *tgt, struct target_opts *opts);
-int target_start(struct target *tgt, bool signals);
-int target_load(struct target *tgt, const char *default_socket, char **err);
-int target_listen(struct target *tgt, const char *path, int fd, char **err);
+int target_start(struct target *tgt, bool signals, GError **err);
+int target_load(struct target *tgt, const char *default_socket, GError **err);
+int target_listen(struct target *tgt, const char *path, int fd, GError **err);
 void target_end(struct target *tgt);
 
 #endif

@@ -62,7 +62,7 @@ static void walk(JsonNode *root)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     JsonNode *root;
 
     fuzz_quiet_logs();
@@ -81,7 +81,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     walk(root);
     {
         g_autoptr(JsonGenerator) gen = json_generator_new();
-        g_autofree char *again_err = NULL;
+        g_autoptr(GError) again_err = NULL;
         g_autofree char *text = NULL;
         gsize len;
         JsonNode *again;

@@ -21,7 +21,8 @@
  *    listen-hold, a test hook) does not stop the daemon either: others are
  *    served, its name and socket are taken meanwhile, it is answered when
  *    the work ends or at --control-timeout-ms (the socket made later is
- *    removed); a controller-remove's unlink of its socket file likewise.
+ *    removed); a controller-remove's unlink of its socket file likewise,
+ *    and one given up spares a newer controller's socket at its path.
  * Each wait is on an event (a thread of the daemon found waiting in the
  * FIFO's open, an answer, the process's exit) and bounded.
  *
@@ -430,6 +431,69 @@ static void test_controller_remove_served_meanwhile(void)
     held_add_free(&h);
 }
 
+/*
+ * A controller-remove given up at --control-timeout-ms frees its path at
+ * once; when its unlink does come, it must not take the socket a newer
+ * controller made there meanwhile, only the file the removed one made.
+ */
+static void test_controller_remove_late_spares_newer(void)
+{
+    struct held_add h = { 0 };
+    g_autofree char *held = NULL;
+    g_autofree char *msg = NULL;
+    int64_t deadline = g_get_monotonic_time() + PU_TIMEOUT_MS * 1000ll;
+    uint64_t features = 0;
+    int w, sock;
+
+    if (test_hooks_missing()) {
+        return;
+    }
+    g_setenv("VHOST_SCSI_TEST_FAULT", "listen-hold", TRUE);
+    fx_start(&h.x, "300");
+    g_unsetenv("VHOST_SCSI_TEST_FAULT");
+    h.sock = g_build_filename(h.x.d.dir, "vm2.sock", NULL);
+    h.hold = g_strconcat(h.sock, ".hold", NULL);
+    /* No hold FIFO yet: vm2's socket is made at once. */
+    json_node_unref(pu_ctl_ok(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm2"), "socket",
+                                                                 pu_jstr(h.sock), NULL)));
+    g_assert_cmpint(mkfifo(h.hold, 0600), ==, 0);
+    pu_ctl_send(h.x.pending, 2, "controller-remove", pu_jobj("name", pu_jstr("vm2"), NULL));
+    /* Its unlink waits in the hold FIFO's open; the removal is answered at its timeout. */
+    while (!pu_proc_in_fifo_open(h.x.d.proc.pid)) {
+        struct pollfd p = { .fd = -1 };
+
+        g_assert_cmpint(g_get_monotonic_time(), <, deadline);
+        poll(&p, 1, 1);
+    }
+    {
+        g_autoptr(JsonNode) answer = pu_ctl_answer(h.x.pending, PU_TIMEOUT_MS);
+
+        g_assert_nonnull(answer);
+        msg = pu_ctl_answer_failed(answer, 2, ETIMEDOUT);
+    }
+    g_assert_nonnull(strstr(msg, "not within --control-timeout-ms"));
+    /* A second name keeps the FIFO the unlink waits in; a new add is not held. */
+    held = g_strconcat(h.hold, "2", NULL);
+    g_assert_cmpint(link(h.hold, held), ==, 0);
+    g_assert_cmpint(unlink(h.hold), ==, 0);
+    json_node_unref(pu_ctl_ok(h.x.fd, "controller-add", pu_jobj("name", pu_jstr("vm3"), "socket",
+                                                                 pu_jstr(h.sock), NULL)));
+    /* The given-up unlink comes at last... */
+    w = open(held, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    g_assert_cmpint(w, >=, 0);
+    g_assert_cmpint(pu_daemon_log_wait(&h.x.d, 0, "controller-remove: finished after it was "
+                                       "given up", PU_TIMEOUT_MS), ==, 0);
+    close(w);
+    /* ...and vm3 still listens at the path. */
+    sock = rv_connect(h.sock, PU_TIMEOUT_MS);
+    g_assert_cmpint(sock, >=, 0);
+    g_assert_cmpint(rv_get_u64(sock, VHOST_USER_GET_FEATURES, PU_TIMEOUT_MS, &features), ==, 0);
+    close(sock);
+    g_assert_cmpint(pu_daemon_stop(&h.x.d, false), ==, 0);
+    g_assert_cmpint(unlink(held), ==, 0);
+    held_add_free(&h);
+}
+
 int main(int argc, char **argv)
 {
     g_test_init(&argc, &argv, NULL);
@@ -443,5 +507,7 @@ int main(int argc, char **argv)
     g_test_add_func("/blocking-open/controller-add-times-out", test_controller_add_times_out);
     g_test_add_func("/blocking-open/controller-remove-served-meanwhile",
                     test_controller_remove_served_meanwhile);
+    g_test_add_func("/blocking-open/controller-remove-late-spares-newer",
+                    test_controller_remove_late_spares_newer);
     return g_test_run();
 }

@@ -19,8 +19,9 @@
 
 #define assert_err(err, words) do {                                              \
         g_assert_nonnull(err);                                                   \
-        if (!strstr((err), (words))) {                                           \
-            g_error("\"%s\" does not say \"%s\"", (err), (words));               \
+        g_assert_true((err)->domain == VS_ERROR);                                \
+        if (!strstr((err)->message, (words))) {                                  \
+            g_error("\"%s\" does not say \"%s\"", (err)->message, (words));      \
         }                                                                        \
     } while (0)
 
@@ -28,7 +29,7 @@ static void test_add_find(void)
 {
     struct target_fixture f = { 0 };
     struct target_backend *b = NULL;
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
 
     target_fixture_start(&f, false);
     g_assert_null(target_backend_find(&f.tgt, "data"));
@@ -48,7 +49,7 @@ static void test_add_refused(void)
 {
     struct target_fixture f = { 0 };
     struct target_backend *b = NULL;
-    char *err = NULL;
+    GError *err = NULL;
 
     target_fixture_start(&f, false);
     g_assert_cmpint(target_backend_add(&f.tgt, "data", "ram:1M", false, &b, &err), ==, 0);
@@ -56,24 +57,24 @@ static void test_add_refused(void)
     g_assert_cmpint(target_backend_add(&f.tgt, "data", "null:1M", false, NULL, &err), ==,
                     -EEXIST);
     assert_err(err, "a backend named 'data' exists");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     /* The one there stays what it was. */
     g_assert_cmpstr(target_backend_find(&f.tgt, "data")->spec, ==, "ram:1M");
 
     g_assert_cmpint(target_backend_add(&f.tgt, "a b", "ram:1M", false, NULL, &err), ==,
                     -EINVAL);
     assert_err(err, "backend name 'a b'");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
 
     g_assert_cmpint(target_backend_add(&f.tgt, "nosize", "ram:", false, NULL, &err), <, 0);
     g_assert_nonnull(err);
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     g_assert_null(target_backend_find(&f.tgt, "nosize"));
 
     g_assert_cmpint(target_backend_add(&f.tgt, "missing", "file:/nonexistent/disk.img", false,
                                        NULL, &err), <, 0);
     assert_err(err, "/nonexistent/disk.img");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     g_assert_null(target_backend_find(&f.tgt, "missing"));
     target_fixture_end(&f);
 }
@@ -83,7 +84,7 @@ static void test_one_backing_object(void)
 {
     struct target_fixture f = { 0 };
     g_autofree char *disk = NULL, *link = NULL, *spec = NULL, *spec2 = NULL;
-    char *err = NULL;
+    GError *err = NULL;
 
     target_fixture_start(&f, false);
     disk = target_fixture_file(&f, "disk.img", 1 << 20);
@@ -96,11 +97,11 @@ static void test_one_backing_object(void)
     g_assert_cmpint(target_backend_add(&f.tgt, "b", spec, false, NULL, &err), ==, -EEXIST);
     assert_err(err, "one file backs one backend");
     assert_err(err, "backend a");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     /* Another spelling of the same file is the same file. */
     g_assert_cmpint(target_backend_add(&f.tgt, "c", spec2, false, NULL, &err), ==, -EEXIST);
     assert_err(err, "backend a");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     g_assert_null(target_backend_find(&f.tgt, "b"));
     g_assert_null(target_backend_find(&f.tgt, "c"));
 
@@ -134,7 +135,7 @@ static void unmapped(int ret, void *opaque)
 static void remove_when_unmapped(struct unmaps *u)
 {
     struct target *tgt = &u->f->tgt;
-    char *err = NULL;
+    GError *err = NULL;
 
     g_assert_cmpuint(u->b->mappings, ==, 0);
     g_assert_cmpuint(scsi_target_lun_count(target_controller_find(tgt, NULL)->scsi), ==, 0);
@@ -143,7 +144,7 @@ static void remove_when_unmapped(struct unmaps *u)
     g_assert_null(target_backend_find(tgt, "data"));
     g_assert_cmpint(target_backend_remove(tgt, "data", &err), ==, -ENOENT);
     assert_err(err, "no backend named 'data'");
-    g_free(err);
+    g_clear_error(&err);
 }
 
 static void test_remove_while_mapped(void)
@@ -152,7 +153,7 @@ static void test_remove_while_mapped(void)
     struct controller *ctrl;
     struct target_backend *b = NULL;
     struct unmaps u = { .f = &f, .left = 2, .then = remove_when_unmapped };
-    char *err = NULL;
+    GError *err = NULL;
 
     target_fixture_start(&f, false);
     ctrl = target_controller_find(&f.tgt, NULL);
@@ -162,26 +163,26 @@ static void test_remove_while_mapped(void)
 
     g_assert_cmpint(target_lun_map(ctrl, 0, 1, "nope", &err), ==, -ENOENT);
     assert_err(err, "no backend named 'nope'");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
 
     g_assert_cmpint(target_lun_map(ctrl, 0, 1, "data", &err), ==, 0);
     g_assert_cmpint(target_lun_map(ctrl, 0, 1, "data", &err), ==, -EEXIST);
     assert_err(err, "LUN 0:1 is already mapped");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     g_assert_cmpint(target_lun_map(ctrl, 0, 2, "data", &err), ==, 0);
     g_assert_cmpuint(b->mappings, ==, 2);
     g_assert_cmpuint(scsi_target_lun_count(ctrl->scsi), ==, 2);
 
     g_assert_cmpint(target_backend_remove(&f.tgt, "data", &err), ==, -EBUSY);
     assert_err(err, "mapped 2 time(s); unmap it first");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     g_assert_true(target_backend_find(&f.tgt, "data") == b);
 
     target_lun_unmap(ctrl, 0, 1, unmapped, &u);
     target_lun_unmap(ctrl, 0, 2, unmapped, &u);
     /* While it is being unmapped it is not closed either. */
     g_assert_cmpint(target_backend_remove(&f.tgt, "data", &err), ==, -EBUSY);
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
     target_fixture_drain(&f);
     target_fixture_run(&f);
     g_assert_cmpuint(u.n, ==, 2);
@@ -199,7 +200,7 @@ static void test_implicit(void)
     struct target_backend *b;
     struct unmaps u = { .f = &f, .left = 2 };
     unsigned port = 99, lun = 99;
-    char *err = NULL;
+    GError *err = NULL;
 
     target_fixture_start(&f, false);
     ctrl = target_controller_find(&f.tgt, NULL);
@@ -213,7 +214,7 @@ static void test_implicit(void)
 
     g_assert_cmpint(target_lun_add(ctrl, "3=null:1M", &port, &lun, &err), ==, -EEXIST);
     assert_err(err, "LUN 0:3 is already mapped");
-    g_clear_pointer(&err, g_free);
+    g_clear_error(&err);
 
     /* Nothing at that address: answered at once. */
     target_lun_unmap(ctrl, 0, 4, unmapped, &u);

@@ -8,23 +8,29 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <errno.h>
 #include <string.h>
 
 #include <glib.h>
 
 #include "target.h"
+#include "vs-error.h"
 
-/* The file's text parsed; NULL and *err on refusal. */
-static JsonNode *parse(const char *text, char **err)
+/* The file's text parsed; NULL and *err (-EINVAL) on refusal. */
+static JsonNode *parse(const char *text, GError **err)
 {
-    *err = NULL;
-    return target_config_parse(text, strlen(text), err);
+    JsonNode *root = target_config_parse(text, strlen(text), err);
+
+    if (!root) {
+        g_assert_error(*err, VS_ERROR, EINVAL);
+    }
+    return root;
 }
 
 /* text is refused, and the reason contains every one of words (NULL-ended). */
 static void assert_refused(const char *text, const char *const *words)
 {
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     JsonNode *root = parse(text, &err);
 
     if (root) {
@@ -33,8 +39,8 @@ static void assert_refused(const char *text, const char *const *words)
     }
     g_assert_nonnull(err);
     for (const char *const *w = words; *w; w++) {
-        if (!strstr(err, *w)) {
-            g_error("refusal of %s says \"%s\", without \"%s\"", text, err, *w);
+        if (!strstr(err->message, *w)) {
+            g_error("refusal of %s says \"%s\", without \"%s\"", text, err->message, *w);
         }
     }
 }
@@ -43,7 +49,7 @@ static void assert_refused(const char *text, const char *const *words)
 
 static void test_good_minimal(void)
 {
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     JsonNode *root = parse("{\"version\": 1, \"backends\": [], \"controllers\": []}", &err);
 
     g_assert_null(err);
@@ -67,7 +73,7 @@ static void test_good_full(void)
         "                    \"allow_uid\": [107], \"allow_gid\": [], \"socket_group\": \"kvm\","
         "                    \"initiator\": \"iqn.2026-12.org.example:vm1\","
         "                    \"luns\": [{\"target\": 0, \"lun\": 0, \"backend\": \"data\"}]}]}";
-    g_autofree char *err = NULL;
+    g_autoptr(GError) err = NULL;
     JsonNode *root = parse(text, &err);
     JsonArray *ctrls;
 

@@ -41,12 +41,13 @@ void target_fixture_start(struct target_fixture *f, bool control)
         f->opts.control_path = target_fixture_path(f, "ctl");
     }
     target_init(&f->tgt, &f->opts);
-    g_assert_cmpint(target_start(&f->tgt, false), ==, 0);
+    g_assert_cmpint(target_start(&f->tgt, false, NULL), ==, 0);
     if (control) {
         g_autofree char *sock = target_fixture_path(f, "vs.sock");
-        g_autofree char *err = NULL;
+        g_autoptr(GError) err = NULL;
 
         g_assert_cmpint(target_listen(&f->tgt, sock, -1, &err), ==, 0);
+        g_assert_no_error(err);
     }
 }
 
