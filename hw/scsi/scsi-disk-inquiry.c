@@ -123,6 +123,36 @@ size_t sd_lu_designators(const struct scsi_lun *lun, uint8_t *d)
     return (size_t)(d - start);
 }
 
+/*
+ * OPTIMAL TRANSFER LENGTH GRANULARITY: the backend's (an RBD object), else
+ * the physical block (a 512e LUN's 4 KiB: Linux's io_min, where a guest
+ * aligns its partitions and file system), in logical blocks.  One the
+ * physical block does not divide, or beyond 16 bits of blocks, cannot be
+ * said: the physical block instead.
+ */
+static uint16_t opt_granularity(const struct scsi_lun *lun)
+{
+    uint32_t phys = sd_atomic_granularity(lun);
+    uint32_t g = lun->be->opt_granularity / lun->bs;
+
+    return g > phys && g <= 0xffff && g % phys == 0 ? (uint16_t)g : (uint16_t)phys;
+}
+
+/*
+ * OPTIMAL UNMAP GRANULARITY: the backend's discard granularity (4 KiB if it
+ * names none), at least the physical block, in whole physical blocks: a
+ * discard of part of one deallocates nothing on a device that maps whole
+ * ones, and Windows sizes its retrim ranges by it.
+ */
+static uint32_t unmap_granularity(const struct scsi_lun *lun)
+{
+    uint32_t phys = sd_atomic_granularity(lun);
+    uint32_t g = MAX((lun->be->discard_granularity ? lun->be->discard_granularity : 4096u) /
+                     lun->bs, 1u);
+
+    return (g + phys - 1) / phys * phys;
+}
+
 /* Fills a VPD page into b (REPLY_MAX bytes); returns its length or 0 if unknown. */
 static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
 {
@@ -152,17 +182,14 @@ static size_t vpd_page(const struct scsi_lun *lun, uint8_t page, uint8_t *b)
 
         b[4] = 0x01;        /* WSNZ: WRITE SAME needs a non-zero length */
         b[5] = (uint8_t)sd_max_caw_blocks(lun);   /* MAXIMUM COMPARE AND WRITE LENGTH */
-        /* A granularity beyond 16 bits of blocks cannot be said: say one block. */
-        st16(b + 6, be->opt_granularity / lun->bs > 1 && be->opt_granularity / lun->bs <= 0xffff
-                    ? (uint16_t)(be->opt_granularity / lun->bs) : 1);
+        st16(b + 6, opt_granularity(lun));
         st32(b + 8, max_xfer);
         st32(b + 12, MIN(OPT_XFER_BYTES / lun->bs, max_xfer));
         if (be->can_discard) {
             st32(b + 20, MAX_UNMAP_LBAS);
             st32(b + 24, MAX_UNMAP_DESCS);
             /* OPTIMAL UNMAP GRANULARITY, and UGAVALID with the alignment at LBA 0. */
-            st32(b + 28, MAX((be->discard_granularity ? be->discard_granularity : 4096u) /
-                             lun->bs, 1u));
+            st32(b + 28, unmap_granularity(lun));
             st32(b + 32, 0x80000000u);
         }
         st64(b + 36, MAX_WRITE_SAME_LBAS);

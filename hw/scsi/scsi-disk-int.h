@@ -38,7 +38,14 @@
  * that completed inside submit() (scsi-disk-io.c), so one guest's command
  * does not hold a thread other queues share.
  */
-#define MAX_XFER_BYTES (32u << 20)
+/*
+ * The transfer cap is the virtio-scsi config space's: the front-end owns
+ * that space (the daemon offers no VHOST_USER_PROTOCOL_F_CONFIG), and
+ * QEMU's vhost-user-scsi says max_sectors 0xFFFF there, which the guest's
+ * driver takes as its limit (vioscsi's MaximumTransferLength, Linux's
+ * max_sectors).  Block Limits says no more, so the two agree.
+ */
+#define MAX_XFER_BYTES (0xffffu * 512u)
 #define OPT_XFER_BYTES (1u << 20)
 #define CHUNK_BYTES (1u << 20)
 #define MAX_UNMAP_LBAS 0x100000u
@@ -212,9 +219,13 @@ static inline uint64_t sd_nb_blocks(const struct scsi_lun *lun)
  */
 static inline uint32_t sd_max_xfer_bytes(const struct scsi_lun *lun)
 {
+    uint32_t pbs = lun->be->phys_block_size;
+    /* Whole physical blocks, so the largest transfer never ends inside one. */
+    uint32_t unit = pbs > lun->bs && pbs % lun->bs == 0 ? pbs : lun->bs;
     uint32_t dev = lun->be->max_transfer / lun->bs * lun->bs;
+    uint32_t max = dev && dev < MAX_XFER_BYTES ? dev : MAX_XFER_BYTES;
 
-    return dev && dev < MAX_XFER_BYTES ? dev : MAX_XFER_BYTES;
+    return max >= unit ? max / unit * unit : max;
 }
 
 /* Bounce-buffer steps (VERIFY, WRITE SAME) go to the backend as I/O too. */

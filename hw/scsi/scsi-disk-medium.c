@@ -16,7 +16,7 @@
 #include "scsi-disk-ops.h"
 
 /* The most one PRE-FETCH asks the backend to read. */
-#define PREFETCH_MAX_BYTES MAX_XFER_BYTES
+#define PREFETCH_MAX_BYTES (32u << 20)
 /* GET LBA STATUS: descriptors per reply, and bytes of the map looked at per backend query. */
 #define LBA_STATUS_MAX_DESCS 64u
 #define LBA_STATUS_QUERY_BYTES (256u << 20)

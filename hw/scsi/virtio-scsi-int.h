@@ -24,7 +24,10 @@
 /* The spec's FUNCTION COMPLETE shares the value of VIRTIO_SCSI_S_OK. */
 #define VSCSI_S_FUNCTION_COMPLETE VIRTIO_SCSI_S_OK
 
-/* Upper bound on buffers per request, whatever the ring size. */
+/*
+ * Buffers per request, whatever the ring size: QEMU's VIRTQUEUE_MAX_SIZE
+ * (its limit on an indirect table) and the header and response.
+ */
 #define VSCSI_MAX_SG 1026
 
 /*
@@ -58,7 +61,7 @@
 /*
  * A request queue stops popping while the requests it has in flight
  * carry this many bytes of guest buffers (one more is always admitted
- * when none is in flight, so a 32 MiB READ still runs): the rest stay
+ * when none is in flight, so the largest READ still runs): the rest stay
  * in guest memory, on the ring, and a flood of large requests cannot
  * fill the thread's io_uring and the device's queue ahead of the other
  * queues' requests.  Sixteen 1 MiB requests keep a disk streaming; a
@@ -142,7 +145,8 @@ struct vscsi_queue {
     unsigned nreqs;
     bool limit_logged;        /* the in-flight limit was reached (said once per start) */
     struct vscsi_req *free_list;
-    struct iovec *iov_mem;
+    struct iovec *iov_mem;    /* mapped: iov_mem_bytes */
+    size_t iov_mem_bytes;
     unsigned inflight;
     uint64_t inflight_bytes;  /* the guest buffers of those requests (VSCSI_INFLIGHT_BYTES) */
     unsigned kicks_undrained; /* kick wake-ups since the last read(2) */

@@ -21,6 +21,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <glib.h>
@@ -580,12 +581,33 @@ static int req_queue_start(struct vscsi_queue *q, struct virtqueue *vq)
     unsigned slots = q->dev->max_inflight && q->dev->max_inflight < num ?
                      q->dev->max_inflight : num;
 
-    q->max_sg = MIN(num + 2, VSCSI_MAX_SG);
+    /*
+     * Not bounded by the ring size: a driver's indirect table may hold more
+     * segments than seg_max (vioscsi sends 2 MiB + 4 KiB as 513 pages on a
+     * 128-entry ring), and QEMU's own virtio-scsi takes up to 1024.
+     */
+    q->max_sg = VSCSI_MAX_SG;
     /* calloc'd: slots the ring never fills are never touched, never resident. */
     q->reqs = g_new0(struct vscsi_req, slots);
     q->nreqs = slots;
     q->limit_logged = false;
-    q->iov_mem = g_new0(struct iovec, (size_t)slots * q->max_sg * 2);
+    /*
+     * 32 KiB of iovecs per slot, of which a request touches what its chain
+     * needs: fresh anonymous pages (not the heap's, which calloc may clear
+     * and so make resident), backed only once a chain that long arrives.
+     */
+    q->iov_mem_bytes = (size_t)slots * q->max_sg * 2 * sizeof(struct iovec);
+    q->iov_mem = mmap(NULL, q->iov_mem_bytes, PROT_READ | PROT_WRITE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (q->iov_mem == MAP_FAILED) {
+        int err = -errno;
+
+        q->iov_mem = NULL;
+        g_free(q->reqs);
+        q->reqs = NULL;
+        q->vq = NULL;
+        return err;
+    }
     q->free_list = NULL;
     for (unsigned i = slots; i-- > 0;) {
         struct vscsi_req *r = &q->reqs[i];
@@ -616,7 +638,9 @@ static void req_queue_stop(struct vscsi_queue *q)
     pthread_mutex_unlock(&q->lock);
     iothread_run_sync(q->t, queue_detach, q);
     g_free(q->reqs);
-    g_free(q->iov_mem);
+    if (q->iov_mem) {
+        munmap(q->iov_mem, q->iov_mem_bytes);
+    }
     q->reqs = NULL;
     q->iov_mem = NULL;
     q->free_list = NULL;

@@ -592,6 +592,17 @@ void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, 
     g_assert_cmpint(vfe_exec(fe, out, PU_TIMEOUT_MS), ==, 0);
 }
 
+struct vfe_req pu_run(struct vfe *fe, unsigned target, unsigned lun, const uint8_t *cdb,
+                      unsigned cdb_len, void *buf, uint32_t len, bool data_in)
+{
+    struct vfe_req r;
+
+    pu_req_prep(&r, target, lun, cdb, cdb_len, buf, len, data_in);
+    g_assert_cmpint(vfe_exec(fe, &r, PU_TIMEOUT_MS), ==, 0);
+    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
+    return r;
+}
+
 struct vfe_req pu_tur(struct vfe *fe, unsigned target, unsigned lun)
 {
     uint8_t cdb[SC_CDB_MAX];

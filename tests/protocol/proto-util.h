@@ -135,6 +135,9 @@ void pu_req_prep(struct vfe_req *out, unsigned target, unsigned lun, const uint8
 /* One command on request queue 0, waited for; buf must come from vfe_alloc. */
 void pu_cmd(struct vfe *fe, unsigned lun, const uint8_t *cdb, unsigned cdb_len, void *buf,
             uint32_t len, bool data_in, struct vfe_req *out);
+/* One command to target:lun on request queue 0, waited for; the transport must take it (S_OK). */
+struct vfe_req pu_run(struct vfe *fe, unsigned target, unsigned lun, const uint8_t *cdb,
+                      unsigned cdb_len, void *buf, uint32_t len, bool data_in);
 /* TEST UNIT READY to target:lun, waited for. */
 struct vfe_req pu_tur(struct vfe *fe, unsigned target, unsigned lun);
 /* TEST UNIT READY until the pending unit attentions are consumed. */

@@ -71,12 +71,8 @@ static struct vfe_req run(struct vfe *fe, unsigned target, unsigned lun, struct 
 {
     uint8_t cdb[SC_CDB_MAX];
     unsigned n = sc_cdb(task, cdb);
-    struct vfe_req r;
 
-    pu_req_prep(&r, target, lun, cdb, n, buf, len, data_in);
-    g_assert_cmpint(vfe_exec(fe, &r, PU_TIMEOUT_MS), ==, 0);
-    g_assert_cmpuint(r.resp.response, ==, VIRTIO_SCSI_S_OK);
-    return r;
+    return pu_run(fe, target, lun, cdb, n, buf, len, data_in);
 }
 
 static void ready(struct vfe *fe, unsigned target, unsigned lun)
