@@ -121,5 +121,5 @@ stubs:
         .endr
 
         .org    0xfff0
-reset:  jmp     start
+reset:  ljmp    $0xf000, $start    /* a far jump: CS becomes the image's segment */
         .org    0x10000

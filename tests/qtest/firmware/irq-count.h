@@ -13,7 +13,7 @@
 #define QT_FW_READY     0x0ff0      /* QT_FW_MAGIC once the IDT and LAPIC are set up */
 #define QT_FW_COUNTERS  0x1000      /* 256 x 32-bit: interrupts taken, by vector */
 #define QT_FW_STACK     0x7000      /* top of the firmware's stack (segment 0) */
-#define QT_FW_MAGIC     0x51a7c0deu
+#define QT_FW_MAGIC     0x51a7c0de
 /* Vectors below 32 are exceptions: the firmware counts one and stops. */
 #define QT_FW_FIRST_IRQ 32
 
