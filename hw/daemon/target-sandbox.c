@@ -86,24 +86,25 @@ void target_sandbox_end(struct target *tgt)
 int target_sandbox(struct target *tgt, GError **err)
 {
     struct target_opts *o = tgt->opts;
+    g_autoptr(GError) why = NULL;
     unsigned sets;
     int r;
 
     /* The user first: the filter forbids changing it. */
-    if (o->sandbox_user && (r = sandbox_drop_user(o->sandbox_uid, o->sandbox_gid)) < 0) {
-        return vs_error_set(err, r, "--sandbox-user %s: cannot become uid %u gid %u: %s",
-                            o->sandbox_user, (unsigned)o->sandbox_uid,
-                            (unsigned)o->sandbox_gid, g_strerror(-r));
+    if (o->sandbox_user && (r = sandbox_drop_user(o->sandbox_uid, o->sandbox_gid, err)) < 0) {
+        g_prefix_error(err, "--sandbox-user %s: cannot become uid %u gid %u: ", o->sandbox_user,
+                       (unsigned)o->sandbox_uid, (unsigned)o->sandbox_gid);
+        return r;
     }
     if (o->sandbox == TARGET_SANDBOX_NONE) {
         g_message("sandbox: none (--sandbox none): every system call allowed");
         return 0;
     }
     sets = sets_needed(tgt);
-    r = sandbox_install(sets, &tgt->sandbox);
+    r = sandbox_install(sets, &tgt->sandbox, &why);
     if (r < 0) {
         return vs_error_set(err, r, "cannot install the seccomp filter: %s (--sandbox none runs "
-                            "without it)", g_strerror(-r));
+                            "without it)", why->message);
     }
     tgt->sandbox_report.fn = report_timer_cb;
     r = iothread_add_fd(tgt->main, sandbox_refusals_fd(tgt->sandbox), EPOLLIN, refusals_cb, tgt);

@@ -10,8 +10,8 @@
 
 #include "sandbox.h"
 
-/* The answerer, its thread waiting for the listener; NULL, logged, without user notifications. */
-struct sandbox *sandbox_refusals_new(void);
+/* The answerer, its thread waiting for the listener, in *out; -errno with *err without user notifications. */
+int sandbox_refusals_new(struct sandbox **out, GError **err);
 /* The filter is loaded: answer what notify_fd (now the answerer's) brings. */
 void sandbox_refusals_start(struct sandbox *sb, int notify_fd);
 

@@ -28,6 +28,7 @@
 #include <seccomp.h>
 
 #include "sandbox-int.h"
+#include "vs-error.h"
 
 /* Call numbers counted one by one; any larger one is counted as "other". */
 #define COUNTED_CALLS 512
@@ -100,15 +101,16 @@ static gpointer answer_main(gpointer opaque)
     }
 }
 
-struct sandbox *sandbox_refusals_new(void)
+int sandbox_refusals_new(struct sandbox **out, GError **err)
 {
     struct seccomp_notif_sizes sizes = { 0 };
     struct sandbox *sb;
+    int r;
 
+    *out = NULL;
     /* Asked now: after the filter, this seccomp() call would be refused itself. */
     if (syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) < 0) {
-        g_warning("sandbox: seccomp user notifications: %s", g_strerror(errno));
-        return NULL;
+        return vs_error_set(err, -errno, "seccomp user notifications: %s", g_strerror(errno));
     }
     sb = g_new0(struct sandbox, 1);
     sb->notify_fd = -1;
@@ -119,13 +121,14 @@ struct sandbox *sandbox_refusals_new(void)
     sb->stop_fd = eventfd(0, EFD_CLOEXEC);
     sb->report_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (sb->go_fd < 0 || sb->stop_fd < 0 || sb->report_fd < 0) {
-        g_warning("sandbox: eventfd: %s", g_strerror(errno));
+        r = vs_error_set(err, -errno, "eventfd: %s", g_strerror(errno));
         sandbox_free(sb);
-        return NULL;
+        return r;
     }
     /* Started before the filter: starting a thread makes calls it might refuse. */
     sb->thread = g_thread_new("sandbox", answer_main, sb);
-    return sb;
+    *out = sb;
+    return 0;
 }
 
 void sandbox_refusals_start(struct sandbox *sb, int notify_fd)

@@ -22,6 +22,7 @@
 #include <glib.h>
 
 #include "sandbox.h"
+#include "vs-error.h"
 
 /* 1 with *v if name is a number (of an id: below (id_t)-1), 0 if it is none, or -EINVAL. */
 static int numeric_id(const char *name, unsigned long *v)
@@ -122,20 +123,17 @@ int sandbox_lookup_group(const char *name, gid_t *gid)
     return 0;
 }
 
-int sandbox_drop_user(uid_t uid, gid_t gid)
+int sandbox_drop_user(uid_t uid, gid_t gid, GError **err)
 {
     /* Groups first: once the uid is not root, they can no longer be changed. */
     if (setgroups(0, NULL) < 0) {
-        g_warning("sandbox: setgroups: %s", g_strerror(errno));
-        return -errno;
+        return vs_error_set(err, -errno, "setgroups: %s", g_strerror(errno));
     }
     if (setresgid(gid, gid, gid) < 0) {
-        g_warning("sandbox: setresgid(%u): %s", (unsigned)gid, g_strerror(errno));
-        return -errno;
+        return vs_error_set(err, -errno, "setresgid(%u): %s", (unsigned)gid, g_strerror(errno));
     }
     if (setresuid(uid, uid, uid) < 0) {
-        g_warning("sandbox: setresuid(%u): %s", (unsigned)uid, g_strerror(errno));
-        return -errno;
+        return vs_error_set(err, -errno, "setresuid(%u): %s", (unsigned)uid, g_strerror(errno));
     }
     /* A uid 0 keeps its capabilities; anything else has lost them all now. */
     return 0;

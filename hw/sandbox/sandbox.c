@@ -31,6 +31,7 @@
 #include <seccomp.h>
 
 #include "sandbox-int.h"
+#include "vs-error.h"
 
 /*
  * A sanitizer's runtime does at exit what the daemon never does: the leak
@@ -73,7 +74,7 @@ static bool in_list(const char *const *names, const char *name)
 
 /* action for every call of names, but those of except (NULL: none). */
 static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *names,
-                     const char *const *except, const char *set)
+                     const char *const *except, const char *set, GError **err)
 {
     for (; *names; names++) {
         int nr = seccomp_syscall_resolve_name(*names);
@@ -84,35 +85,36 @@ static int add_names(scmp_filter_ctx ctx, uint32_t action, const char *const *na
         }
         r = seccomp_rule_add(ctx, action, nr, 0);
         if (r < 0) {
-            g_warning("sandbox: rule for %s (%s): %s", *names, set, g_strerror(-r));
-            return r;
+            return vs_error_set(err, r, "rule for %s (%s): %s", *names, set, g_strerror(-r));
         }
     }
     return 0;
 }
 
-static int allow_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const char *what)
+static int allow_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const char *what,
+                     GError **err)
 {
     int r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 1, cmp);
 
     if (r < 0) {
-        g_warning("sandbox: allowing %s: %s", what, g_strerror(-r));
+        vs_error_set(err, r, "allowing %s: %s", what, g_strerror(-r));
     }
     return r;
 }
 
-static int kill_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const char *what)
+static int kill_arg(scmp_filter_ctx ctx, int nr, struct scmp_arg_cmp cmp, const char *what,
+                    GError **err)
 {
     int r = seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, nr, 1, cmp);
 
     if (r < 0) {
-        g_warning("sandbox: killing on %s: %s", what, g_strerror(-r));
+        vs_error_set(err, r, "killing on %s: %s", what, g_strerror(-r));
     }
     return r;
 }
 
 /* socket(domain, type) for TCP and UDP if allow (else refused), never SOCK_RAW. */
-static int ip_socket_rules(scmp_filter_ctx ctx, int domain, bool allow)
+static int ip_socket_rules(scmp_filter_ctx ctx, int domain, bool allow, GError **err)
 {
     int r = 0;
 
@@ -123,7 +125,7 @@ static int ip_socket_rules(scmp_filter_ctx ctx, int domain, bool allow)
     r = r ?: seccomp_rule_add(ctx, SCMP_ACT_KILL_PROCESS, SCMP_SYS(socket), 2,
                               ARG32_EQ(0, domain), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW));
     if (r < 0) {
-        g_warning("sandbox: rules for socket(%d): %s", domain, g_strerror(-r));
+        vs_error_set(err, r, "rules for socket(%d): %s", domain, g_strerror(-r));
     }
     return r;
 }
@@ -140,7 +142,7 @@ static const unsigned long ioctls_allowed[] = {
 };
 
 /* The calls allowed only with some arguments, by the sets that need them. */
-static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
+static int allow_filtered(scmp_filter_ctx ctx, unsigned sets, GError **err)
 {
     bool net = sets & (SANDBOX_NET | SANDBOX_RBD);
     /* Only these sets load code after set-up (NSS modules, librados plugins). */
@@ -152,60 +154,60 @@ static int allow_filtered(scmp_filter_ctx ctx, unsigned sets)
         r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(clone), 0);
     } else {
         r = r ?: allow_arg(ctx, SCMP_SYS(clone),
-                           SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD), "clone");
+                           SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, CLONE_THREAD), "clone", err);
         r = r ?: kill_arg(ctx, SCMP_SYS(clone), SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0),
-                          "clone");
+                          "clone", err);
     }
     /* clone3's flags are behind a pointer the filter cannot read: glibc falls back to clone. */
     r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
     /* raise() and abort() signal the caller's own thread; no other process. */
     r = r ?: allow_arg(ctx, SCMP_SYS(tgkill), SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)getpid()),
-                       "tgkill");
+                       "tgkill", err);
     if (loads_code) {
         r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mmap), 0);
         r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(mprotect), 0);
     } else {
         /* Nothing is loaded after set-up: no mapping becomes executable. */
         r = r ?: allow_arg(ctx, SCMP_SYS(mmap), SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
-                           "mmap");
+                           "mmap", err);
         r = r ?: allow_arg(ctx, SCMP_SYS(mprotect), SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, 0),
-                           "mprotect");
+                           "mprotect", err);
         r = r ?: kill_arg(ctx, SCMP_SYS(mmap),
-                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC), "mmap");
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC), "mmap", err);
         r = r ?: kill_arg(ctx, SCMP_SYS(mprotect),
-                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC), "mprotect");
+                          SCMP_A2(SCMP_CMP_MASKED_EQ, PROT_EXEC, PROT_EXEC), "mprotect", err);
     }
     if (SANDBOX_SANITIZER) {
         r = r ?: seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(prctl), 0);
     } else {
         /* Thread names (pthread_setname_np on the calling thread). */
-        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_SET_NAME), "prctl");
-        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_NAME), "prctl");
+        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_SET_NAME), "prctl", err);
+        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_NAME), "prctl", err);
         /* Whether a filter is on (sandbox_lookup_group). */
-        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_SECCOMP), "prctl");
+        r = r ?: allow_arg(ctx, SCMP_SYS(prctl), ARG32_EQ(0, PR_GET_SECCOMP), "prctl", err);
     }
     for (size_t i = 0; i < G_N_ELEMENTS(ioctls_allowed); i++) {
-        r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, ioctls_allowed[i]), "ioctl");
+        r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, ioctls_allowed[i]), "ioctl", err);
     }
     if (net) {
-        r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, FIONREAD), "ioctl");
+        r = r ?: allow_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, FIONREAD), "ioctl", err);
     }
     /* Typing into the terminal the log goes to: a way out of any sandbox. */
-    r = r ?: kill_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, TIOCSTI), "ioctl");
+    r = r ?: kill_arg(ctx, SCMP_SYS(ioctl), ARG32_EQ(1, TIOCSTI), "ioctl", err);
     /* Sockets of the families a set uses; never raw or packet ones. */
     if (sets & (SANDBOX_CONTROL | SANDBOX_NET | SANDBOX_RBD)) {
-        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_UNIX), "socket");
+        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_UNIX), "socket", err);
     }
-    r = r ?: ip_socket_rules(ctx, AF_INET, net);
-    r = r ?: ip_socket_rules(ctx, AF_INET6, net);
+    r = r ?: ip_socket_rules(ctx, AF_INET, net, err);
+    r = r ?: ip_socket_rules(ctx, AF_INET6, net, err);
     if (net) {
-        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_NETLINK), "socket");
+        r = r ?: allow_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_NETLINK), "socket", err);
     }
-    r = r ?: kill_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_PACKET), "socket");
+    r = r ?: kill_arg(ctx, SCMP_SYS(socket), ARG32_EQ(0, AF_PACKET), "socket", err);
     return r;
 }
 
-int sandbox_install(unsigned sets, struct sandbox **sbp)
+int sandbox_install(unsigned sets, struct sandbox **sbp, GError **err)
 {
     struct sandbox *sb = NULL;
     scmp_filter_ctx ctx;
@@ -214,15 +216,12 @@ int sandbox_install(unsigned sets, struct sandbox **sbp)
     *sbp = NULL;
     /* Set before the filter too, so that it holds even if loading fails. */
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
-        r = -errno;
-        g_warning("sandbox: PR_SET_NO_NEW_PRIVS: %s", g_strerror(errno));
-        return r;
+        return vs_error_set(err, -errno, "PR_SET_NO_NEW_PRIVS: %s", g_strerror(errno));
     }
     /* Whatever no rule names is refused, answered by sb's thread. */
     ctx = seccomp_init(SCMP_ACT_NOTIFY);
     if (!ctx) {
-        g_warning("sandbox: seccomp_init failed");
-        return -ENOMEM;
+        return vs_error_set(err, -ENOMEM, "seccomp_init failed");
     }
     /* Every thread now; a thread that cannot take it makes the load fail. */
     r = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_TSYNC, 1);
@@ -230,33 +229,32 @@ int sandbox_install(unsigned sets, struct sandbox **sbp)
     /* A binary tree over the call numbers: every call of the data path passes the filter. */
     r = r ?: seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2);
     if (r < 0) {
-        g_warning("sandbox: seccomp attributes: %s", g_strerror(-r));
+        vs_error_set(err, r, "seccomp attributes: %s", g_strerror(-r));
         goto out;
     }
     for (unsigned bit = 1; bit && !r; bit <<= 1) {
         const char *const *calls = sets & bit ? sandbox_set_calls(bit) : NULL;
 
         if (calls) {
-            r = add_names(ctx, SCMP_ACT_ALLOW, calls, NULL, sandbox_set_name(bit));
+            r = add_names(ctx, SCMP_ACT_ALLOW, calls, NULL, sandbox_set_name(bit), err);
         }
     }
     if (!r && SANDBOX_SANITIZER) {
-        r = add_names(ctx, SCMP_ACT_ALLOW, sanitizer_calls, NULL, "sanitizer");
+        r = add_names(ctx, SCMP_ACT_ALLOW, sanitizer_calls, NULL, "sanitizer", err);
     }
     r = r ?: add_names(ctx, SCMP_ACT_KILL_PROCESS, sandbox_fatal_calls(),
-                       SANDBOX_SANITIZER ? sanitizer_calls : NULL, "fatal");
-    r = r ?: allow_filtered(ctx, sets);
+                       SANDBOX_SANITIZER ? sanitizer_calls : NULL, "fatal", err);
+    r = r ?: allow_filtered(ctx, sets, err);
     if (r < 0) {
         goto out;
     }
-    sb = sandbox_refusals_new();
-    if (!sb) {
-        r = -ENOSYS;
+    r = sandbox_refusals_new(&sb, err);
+    if (r < 0) {
         goto out;
     }
     r = seccomp_load(ctx);
     if (r < 0) {
-        g_warning("sandbox: loading the seccomp filter: %s", g_strerror(-r));
+        vs_error_set(err, r, "loading the seccomp filter: %s", g_strerror(-r));
         goto out;
     }
     r = seccomp_notify_fd(ctx);

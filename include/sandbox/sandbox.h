@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <glib.h>
+
 /* An installed filter's answerer of refused calls (hw/sandbox/sandbox-refusals.c). */
 struct sandbox;
 
@@ -80,9 +82,9 @@ int sandbox_lookup_group(const char *name, gid_t *gid);
 /*
  * Becomes uid:gid on every thread with no supplementary groups and no
  * capabilities left (setgroups, setresgid, setresuid: glibc applies them
- * to every thread).  -errno, logged.
+ * to every thread).  -errno with *err saying which step failed.
  */
-int sandbox_drop_user(uid_t uid, gid_t gid);
+int sandbox_drop_user(uid_t uid, gid_t gid, GError **err);
 
 /*
  * Sets PR_SET_NO_NEW_PRIVS and loads the filter allowing sets (a mask of
@@ -90,10 +92,10 @@ int sandbox_drop_user(uid_t uid, gid_t gid);
  * started afterwards inherit it.  A call of sandbox_fatal_calls() kills
  * the process with SIGSYS; any other call outside the sets fails with
  * ENOSYS and is counted for sandbox_report_refusals, by a thread of the
- * sandbox's own that *sbp holds from then on (sandbox_free).  -errno,
- * logged (the process is then unconfined).
+ * sandbox's own that *sbp holds from then on (sandbox_free).  -errno
+ * with *err saying which step failed (the process is then unconfined).
  */
-int sandbox_install(unsigned sets, struct sandbox **sbp);
+int sandbox_install(unsigned sets, struct sandbox **sbp, GError **err);
 
 /*
  * An eventfd that becomes readable when a refusal is waiting to be
