@@ -14,6 +14,7 @@
  *
  * SPDX-License-Identifier: GPL-2.0-or-later
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -107,8 +108,22 @@ static const char *precheck(const char *s, size_t len, const struct json_limits 
             if (d + 1 < len && s[d] == '0' && g_ascii_isdigit(s[d + 1])) {
                 return "number with a leading zero";
             }
+            size_t start = i;
+
             while (i + 1 < len && (g_ascii_isdigit(s[i + 1]) || in_set(s[i + 1], ".eE+-"))) {
                 i++;
+            }
+            /*
+             * Past a double's range json-glib reads infinity, which no JSON
+             * writer can write back: what we keep must survive a rewrite.
+             */
+            {
+                g_autofree char *num = g_strndup(s + start, i + 1 - start);
+
+                if (!isfinite(g_ascii_strtod(num, NULL))) {
+                    *at = start;
+                    return "number out of range";
+                }
             }
         } else if (c != ',') {
             size_t w = 0;
